@@ -1,0 +1,86 @@
+// Command vgpu-probe measures and mitigates CPU-GPU synchronization
+// interference in GPU virtual machines that share CPUs with other tenants.
+//
+// main stays thin: it builds the root command from the subcommand packages,
+// sets up logging and maps errors to exit codes (2: bad input, 1: failure).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:   "vgpu-probe",
+		Short: "Measure and fix CPU-GPU sync interference in GPU VMs that share CPUs",
+		Long: `vgpu-probe finds and fixes the slowdown a GPU program suffers when its
+host thread shares CPUs with other tenants: late kernel launches and late
+notice of kernel completion.
+
+  bench    NAMD-like sync benchmark, every wait mode, under CPU contention`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			lvl, err := zerolog.ParseLevel(logLevel)
+			if err != nil {
+				return usage.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			zerolog.SetGlobalLevel(lvl)
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
+	root.AddCommand(
+		bench.NewCmd(nil),
+	)
+	return root
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu-probe: %v\n", err)
+		if errors.Is(err, usage.ErrBadInput) || isCobraUsage(err) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// isCobraUsage reports errors cobra raises itself before any RunE runs
+// (unknown command, wrong argument count).
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires ", "unknown flag", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
