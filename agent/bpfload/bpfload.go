@@ -1,0 +1,316 @@
+//go:build linux
+
+package bpfload
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+var (
+	// ErrRefused is wrapped when the kernel cannot run the programs: no
+	// BPF support, no raw tracepoints, or the verifier rejected them.
+	ErrRefused = errors.New("kernel refused the eBPF scheduler programs")
+	// ErrPermission is wrapped when the process lacks the privileges to
+	// load BPF programs (root, or CAP_BPF + CAP_PERFMON).
+	ErrPermission = errors.New("not permitted to load eBPF programs (run as root)")
+	// ErrNotWatched is returned by Stats for a thread that is not watched.
+	ErrNotWatched = errors.New("thread not watched")
+)
+
+// Attach modes, reported by Probe.Mode.
+const (
+	ModeTPBTF = "tp_btf"
+	ModeRawTP = "raw_tp"
+)
+
+// Options configures Load.
+type Options struct {
+	// Events turns on the switch-event ring buffer (timelines). Counters
+	// and histograms are kept either way.
+	Events bool
+	// ForceRawTP skips the tp_btf attempt (tests use it to exercise the
+	// fallback on kernels that have tp_btf).
+	ForceRawTP bool
+	Log        zerolog.Logger
+}
+
+// Probe is the loaded and attached program set. Close detaches everything.
+type Probe struct {
+	maps   bpf.SchedMaps
+	progs  []*ebpf.Program
+	links  []link.Link
+	reader *ringbuf.Reader
+	mode   string
+}
+
+// The two program sets; LoadAndAssign loads only the programs named in the
+// struct it is given, so the set the kernel cannot run is never loaded.
+type rawPrograms struct {
+	Switch    *ebpf.Program `ebpf:"raw_sched_switch"`
+	Wakeup    *ebpf.Program `ebpf:"raw_sched_wakeup"`
+	WakeupNew *ebpf.Program `ebpf:"raw_sched_wakeup_new"`
+}
+
+type btfPrograms struct {
+	Switch    *ebpf.Program `ebpf:"btf_sched_switch"`
+	Wakeup    *ebpf.Program `ebpf:"btf_sched_wakeup"`
+	WakeupNew *ebpf.Program `ebpf:"btf_sched_wakeup_new"`
+}
+
+var tracepoints = [3]string{"sched_switch", "sched_wakeup", "sched_wakeup_new"}
+
+// Load loads the programs, attaches them (tp_btf if the kernel supports BPF
+// tracing programs, raw tracepoints otherwise) and opens the ring buffer.
+func Load(opts Options) (*Probe, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, classify(fmt.Errorf("removing memlock rlimit: %w", err))
+	}
+	spec, err := bpf.LoadSched()
+	if err != nil {
+		return nil, fmt.Errorf("parsing embedded BPF object: %w", err)
+	}
+
+	p := &Probe{}
+	if !opts.ForceRawTP {
+		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
+			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
+		} else if err := p.loadBTF(spec, opts.Events); err != nil {
+			opts.Log.Info().Err(err).Msg("tp_btf programs failed; falling back to raw tracepoints")
+			p.Close()
+			p = &Probe{}
+		}
+	}
+	if p.mode == "" {
+		if err := p.loadRaw(spec, opts.Events); err != nil {
+			p.Close()
+			return nil, classify(err)
+		}
+	}
+	rd, err := ringbuf.NewReader(p.maps.Events)
+	if err != nil {
+		p.Close()
+		return nil, classify(fmt.Errorf("opening ring buffer reader: %w", err))
+	}
+	p.reader = rd
+	opts.Log.Debug().Str("mode", p.mode).Msg("scheduler programs attached")
+	return p, nil
+}
+
+func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, events bool) error {
+	var objs struct {
+		bpf.SchedMaps
+		btfPrograms
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("loading tp_btf programs: %w", err)
+	}
+	p.maps = objs.SchedMaps
+	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
+	if err := p.setEvents(events); err != nil {
+		return err
+	}
+	for i, prog := range p.progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return fmt.Errorf("attaching tp_btf/%s: %w", tracepoints[i], err)
+		}
+		p.links = append(p.links, l)
+	}
+	p.mode = ModeTPBTF
+	return nil
+}
+
+func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
+	var objs struct {
+		bpf.SchedMaps
+		rawPrograms
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("loading raw_tp programs: %w", err)
+	}
+	p.maps = objs.SchedMaps
+	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
+	if err := p.setEvents(events); err != nil {
+		return err
+	}
+	for i, prog := range p.progs {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoints[i], Program: prog})
+		if err != nil {
+			return fmt.Errorf("attaching raw_tp/%s: %w", tracepoints[i], err)
+		}
+		p.links = append(p.links, l)
+	}
+	p.mode = ModeRawTP
+	return nil
+}
+
+func (p *Probe) setEvents(on bool) error {
+	var v uint32
+	if on {
+		v = 1
+	}
+	if err := p.maps.Config.Update(uint32(0), v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("setting event config: %w", err)
+	}
+	return nil
+}
+
+// classify wraps a load/attach error with the sentinel the caller needs to
+// tell "run as root" from "this kernel cannot do it", keeping only the
+// verifier's last line so the error stays one line.
+func classify(err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", ErrPermission, oneLine(err))
+	}
+	return fmt.Errorf("%w: %v", ErrRefused, oneLine(err))
+}
+
+func oneLine(err error) string {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) && len(ve.Log) > 0 {
+		// %v of a VerifierError is already its summary line.
+		return strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	return strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// Mode reports how the programs are attached: ModeTPBTF or ModeRawTP.
+func (p *Probe) Mode() string { return p.mode }
+
+// Watch starts measuring thread tid. Watching a watched thread keeps its
+// counters.
+func (p *Probe) Watch(tid uint32) error {
+	var zero bpf.SchedThreadStats
+	err := p.maps.Watched.Update(tid, &zero, ebpf.UpdateNoExist)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("watching tid %d: %w", tid, err)
+	}
+	return nil
+}
+
+// Unwatch stops measuring tid and forgets its counters and co-runners.
+func (p *Probe) Unwatch(tid uint32) error {
+	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unwatching tid %d: %w", tid, err)
+	}
+	var (
+		k    bpf.SchedCorunnerKey
+		v    bpf.SchedCorunnerVal
+		dead []bpf.SchedCorunnerKey
+	)
+	it := p.maps.Corunners.Iterate()
+	for it.Next(&k, &v) {
+		if k.Tid == tid {
+			dead = append(dead, k)
+		}
+	}
+	for _, k := range dead {
+		_ = p.maps.Corunners.Delete(k) // LRU may have evicted it already
+	}
+	return nil
+}
+
+// Stats reads the counters of one watched thread.
+func (p *Probe) Stats(tid uint32, out *bpf.SchedThreadStats) error {
+	if err := p.maps.Watched.Lookup(tid, out); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("reading stats of tid %d: %w", tid, ErrNotWatched)
+		}
+		return fmt.Errorf("reading stats of tid %d: %w", tid, err)
+	}
+	return nil
+}
+
+// Corunner is one task group that took the CPU from a watched thread.
+type Corunner struct {
+	TGID     uint32
+	Comm     string
+	Count    uint64 // involuntary switch-outs in its favour
+	WaitedNs uint64 // runnable time of the watched thread that followed
+}
+
+// Corunners returns, per watched tid, who took its CPU.
+func (p *Probe) Corunners() (map[uint32][]Corunner, error) {
+	out := map[uint32][]Corunner{}
+	var (
+		k bpf.SchedCorunnerKey
+		v bpf.SchedCorunnerVal
+	)
+	it := p.maps.Corunners.Iterate()
+	for it.Next(&k, &v) {
+		out[k.Tid] = append(out[k.Tid], Corunner{TGID: k.Tgid, Comm: CString(v.Comm[:]), Count: v.Count, WaitedNs: v.WaitedNs})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterating corunners: %w", err)
+	}
+	return out, nil
+}
+
+// Drops returns how many switch events were lost because the ring buffer
+// was full, summed over CPUs.
+func (p *Probe) Drops() (uint64, error) {
+	var per []uint64
+	if err := p.maps.Drops.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading drop counter: %w", err)
+	}
+	var n uint64
+	for _, d := range per {
+		n += d
+	}
+	return n, nil
+}
+
+// ReadEvent blocks until the next switch event and decodes it into ev. It
+// returns an error wrapping ringbuf.ErrClosed once Close was called; a
+// record of the wrong size returns ErrShortRecord and the caller should go
+// on reading.
+func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
+	if err := p.reader.ReadInto(rec); err != nil {
+		return fmt.Errorf("reading ring buffer: %w", err)
+	}
+	return decodeEvent(rec.RawSample, ev)
+}
+
+// Close detaches the programs and frees the maps; it interrupts ReadEvent.
+func (p *Probe) Close() error {
+	var errs []error
+	if p.reader != nil {
+		errs = append(errs, p.reader.Close())
+	}
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	for _, prog := range p.progs {
+		if prog != nil {
+			errs = append(errs, prog.Close())
+		}
+	}
+	p.progs = nil
+	errs = append(errs, p.maps.Close())
+	return errors.Join(errs...)
+}
+
+// CString converts a NUL-terminated C char array (as bpf2go types it).
+func CString(b []int8) string {
+	buf := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		buf = append(buf, byte(c))
+	}
+	return string(buf)
+}

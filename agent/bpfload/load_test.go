@@ -1,0 +1,116 @@
+//go:build linux
+
+package bpfload
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// loadOrSkip loads the real programs; it skips only when the test cannot
+// load BPF at all (not root, or a kernel without BPF), and says why.
+func loadOrSkip(t *testing.T, opts Options) *Probe {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("loading eBPF programs needs root")
+	}
+	p, err := Load(opts)
+	if errors.Is(err, ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestEventLayout(t *testing.T) {
+	var ev bpf.SchedSwitchEvent
+	if got := unsafe.Offsetof(ev.OtherComm); got != 40 {
+		t.Fatalf("OtherComm offset %d, decodeEvent assumes 40", got)
+	}
+	if got := unsafe.Offsetof(ev.Kind); got != 36 {
+		t.Fatalf("Kind offset %d, decodeEvent assumes 36", got)
+	}
+	if eventSize != 56 {
+		t.Fatalf("event size %d, decodeEvent assumes 56", eventSize)
+	}
+	if err := decodeEvent(make([]byte, 10), &ev); !errors.Is(err, ErrShortRecord) {
+		t.Fatalf("short record: got %v", err)
+	}
+}
+
+// TestWatchSleeper loads the programs, watches a thread that sleeps 200
+// times, and checks the counters and the ring buffer saw it.
+func TestWatchSleeper(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		p := loadOrSkip(t, Options{Events: true, ForceRawTP: force, Log: zerolog.Nop()})
+		t.Logf("mode %s", p.Mode())
+		if force && p.Mode() != ModeRawTP {
+			t.Fatalf("ForceRawTP gave mode %s", p.Mode())
+		}
+		tidc := make(chan int)
+		done := make(chan struct{})
+		start := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tidc <- unix.Gettid()
+			<-start
+			for i := 0; i < 200; i++ {
+				unix.Nanosleep(&unix.Timespec{Nsec: 500_000}, nil)
+			}
+			close(done)
+		}()
+		tid := uint32(<-tidc)
+		if err := p.Watch(tid); err != nil {
+			t.Fatal(err)
+		}
+		close(start)
+		<-done
+		var s bpf.SchedThreadStats
+		if err := p.Stats(tid, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Switches < 200 || s.Wakeups < 200 {
+			t.Fatalf("switches %d wakeups %d, want >= 200 each", s.Switches, s.Wakeups)
+		}
+		if s.Preemptions != 0 {
+			t.Errorf("sleeper had %d involuntary preemptions", s.Preemptions)
+		}
+		var n int
+		for _, h := range s.WakeHist {
+			n += int(h)
+		}
+		if n < 200 {
+			t.Errorf("wake histogram holds %d samples, want >= 200", n)
+		}
+		var ev bpf.SchedSwitchEvent
+		var rec ringbuf.Record
+		p.reader.SetDeadline(time.Now().Add(time.Second))
+		if err := p.ReadEvent(&rec, &ev); err != nil {
+			t.Fatalf("ReadEvent: %v", err)
+		}
+		if ev.Tid != tid || (ev.Kind != KindSwitchIn && ev.Kind != KindSwitchOut) {
+			t.Fatalf("event %+v not about tid %d", ev, tid)
+		}
+		if err := p.Unwatch(tid); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stats(tid, &s); !errors.Is(err, ErrNotWatched) {
+			t.Fatalf("Stats after Unwatch: %v", err)
+		}
+		p.Close()
+	}
+}

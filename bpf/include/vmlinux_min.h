@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A hand-written subset of the kernel types sched.bpf.c reads, instead of a
+ * multi-megabyte bpftool-generated vmlinux.h. Every struct carries
+ * preserve_access_index, so field offsets are relocated against the running
+ * kernel's BTF at load time (CO-RE): only the field names and the fact that
+ * they exist matter here, not the layout.
+ */
+#ifndef __VGPU_PROBE_VMLINUX_MIN_H__
+#define __VGPU_PROBE_VMLINUX_MIN_H__
+
+typedef signed char __s8;
+typedef unsigned char __u8;
+typedef short __s16;
+typedef unsigned short __u16;
+typedef int __s32;
+typedef unsigned int __u32;
+typedef long long __s64;
+typedef unsigned long long __u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+/* uapi enum values used by the map definitions (linux/bpf.h). */
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+};
+
+struct task_struct {
+	unsigned int __state; /* since 5.14 */
+	int pid;
+	int tgid;
+	char comm[16];
+} __attribute__((preserve_access_index));
+
+/* Kernels before 5.14 called the field "state" (and it was a long). */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+#endif

@@ -1,0 +1,350 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+//
+// Per-thread scheduling discontinuity of watched threads (vCPU threads,
+// or any thread the agent names).
+//
+// The agent fills `watched` with one zeroed entry per thread id. The
+// sched_switch and sched_wakeup handlers do one hash lookup per task they
+// see; a thread that is not watched costs exactly that lookup and nothing
+// else. Every number about a watched thread lives in its map value, so the
+// agent reads one value per thread.
+//
+// Each program exists twice: tp_btf (typed arguments, cheapest, needs BPF
+// tracing support in the kernel) and raw_tp (works wherever raw tracepoints
+// do). The loader picks one set at run time; both share the handlers below.
+
+#include "vmlinux_min.h"
+#include "bpf/bpf_helpers.h"
+#include "bpf/bpf_core_read.h"
+#include "bpf/bpf_tracing.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+// Histograms are log2 buckets of nanoseconds with 4 linear sub-buckets per
+// power of two (about 19% wide), so a p50 of a 4 ms slice is resolved to
+// within a few hundred microseconds. 128 buckets reach 2^32 ns (4.3 s);
+// longer intervals land in the last bucket (totals stay exact).
+#define HIST_BUCKETS 128
+#define TASK_COMM_LEN 16
+
+// Event kinds in the ring buffer.
+#define EV_SWITCH_IN 1
+#define EV_SWITCH_OUT 2
+
+// Counters of one watched thread. Written by the BPF handlers, read (torn
+// reads allowed: each field is a monotonic counter or a timestamp) by the
+// agent.
+struct thread_stats {
+	__u64 switch_in_ns;  // last switch-in (bpf_ktime_get_ns), 0 before the first
+	__u64 switch_out_ns; // last switch-out, 0 before the first
+	__u64 wake_ns;       // pending wake-up, 0 when none
+	__u64 run_ns;        // total time on CPU (closed intervals)
+	__u64 offcpu_ns;     // total time off CPU (closed intervals)
+	__u64 rq_wait_ns;    // of offcpu_ns, time runnable but not running
+	__u64 switches;      // switch-ins
+	__u64 preemptions;   // switch-outs while still runnable (involuntary)
+	__u64 wakeups;
+	__u32 on_cpu;        // 1 between switch-in and switch-out
+	__u32 cpu;           // CPU of the last switch-in
+	__u32 out_preempted; // last switch-out was involuntary
+	__u32 replacer_tgid; // tgid that took the CPU at the last involuntary switch-out
+	char replacer_comm[TASK_COMM_LEN];
+	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
+	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
+	__u64 offcpu_hist[HIST_BUCKETS]; // every off-CPU interval
+	__u64 wake_hist[HIST_BUCKETS];   // wake-up to switch-in
+};
+
+// Who took the CPU from a watched thread: keyed by (watched tid, tgid of
+// the task that ran instead). tgid 0 is the idle task, i.e. the thread was
+// throttled by CPU bandwidth control and nothing else wanted the CPU.
+struct corunner_key {
+	__u32 tid;
+	__u32 tgid;
+};
+
+struct corunner_val {
+	__u64 count;       // involuntary switch-outs to this tgid
+	__u64 waited_ns;   // runnable time of the watched thread that followed
+	char comm[TASK_COMM_LEN];
+};
+
+// One record per switch-in or switch-out of a watched thread.
+struct switch_event {
+	__u64 ts_ns;       // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u64 interval_ns; // switch-out: run length; switch-in: off-CPU length (0 if unknown)
+	__u32 tid;
+	__u32 tgid;
+	__u32 cpu;
+	__u32 other_tid;   // switch-out: the next task; switch-in: the previous one
+	__u32 other_tgid;
+	__u8 kind;         // EV_SWITCH_IN or EV_SWITCH_OUT
+	__u8 preempted;    // switch-out was involuntary / switch-in ends a runnable wait
+	__u8 _pad[2];
+	char other_comm[TASK_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct thread_stats);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct corunner_key);
+	__type(value, struct corunner_val);
+} corunners SEC(".maps");
+
+// 1 MiB: at ~64 bytes a record that is ~16k records, i.e. far more than the
+// agent's reader falls behind in one poll; beyond that records are dropped
+// and counted, never queued without bound.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+// Index 0: records dropped because the ring buffer was full.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+// Index 0: 1 to emit ring buffer records, 0 to keep counters only. Set by
+// the agent before attaching.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} config SEC(".maps");
+
+// Force BTF for the types the Go side reads (bpf2go -type).
+const struct switch_event *unused_switch_event __attribute__((unused));
+const struct thread_stats *unused_thread_stats __attribute__((unused));
+const struct corunner_key *unused_corunner_key __attribute__((unused));
+const struct corunner_val *unused_corunner_val __attribute__((unused));
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, s;
+	s = (v > 0xFFFFFFFFULL) << 5; v >>= s; r |= s;
+	s = (v > 0xFFFF) << 4; v >>= s; r |= s;
+	s = (v > 0xFF) << 3; v >>= s; r |= s;
+	s = (v > 0xF) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	r |= (v >> 1);
+	return r;
+}
+
+// Bucket of v: values below 4 are their own bucket; otherwise
+// 4*log2(v) + the next two bits. Must match agent/model.BucketBounds.
+static __always_inline __u32 hist_bucket(__u64 v)
+{
+	if (v < 4)
+		return (__u32)v;
+	__u32 msb = log2_u64(v);
+	__u32 idx = (msb << 2) | ((v >> (msb - 2)) & 3);
+	if (idx >= HIST_BUCKETS)
+		idx = HIST_BUCKETS - 1;
+	return idx;
+}
+
+static __always_inline void hist_add(__u64 *hist, __u64 v)
+{
+	// The mask keeps the verifier convinced the index is in bounds.
+	__u32 idx = hist_bucket(v) & (HIST_BUCKETS - 1);
+	hist[idx]++;
+}
+
+static __always_inline bool task_runnable(struct task_struct *t)
+{
+	// TASK_RUNNING is 0. A task switched out in that state was preempted
+	// (or throttled), which is what the kernel counts as nivcsw.
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state) == 0;
+	struct task_struct___pre514 *old = (void *)t;
+	return BPF_CORE_READ(old, state) == 0;
+}
+
+static __always_inline bool events_enabled(void)
+{
+	__u32 zero = 0;
+	__u32 *on = bpf_map_lookup_elem(&config, &zero);
+	return on && *on;
+}
+
+static __always_inline void emit(__u64 now, __u64 interval, __u32 tid, __u32 tgid,
+				 __u8 kind, __u8 preempted, struct task_struct *other)
+{
+	if (!events_enabled())
+		return;
+	struct switch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *d = bpf_map_lookup_elem(&drops, &zero);
+		if (d)
+			(*d)++; // per-CPU slot: no atomics needed
+		return;
+	}
+	e->ts_ns = now;
+	e->interval_ns = interval;
+	e->tid = tid;
+	e->tgid = tgid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->other_tid = BPF_CORE_READ(other, pid);
+	e->other_tgid = BPF_CORE_READ(other, tgid);
+	e->kind = kind;
+	e->preempted = preempted;
+	e->_pad[0] = 0;
+	e->_pad[1] = 0;
+	BPF_CORE_READ_STR_INTO(&e->other_comm, other, comm);
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 prev_tid = BPF_CORE_READ(prev, pid);
+	__u32 next_tid = BPF_CORE_READ(next, pid);
+	struct thread_stats *s;
+
+	// pid 0 is the idle task of every CPU: never a watched thread, and
+	// the key would collide across CPUs.
+	if (prev_tid != 0) {
+		s = bpf_map_lookup_elem(&watched, &prev_tid);
+		if (s) {
+			bool preempted = task_runnable(prev);
+			__u64 ran = 0;
+			if (s->switch_in_ns && s->on_cpu) {
+				ran = now - s->switch_in_ns;
+				s->run_ns += ran;
+				hist_add(s->run_hist, ran);
+				if (preempted)
+					hist_add(s->slice_hist, ran);
+			}
+			s->on_cpu = 0;
+			s->switch_out_ns = now;
+			s->out_preempted = preempted;
+			if (preempted) {
+				s->preemptions++;
+				// A wake-up seen while it was still on CPU is
+				// void: its wait starts now.
+				s->wake_ns = 0;
+				s->replacer_tgid = BPF_CORE_READ(next, tgid);
+				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
+			}
+			emit(now, ran, prev_tid, BPF_CORE_READ(prev, tgid), EV_SWITCH_OUT,
+			     preempted, next);
+		}
+	}
+
+	if (next_tid != 0) {
+		s = bpf_map_lookup_elem(&watched, &next_tid);
+		if (s) {
+			__u64 off = 0;
+			bool waited = false;
+			if (s->switch_out_ns && !s->on_cpu) {
+				off = now - s->switch_out_ns;
+				s->offcpu_ns += off;
+				hist_add(s->offcpu_hist, off);
+				if (s->wake_ns) {
+					__u64 lat = now - s->wake_ns;
+					if (lat > off)
+						lat = off;
+					s->rq_wait_ns += lat;
+					hist_add(s->wake_hist, lat);
+					waited = true;
+				} else if (s->out_preempted) {
+					s->rq_wait_ns += off;
+					waited = true;
+					struct corunner_key k = {
+						.tid = next_tid,
+						.tgid = s->replacer_tgid,
+					};
+					struct corunner_val *c = bpf_map_lookup_elem(&corunners, &k);
+					if (c) {
+						c->count++;
+						c->waited_ns += off;
+					} else {
+						struct corunner_val nv = { .count = 1, .waited_ns = off };
+						__builtin_memcpy(nv.comm, s->replacer_comm, TASK_COMM_LEN);
+						bpf_map_update_elem(&corunners, &k, &nv, BPF_NOEXIST);
+					}
+				}
+			}
+			s->wake_ns = 0;
+			s->on_cpu = 1;
+			s->switch_in_ns = now;
+			s->switches++;
+			s->cpu = bpf_get_smp_processor_id();
+			emit(now, off, next_tid, BPF_CORE_READ(next, tgid), EV_SWITCH_IN,
+			     waited, prev);
+		}
+	}
+}
+
+static __always_inline void on_wakeup(struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+	if (tid == 0)
+		return;
+	struct thread_stats *s = bpf_map_lookup_elem(&watched, &tid);
+	if (!s)
+		return;
+	s->wakeups++;
+	// A wake-up while still on CPU (woken before it got to sleep) starts
+	// no wait.
+	if (!s->on_cpu)
+		s->wake_ns = bpf_ktime_get_ns();
+}
+
+// raw_tp: sched_switch(bool preempt, struct task_struct *prev,
+//                      struct task_struct *next, unsigned int prev_state)
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(prev, next);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(raw_sched_wakeup, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(prev, next);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(btf_sched_wakeup_new, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
