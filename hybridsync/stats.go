@@ -1,0 +1,119 @@
+package hybridsync
+
+import (
+	"sort"
+	"sync/atomic"
+)
+
+// kernelCounters are the per-kernel stats; every field is updated with
+// atomic adds by whichever thread's Sync finished.
+type kernelCounters struct {
+	calls, ready, spinHits, sleepSpinHits, blocks atomic.Uint64
+	spinNs, sleepNs, blockNs                      atomic.Int64
+}
+
+func (k *kernelCounters) add(c *call) {
+	k.calls.Add(1)
+	switch c.end {
+	case endSpin:
+		k.spinHits.Add(1)
+	case endSleepSpin:
+		k.sleepSpinHits.Add(1)
+	default:
+		k.blocks.Add(1)
+	}
+	k.spinNs.Add(c.spun)
+	k.sleepNs.Add(c.slept)
+	k.blockNs.Add(c.blocked)
+}
+
+// Counts are the stats of one kernel, or of all.
+type Counts struct {
+	Calls         uint64  `json:"calls"`
+	Ready         uint64  `json:"ready"`           // already complete when Sync was called
+	SpinHits      uint64  `json:"spin_hits"`       // completed while spinning
+	SleepSpinHits uint64  `json:"sleep_spin_hits"` // completed while spinning after a timed sleep
+	Blocks        uint64  `json:"blocks"`          // ended in the blocking wait
+	SpinSeconds   float64 `json:"spin_seconds"`
+	SleepSeconds  float64 `json:"sleep_seconds"`
+	BlockSeconds  float64 `json:"block_seconds"`
+}
+
+func (k *kernelCounters) counts() Counts {
+	return Counts{
+		Calls: k.calls.Load(), Ready: k.ready.Load(), SpinHits: k.spinHits.Load(),
+		SleepSpinHits: k.sleepSpinHits.Load(), Blocks: k.blocks.Load(),
+		SpinSeconds: sec(k.spinNs.Load()), SleepSeconds: sec(k.sleepNs.Load()), BlockSeconds: sec(k.blockNs.Load()),
+	}
+}
+
+func (a *Counts) plus(b Counts) {
+	a.Calls += b.Calls
+	a.Ready += b.Ready
+	a.SpinHits += b.SpinHits
+	a.SleepSpinHits += b.SleepSpinHits
+	a.Blocks += b.Blocks
+	a.SpinSeconds += b.SpinSeconds
+	a.SleepSeconds += b.SleepSeconds
+	a.BlockSeconds += b.BlockSeconds
+}
+
+func sec(ns int64) float64 { return float64(ns) / 1e9 }
+func us(ns int64) float64  { return float64(ns) / 1e3 }
+
+// KernelStats is one kernel's timing and counts.
+type KernelStats struct {
+	ID     KernelID `json:"id"`
+	Name   string   `json:"name,omitempty"`
+	MeanUS float64  `json:"mean_us"`
+	DevUS  float64  `json:"dev_us"`
+	Counts
+}
+
+// Stats is what a Syncer measured, as written to HYBRIDSYNC_STATS.
+type Stats struct {
+	Version int    `json:"version"`
+	Mode    string `json:"mode"`
+	Counts
+	// TimerLateUS: how late timed sleeps woke after their deadline.
+	TimerLateUS    float64 `json:"timer_late_us"`
+	TimerLateDevUS float64 `json:"timer_late_dev_us"`
+	// WakeLateUS: how late the blocking wait returned after completion
+	// (only where the device reports completion times).
+	WakeLateUS     float64       `json:"wake_late_us"`
+	WakeLateDevUS  float64       `json:"wake_late_dev_us"`
+	SliceUS        float64       `json:"slice_us"` // learned time slice, 0 if none seen
+	Deschedulings  uint64        `json:"deschedulings"`
+	DictDropped    uint64        `json:"dict_dropped"`
+	UnknownKernels Counts        `json:"unknown_kernels"`
+	Kernels        []KernelStats `json:"kernels"`
+}
+
+// StatsVersion is the format version of Stats.
+const StatsVersion = 1
+
+// Stats returns a snapshot of what s measured; names maps kernel ids to
+// names where known (may be nil).
+func (s *Syncer) Stats(names func(KernelID) string) Stats {
+	st := Stats{Version: StatsVersion, Mode: s.mode.String(), DictDropped: s.dict.Dropped()}
+	st.UnknownKernels = s.unknown.counts()
+	st.Counts = st.UnknownKernels
+	s.dict.each(func(k KernelID, e *entry) {
+		t := unpack(e.timing.Load())
+		ks := KernelStats{ID: k, MeanUS: us(t.Mean), DevUS: us(t.Dev), Counts: e.stats.counts()}
+		if names != nil {
+			ks.Name = names(k)
+		}
+		st.Counts.plus(ks.Counts)
+		st.Kernels = append(st.Kernels, ks)
+	})
+	sort.Slice(st.Kernels, func(i, j int) bool { return st.Kernels[i].ID < st.Kernels[j].ID })
+	m, d, _ := s.sleepLate.snapshot()
+	st.TimerLateUS, st.TimerLateDevUS = us(m), us(d)
+	m, d, _ = s.blockLate.snapshot()
+	st.WakeLateUS, st.WakeLateDevUS = us(m), us(d)
+	if g, ok := s.thr.(*GuestEstimator); ok {
+		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()
+	}
+	return st
+}

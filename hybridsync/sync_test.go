@@ -1,0 +1,239 @@
+package hybridsync_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+)
+
+// flaky wraps a simulated event and injects descheduling: Query and Wait
+// sometimes stall the calling thread, as a hypervisor taking the vCPU away
+// would, at the worst moments for the policy.
+type flaky struct {
+	*simdev.Event
+	rng   *rand.Rand
+	stall time.Duration
+	mu    sync.Mutex
+}
+
+func (f *flaky) maybeStall() {
+	f.mu.Lock()
+	stall := f.rng.IntN(20) == 0
+	f.mu.Unlock()
+	if stall {
+		time.Sleep(f.stall)
+	}
+}
+
+func (f *flaky) Query() (bool, error) {
+	f.maybeStall()
+	return f.Event.Query()
+}
+
+func (f *flaky) Wait() error {
+	err := f.Event.Wait()
+	f.maybeStall()
+	return err
+}
+
+var errDevice = errors.New("simulated device fault")
+
+// TestSyncNeverReturnsEarly is the one invariant as a property: for every
+// policy, over random kernel durations, thread counts, failures and
+// injected descheduling, Sync returns only after completion and returns the
+// device's error unchanged.
+func TestSyncNeverReturnsEarly(t *testing.T) {
+	for _, name := range hybridsync.Modes() {
+		mode, _ := hybridsync.ParseMode(name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for seed := uint64(1); seed <= 4; seed++ {
+				checkSchedule(t, mode, seed)
+			}
+		})
+	}
+}
+
+func checkSchedule(t *testing.T, mode hybridsync.Mode, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(mode)))
+	threads := 1 + rng.IntN(4)
+	dev := simdev.New(1 + rng.IntN(3))
+	dev.InterruptDelay = time.Duration(rng.IntN(50)) * time.Microsecond
+	s := hybridsync.New(hybridsync.Config{Mode: mode, Threshold: thresholds[rng.IntN(len(thresholds))]()})
+	var wg sync.WaitGroup
+	for th := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(th)))
+			for i := range 40 {
+				k := hybridsync.KernelID(1 + r.IntN(3))
+				d := time.Duration(r.IntN(800)) * time.Microsecond
+				var want error
+				if r.IntN(10) == 0 {
+					want = fmt.Errorf("step %d: %w", i, errDevice)
+				}
+				ev := &flaky{Event: dev.LaunchFailing(th, d, want), rng: rand.New(rand.NewPCG(seed, uint64(i))), stall: time.Duration(r.IntN(3)) * time.Millisecond}
+				err := s.Sync(ev, k)
+				now := hybridsync.Now()
+				done, _ := ev.CompletedAt()
+				if now < done {
+					t.Errorf("%v seed %d: Sync returned %v before completion", mode, seed, time.Duration(done-now))
+				}
+				if err != want {
+					t.Errorf("%v seed %d: Sync returned %v, device said %v", mode, seed, err, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var thresholds = []func() hybridsync.ThresholdSource{
+	func() hybridsync.ThresholdSource { return hybridsync.Unbounded },
+	func() hybridsync.ThresholdSource { return hybridsync.Static(0) },
+	func() hybridsync.ThresholdSource { return hybridsync.Static(200_000) },
+	func() hybridsync.ThresholdSource { return &hybridsync.GuestEstimator{} },
+}
+
+// TestHybridStopsBlockingOnceLearned: once a steady kernel is learned,
+// hybrid stops blocking; it sleeps until just before completion and spins,
+// or, when its timer wake-ups are measured too late for that (a loaded
+// machine), spins.
+func TestHybridStopsBlockingOnceLearned(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	const k = 7
+	for range 200 {
+		if err := s.Sync(dev.Launch(0, 500*time.Microsecond), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats(nil)
+	if st.Calls != 200 {
+		t.Fatalf("calls = %d, want 200", st.Calls)
+	}
+	if st.Blocks > 20 {
+		t.Errorf("%d of 200 waits blocked; want only the warm-up ones; stats %+v", st.Blocks, st)
+	}
+	if lead := st.TimerLateUS + 2*st.TimerLateDevUS; lead < 300 && st.SleepSpinHits < 150 {
+		t.Errorf("timer wakes %.0f µs late, yet only %d of 200 waits slept first; stats %+v", lead, st.SleepSpinHits, st)
+	}
+	if m := st.Kernels[0].MeanUS; m < 490 || m > 600 {
+		t.Errorf("learned mean %.1f µs for a 500 µs kernel", m)
+	}
+}
+
+// TestHybridSpinsShortKernels: a kernel too short to sleep through is spun
+// for, not blocked on.
+func TestHybridSpinsShortKernels(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	for range 100 {
+		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats(nil)
+	if st.SpinHits+st.Ready < 80 {
+		t.Errorf("spin hits %d + ready %d of 100; blocks %d", st.SpinHits, st.Ready, st.Blocks)
+	}
+}
+
+// TestHybridBlocksWhenSliceTooShort: with no slice left to spin in, hybrid
+// blocks rather than spin into a preemption.
+func TestHybridBlocksWhenSliceTooShort(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Static(0)})
+	for range 50 {
+		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(nil); st.SpinHits != 0 || st.Blocks+st.Ready != 50 {
+		t.Errorf("spin hits %d, blocks %d, ready %d; want only blocks", st.SpinHits, st.Blocks, st.Ready)
+	}
+}
+
+// TestPaperFollowsAlgorithm1: the paper's rule polls when the kernel's
+// average is under max_threshold and blocks at once when it is over.
+func TestPaperFollowsAlgorithm1(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		threshold hybridsync.Static
+		wantSpin  bool
+	}{{"under threshold", 10_000_000, true}, {"over threshold", 100_000, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := simdev.New(1)
+			s := hybridsync.New(hybridsync.Config{Mode: hybridsync.ModePaper, Threshold: tc.threshold})
+			for range 50 {
+				if err := s.Sync(dev.Launch(0, 300*time.Microsecond), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := s.Stats(nil)
+			if got := st.SpinHits > st.Blocks; got != tc.wantSpin {
+				t.Errorf("spin hits %d, blocks %d; want spinning=%v", st.SpinHits, st.Blocks, tc.wantSpin)
+			}
+		})
+	}
+}
+
+func TestUnknownKernelIsCounted(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{})
+	if err := s.Sync(dev.Launch(0, 100*time.Microsecond), 0); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats(nil)
+	if st.UnknownKernels.Calls != 1 || len(st.Kernels) != 0 {
+		t.Errorf("unknown calls %d, kernels %d; want 1, 0", st.UnknownKernels.Calls, len(st.Kernels))
+	}
+}
+
+func TestGuestEstimator(t *testing.T) {
+	var g hybridsync.GuestEstimator
+	if r := g.Remaining(1); r != hybridsync.Infinite {
+		t.Fatalf("no gaps yet: remaining %d, want Infinite", r)
+	}
+	// Runs of 4 ms between 4 ms gaps, as two threads sharing a CPU get.
+	const ms = 1_000_000
+	base := int64(1000 * ms)
+	g.Resumed(base)
+	for i := range int64(10) {
+		start := base + 8*ms*i + 4*ms
+		g.Gap(start, start+4*ms)
+	}
+	if s := g.Slice(); s < 3*ms || s > 5*ms {
+		t.Fatalf("slice %d ns, want about 4 ms", s)
+	}
+	runStart := base + 8*ms*9 + 8*ms
+	if r := g.Remaining(runStart + 1*ms); r < 2*ms || r > 4*ms {
+		t.Errorf("1 ms into a run: remaining %d ns, want about 3 ms", r)
+	}
+	if r := g.Remaining(runStart + 6*ms); r != 0 {
+		t.Errorf("overdue: remaining %d, want 0", r)
+	}
+	if r := g.Remaining(runStart + 10_000*ms); r != hybridsync.Infinite {
+		t.Errorf("no gap for 10 s: remaining %d, want Infinite", r)
+	}
+}
+
+func TestNamesAreStable(t *testing.T) {
+	var a, b hybridsync.Names
+	if a.ID("nonbonded") != b.ID("nonbonded") {
+		t.Error("same name, different ids in two registries")
+	}
+	if a.ID("x") == a.ID("y") || a.ID("x") == 0 {
+		t.Error("ids collide or are zero")
+	}
+	if got := a.Name(a.ID("x")); got != "x" {
+		t.Errorf("Name = %q", got)
+	}
+}

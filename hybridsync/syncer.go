@@ -1,0 +1,253 @@
+package hybridsync
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Config configures a Syncer. The zero value is the default: hybrid policy,
+// a fresh dictionary, the guest-only slice estimator, a 10 ms spin cap.
+type Config struct {
+	Mode Mode
+	// MaxSpin caps any single spin, in ns; the paper's max_threshold when
+	// the threshold source has nothing better. 0 means DefaultMaxSpin.
+	MaxSpin int64
+	// Threshold gives the remaining time slice; nil means a GuestEstimator.
+	Threshold ThresholdSource
+	// Dict is the timing dictionary; nil means a new one of
+	// DefaultDictSize. Share one between Syncers to share what they learn.
+	Dict *Dict
+}
+
+// DefaultMaxSpin is the paper's max_threshold: 10 ms, a typical hypervisor
+// time slice.
+const DefaultMaxSpin = 10_000_000
+
+// gapNs: a spin iteration takes tens of ns; an interrupt a few µs. A clock
+// jump of more than this between two iterations means the thread was
+// descheduled.
+const gapNs = 50_000
+
+// Syncer waits for device events with one policy. It is safe for use by many
+// threads at once; what it learns (kernel timings, wake-up costs, the time
+// slice) is shared by all of them.
+type Syncer struct {
+	mode    Mode
+	policy  policy
+	dict    *Dict
+	thr     ThresholdSource
+	gaps    gapObserver // thr, when it learns from spin loops
+	maxSpin int64
+
+	sleepLate lateness // how late timed sleeps wake after their deadline
+	blockLate lateness // how late a blocking wait returns after completion
+	unknown   kernelCounters
+}
+
+// New returns a Syncer for cfg.
+func New(cfg Config) *Syncer {
+	s := &Syncer{mode: cfg.Mode, dict: cfg.Dict, thr: cfg.Threshold, maxSpin: cfg.MaxSpin}
+	if s.dict == nil {
+		s.dict = NewDict(DefaultDictSize)
+	}
+	if s.thr == nil {
+		s.thr = &GuestEstimator{}
+	}
+	s.gaps, _ = s.thr.(gapObserver)
+	if s.maxSpin <= 0 {
+		s.maxSpin = DefaultMaxSpin
+	}
+	s.policy = policies[cfg.Mode]
+	if s.policy == nil {
+		s.policy = policies[ModeHybrid]
+		s.mode = ModeHybrid
+	}
+	return s
+}
+
+// Mode returns the policy in use.
+func (s *Syncer) Mode() Mode { return s.mode }
+
+// Dict returns the timing dictionary.
+func (s *Syncer) Dict() *Dict { return s.dict }
+
+// Sync returns once ev has completed, with the error the device's blocking
+// wait returns for it. k identifies the kernel the event follows (0 if not
+// known); its timing is learned and used to choose how to wait.
+func (s *Syncer) Sync(ev Event, k KernelID) error {
+	if done, err := ev.Query(); done {
+		s.ready(ev, k)
+		return err
+	}
+	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: Now()}
+	err := s.policy.wait(&c)
+	c.learn()
+	c.count()
+	return err
+}
+
+// ready handles an event already complete when Sync was called: the cheap
+// path, which must stay within tens of ns of a bare Query.
+func (s *Syncer) ready(ev Event, k KernelID) {
+	e := s.dict.find(k, false)
+	if e == nil {
+		s.unknown.ready.Add(1)
+		return
+	}
+	e.stats.calls.Add(1)
+	e.stats.ready.Add(1)
+	launch := ev.LaunchedAt()
+	if launch == 0 {
+		return
+	}
+	if ct, ok := ev.(CompletionTimer); ok {
+		if t, ok := ct.CompletedAt(); ok {
+			e.update(t - launch)
+			return
+		}
+	}
+	e.bound(Now() - launch)
+}
+
+// How a call ended, for the stats.
+const (
+	endBlock = iota
+	endSpin
+	endSleepSpin
+)
+
+// call is the state of one Sync that had to wait.
+type call struct {
+	s      *Syncer
+	ev     Event
+	k      KernelID
+	e      *entry // nil for unknown kernels or a full dictionary
+	launch int64
+
+	end       int   // endBlock, endSpin or endSleepSpin
+	notBefore int64 // the last time a Query said "not done"
+	seen      int64 // when completion was noticed
+	spun      int64 // ns spent spinning
+	blocked   int64 // ns spent in the blocking wait
+	slept     int64 // ns spent in timed sleeps
+	err       error
+}
+
+// timing returns the kernel's learned timing; ok is false when there is
+// nothing to predict from.
+func (c *call) timing() (Timing, bool) {
+	if c.e == nil || c.launch == 0 {
+		return Timing{}, false
+	}
+	t := unpack(c.e.timing.Load())
+	return t, t.N > 0
+}
+
+// spin polls until completion or until deadline; it reports completion.
+// It watches the clock for gaps, which feed the slice estimator.
+func (c *call) spin(deadline int64) bool {
+	start := Now()
+	last := start
+	for {
+		done, err := c.ev.Query()
+		now := Now()
+		if now-last > gapNs && c.s.gaps != nil {
+			c.s.gaps.Gap(last, now)
+		}
+		if done {
+			c.spun += now - start
+			c.seen, c.err = now, err
+			return true
+		}
+		c.notBefore = now
+		if now >= deadline {
+			c.spun += now - start
+			return false
+		}
+		last = now
+	}
+}
+
+// block waits in the device's blocking wait.
+func (c *call) block() error {
+	start := Now()
+	c.err = c.ev.Wait()
+	now := Now()
+	c.blocked += now - start
+	c.seen, c.end = now, endBlock
+	if c.s.gaps != nil {
+		c.s.gaps.Resumed(now)
+	}
+	return c.err
+}
+
+// spinThenBlock spins until deadline and blocks if the work is not done by
+// then: 2-competitive against the best of the two in hindsight when the
+// deadline is the blocking cost.
+func (c *call) spinThenBlock(deadline int64, end int) error {
+	if c.spin(deadline) {
+		c.end = end
+		return c.err
+	}
+	return c.block()
+}
+
+// sleepUntil sleeps the thread until the monotonic time t, with a timer (not
+// the Go scheduler, whose timers may be a millisecond late on an idle
+// process), and records how late it woke.
+func (c *call) sleepUntil(t int64) {
+	start := Now()
+	ts := unix.NsecToTimespec(t)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	}
+	now := Now()
+	c.slept += now - start
+	c.s.sleepLate.observe(now - t)
+	if c.s.gaps != nil {
+		c.s.gaps.Resumed(now)
+	}
+}
+
+// learn folds what this call observed into the dictionary and the wake-up
+// cost estimates. The completion happened in (notBefore, seen]; how well
+// that interval pins it down decides whether it is a sample or only an
+// upper bound.
+func (c *call) learn() {
+	if ct, ok := c.ev.(CompletionTimer); ok {
+		if done, ok := ct.CompletedAt(); ok {
+			if c.end == endBlock {
+				c.s.blockLate.observe(c.seen - done)
+			}
+			c.sample(done)
+			return
+		}
+	}
+	switch {
+	case c.seen-c.notBefore <= gapNs:
+		// A spin saw it go from not done to done.
+		c.sample(c.seen)
+	case c.end == endBlock:
+		// The blocking wait returned some wake-up cost after completion,
+		// and the work was still running at notBefore.
+		c.sample(max(c.notBefore, c.seen-c.s.blockLate.mean.Load()))
+	default:
+		// Done at the first query after a sleep: it may have completed any
+		// time during the sleep.
+		if c.e != nil && c.launch != 0 {
+			c.e.bound(c.seen - c.launch)
+		}
+	}
+}
+
+func (c *call) sample(done int64) {
+	if c.e != nil && c.launch != 0 {
+		c.e.update(done - c.launch)
+	}
+}
+
+func (c *call) count() {
+	st := &c.s.unknown
+	if c.e != nil {
+		st = &c.e.stats
+	}
+	st.add(c)
+}
