@@ -1,0 +1,136 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrNoProcess is wrapped when a pid given to NewPID does not exist.
+var ErrNoProcess = errors.New("no such process")
+
+// qemuVCPU matches QEMU's vCPU thread names ("CPU 3/KVM", "CPU 0/TCG"),
+// which it sets with -name debug-threads=on (libvirt always does).
+var qemuVCPU = regexp.MustCompile(`^CPU (\d+)/`)
+
+// PID watches every thread of one process, re-scanning /proc for threads
+// that start or end.
+type PID struct {
+	pid      int
+	procRoot string
+	every    time.Duration
+}
+
+var _ Source = (*PID)(nil)
+
+// NewPID checks that pid exists. every is the re-scan period.
+func NewPID(pid int, every time.Duration) (*PID, error) {
+	return newPID("/proc", pid, every)
+}
+
+func newPID(procRoot string, pid int, every time.Duration) (*PID, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	p := &PID{pid: pid, procRoot: procRoot, every: every}
+	if _, err := p.scan(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *PID) scan() (Target, error) {
+	threads, err := processThreads(p.procRoot, p.pid)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Kind: KindPID, Name: strconv.Itoa(p.pid), Threads: threads}, nil
+}
+
+// Run implements Source.
+func (p *PID) Run(ctx context.Context) <-chan Event {
+	return poll(ctx, p.every, p.scan)
+}
+
+// processThreads lists /proc/<pid>/task with each thread's vCPU index.
+func processThreads(procRoot string, pid int) ([]Thread, error) {
+	dir := filepath.Join(procRoot, strconv.Itoa(pid), "task")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return nil, fmt.Errorf("listing threads of pid %d: %w", pid, err)
+	}
+	var out []Thread
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, Thread{TID: tid, VCPU: vcpuOf(filepath.Join(dir, e.Name(), "comm"))})
+	}
+	slices.SortFunc(out, func(a, b Thread) int { return a.TID - b.TID })
+	return out, nil
+}
+
+func vcpuOf(commPath string) int {
+	b, err := os.ReadFile(commPath)
+	if err != nil {
+		return -1 // thread ended between listing and reading
+	}
+	m := qemuVCPU.FindStringSubmatch(strings.TrimSpace(string(b)))
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// poll runs scan every period and sends Added when the description
+// changes and Removed (then stops) once scan fails because the target is
+// gone. Other scan errors keep the last description: a transient read
+// error must not drop a VM.
+func poll(ctx context.Context, every time.Duration, scan func() (Target, error)) <-chan Event {
+	ch := make(chan Event, 1)
+	go func() {
+		defer close(ch)
+		var last Target
+		have := false
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			cur, err := scan()
+			switch {
+			case errors.Is(err, ErrNoProcess) || errors.Is(err, ErrNoCgroup):
+				if have {
+					select {
+					case ch <- Event{Kind: Removed, Target: last}:
+					case <-ctx.Done():
+					}
+				}
+				return
+			case err == nil && (!have || !cur.Equal(last)):
+				select {
+				case ch <- Event{Kind: Added, Target: cur}:
+				case <-ctx.Done():
+					return
+				}
+				last, have = cur, true
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
