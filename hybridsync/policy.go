@@ -86,11 +86,15 @@ func (paper) wait(c *call) error {
 // chooses between
 //
 //   - sleep-then-spin: sleep on a timer until just before the predicted
-//     completion (early by the measured timer lateness), then spin through
+//     completion (early by the typical timer lateness), then spin through
 //     the prediction's uncertainty, then block. Almost no CPU, and the
 //     wake-up cost is paid while the kernel still runs;
 //   - spin-then-block: when the remaining wait is too short to sleep
-//     through, spin for it if that fits in the remaining time slice;
+//     through, spin for it, but only if that costs less CPU than blocking
+//     costs latency (the wake-up cost B: spinning up to B and then
+//     blocking is 2-competitive) and it fits in the remaining time slice.
+//     Where B is large (a vCPU the hypervisor must wake) this spins long;
+//     where it is small (a bare process) it almost never does;
 //   - block: when neither applies, or the kernel is unknown.
 type hybrid struct{}
 
@@ -105,9 +109,9 @@ const (
 	// minSleep: a timed sleep shorter than this saves less CPU than the
 	// sleep and wake-up themselves cost.
 	minSleep = 20_000
-	// defaultTimerLate is assumed until a timed sleep has been measured:
-	// Linux's default timer slack (50 µs) plus a typical wake-up.
-	defaultTimerLate = 60_000
+	// defaultLate is assumed for timer and blocking wake-ups until
+	// measured: Linux's default timer slack (50 µs) plus a typical wake-up.
+	defaultLate = 60_000
 )
 
 func (hybrid) wait(c *call) error {
@@ -118,21 +122,19 @@ func (hybrid) wait(c *call) error {
 	now := Now()
 	pred := c.launch + t.Mean
 	tol := 2*t.Dev + tolFloor
-	lead := c.s.sleepLate.high(defaultTimerLate)
+	lead := c.s.sleepLate.typical(defaultLate)
 	if wake := pred - tol - lead; wake-now > minSleep {
 		c.sleepUntil(wake)
 		now = Now()
-		// The sleep ended a run, so the slice is fresh unless the
-		// estimator knows better.
 		deadline := max(pred+tol, now+tol)
 		if deadline-now > min(c.s.thr.Remaining(now), c.s.maxSpin) {
 			return c.block()
 		}
 		return c.spinThenBlock(deadline, endSleepSpin)
 	}
-	deadline := pred + tol
-	if deadline-now > min(c.s.thr.Remaining(now), c.s.maxSpin) {
+	window := pred + tol - now
+	if window > c.s.blockLate.typical(defaultLate)+tol || window > min(c.s.thr.Remaining(now), c.s.maxSpin) {
 		return c.block()
 	}
-	return c.spinThenBlock(deadline, endSpin)
+	return c.spinThenBlock(now+window, endSpin)
 }

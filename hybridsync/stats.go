@@ -78,10 +78,12 @@ type Stats struct {
 	// TimerLateUS: how late timed sleeps woke after their deadline.
 	TimerLateUS    float64 `json:"timer_late_us"`
 	TimerLateDevUS float64 `json:"timer_late_dev_us"`
+	TimerLateP75US float64 `json:"timer_late_p75_us"`
 	// WakeLateUS: how late the blocking wait returned after completion
 	// (only where the device reports completion times).
 	WakeLateUS     float64       `json:"wake_late_us"`
 	WakeLateDevUS  float64       `json:"wake_late_dev_us"`
+	WakeLateP75US  float64       `json:"wake_late_p75_us"`
 	SliceUS        float64       `json:"slice_us"` // learned time slice, 0 if none seen
 	Deschedulings  uint64        `json:"deschedulings"`
 	DictDropped    uint64        `json:"dict_dropped"`
@@ -108,10 +110,10 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 		st.Kernels = append(st.Kernels, ks)
 	})
 	sort.Slice(st.Kernels, func(i, j int) bool { return st.Kernels[i].ID < st.Kernels[j].ID })
-	m, d, _ := s.sleepLate.snapshot()
-	st.TimerLateUS, st.TimerLateDevUS = us(m), us(d)
-	m, d, _ = s.blockLate.snapshot()
-	st.WakeLateUS, st.WakeLateDevUS = us(m), us(d)
+	m, d, q := s.sleepLate.snapshot()
+	st.TimerLateUS, st.TimerLateDevUS, st.TimerLateP75US = us(m), us(d), us(q)
+	m, d, q = s.blockLate.snapshot()
+	st.WakeLateUS, st.WakeLateDevUS, st.WakeLateP75US = us(m), us(d), us(q)
 	if g, ok := s.thr.(*GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()
 	}

@@ -14,14 +14,32 @@ type lateness struct {
 	mean atomic.Int64 // ns, EWMA
 	dev  atomic.Int64 // ns, EWMA of absolute deviation
 	n    atomic.Int64
+	// typ tracks the 75th percentile: what a wake-up usually costs. The
+	// mean is dominated by rare wake-ups that miss the scheduler's
+	// wake-up preemption and wait a whole tick (ms); those cost the same
+	// whichever way the thread waits, so decisions use typ, not the mean.
+	typ atomic.Int64
 }
+
+// typQ is the quantile typ tracks.
+const typQ = 0.75
 
 func (l *lateness) observe(late int64) {
 	late = max(late, 0)
 	n := l.n.Add(1)
 	if n == 1 {
 		l.mean.Store(late)
+		l.typ.Store(late)
 		return
+	}
+	// Stochastic quantile tracking: step up by typQ, down by 1-typQ, in
+	// steps proportional to the estimate so it converges at any scale.
+	q := l.typ.Load()
+	step := max(q/16, 100)
+	if late > q {
+		l.typ.Store(q + int64(float64(step)*typQ))
+	} else {
+		l.typ.Store(max(q-int64(float64(step)*(1-typQ)), 0))
 	}
 	w := min(n, window)
 	m := l.mean.Load()
@@ -34,15 +52,15 @@ func (l *lateness) observe(late int64) {
 	l.dev.Store(dv + (d-dv)/w)
 }
 
-// high returns a pessimistic lateness (mean + 2 deviations), or def with no
+// typical returns the usual lateness (75th percentile), or def with no
 // samples yet.
-func (l *lateness) high(def int64) int64 {
+func (l *lateness) typical(def int64) int64 {
 	if l.n.Load() == 0 {
 		return def
 	}
-	return l.mean.Load() + 2*l.dev.Load()
+	return l.typ.Load()
 }
 
-func (l *lateness) snapshot() (mean, dev int64, n int64) {
-	return l.mean.Load(), l.dev.Load(), l.n.Load()
+func (l *lateness) snapshot() (mean, dev, typical int64) {
+	return l.mean.Load(), l.dev.Load(), l.typ.Load()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -55,6 +56,9 @@ notice of kernel completion.
 }
 
 func main() {
+	// Co-runners and benchmark cells are this same binary in a child
+	// process; reexec.Init runs them and never returns there.
+	reexec.Init()
 	os.Exit(run())
 }
 

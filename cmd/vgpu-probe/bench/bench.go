@@ -1,0 +1,294 @@
+// Package bench is `vgpu-probe bench`: the NAMD-like sync benchmark over a
+// matrix of CPU contention settings and wait modes.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+)
+
+// Options are bench's flags.
+type Options struct {
+	Device     string
+	Modes      []string
+	Contention []string
+	Steps      int
+	Reps       int
+	HostUS     float64
+	KernelUS   float64
+	JitterPct  float64
+	Profile    string
+	CapQuota   time.Duration
+	CapPeriod  time.Duration
+	CPU        int
+	JSON       bool
+
+	Out, Err io.Writer
+
+	// Resolved by complete.
+	modes   []hybridsync.Mode
+	profile simdev.Profile
+}
+
+// Contention settings: what shares the benchmark's CPU.
+var contentions = []string{"none", "while1", "cap", "cap+while1"}
+
+// NewCmd returns the bench command; runF replaces the run in tests.
+func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run the NAMD-like sync benchmark for each wait mode under CPU contention",
+		Long: `bench runs a synchronization-intensive loop like NAMD's: per step, a fixed
+amount of real CPU work (--host-us, calibrated once), one kernel launch
+(--kernel-us), one wait with the mode under test. Each cell of the matrix
+(contention x mode x repetition) runs in its own process pinned to --cpu:
+
+  none        the benchmark alone
+  while1      a busy-loop co-runner pinned to the same CPU
+  cap         the benchmark under cgroup CPU bandwidth control (--cap-quota per --cap-period)
+  cap+while1  both: capped benchmark, uncapped co-runner in another cgroup
+
+Wall time is reported per cell (median of --reps) and as a ratio to spin with
+no contention. Needs root for the cap settings. Everything bench starts or
+creates (co-runners, cgroups) is removed when it ends, also on Ctrl-C.`,
+		Example: `  vgpu-probe bench
+  vgpu-probe bench --contention none,while1,cap --reps 5 --json
+  vgpu-probe bench --profile mixed --modes hybrid,block`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := o.complete(); err != nil {
+				return usage.Wrap(err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Device, "device", "sim", "device: "+strings.Join(workload.Devices(), ", ")+" (sim: simulated GPU, no hardware needed)")
+	f.StringSliceVar(&o.Modes, "modes", []string{"hybrid", "paper", "spin", "yield", "block"}, "wait modes: "+strings.Join(hybridsync.Modes(), ", "))
+	f.StringSliceVar(&o.Contention, "contention", []string{"none", "while1", "cap"}, "contention settings: "+strings.Join(contentions, ", "))
+	f.IntVar(&o.Steps, "steps", 1500, "steps per run")
+	f.IntVar(&o.Reps, "reps", 3, "repetitions per cell; the median is reported")
+	f.Float64Var(&o.HostUS, "host-us", 200, "CPU work per step, µs")
+	f.Float64Var(&o.KernelUS, "kernel-us", 500, "kernel duration, µs (ignored with --profile)")
+	f.Float64Var(&o.JitterPct, "jitter", 0, "kernel duration jitter, percent (ignored with --profile)")
+	f.StringVar(&o.Profile, "profile", "", "kernel profile: 'mixed' (50µs, 500µs, 2ms kernels) or a file of lines NAME DURATION [JITTER%]")
+	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")
+	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
+	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
+	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// complete validates the flags and resolves them.
+func (o *Options) complete() error {
+	if o.Steps <= 0 || o.Reps <= 0 {
+		return fmt.Errorf("--steps and --reps must be positive")
+	}
+	if o.HostUS < 0 || o.KernelUS <= 0 || o.JitterPct < 0 || o.JitterPct >= 100 {
+		return fmt.Errorf("--host-us must be >= 0, --kernel-us > 0, --jitter in [0, 100)")
+	}
+	o.modes = o.modes[:0]
+	for _, m := range o.Modes {
+		mode, err := hybridsync.ParseMode(m)
+		if err != nil {
+			return fmt.Errorf("--modes: %w", err)
+		}
+		o.modes = append(o.modes, mode)
+	}
+	for _, c := range o.Contention {
+		if !contains(contentions, c) {
+			return fmt.Errorf("--contention: unknown setting %q (want %s)", c, strings.Join(contentions, ", "))
+		}
+	}
+	if !contains(workload.Devices(), o.Device) {
+		return fmt.Errorf("--device: unknown device %q (want %s)", o.Device, strings.Join(workload.Devices(), ", "))
+	}
+	if o.CapQuota <= 0 || o.CapQuota > o.CapPeriod {
+		return fmt.Errorf("--cap-quota must be positive and at most --cap-period")
+	}
+	cpus, err := corunner.Online()
+	if err != nil {
+		return err
+	}
+	if o.CPU < 0 {
+		o.CPU = cpus[len(cpus)-1]
+	} else if !contains(cpus, o.CPU) {
+		return fmt.Errorf("--cpu %d: not one this process may use (%v)", o.CPU, cpus)
+	}
+	return o.resolveProfile()
+}
+
+func (o *Options) resolveProfile() error {
+	switch o.Profile {
+	case "":
+		o.profile = simdev.Fixed("kernel", time.Duration(o.KernelUS*1e3), o.JitterPct/100)
+	case "mixed":
+		o.profile = simdev.Mixed
+	default:
+		b, err := os.ReadFile(o.Profile)
+		if err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+		if o.profile, err = simdev.ParseProfile(string(b)); err != nil {
+			return fmt.Errorf("--profile %s: %w", o.Profile, err)
+		}
+	}
+	return nil
+}
+
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Row is one cell of the output: medians over the repetitions.
+type Row struct {
+	Contention   string  `json:"contention"`
+	Mode         string  `json:"mode"`
+	WallS        float64 `json:"wall_s"`
+	CPUS         float64 `json:"cpu_s"`
+	Steps        int     `json:"steps"`
+	ReceiveP50US float64 `json:"receive_p50_us"`
+	ReceiveP99US float64 `json:"receive_p99_us"`
+	LaunchP50US  float64 `json:"launch_p50_us"`
+	LaunchP99US  float64 `json:"launch_p99_us"`
+}
+
+func run(ctx context.Context, o *Options) error {
+	work := calibrate(o.CPU, time.Duration(o.HostUS*1e3))
+	bar := newProgress(o.Err, len(o.Contention)*len(o.modes)*o.Reps)
+	var rows []Row
+	for _, c := range o.Contention {
+		rs, err := runContention(ctx, o, c, work, bar)
+		if err != nil {
+			bar.Exit()
+			return err
+		}
+		rows = append(rows, rs...)
+	}
+	bar.Finish()
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Results []Row `json:"results"`
+		}{rows})
+	}
+	return printTable(o.Out, rows)
+}
+
+// runContention sets up one contention setting, runs every mode and
+// repetition under it, and tears the setting down again.
+func runContention(ctx context.Context, o *Options, contention string, work int64, bar *progressbar.ProgressBar) ([]Row, error) {
+	var cg *cgroup.Group
+	if strings.HasPrefix(contention, "cap") {
+		g, err := cgroup.Create(fmt.Sprintf("vgpu-probe-bench-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (the cap settings need root)", contention, err)
+		}
+		defer g.Remove()
+		cg = g
+	}
+	if strings.HasSuffix(contention, "while1") {
+		p, err := corunner.Start("while1", []int{o.CPU})
+		if err != nil {
+			return nil, err
+		}
+		defer p.Stop()
+	}
+	results := make([][]workload.Result, len(o.modes))
+	// Modes interleave within each repetition, so that a slow patch of the
+	// machine hits every mode alike.
+	for range o.Reps {
+		for i, m := range o.modes {
+			bar.Describe(fmt.Sprintf("%-10s %-9s", contention, m))
+			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1}, Mode: m, Device: o.Device, CPU: o.CPU}
+			r, err := workload.RunCell(ctx, cell, cg)
+			if err != nil {
+				return nil, err
+			}
+			results[i] = append(results[i], r)
+			bar.Add(1)
+		}
+	}
+	rows := make([]Row, len(o.modes))
+	for i, m := range o.modes {
+		r := workload.Median(results[i])
+		rows[i] = Row{Contention: contention, Mode: m.String(), WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps,
+			ReceiveP50US: r.ReceiveP50US, ReceiveP99US: r.ReceiveP99US, LaunchP50US: r.LaunchP50US, LaunchP99US: r.LaunchP99US}
+	}
+	return rows, nil
+}
+
+// calibrate measures the host work on the benchmark's CPU before any
+// co-runner starts.
+func calibrate(cpu int, d time.Duration) int64 {
+	ch := make(chan int64)
+	go func() {
+		// This thread stays locked and pinned; it exits with the
+		// goroutine, so the pinning does not leak to other goroutines.
+		runtime.LockOSThread()
+		corunner.Pin(cpu)
+		ch <- workload.Calibrate(d)
+	}()
+	return <-ch
+}
+
+func newProgress(w io.Writer, n int) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	visible := ok && term.IsTerminal(int(f.Fd()))
+	return progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func printTable(w io.Writer, rows []Row) error {
+	base := 0.0
+	for _, r := range rows {
+		if r.Contention == "none" && r.Mode == "spin" {
+			base = r.WallS
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "contention\tmode\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\t")
+	for _, r := range rows {
+		ratio := "-"
+		if base > 0 {
+			ratio = fmt.Sprintf("%.2f", r.WallS/base)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Contention, r.Mode, r.WallS, ratio, r.CPUS,
+			r.ReceiveP50US, r.ReceiveP99US, r.LaunchP50US, r.LaunchP99US)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,81 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func requireCgroups(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups (CI runs as root)")
+	}
+	if _, err := Detect(); err != nil {
+		t.Skipf("no cgroup cpu controller on this machine: %v", err)
+	}
+}
+
+// TestCreateLimitAddRemove makes a real group with a quota, puts a real
+// process in it, reads the limit back from the kernel's files and removes
+// the group with the process still inside.
+func TestCreateLimitAddRemove(t *testing.T) {
+	requireCgroups(t)
+	name := fmt.Sprintf("vgpu-probe-test-%d", os.Getpid())
+	g, err := Create(name, 10*time.Millisecond, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Remove() })
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	procs, _ := os.ReadFile(filepath.Join(g.Path, "cgroup.procs"))
+	if !strings.Contains(string(procs), fmt.Sprint(cmd.Process.Pid)) {
+		t.Errorf("pid %d not in %s: %q", cmd.Process.Pid, g.Path, procs)
+	}
+	var limit string
+	if g.Version == V2 {
+		b, _ := os.ReadFile(filepath.Join(g.Path, "cpu.max"))
+		limit = strings.TrimSpace(string(b))
+	} else {
+		q, _ := os.ReadFile(filepath.Join(g.Path, "cpu.cfs_quota_us"))
+		p, _ := os.ReadFile(filepath.Join(g.Path, "cpu.cfs_period_us"))
+		limit = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
+	}
+	if limit != "10000 20000" {
+		t.Errorf("limit %q, want 10000 20000", limit)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path); !os.IsNotExist(err) {
+		t.Errorf("%s still exists after Remove", g.Path)
+	}
+}
+
+func TestCreateRejectsBadInput(t *testing.T) {
+	requireCgroups(t)
+	for _, name := range []string{"", "a/b", ".."} {
+		if _, err := Create(name, 0, 0); err == nil {
+			t.Errorf("Create(%q) accepted", name)
+		}
+	}
+	name := fmt.Sprintf("vgpu-probe-test-bad-%d", os.Getpid())
+	if g, err := Create(name, time.Millisecond, time.Hour); err == nil {
+		g.Remove()
+		t.Error("a one-hour period was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(Root, "cpu", name)); err == nil {
+		t.Error("a failed Create left its cgroup behind")
+	}
+}

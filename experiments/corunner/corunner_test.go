@@ -1,0 +1,86 @@
+package corunner
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init()
+	os.Exit(m.Run())
+}
+
+// cpuTicks returns the user+system clock ticks a process has used.
+func cpuTicks(t *testing.T, pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return u + s
+}
+
+// TestEveryKindBurnsCPUAndStops starts each co-runner for real: it must use
+// CPU, run pinned where it was told, and be gone after Stop.
+func TestEveryKindBurnsCPUAndStops(t *testing.T) {
+	cpus, err := Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpus[len(cpus)-1]
+	for _, kind := range Kinds {
+		t.Run(kind, func(t *testing.T) {
+			p, err := Start(kind, []int{cpu})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			time.Sleep(300 * time.Millisecond)
+			if ticks := cpuTicks(t, p.Pid()); ticks == 0 {
+				t.Errorf("%s used no CPU in 300 ms", kind)
+			}
+			p.Stop()
+			if _, err := os.Stat("/proc/" + strconv.Itoa(p.Pid())); err == nil {
+				t.Errorf("%s still running after Stop", kind)
+			}
+		})
+	}
+}
+
+func TestStartRejectsBadInput(t *testing.T) {
+	if _, err := Start("fork-bomb", []int{0}); err == nil {
+		t.Error("unknown kind accepted")
+	}
+	if _, err := Start("while1", nil); err == nil {
+		t.Error("no CPUs accepted")
+	}
+}
+
+func TestParseCPUs(t *testing.T) {
+	got, err := ParseCPUs("0-2,5")
+	if err != nil || len(got) != 4 || got[3] != 5 {
+		t.Errorf("ParseCPUs(0-2,5) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "a", "3-1", "-1", "1,,2"} {
+		if _, err := ParseCPUs(bad); err == nil {
+			t.Errorf("ParseCPUs(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseCPUs(f *testing.F) {
+	f.Add("0-3,6")
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := ParseCPUs(s)
+		if err == nil && len(cpus) == 0 {
+			t.Fatal("no error and no cpus")
+		}
+	})
+}
