@@ -36,11 +36,11 @@ type Config struct {
 
 // Step is one step's timeline, in ns since the run started.
 type Step struct {
-	HostStart int64 `json:"host_start"`
-	HostEnd   int64 `json:"host_end"`
-	Launch    int64 `json:"launch"`
-	Complete  int64 `json:"complete"` // -1 when the device does not report it
-	Noticed   int64 `json:"noticed"`
+	HostStart int64  `json:"host_start"`
+	HostEnd   int64  `json:"host_end"`
+	Launch    int64  `json:"launch"`
+	Complete  int64  `json:"complete"` // -1 when the device does not report it
+	Noticed   int64  `json:"noticed"`
 	Kernel    string `json:"kernel"`
 }
 
