@@ -1,0 +1,126 @@
+#!/bin/sh
+# build.sh [OUTDIR]: build the tiny test guest (kernel + initramfs) that the
+# libvirt tests and the libvirt experiment backend boot under TCG.
+#
+# Output (default OUTDIR: vmimages/cache, git-ignored):
+#   vmlinuz            Debian's cloud kernel, taken from the .deb without
+#                      installing it (dpkg -x), so the host kernel is untouched
+#   initramfs.cpio.gz  busybox-static + /init (below) + a few virtio modules
+#   kernel.version     the kernel package it came from
+#   stamp              hash of this script; a rebuild happens when it changes
+#
+# The guest's /init mounts /proc and /sys, prints the ready line
+# "vgpu-probe-guest: ready", then idles. Kernel command line switches:
+#   vgpu.busy=1    one busy loop per vCPU (a CPU-bound guest)
+#   vgpu.virtio=1  load virtio_pci + virtio_console (virtio-serial channels)
+#
+# Idempotent: when the outputs exist and the stamp matches it exits at once,
+# without touching the network. VGPU_VMIMAGE_REBUILD=1 forces a rebuild.
+# Needs: root (mknod /dev/console), apt (Debian 12), busybox-static, cpio.
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-$HERE/cache}
+# $0, not $HERE/build.sh: vmimages.Build runs an embedded copy from a temp file.
+SELF=$0
+
+log() { echo "vmimages: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+stamp=$(sha256sum "$SELF" | cut -d' ' -f1)
+if [ "${VGPU_VMIMAGE_REBUILD:-0}" != 1 ] &&
+	[ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.cpio.gz" ] &&
+	[ "$(cat "$OUT/stamp" 2>/dev/null)" = "$stamp" ]; then
+	exit 0
+fi
+
+[ "$(id -u)" = 0 ] || die "must run as root (the initramfs needs a /dev/console device node)"
+command -v cpio >/dev/null || die "cpio not installed (apt-get install cpio); without it the initramfs is empty and the guest panics"
+[ -x /bin/busybox ] && dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" ||
+	die "busybox-static not installed (apt-get install busybox-static): the guest has no libc"
+
+mkdir -p "$OUT"
+WORK=$(mktemp -d "$OUT/.build.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 1' INT TERM
+
+# --- kernel -----------------------------------------------------------------
+# linux-image-cloud-amd64 is a metapackage; the kernel itself is in the
+# package it depends on (linux-image-6.1.0-N-cloud-amd64). Read that name from
+# the downloaded metapackage so the two always match.
+log "downloading the cloud kernel"
+mkdir "$WORK/deb"
+# APT::Sandbox::User=root: the _apt user cannot write into our 0700 temp dir.
+(cd "$WORK/deb" && apt-get -q -o APT::Sandbox::User=root download linux-image-cloud-amd64 >/dev/null) ||
+	die "apt-get download linux-image-cloud-amd64 failed (run apt-get update?)"
+meta=$(ls "$WORK"/deb/linux-image-cloud-amd64_*.deb)
+image=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-image-[0-9][^ (|]*\).*/\1/p' | head -n1)
+[ -n "$image" ] || die "cannot find the kernel image package in the Depends of $(basename "$meta")"
+(cd "$WORK/deb" && apt-get -q -o APT::Sandbox::User=root download "$image" >/dev/null) ||
+	die "apt-get download $image failed"
+dpkg -x "$WORK"/deb/"$image"_*.deb "$WORK/kernel"
+vmlinuz=$(ls "$WORK"/kernel/boot/vmlinuz-* | head -n1)
+[ -s "$vmlinuz" ] || die "no vmlinuz in $image"
+kver=${vmlinuz##*/vmlinuz-}
+
+# --- initramfs --------------------------------------------------------------
+R="$WORK/root"
+mkdir -p "$R/bin" "$R/dev" "$R/proc" "$R/sys" "$R/tmp" "$R/lib/modules"
+cp /bin/busybox "$R/bin/busybox"
+ln -s busybox "$R/bin/sh"
+# The kernel opens /dev/console for init's stdio before anything is mounted.
+mknod -m 600 "$R/dev/console" c 5 1
+
+# virtio-serial needs these, in this order (measured in docs/notes): copy them
+# if the kernel package has them. Debian 12 ships them uncompressed.
+for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console; do
+	f=$(find "$WORK/kernel/lib/modules/$kver" -name "$m.ko" 2>/dev/null | head -n1)
+	if [ -n "$f" ]; then
+		cp "$f" "$R/lib/modules/"
+		echo "$m" >>"$R/lib/modules/order"
+	fi
+done
+
+cat >"$R/init" <<'EOF'
+#!/bin/sh
+# vgpu-probe test guest init. PID 1 must never exit: the kernel panics.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+ncpu=$(grep -c '^processor' /proc/cpuinfo)
+busy=0
+virtio=0
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	vgpu.busy=1) busy=1 ;;
+	vgpu.virtio=1) virtio=1 ;;
+	esac
+done
+if [ "$virtio" = 1 ] && [ -f /lib/modules/order ]; then
+	for m in $(cat /lib/modules/order); do insmod "/lib/modules/$m.ko"; done
+fi
+if [ "$busy" = 1 ]; then
+	i=0
+	while [ "$i" -lt "$ncpu" ]; do
+		(while :; do :; done) &
+		i=$((i + 1))
+	done
+fi
+echo "vgpu-probe-guest: ready cpus=$ncpu busy=$busy"
+while :; do sleep 3600; done
+EOF
+chmod 755 "$R/init"
+
+(cd "$R" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9 >"$WORK/initramfs.cpio.gz")
+[ -s "$WORK/initramfs.cpio.gz" ] || die "empty initramfs"
+
+# Publish: files first, stamp last, so a half-built cache is never "done".
+cp "$vmlinuz" "$WORK/vmlinuz"
+chmod 644 "$WORK/vmlinuz" "$WORK/initramfs.cpio.gz"
+mv -f "$WORK/vmlinuz" "$OUT/vmlinuz"
+mv -f "$WORK/initramfs.cpio.gz" "$OUT/initramfs.cpio.gz"
+echo "$image $kver" >"$OUT/kernel.version"
+echo "$stamp" >"$OUT/stamp"
+log "built $OUT (kernel $kver, initramfs $(du -k "$OUT/initramfs.cpio.gz" | cut -f1) KiB)"
