@@ -46,15 +46,20 @@ struct thread_stats {
 	__u64 switches;      // switch-ins
 	__u64 preemptions;   // switch-outs while still runnable (involuntary)
 	__u64 wakeups;
+	__u64 throttles;     // switch-outs while runnable to the idle task: bandwidth throttling
+	__u64 run_since_throttle_ns; // on-CPU time since the last throttle
 	__u32 on_cpu;        // 1 between switch-in and switch-out
 	__u32 cpu;           // CPU of the last switch-in
 	__u32 out_preempted; // last switch-out was involuntary
 	__u32 replacer_tgid; // tgid that took the CPU at the last involuntary switch-out
+	__u32 in_throttle;   // a throttle was counted and the runqueue is not yet unthrottled
+	__u32 _pad;
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
 	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
 	__u64 offcpu_hist[HIST_BUCKETS]; // every off-CPU interval
 	__u64 wake_hist[HIST_BUCKETS];   // wake-up to switch-in
+	__u64 quota_run_hist[HIST_BUCKETS]; // on-CPU time between two throttles: the quota in use
 };
 
 // Who took the CPU from a watched thread: keyed by (watched tid, tgid of
@@ -89,6 +94,9 @@ struct switch_event {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
+	// Entries are ~5 KiB: allocate them as the agent watches threads
+	// instead of reserving 20 MiB of kernel memory up front.
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct thread_stats);
 } watched SEC(".maps");
@@ -107,6 +115,12 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
+
+// Wake the agent's reader only once this much is waiting. Waking it for
+// every record would make the agent a co-runner of the threads it watches
+// (each wake-up can preempt a watched thread, which makes a record, which
+// wakes the reader...); below the mark the reader drains on its own timer.
+#define WAKEUP_BYTES (256 << 10)
 
 // Index 0: records dropped because the ring buffer was full.
 struct {
@@ -173,6 +187,20 @@ static __always_inline bool task_runnable(struct task_struct *t)
 	return BPF_CORE_READ(old, state) == 0;
 }
 
+// rq_throttled reports whether the runqueue a task is queued on, or one of
+// its ancestors, is throttled because its cgroup ran out of CPU bandwidth
+// quota; -1 on kernels without the group-scheduling fields.
+static __always_inline int rq_throttled(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->se.cfs_rq) &&
+	    bpf_core_field_exists(((struct cfs_rq *)0)->throttle_count)) {
+		struct cfs_rq *rq = BPF_CORE_READ(t, se.cfs_rq);
+		if (rq)
+			return BPF_CORE_READ(rq, throttle_count) > 0;
+	}
+	return -1;
+}
+
 static __always_inline bool events_enabled(void)
 {
 	__u32 zero = 0;
@@ -205,7 +233,9 @@ static __always_inline void emit(__u64 now, __u64 interval, __u32 tid, __u32 tgi
 	e->_pad[0] = 0;
 	e->_pad[1] = 0;
 	BPF_CORE_READ_STR_INTO(&e->other_comm, other, comm);
-	bpf_ringbuf_submit(e, 0);
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
+			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 }
 
 static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
@@ -228,6 +258,26 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				hist_add(s->run_hist, ran);
 				if (preempted)
 					hist_add(s->slice_hist, ran);
+			}
+			s->run_since_throttle_ns += ran;
+			// A runnable task leaves because of the quota when its
+			// runqueue is throttled; without the fields to tell, when
+			// it leaves the CPU to the idle task (which misses
+			// throttles under contention). Since 6.18 a throttled task
+			// may run on to its return to user space and be switched
+			// out twice in one throttled period: in_throttle counts it
+			// once.
+			int thr = rq_throttled(prev);
+			if (thr < 0)
+				thr = next_tid == 0;
+			if (preempted && thr && !s->in_throttle) {
+				s->in_throttle = 1;
+				s->throttles++;
+				// The first throttle ends a partial interval
+				// (watching began mid-period): not a sample.
+				if (s->throttles > 1)
+					hist_add(s->quota_run_hist, s->run_since_throttle_ns);
+				s->run_since_throttle_ns = 0;
 			}
 			s->on_cpu = 0;
 			s->switch_out_ns = now;
@@ -279,6 +329,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 					}
 				}
 			}
+			if (rq_throttled(next) <= 0)
+				s->in_throttle = 0;
 			s->wake_ns = 0;
 			s->on_cpu = 1;
 			s->switch_in_ns = now;

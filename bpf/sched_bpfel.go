@@ -42,25 +42,30 @@ type SchedSwitchEvent struct {
 }
 
 type SchedThreadStats struct {
-	_            structs.HostLayout
-	SwitchInNs   uint64
-	SwitchOutNs  uint64
-	WakeNs       uint64
-	RunNs        uint64
-	OffcpuNs     uint64
-	RqWaitNs     uint64
-	Switches     uint64
-	Preemptions  uint64
-	Wakeups      uint64
-	OnCpu        uint32
-	Cpu          uint32
-	OutPreempted uint32
-	ReplacerTgid uint32
-	ReplacerComm [16]int8
-	RunHist      [128]uint64
-	SliceHist    [128]uint64
-	OffcpuHist   [128]uint64
-	WakeHist     [128]uint64
+	_                  structs.HostLayout
+	SwitchInNs         uint64
+	SwitchOutNs        uint64
+	WakeNs             uint64
+	RunNs              uint64
+	OffcpuNs           uint64
+	RqWaitNs           uint64
+	Switches           uint64
+	Preemptions        uint64
+	Wakeups            uint64
+	Throttles          uint64
+	RunSinceThrottleNs uint64
+	OnCpu              uint32
+	Cpu                uint32
+	OutPreempted       uint32
+	ReplacerTgid       uint32
+	InThrottle         uint32
+	Pad                uint32
+	ReplacerComm       [16]int8
+	RunHist            [128]uint64
+	SliceHist          [128]uint64
+	OffcpuHist         [128]uint64
+	WakeHist           [128]uint64
+	QuotaRunHist       [128]uint64
 }
 
 // Names of all BPF objects in the ELF.

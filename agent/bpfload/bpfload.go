@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -43,6 +44,10 @@ type Options struct {
 	// ForceRawTP skips the tp_btf attempt (tests use it to exercise the
 	// fallback on kernels that have tp_btf).
 	ForceRawTP bool
+	// DrainEvery is how often ReadEvent drains the ring buffer when the
+	// kernel has not woken it (it only does so once 256 KiB are queued);
+	// default 100ms.
+	DrainEvery time.Duration
 	Log        zerolog.Logger
 }
 
@@ -53,6 +58,7 @@ type Probe struct {
 	links  []link.Link
 	reader *ringbuf.Reader
 	mode   string
+	drain  time.Duration
 }
 
 // The two program sets; LoadAndAssign loads only the programs named in the
@@ -104,6 +110,11 @@ func Load(opts Options) (*Probe, error) {
 		return nil, classify(fmt.Errorf("opening ring buffer reader: %w", err))
 	}
 	p.reader = rd
+	p.drain = opts.DrainEvery
+	if p.drain <= 0 {
+		p.drain = 100 * time.Millisecond
+	}
+	rd.SetDeadline(time.Now().Add(p.drain))
 	opts.Log.Debug().Str("mode", p.mode).Msg("scheduler programs attached")
 	return p, nil
 }
@@ -277,10 +288,19 @@ func (p *Probe) Drops() (uint64, error) {
 // record of the wrong size returns ErrShortRecord and the caller should go
 // on reading.
 func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
-	if err := p.reader.ReadInto(rec); err != nil {
-		return fmt.Errorf("reading ring buffer: %w", err)
+	for {
+		err := p.reader.ReadInto(rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Everything queued was read; sleep until the next drain
+			// (or a wake-up from a filling ring).
+			p.reader.SetDeadline(time.Now().Add(p.drain))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading ring buffer: %w", err)
+		}
+		return decodeEvent(rec.RawSample, ev)
 	}
-	return decodeEvent(rec.RawSample, ev)
 }
 
 // Close detaches the programs and frees the maps; it interrupts ReadEvent.

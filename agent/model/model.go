@@ -10,10 +10,12 @@ import (
 type Counters struct {
 	RunNs, OffCPUNs, RunnableWaitNs uint64
 	Switches, Preemptions, Wakeups  uint64
+	Throttles                       uint64 // switch-outs for lack of bandwidth quota
 	OnCPU                           bool
 	SwitchInNs                      uint64 // last switch-in
 	CPU                             int    // CPU of the last switch-in
 	Run, Slice, OffCPU, Wake        Hist
+	QuotaRun                        Hist // on-CPU time between throttles
 }
 
 // Sub returns the counters accumulated between prev and c. State fields
@@ -26,6 +28,7 @@ func (c *Counters) Sub(prev *Counters) Counters {
 		Switches:       sub(c.Switches, prev.Switches),
 		Preemptions:    sub(c.Preemptions, prev.Preemptions),
 		Wakeups:        sub(c.Wakeups, prev.Wakeups),
+		Throttles:      sub(c.Throttles, prev.Throttles),
 		OnCPU:          c.OnCPU,
 		SwitchInNs:     c.SwitchInNs,
 		CPU:            c.CPU,
@@ -33,6 +36,7 @@ func (c *Counters) Sub(prev *Counters) Counters {
 		Slice:          c.Slice.Sub(&prev.Slice),
 		OffCPU:         c.OffCPU.Sub(&prev.OffCPU),
 		Wake:           c.Wake.Sub(&prev.Wake),
+		QuotaRun:       c.QuotaRun.Sub(&prev.QuotaRun),
 	}
 	return d
 }
@@ -66,6 +70,9 @@ type Thread struct {
 	Switches            uint64  `json:"switches"`
 	Preemptions         uint64  `json:"preemptions"`
 	Wakeups             uint64  `json:"wakeups"`
+	// Throttles counts switch-outs because the thread's cgroup ran out
+	// of CPU bandwidth quota.
+	Throttles uint64 `json:"throttles"`
 
 	RunP50US    float64 `json:"run_p50_us"`
 	RunP90US    float64 `json:"run_p90_us"`
@@ -79,6 +86,9 @@ type Thread struct {
 	// SliceP50US is the median run length that ended in a preemption: the
 	// slice the thread gets under contention.
 	SliceP50US float64 `json:"slice_p50_us"`
+	// QuotaRunP50US is the median on-CPU time between two throttles: the
+	// bandwidth quota as the thread experiences it (0: never throttled).
+	QuotaRunP50US float64 `json:"quota_run_p50_us"`
 
 	PreemptionsPerSecond float64 `json:"preemptions_per_second"`
 	// StealFraction is the share of wall time the thread spent runnable
@@ -118,6 +128,7 @@ func Analyze(tid, vcpu int, cur, base *Counters, window time.Duration, nowNs uin
 		Switches:            cur.Switches,
 		Preemptions:         cur.Preemptions,
 		Wakeups:             cur.Wakeups,
+		Throttles:           cur.Throttles,
 		RunP50US:            us(d.Run.Quantile(0.5)),
 		RunP90US:            us(d.Run.Quantile(0.9)),
 		RunP99US:            us(d.Run.Quantile(0.99)),
@@ -128,6 +139,7 @@ func Analyze(tid, vcpu int, cur, base *Counters, window time.Duration, nowNs uin
 		WakeP90US:           us(d.Wake.Quantile(0.9)),
 		WakeP99US:           us(d.Wake.Quantile(0.99)),
 		SliceP50US:          us(d.Slice.Quantile(0.5)),
+		QuotaRunP50US:       us(d.QuotaRun.Quantile(0.5)),
 		OnCPU:               cur.OnCPU,
 		CPU:                 cur.CPU,
 		Cumulative:          cur,
@@ -148,18 +160,21 @@ func Analyze(tid, vcpu int, cur, base *Counters, window time.Duration, nowNs uin
 
 // ExpectedSlice is how long the thread can expect to run once it is on
 // CPU, from the window's counters d: the median run length that ended in
-// a preemption, capped by the bandwidth quota per period. ok is false when
-// nothing preempted the thread in the window (nothing else is runnable on
-// its CPUs and no quota throttled it): the slice is then infinite.
+// a preemption, capped by the bandwidth quota per period (the configured
+// one, and the on-CPU time between throttles seen in the window). ok is
+// false when nothing preempted the thread in the window (nothing else is
+// runnable on its CPUs and no quota throttled it): the slice is then
+// infinite.
 func ExpectedSlice(d *Counters, q Quota) (exp time.Duration, ok bool) {
 	if d.Preemptions == 0 || d.Slice.Count() == 0 {
 		return 0, false
 	}
 	exp = time.Duration(d.Slice.Quantile(0.5))
 	if q.QuotaUS > 0 {
-		if cap := time.Duration(q.QuotaUS) * time.Microsecond; exp > cap {
-			exp = cap
-		}
+		exp = min(exp, time.Duration(q.QuotaUS)*time.Microsecond)
+	}
+	if d.QuotaRun.Count() > 0 {
+		exp = min(exp, time.Duration(d.QuotaRun.Quantile(0.5)))
 	}
 	return exp, true
 }

@@ -34,13 +34,38 @@ enum bpf_map_type {
 };
 
 enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+
+/* bpf_ringbuf_submit flags and bpf_ringbuf_query selectors. */
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
+enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
 	BPF_EXIST = 2,
 };
 
+/* CONFIG_CFS_BANDWIDTH: >0 while this runqueue or an ancestor is throttled. */
+struct cfs_rq {
+	int throttle_count;
+} __attribute__((preserve_access_index));
+
+/* CONFIG_FAIR_GROUP_SCHED: the runqueue the entity is queued on. */
+struct sched_entity {
+	struct cfs_rq *cfs_rq;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int __state; /* since 5.14 */
+	struct sched_entity se;
 	int pid;
 	int tgid;
 	char comm[16];

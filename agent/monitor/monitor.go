@@ -1,0 +1,344 @@
+package monitor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// ErrUnknownTarget is returned for a target name nothing discovered.
+var ErrUnknownTarget = errors.New("unknown target")
+
+// Probe is what the monitor needs from the loaded BPF programs
+// (*bpfload.Probe).
+type Probe interface {
+	Watch(tid uint32) error
+	Unwatch(tid uint32) error
+	Stats(tid uint32, out *bpf.SchedThreadStats) error
+	Corunners() (map[uint32][]bpfload.Corunner, error)
+	Drops() (uint64, error)
+	ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error
+	Mode() string
+}
+
+var _ Probe = (*bpfload.Probe)(nil)
+
+// Options configures a Monitor; zero fields take the defaults.
+type Options struct {
+	Log zerolog.Logger
+	// SampleEvery is how often counters are sampled for the window.
+	SampleEvery time.Duration
+	// Window is the span distributions and rates are computed over.
+	Window time.Duration
+	// TimelineEvents bounds the switch events kept for timelines.
+	TimelineEvents int
+}
+
+func (o *Options) defaults() {
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 10 * time.Second
+	}
+	if o.Window <= 0 {
+		o.Window = time.Minute
+	}
+	if o.TimelineEvents <= 0 {
+		o.TimelineEvents = 1 << 18 // 256k events, ~12 MiB
+	}
+}
+
+type watch struct {
+	refs    int
+	vcpu    int
+	sinceNs uint64 // CLOCK_MONOTONIC when first watched
+}
+
+type sample struct {
+	monoNs uint64
+	stats  map[uint32]*model.Counters
+}
+
+// Monitor is safe for concurrent use.
+type Monitor struct {
+	probe Probe
+	opts  Options
+	log   zerolog.Logger
+
+	mu      sync.Mutex
+	targets map[string]targets.Target // by Key(); guarded by mu
+	watched map[uint32]*watch         // guarded by mu
+	history []sample                  // oldest first; guarded by mu
+
+	timeline *timeline
+}
+
+// New returns a monitor over a loaded probe.
+func New(p Probe, opts Options) *Monitor {
+	opts.defaults()
+	return &Monitor{
+		probe:    p,
+		opts:     opts,
+		log:      opts.Log,
+		targets:  map[string]targets.Target{},
+		watched:  map[uint32]*watch{},
+		timeline: newTimeline(opts.TimelineEvents),
+	}
+}
+
+// Run consumes the sources, samples counters and records switch events
+// until ctx is done. The event reader stops when the probe is closed, so
+// close the probe after Run returns.
+func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
+	var wg sync.WaitGroup
+	for _, s := range sources {
+		ch := s.Run(ctx)
+		wg.Go(func() {
+			for ev := range ch {
+				m.Apply(ev)
+			}
+		})
+	}
+	go m.readEvents()
+	t := time.NewTicker(m.opts.SampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-t.C:
+			m.sample()
+		}
+	}
+}
+
+// Apply adds, updates or removes a target and watches or unwatches its
+// threads accordingly.
+func (m *Monitor) Apply(ev targets.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := ev.Target.Key()
+	old, had := m.targets[key]
+	switch ev.Kind {
+	case targets.Added:
+		m.targets[key] = ev.Target
+		for _, th := range ev.Target.Threads {
+			m.ref(uint32(th.TID), th.VCPU)
+		}
+		if had {
+			for _, th := range old.Threads {
+				m.unref(uint32(th.TID))
+			}
+		}
+		m.log.Info().Str("target", key).Int("threads", len(ev.Target.Threads)).Bool("update", had).Msg("watching target")
+	case targets.Removed:
+		if !had {
+			return
+		}
+		delete(m.targets, key)
+		for _, th := range old.Threads {
+			m.unref(uint32(th.TID))
+		}
+		m.log.Info().Str("target", key).Msg("target gone")
+	}
+}
+
+// ref and unref must be called with mu held.
+func (m *Monitor) ref(tid uint32, vcpu int) {
+	if w, ok := m.watched[tid]; ok {
+		w.refs++
+		if vcpu >= 0 {
+			w.vcpu = vcpu
+		}
+		return
+	}
+	if err := m.probe.Watch(tid); err != nil {
+		// A full map or a vanished thread: the rest still works.
+		m.log.Warn().Err(err).Uint32("tid", tid).Msg("cannot watch thread")
+		return
+	}
+	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, sinceNs: monoNow()}
+}
+
+func (m *Monitor) unref(tid uint32) {
+	w, ok := m.watched[tid]
+	if !ok {
+		return
+	}
+	if w.refs--; w.refs > 0 {
+		return
+	}
+	delete(m.watched, tid)
+	if err := m.probe.Unwatch(tid); err != nil {
+		m.log.Warn().Err(err).Uint32("tid", tid).Msg("cannot unwatch thread")
+	}
+}
+
+// TargetCount returns how many targets are known.
+func (m *Monitor) TargetCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.targets)
+}
+
+// WaitTargets waits until at least n targets are known or ctx is done.
+func (m *Monitor) WaitTargets(ctx context.Context, n int) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for m.TargetCount() < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d targets (have %d): %w", n, m.TargetCount(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// sample reads every watched thread's counters into the history and drops
+// samples no longer needed for the window.
+func (m *Monitor) sample() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := sample{monoNs: monoNow(), stats: m.readAll()}
+	m.history = append(m.history, s)
+	// Keep the newest sample at least Window old as the window's base.
+	cut := s.monoNs - uint64(min(m.opts.Window, time.Duration(s.monoNs)))
+	i := 0
+	for i+1 < len(m.history) && m.history[i+1].monoNs <= cut {
+		i++
+	}
+	m.history = slices.Delete(m.history, 0, i)
+}
+
+// readAll must be called with mu held.
+func (m *Monitor) readAll() map[uint32]*model.Counters {
+	out := make(map[uint32]*model.Counters, len(m.watched))
+	var raw bpf.SchedThreadStats
+	for tid := range m.watched {
+		if err := m.probe.Stats(tid, &raw); err != nil {
+			m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading counters")
+			continue
+		}
+		out[tid] = countersOf(&raw)
+	}
+	return out
+}
+
+func countersOf(s *bpf.SchedThreadStats) *model.Counters {
+	return &model.Counters{
+		RunNs:          s.RunNs,
+		OffCPUNs:       s.OffcpuNs,
+		RunnableWaitNs: s.RqWaitNs,
+		Switches:       s.Switches,
+		Preemptions:    s.Preemptions,
+		Wakeups:        s.Wakeups,
+		Throttles:      s.Throttles,
+		OnCPU:          s.OnCpu != 0,
+		SwitchInNs:     s.SwitchInNs,
+		CPU:            int(s.Cpu),
+		Run:            s.RunHist,
+		Slice:          s.SliceHist,
+		OffCPU:         s.OffcpuHist,
+		Wake:           s.WakeHist,
+		QuotaRun:       s.QuotaRunHist,
+	}
+}
+
+// Snapshot measures every target now.
+func (m *Monitor) Snapshot() model.Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := monoNow()
+	cur := m.readAll()
+	snap := model.Snapshot{Time: time.Now().UTC(), AttachMode: m.probe.Mode(), Targets: []model.Target{}}
+	if d, err := m.probe.Drops(); err == nil {
+		snap.EventDrops = d
+	}
+	corunners, err := m.probe.Corunners()
+	if err != nil {
+		m.log.Warn().Err(err).Msg("reading corunners")
+	}
+	for _, t := range m.targets {
+		mt := model.Target{Name: t.Name, Kind: string(t.Kind), PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS, Threads: []model.Thread{}}
+		for _, th := range t.Threads {
+			tid := uint32(th.TID)
+			c, ok := cur[tid]
+			w := m.watched[tid]
+			if !ok || w == nil {
+				continue
+			}
+			base, fromNs := m.base(tid, w.sinceNs)
+			window := time.Duration(now - fromNs)
+			snap.WindowSeconds = max(snap.WindowSeconds, window.Seconds())
+			mth := model.Analyze(th.TID, th.VCPU, c, base, window, now, model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS})
+			mth.Corunners = topCorunners(corunners[tid], 5)
+			mt.Threads = append(mt.Threads, mth)
+		}
+		snap.Targets = append(snap.Targets, mt)
+	}
+	slices.SortFunc(snap.Targets, func(a, b model.Target) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return snap
+}
+
+// base returns the counters at the start of the window for tid and when
+// that was: the oldest kept sample that has the thread, or zero counters
+// at the time it was first watched.
+func (m *Monitor) base(tid uint32, sinceNs uint64) (*model.Counters, uint64) {
+	for _, s := range m.history {
+		if c, ok := s.stats[tid]; ok && s.monoNs >= sinceNs {
+			return c, s.monoNs
+		}
+	}
+	return &model.Counters{}, sinceNs
+}
+
+func topCorunners(cs []bpfload.Corunner, n int) []model.Corunner {
+	slices.SortFunc(cs, func(a, b bpfload.Corunner) int { return cmp.Compare(b.WaitedNs, a.WaitedNs) })
+	var out []model.Corunner
+	for _, c := range cs[:min(n, len(cs))] {
+		out = append(out, model.Corunner{TGID: c.TGID, Comm: c.Comm, Preemptions: c.Count, WaitedSeconds: float64(c.WaitedNs) / 1e9})
+	}
+	return out
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	// CLOCK_MONOTONIC is bpf_ktime_get_ns's clock; it cannot fail.
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// readEvents copies switch events into the timeline until the probe is
+// closed; a record that does not parse is skipped.
+func (m *Monitor) readEvents() {
+	var (
+		rec ringbuf.Record
+		ev  bpf.SchedSwitchEvent
+	)
+	for {
+		err := m.probe.ReadEvent(&rec, &ev)
+		if errors.Is(err, ringbuf.ErrClosed) {
+			return
+		}
+		if err != nil {
+			m.log.Debug().Err(err).Msg("skipping ring buffer record")
+			continue
+		}
+		m.timeline.add(&ev)
+	}
+}

@@ -1,0 +1,123 @@
+package monitor
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// TimelineEvent is one switch of a watched thread, as served by
+// /api/v1/timeline.
+type TimelineEvent struct {
+	Time time.Time `json:"time"`
+	// MonoNs is the CLOCK_MONOTONIC timestamp the kernel recorded.
+	MonoNs uint64 `json:"mono_ns"`
+	// Kind is "in" (switched in) or "out" (switched out).
+	Kind string `json:"kind"`
+	TID  uint32 `json:"tid"`
+	VCPU int    `json:"vcpu"`
+	CPU  uint32 `json:"cpu"`
+	// IntervalUS: for "out" the run that ended, for "in" the off-CPU
+	// interval that ended (0 when unknown).
+	IntervalUS float64 `json:"interval_us"`
+	// Preempted: "out" was involuntary; "in" ended a runnable wait.
+	Preempted bool `json:"preempted"`
+	// Other is the task switched to ("out") or from ("in").
+	OtherTID  uint32 `json:"other_tid"`
+	OtherTGID uint32 `json:"other_tgid"`
+	OtherComm string `json:"other_comm"`
+}
+
+type rawEvent struct {
+	ts, interval          uint64
+	tid, cpu, otid, otgid uint32
+	kind, preempted       uint8
+	comm                  [16]byte
+}
+
+// timeline is a fixed-size ring of the latest switch events: memory stays
+// bounded whatever the event rate; old events are overwritten.
+type timeline struct {
+	mu   sync.Mutex
+	ring []rawEvent // guarded by mu
+	next int        // guarded by mu
+	full bool       // guarded by mu
+}
+
+func newTimeline(n int) *timeline { return &timeline{ring: make([]rawEvent, n)} }
+
+func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
+	r := rawEvent{ts: ev.TsNs, interval: ev.IntervalNs, tid: ev.Tid, cpu: ev.Cpu, otid: ev.OtherTid, otgid: ev.OtherTgid, kind: ev.Kind, preempted: ev.Preempted}
+	for i, c := range ev.OtherComm {
+		r.comm[i] = byte(c)
+	}
+	t.mu.Lock()
+	t.ring[t.next] = r
+	t.next++
+	if t.next == len(t.ring) {
+		t.next, t.full = 0, true
+	}
+	t.mu.Unlock()
+}
+
+// Timeline returns the switch events of the named target's threads in the
+// last `last` (oldest first). name matches a target of any kind.
+func (m *Monitor) Timeline(name string, last time.Duration) ([]TimelineEvent, error) {
+	m.mu.Lock()
+	tids := map[uint32]int{}
+	for _, t := range m.targets {
+		if t.Name == name {
+			for _, th := range t.Threads {
+				tids[uint32(th.TID)] = th.VCPU
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(tids) == 0 {
+		return nil, fmt.Errorf("timeline of %q: %w", name, ErrUnknownTarget)
+	}
+	now := monoNow()
+	from := uint64(0)
+	if d := uint64(last); d < now {
+		from = now - d
+	}
+	// Wall clock of a monotonic timestamp, good to the microseconds the
+	// two clock reads take.
+	wallOff := time.Now().UnixNano() - int64(monoNow())
+
+	out := []TimelineEvent{}
+	t := m.timeline
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, start := t.next, 0
+	if t.full {
+		n, start = len(t.ring), t.next
+	}
+	for i := 0; i < n; i++ {
+		r := &t.ring[(start+i)%len(t.ring)]
+		vcpu, ok := tids[r.tid]
+		if !ok || r.ts < from {
+			continue
+		}
+		kind := "in"
+		if r.kind == bpfload.KindSwitchOut {
+			kind = "out"
+		}
+		comm := r.comm[:]
+		for j, c := range comm {
+			if c == 0 {
+				comm = comm[:j]
+				break
+			}
+		}
+		out = append(out, TimelineEvent{
+			Time: time.Unix(0, int64(r.ts)+wallOff).UTC(), MonoNs: r.ts, Kind: kind, TID: r.tid, VCPU: vcpu, CPU: r.cpu,
+			IntervalUS: float64(r.interval) / 1e3, Preempted: r.preempted != 0,
+			OtherTID: r.otid, OtherTGID: r.otgid, OtherComm: string(comm),
+		})
+	}
+	return out, nil
+}
