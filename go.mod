@@ -12,6 +12,7 @@ require (
 	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/digitalocean/go-libvirt v0.0.0-20250317183548-13bf9b43b50b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
