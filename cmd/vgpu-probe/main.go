@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -59,16 +60,20 @@ func main() {
 	// Co-runners and benchmark cells are this same binary in a child
 	// process; reexec.Init runs them and never returns there.
 	reexec.Init()
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
+// run executes the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "vgpu-probe: %v\n", err)
+		fmt.Fprintf(stderr, "vgpu-probe: %v\n", err)
 		if errors.Is(err, usage.ErrBadInput) || isCobraUsage(err) {
 			return 2
 		}

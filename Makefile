@@ -1,0 +1,44 @@
+# vgpu-probe build. `make` builds the binary; `make test` is what CI runs.
+# Parts add their own targets through the Makefile.inc files included below.
+
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all build test bench lint fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o vgpu-probe ./cmd/vgpu-probe
+
+# The whole suite, race detector on. Tests that need root, cgroups, a real
+# libvirtd or Chromium use them when present and say why when they skip.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+# Go benchmarks of the hot paths (see docs/BENCHMARKS.md for how numbers
+# there were taken).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
+
+lint:
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+# A short run of every fuzz target; the corpora live in testdata/fuzz.
+FUZZTIME ?= 20s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf build vgpu-probe
+
+-include bpf/Makefile.inc
+-include cgo/Makefile.inc
+-include vmimages/Makefile.inc

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init()
+	os.Exit(m.Run())
+}
+
+func TestFlags(t *testing.T) {
+	var got *Options
+	cmd := NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--modes", "hybrid,block", "--contention", "none,cap+while1", "--reps", "5", "--profile", "mixed", "--json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.modes) != 2 || got.modes[1].String() != "block" || got.Contention[1] != "cap+while1" || got.Reps != 5 || !got.JSON {
+		t.Errorf("options %+v", got)
+	}
+	if len(got.profile.Kernels) != 3 {
+		t.Errorf("mixed profile has %d kernels", len(got.profile.Kernels))
+	}
+	if got.CPU < 0 {
+		t.Errorf("default cpu not resolved: %d", got.CPU)
+	}
+}
+
+// TestRunJSON runs a small real matrix (child processes, a real co-runner,
+// a real cgroup when root) and checks the JSON has exactly the documented
+// fields, and that the contention shows: spinning against a busy loop on
+// the same CPU is slower than spinning alone.
+func TestRunJSON(t *testing.T) {
+	contention := "none,while1"
+	if os.Geteuid() == 0 {
+		if _, err := cgroup.Detect(); err == nil {
+			contention += ",cap"
+		}
+	}
+	var out bytes.Buffer
+	cmd := NewCmd(nil)
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--steps", "150", "--reps", "1", "--modes", "spin,block,hybrid", "--contention", contention, "--json"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []map[string]any `json:"results"`
+	}
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"contention", "mode", "wall_s", "cpu_s", "steps", "receive_p50_us", "receive_p99_us", "launch_p50_us", "launch_p99_us"}
+	wall := map[string]float64{}
+	for _, r := range doc.Results {
+		if len(r) != len(want) {
+			t.Errorf("row has %d fields, want %d: %v", len(r), len(want), r)
+		}
+		for _, k := range want {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row lacks %q: %v", k, r)
+			}
+		}
+		wall[r["contention"].(string)+"/"+r["mode"].(string)] = r["wall_s"].(float64)
+	}
+	if len(doc.Results) != 3*len(bytes.Split([]byte(contention), []byte(","))) {
+		t.Fatalf("%d rows", len(doc.Results))
+	}
+	if wall["while1/spin"] < 1.2*wall["none/spin"] {
+		t.Errorf("spin with a busy co-runner %.3f s, alone %.3f s: the co-runner did not contend", wall["while1/spin"], wall["none/spin"])
+	}
+}
