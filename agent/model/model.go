@@ -224,3 +224,25 @@ type Snapshot struct {
 	EventDrops uint64   `json:"event_drops"`
 	Targets    []Target `json:"targets"`
 }
+
+// TimelineEvent is one switch of a watched thread, as served by
+// /api/v1/timeline.
+type TimelineEvent struct {
+	Time time.Time `json:"time"`
+	// MonoNs is the CLOCK_MONOTONIC timestamp the kernel recorded.
+	MonoNs uint64 `json:"mono_ns"`
+	// Kind is "in" (switched in) or "out" (switched out).
+	Kind string `json:"kind"`
+	TID  uint32 `json:"tid"`
+	VCPU int    `json:"vcpu"`
+	CPU  uint32 `json:"cpu"`
+	// IntervalUS: for "out" the run that ended, for "in" the off-CPU
+	// interval that ended (0 when unknown).
+	IntervalUS float64 `json:"interval_us"`
+	// Preempted: "out" was involuntary; "in" ended a runnable wait.
+	Preempted bool `json:"preempted"`
+	// Other is the task switched to ("out") or from ("in").
+	OtherTID  uint32 `json:"other_tid"`
+	OtherTGID uint32 `json:"other_tgid"`
+	OtherComm string `json:"other_comm"`
+}

@@ -6,30 +6,9 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
-
-// TimelineEvent is one switch of a watched thread, as served by
-// /api/v1/timeline.
-type TimelineEvent struct {
-	Time time.Time `json:"time"`
-	// MonoNs is the CLOCK_MONOTONIC timestamp the kernel recorded.
-	MonoNs uint64 `json:"mono_ns"`
-	// Kind is "in" (switched in) or "out" (switched out).
-	Kind string `json:"kind"`
-	TID  uint32 `json:"tid"`
-	VCPU int    `json:"vcpu"`
-	CPU  uint32 `json:"cpu"`
-	// IntervalUS: for "out" the run that ended, for "in" the off-CPU
-	// interval that ended (0 when unknown).
-	IntervalUS float64 `json:"interval_us"`
-	// Preempted: "out" was involuntary; "in" ended a runnable wait.
-	Preempted bool `json:"preempted"`
-	// Other is the task switched to ("out") or from ("in").
-	OtherTID  uint32 `json:"other_tid"`
-	OtherTGID uint32 `json:"other_tgid"`
-	OtherComm string `json:"other_comm"`
-}
 
 type rawEvent struct {
 	ts, interval          uint64
@@ -65,7 +44,7 @@ func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
 
 // Timeline returns the switch events of the named target's threads in the
 // last `last` (oldest first). name matches a target of any kind.
-func (m *Monitor) Timeline(name string, last time.Duration) ([]TimelineEvent, error) {
+func (m *Monitor) Timeline(name string, last time.Duration) ([]model.TimelineEvent, error) {
 	m.mu.Lock()
 	tids := map[uint32]int{}
 	for _, t := range m.targets {
@@ -88,7 +67,7 @@ func (m *Monitor) Timeline(name string, last time.Duration) ([]TimelineEvent, er
 	// two clock reads take.
 	wallOff := time.Now().UnixNano() - int64(monoNow())
 
-	out := []TimelineEvent{}
+	out := []model.TimelineEvent{}
 	t := m.timeline
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -113,7 +92,7 @@ func (m *Monitor) Timeline(name string, last time.Duration) ([]TimelineEvent, er
 				break
 			}
 		}
-		out = append(out, TimelineEvent{
+		out = append(out, model.TimelineEvent{
 			Time: time.Unix(0, int64(r.ts)+wallOff).UTC(), MonoNs: r.ts, Kind: kind, TID: r.tid, VCPU: vcpu, CPU: r.cpu,
 			IntervalUS: float64(r.interval) / 1e3, Preempted: r.preempted != 0,
 			OtherTID: r.otid, OtherTGID: r.otgid, OtherComm: string(comm),

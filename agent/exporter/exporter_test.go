@@ -1,0 +1,142 @@
+package exporter
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+)
+
+// fixed is a Source with a fixed snapshot, for checking the export format
+// (the numbers themselves are checked against the kernel in monitor).
+type fixed struct{ snap model.Snapshot }
+
+func (f fixed) Snapshot() model.Snapshot { return f.snap }
+func (f fixed) Timeline(name string, last time.Duration) ([]model.TimelineEvent, error) {
+	if name != "vm1" {
+		return nil, fmt.Errorf("timeline of %q: %w", name, monitor.ErrUnknownTarget)
+	}
+	return []model.TimelineEvent{{Kind: "out", TID: 11, VCPU: 0}}, nil
+}
+
+func testSnapshot() model.Snapshot {
+	c := &model.Counters{RunNs: 3e9, Preemptions: 7}
+	c.Run[model.Bucket(4e6)] = 500 // 500 runs of ~4 ms
+	c.Run[model.Bucket(3e9)] = 1   // one run beyond the last exported bucket
+	slice := 4000.0
+	return model.Snapshot{AttachMode: "raw_tp", EventDrops: 3, Targets: []model.Target{{
+		Name: "vm1", Kind: "domain",
+		Threads: []model.Thread{
+			{TID: 11, VCPU: 0, Cumulative: c, ExpectedSliceUS: &slice, RemainingSliceUS: &slice,
+				Corunners: []model.Corunner{{TGID: 5, Comm: "stress", WaitedSeconds: 1.5}, {TGID: 6, Comm: "stress", WaitedSeconds: 0.5}}},
+			// Same vCPU index twice and a non-vCPU thread: labels must
+			// stay unique.
+			{TID: 12, VCPU: 0, Cumulative: &model.Counters{}},
+			{TID: 13, VCPU: -1, Cumulative: &model.Counters{}},
+		},
+	}}}
+}
+
+func TestMetrics(t *testing.T) {
+	c := NewCollector(fixed{testSnapshot()}, zerolog.Nop())
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	want := `
+# HELP vgpu_probe_vcpu_preemptions_total Switch-outs while still runnable (involuntary).
+# TYPE vgpu_probe_vcpu_preemptions_total counter
+vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="0"} 7
+vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="tid:12"} 0
+vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="tid:13"} 0
+# HELP vgpu_probe_agent_ring_drops_total Switch events lost because the BPF ring buffer was full (timelines have gaps; counters do not).
+# TYPE vgpu_probe_agent_ring_drops_total counter
+vgpu_probe_agent_ring_drops_total 3
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vgpu_probe_vcpu_preemptions_total", "vgpu_probe_agent_ring_drops_total"); err != nil {
+		t.Fatal(err)
+	}
+	// The run histogram: 500 samples below 2^23 ns (8.4 ms), none below
+	// 2^21 (2.1 ms), 501 in all, sum exact.
+	srv := httptest.NewServer(mustHandler(t))
+	defer srv.Close()
+	body := get(t, srv.URL+"/metrics", 200)
+	for _, line := range []string{
+		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="0.002097152"} 0`,
+		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="0.008388608"} 500`,
+		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="+Inf"} 501`,
+		`vgpu_probe_vcpu_run_seconds_sum{domain="vm1",vcpu="0"} 3`,
+		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="0"} 0.004`,
+		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="tid:12"} +Inf`,
+		`vgpu_probe_vcpu_corunner_wait_seconds_total{corunner="stress",domain="vm1",vcpu="0"} 1.5`,
+		`vgpu_probe_scrape_collector_success{collector="vcpu"} 1`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+}
+
+func mustHandler(t *testing.T) http.Handler {
+	h, err := NewHandler(fixed{testSnapshot()}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func get(t *testing.T, url string, code int) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != code {
+		t.Fatalf("GET %s: %d %s, want %d", url, resp.StatusCode, b, code)
+	}
+	return string(b)
+}
+
+func TestSnapshotAndTimelineAPI(t *testing.T) {
+	srv := httptest.NewServer(mustHandler(t))
+	defer srv.Close()
+	var snap struct {
+		Targets []struct {
+			Name    string `json:"name"`
+			Kind    string `json:"kind"`
+			Threads []struct {
+				TID  int `json:"tid"`
+				VCPU int `json:"vcpu"`
+			} `json:"threads"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/v1/snapshot", 200)), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Targets) != 1 || snap.Targets[0].Kind != "domain" || len(snap.Targets[0].Threads) != 3 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if !strings.Contains(get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds=5", 200), `"tid": 11`) {
+		t.Fatal("timeline lacks the event")
+	}
+	get(t, srv.URL+"/api/v1/timeline?domain=nope", 404)
+	get(t, srv.URL+"/api/v1/timeline", 400)
+	for _, bad := range []string{"x", "-1", "0", "NaN", "1e9"} {
+		get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds="+bad, 400)
+	}
+}
