@@ -40,19 +40,24 @@ type Machine struct {
 
 // Config is the run's matrix as asked for.
 type Config struct {
-	Backend    string   `json:"backend"` // local, libvirt
-	Scenarios  []string `json:"scenarios"`
-	Corunner   string   `json:"corunner"`
-	Corunners  []int    `json:"corunners"`
-	VCPUs      []int    `json:"vcpus"`
-	Modes      []string `json:"modes"`
-	Device     string   `json:"device"`
-	Workload   string   `json:"workload"` // "namd-like" or the command
-	Reps       int      `json:"reps"`
-	Steps      int      `json:"steps"`
-	HostUS     float64  `json:"host_us"`
-	KernelUS   float64  `json:"kernel_us"`
-	Profile    string   `json:"profile,omitempty"`
+	Backend   string   `json:"backend"` // local, libvirt
+	Scenarios []string `json:"scenarios"`
+	Corunner  string   `json:"corunner"`
+	Corunners []int    `json:"corunners"`
+	VCPUs     []int    `json:"vcpus"`
+	Modes     []string `json:"modes"`
+	Device    string   `json:"device"`
+	Workload  string   `json:"workload"` // "namd-like" or the command
+	Reps      int      `json:"reps"`
+	Steps     int      `json:"steps"`
+	HostUS    float64  `json:"host_us"`
+	KernelUS  float64  `json:"kernel_us"`
+	Profile   string   `json:"profile,omitempty"`
+	// PeriodUS is the CPU bandwidth period of shared2's quotas.
+	PeriodUS int64 `json:"period_us,omitempty"`
+	// Notes says what the run changed from what was asked, and why
+	// (e.g. shared2 skipped without the rights to create cgroups).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Key identifies a cell of the matrix.
@@ -71,6 +76,12 @@ type Cell struct {
 	Median   workload.Result   `json:"median"` // field-wise median of Reps
 	MinWallS float64           `json:"min_wall_s"`
 	MaxWallS float64           `json:"max_wall_s"`
+	// RunnerVCPUs is how many vCPUs the GPU runner had: VCPUs, or half of
+	// it (at least one) in the baseline.
+	RunnerVCPUs int `json:"runner_vcpus,omitempty"`
+	// QuotaCPUs is the CPU bandwidth each VM was limited to, in CPUs
+	// (shared2); 0 when unlimited.
+	QuotaCPUs float64 `json:"quota_cpus,omitempty"`
 	// KernelsPerS is steps (one kernel each) per second of the median run.
 	KernelsPerS float64 `json:"kernels_per_s"`
 	// Slowdown is the median wall time over the baseline cell's with the

@@ -42,6 +42,11 @@ type Step struct {
 	Complete  int64  `json:"complete"` // -1 when the device does not report it
 	Noticed   int64  `json:"noticed"`
 	Kernel    string `json:"kernel"`
+	// Thread is the loop thread (vCPU) the step ran on; RunThreads only.
+	Thread int `json:"thread,omitempty"`
+	// Wait is what the thread did while waiting (WaitSpin, WaitBlock...),
+	// measured from its CPU time; RunThreads only.
+	Wait string `json:"wait,omitempty"`
 }
 
 // Result is what a run measured.

@@ -1,0 +1,136 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// spec is what a VM process runs: the built-in loop or a command.
+type spec struct {
+	CPUs    []int     `json:"cpus"`
+	Loop    *loopSpec `json:"loop,omitempty"`
+	Cmd     string    `json:"cmd,omitempty"`
+	Mode    string    `json:"mode,omitempty"` // HYBRIDSYNC_MODE for Cmd
+	Restart bool      `json:"restart,omitempty"`
+}
+
+type loopSpec struct {
+	Config workload.Config `json:"config"`
+	Device string          `json:"device"`
+	Mode   hybridsync.Mode `json:"mode"`
+}
+
+const envSpec = "VGPU_PROBE_LOCAL_VM"
+
+func init() { reexec.Register("local-vm", vmMain) }
+
+// vmCommand returns the command for a VM process. It waits for its stdin
+// to close (the parent's word that it is in its cgroup) before it starts.
+func vmCommand(s spec) (*exec.Cmd, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := reexec.Command("local-vm")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(cmd.Env, envSpec+"="+string(b))
+	return cmd, nil
+}
+
+// vmMain runs in the VM process.
+func vmMain() int {
+	var s spec
+	if err := json.Unmarshal([]byte(os.Getenv(envSpec)), &s); err != nil || len(s.CPUs) == 0 {
+		fmt.Fprintln(os.Stderr, "local vm: bad spec:", err)
+		return 2
+	}
+	// Confine every thread the runtime has made so far to the VM's CPUs;
+	// threads made later inherit it from their creator. The loop's own
+	// threads pin themselves to one vCPU each.
+	if err := confine(s.CPUs); err != nil {
+		fmt.Fprintln(os.Stderr, "local vm:", err)
+		return 1
+	}
+	var (
+		dev      workload.Device
+		wait     workload.Waiter
+		closeDev = func() {}
+	)
+	if s.Loop != nil {
+		var err error
+		if dev, wait, closeDev, err = workload.OpenDevice(s.Loop.Device, s.Loop.Mode); err != nil {
+			fmt.Fprintln(os.Stderr, "local vm:", err)
+			return 1
+		}
+	}
+	defer closeDev()
+	io.Copy(io.Discard, os.Stdin) // wait until the parent has placed us
+	if s.Loop != nil {
+		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, dev, wait)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "local vm:", err)
+			return 1
+		}
+		if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+			return 1
+		}
+		return 0
+	}
+	for {
+		c := exec.Command("/bin/sh", "-c", s.Cmd)
+		c.Stdin, c.Stdout, c.Stderr = nil, os.Stdout, os.Stderr
+		if s.Mode != "" {
+			c.Env = append(os.Environ(), hybridsync.EnvMode+"="+s.Mode)
+		}
+		err := c.Run()
+		if !s.Restart {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return max(ee.ExitCode(), 1)
+			} else if err != nil {
+				fmt.Fprintln(os.Stderr, "local vm:", err)
+				return 1
+			}
+			return 0
+		}
+		// A co-runner must last the whole measurement: start it again,
+		// but not in a tight loop if it fails at once.
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// confine sets the affinity of every thread of this process to cpus.
+func confine(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("confine thread %d to cpus %v: %w", tid, cpus, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,304 @@
+// Package local is the experiment backend that emulates VMs on this
+// machine with processes: a VM's vCPUs are threads, vCPU i pinned to the
+// i-th CPU of the set the VMs share (what libvirt's vcpupin does to a
+// real VM's vCPU threads), and a VM's CPU bandwidth quota is a cgroup of
+// its own (cgroup v1 cpu controller or v2 cpu.max, as libvirt's
+// <cputune> period/quota is). Pinning is by thread affinity rather than
+// cpuset cgroups: that is exactly vcpupin's mechanism, it works without
+// root, and it keeps the two hierarchies' cpuset quirks (v1 needs
+// cpuset.mems, v2 needs +cpuset delegated) out of the measurement.
+//
+// Every process it starts is a child of this one in a process group of
+// its own, killed with it (PR_SET_PDEATHSIG) and by Destroy; every cgroup
+// it makes is named vgpu-probe-run-PID-VM and removed by Destroy.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// Backend is the local backend.
+type Backend struct{}
+
+var _ backend.Backend = Backend{}
+
+// Name returns "local".
+func (Backend) Name() string { return "local" }
+
+// CgroupPrefix is the name prefix of every cgroup this process makes.
+func CgroupPrefix() string { return fmt.Sprintf("vgpu-probe-run-%d-", os.Getpid()) }
+
+// CanIsolate reports whether this process can create CPU bandwidth
+// cgroups, and if not, why.
+func CanIsolate() error {
+	if _, err := cgroup.Detect(); err != nil {
+		return fmt.Errorf("%w: %v", backend.ErrNoIsolation, err)
+	}
+	if err := unix.Access(cgroupParent(), unix.W_OK); err != nil {
+		return fmt.Errorf("%w: cannot create cgroups in %s (needs root): %v", backend.ErrNoIsolation, cgroupParent(), err)
+	}
+	return nil
+}
+
+func cgroupParent() string {
+	if v, _ := cgroup.Detect(); v == cgroup.V1 {
+		return filepath.Join(cgroup.Root, "cpu")
+	}
+	return cgroup.Root
+}
+
+// env is a created topology.
+type env struct {
+	topo      backend.Topology
+	groups    map[string]*cgroup.Group // by VM name; only VMs with a quota
+	corunners []*exec.Cmd
+	builtin   []*corunner.Process
+	once      sync.Once
+	err       error
+}
+
+// Create makes t's cgroups, starts the co-runners and places them.
+func (Backend) Create(ctx context.Context, t backend.Topology, co backend.Load) (backend.Env, error) {
+	if err := checkTopology(t); err != nil {
+		return nil, err
+	}
+	if co.Cmd == "" && len(t.Corunners) > 0 && !corunner.Valid(co.Kind) {
+		return nil, fmt.Errorf("unknown co-runner %q (want one of %v)", co.Kind, corunner.Kinds)
+	}
+	e := &env{topo: t, groups: map[string]*cgroup.Group{}}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Destroy()
+		}
+	}()
+	for _, vm := range append([]backend.VM{t.Runner}, t.Corunners...) {
+		if vm.QuotaCPUs <= 0 {
+			continue
+		}
+		if err := CanIsolate(); err != nil {
+			return nil, err
+		}
+		quota := time.Duration(math.Round(float64(t.Period) * vm.QuotaCPUs))
+		g, err := cgroup.Create(CgroupPrefix()+vm.Name, quota, t.Period)
+		if err != nil {
+			return nil, fmt.Errorf("%w: VM %s: %v", backend.ErrNoIsolation, vm.Name, err)
+		}
+		e.groups[vm.Name] = g
+	}
+	for _, vm := range t.Corunners {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := e.startCorunner(vm, co); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return e, nil
+}
+
+func checkTopology(t backend.Topology) error {
+	online, err := corunner.Online()
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, vm := range append([]backend.VM{t.Runner}, t.Corunners...) {
+		if vm.Name == "" || strings.ContainsAny(vm.Name, "/\x00 ") || names[vm.Name] {
+			return fmt.Errorf("VM name %q: want a unique plain name", vm.Name)
+		}
+		names[vm.Name] = true
+		if len(vm.CPUs) == 0 {
+			return fmt.Errorf("VM %s has no vCPUs", vm.Name)
+		}
+		for _, c := range vm.CPUs {
+			if !contains(online, c) {
+				return fmt.Errorf("VM %s: cpu %d is not one this process may use (%v)", vm.Name, c, online)
+			}
+		}
+		if vm.QuotaCPUs < 0 || (vm.QuotaCPUs > 0 && (t.Period < time.Millisecond || t.Period > time.Second)) {
+			return fmt.Errorf("VM %s: quota %.2f CPUs per %v: want a period of 1ms..1s", vm.Name, vm.QuotaCPUs, t.Period)
+		}
+	}
+	return nil
+}
+
+func contains(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *env) startCorunner(vm backend.VM, co backend.Load) error {
+	g := e.groups[vm.Name]
+	if co.Cmd == "" {
+		p, err := corunner.Start(co.Kind, vm.CPUs)
+		if err != nil {
+			return err
+		}
+		e.builtin = append(e.builtin, p)
+		if g != nil {
+			if err := g.Add(p.Pid()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	cmd, err := vmCommand(spec{CPUs: vm.CPUs, Cmd: co.Cmd, Restart: true})
+	if err != nil {
+		return err
+	}
+	cmd.Stdout = io.Discard
+	start, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start co-runner command: %w", err)
+	}
+	e.corunners = append(e.corunners, cmd)
+	if g != nil {
+		if err := g.Add(cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	start.Close()
+	return nil
+}
+
+// Corunners returns the co-runners' process ids.
+func (e *env) Corunners() []int {
+	var pids []int
+	for _, p := range e.builtin {
+		pids = append(pids, p.Pid())
+	}
+	for _, c := range e.corunners {
+		pids = append(pids, c.Process.Pid)
+	}
+	return pids
+}
+
+// Run runs w in the runner VM.
+func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (workload.Result, error) {
+	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd, Mode: w.Mode}
+	if w.Cmd == "" {
+		mode, err := hybridsync.ParseMode(w.Mode)
+		if err != nil {
+			return workload.Result{}, err
+		}
+		s.Loop = &loopSpec{Config: w.Config, Device: w.Device, Mode: mode}
+	}
+	cmd, err := vmCommand(s)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if w.Cmd != "" {
+		cmd.Stdout = io.Discard
+	}
+	start, err := cmd.StdinPipe()
+	if err != nil {
+		return workload.Result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return workload.Result{}, fmt.Errorf("start runner: %w", err)
+	}
+	pid := cmd.Process.Pid
+	stop := context.AfterFunc(ctx, func() { syscall.Kill(-pid, syscall.SIGKILL) })
+	defer stop()
+	if g := e.groups[e.topo.Runner.Name]; g != nil {
+		if err := g.Add(pid); err != nil {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			cmd.Wait()
+			return workload.Result{}, err
+		}
+	}
+	if started != nil {
+		started(pid)
+	}
+	t0 := time.Now()
+	start.Close() // the child's signal to begin: it is placed
+	err = cmd.Wait()
+	wall := time.Since(t0)
+	// A command may leave children behind in its process group.
+	syscall.Kill(-pid, syscall.SIGKILL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return workload.Result{}, ctx.Err()
+		}
+		if w.Cmd != "" {
+			return workload.Result{}, fmt.Errorf("workload command (mode %s): %w", w.Mode, err)
+		}
+		return workload.Result{}, fmt.Errorf("workload %s on %s: %w", w.Mode, w.Device, err)
+	}
+	var r workload.Result
+	if w.Cmd == "" {
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			return workload.Result{}, fmt.Errorf("workload output: %w", err)
+		}
+	} else {
+		r.WallS = wall.Seconds()
+	}
+	u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	r.CPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
+	return r, nil
+}
+
+// Destroy stops the co-runners and removes the cgroups. A process left
+// in one of our cgroups (a command's stray child) is ours: it is killed.
+func (e *env) Destroy() error {
+	e.once.Do(func() {
+		corunner.StopAll(e.builtin)
+		for _, c := range e.corunners {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			c.Wait()
+		}
+		var errs []error
+		for _, g := range e.groups {
+			if b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.procs")); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			if err := g.Remove(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		e.err = errors.Join(errs...)
+	})
+	return e.err
+}
+
+// CanIsolate implements backend.IsolationChecker.
+func (Backend) CanIsolate() error { return CanIsolate() }
+
+var _ backend.IsolationChecker = Backend{}
