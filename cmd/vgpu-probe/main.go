@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
@@ -35,6 +36,7 @@ func newRootCmd() *cobra.Command {
 host thread shares CPUs with other tenants: late kernel launches and late
 notice of kernel completion.
 
+  agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
   bench    NAMD-like sync benchmark, every wait mode, under CPU contention`,
 		Version:       version,
 		SilenceUsage:  true,
@@ -51,6 +53,7 @@ notice of kernel completion.
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
 	root.AddCommand(
+		agent.NewCmd(nil),
 		bench.NewCmd(nil),
 	)
 	return root

@@ -1,0 +1,295 @@
+// Package agent is `vgpu-probe agent`: the host agent that measures the
+// vCPU discontinuity of every VM (libvirt) or of given processes and
+// cgroups with eBPF, and serves it to Prometheus, or measures once and
+// prints a snapshot.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+)
+
+// DefaultListen is loopback only: the metrics name the VMs of the host.
+const DefaultListen = "127.0.0.1:9477"
+
+// rescan is how often pid and cgroup targets are re-read for new threads.
+const rescan = 2 * time.Second
+
+// Options are the agent's flags and dependencies.
+type Options struct {
+	Listen     string
+	PIDs       []int
+	Cgroups    []string
+	LibvirtURI string
+	Once       time.Duration
+	JSON       bool
+	Window     time.Duration
+
+	Ctx context.Context
+	Out io.Writer
+	Log zerolog.Logger
+
+	// Dependencies, replaced in tests.
+	Geteuid    func() int
+	LoadProbe  func(bpfload.Options) (*bpfload.Probe, error)
+	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
+}
+
+// NewCmd returns the agent command; runF replaces the run in tests.
+func NewCmd(runF func(*Options) error) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Measure vCPU discontinuity with eBPF and export it (Prometheus, JSON)",
+		Long: `agent watches the vCPU threads of every running libvirt domain (--libvirt-uri),
+and/or all threads of given processes (--pid) and cgroups (--cgroup), with
+eBPF programs on the scheduler's switch and wake-up tracepoints. Per thread
+it measures run and off-CPU intervals, involuntary preemptions, wake-up
+latency, bandwidth throttling and who took the CPU, and estimates the
+expected and remaining time slice.
+
+It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
+/api/v1/timeline?domain=NAME&seconds=N on --listen until stopped; with
+--once it measures for that long, prints a snapshot and exits. Needs root.`,
+		Example: `  vgpu-probe agent --libvirt-uri qemu:///system
+  vgpu-probe agent --pid 1234 --pid 5678 --listen 0.0.0.0:9477
+  vgpu-probe agent --cgroup machine.slice --once 5s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Ctx, o.Out = cmd.Context(), cmd.OutOrStdout()
+			if o.Ctx == nil {
+				o.Ctx = context.Background()
+			}
+			o.Log = zerolog.New(zerolog.ConsoleWriter{Out: cmd.ErrOrStderr(), NoColor: true}).With().Timestamp().Logger()
+			if runF != nil {
+				return runF(o)
+			}
+			return Run(o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics and /api/v1 on")
+	f.IntSliceVar(&o.PIDs, "pid", nil, "watch all threads of this process (repeatable)")
+	f.StringArrayVar(&o.Cgroups, "cgroup", nil, "watch all threads in this cgroup: absolute path or relative to the cgroup mount, v1 or v2 (repeatable)")
+	f.StringVar(&o.LibvirtURI, "libvirt-uri", "", "watch the vCPU threads of every running domain of this libvirtd (e.g. qemu:///system)")
+	f.DurationVar(&o.Once, "once", 0, "measure for this long, print a snapshot and exit")
+	f.BoolVar(&o.JSON, "json", false, "with --once: print the snapshot as JSON")
+	f.DurationVar(&o.Window, "window", time.Minute, "span over which distributions and rates are computed")
+	return cmd
+}
+
+// Validate checks the flags alone (no system access).
+func (o *Options) Validate() error {
+	if len(o.PIDs) == 0 && len(o.Cgroups) == 0 && o.LibvirtURI == "" {
+		return usage.Errorf("nothing to watch: give --libvirt-uri, --pid or --cgroup")
+	}
+	if o.Once < 0 {
+		return usage.Errorf("--once %v: must be positive", o.Once)
+	}
+	if o.JSON && o.Once == 0 {
+		return usage.Errorf("--json needs --once DURATION (the server serves JSON at /api/v1/snapshot)")
+	}
+	if o.Window <= 0 {
+		return usage.Errorf("--window %v: must be positive", o.Window)
+	}
+	if o.Once == 0 {
+		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+			return usage.Errorf("--listen %q: want HOST:PORT", o.Listen)
+		}
+	}
+	for _, p := range o.PIDs {
+		if p <= 0 {
+			return usage.Errorf("--pid %d: not a process id", p)
+		}
+	}
+	return nil
+}
+
+func (o *Options) defaults() {
+	if o.Geteuid == nil {
+		o.Geteuid = os.Geteuid
+	}
+	if o.LoadProbe == nil {
+		o.LoadProbe = bpfload.Load
+	}
+	if o.NewLibvirt == nil {
+		o.NewLibvirt = newLibvirtSource
+	}
+}
+
+// Run is the agent.
+func Run(o *Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o.defaults()
+	if o.Geteuid() != 0 {
+		return usage.Errorf("vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads")
+	}
+	sources, closeSources, err := o.sources()
+	if err != nil {
+		return err
+	}
+	defer closeSources()
+
+	probe, err := o.LoadProbe(bpfload.Options{Events: true, Log: o.Log})
+	if err != nil {
+		return fmt.Errorf("loading eBPF programs: %w", err)
+	}
+	defer probe.Close()
+	o.Log.Info().Str("attach", probe.Mode()).Msg("eBPF programs attached")
+
+	ctx, cancel := context.WithCancel(o.Ctx)
+	defer cancel()
+	m := monitor.New(probe, monitor.Options{Log: o.Log, Window: o.Window, SampleEvery: min(10*time.Second, o.Window/6)})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx, sources...)
+	}()
+	defer func() { cancel(); <-done }()
+
+	if o.Once > 0 {
+		return o.once(ctx, m)
+	}
+	return o.serve(ctx, m)
+}
+
+// sources builds the discovery sources, failing with a user error for a
+// pid, cgroup or libvirt URI that does not exist or answer.
+func (o *Options) sources() ([]targets.Source, func(), error) {
+	var (
+		out     []targets.Source
+		closers []func()
+	)
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, pid := range o.PIDs {
+		s, err := targets.NewPID(pid, rescan)
+		if errors.Is(err, targets.ErrNoProcess) {
+			return nil, nil, usage.Errorf("--pid %d: no such process", pid)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pid %d: %w", pid, err)
+		}
+		out = append(out, s)
+	}
+	for _, cg := range o.Cgroups {
+		s, err := targets.NewCgroup(cg, rescan)
+		if err != nil {
+			return nil, nil, usage.Errorf("--cgroup: %v", err)
+		}
+		out = append(out, s)
+	}
+	if o.LibvirtURI != "" {
+		s, err := o.NewLibvirt(o.LibvirtURI, o.Log)
+		if err != nil {
+			closeAll()
+			return nil, nil, usage.Errorf("--libvirt-uri %q: %v", o.LibvirtURI, err)
+		}
+		if c, ok := s.(interface{ Close() }); ok {
+			closers = append(closers, c.Close)
+		}
+		out = append(out, s)
+	}
+	return out, closeAll, nil
+}
+
+// once measures for o.Once and prints one snapshot.
+func (o *Options) once(ctx context.Context, m *monitor.Monitor) error {
+	// pid and cgroup targets exist by now (their sources checked them);
+	// wait for the monitor to have taken them in before the clock starts.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	err := m.WaitTargets(wctx, len(o.PIDs)+len(o.Cgroups))
+	wcancel()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("starting to watch targets: %w", err)
+	}
+	select {
+	case <-time.After(o.Once):
+	case <-ctx.Done():
+		// Interrupted: still print what was measured so far.
+	}
+	snap := m.Snapshot()
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(snap); err != nil {
+			return fmt.Errorf("writing snapshot: %w", err)
+		}
+		return nil
+	}
+	return writeTable(o.Out, &snap)
+}
+
+func (o *Options) serve(ctx context.Context, m *monitor.Monitor) error {
+	h, err := exporter.NewHandler(m, o.Log)
+	if err != nil {
+		return fmt.Errorf("building HTTP handler: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", o.Listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	o.Log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics, /api/v1/snapshot, /api/v1/timeline")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down HTTP server: %w", err)
+	}
+	return nil
+}
+
+func writeTable(w io.Writer, snap *model.Snapshot) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tkind\ttid\tvcpu\trun s\toff s\tpreempt\trun p50 µs\toff p50 µs\twake p50 µs\tsteal\tslice µs\t\n")
+	for _, t := range snap.Targets {
+		for _, th := range t.Threads {
+			vcpu := "-"
+			if th.VCPU >= 0 {
+				vcpu = strconv.Itoa(th.VCPU)
+			}
+			slice := "inf"
+			if th.ExpectedSliceUS != nil {
+				slice = fmt.Sprintf("%.0f", *th.ExpectedSliceUS)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.1f\t%.2f\t%s\t\n",
+				t.Name, t.Kind, th.TID, vcpu, th.RunSeconds, th.OffCPUSeconds, th.Preemptions,
+				th.RunP50US, th.OffCPUP50US, th.WakeP50US, th.StealFraction, slice)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	return nil
+}
