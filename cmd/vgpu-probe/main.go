@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
+	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
@@ -37,7 +38,8 @@ host thread shares CPUs with other tenants: late kernel launches and late
 notice of kernel completion.
 
   agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
-  bench    NAMD-like sync benchmark, every wait mode, under CPU contention`,
+  bench    NAMD-like sync benchmark, every wait mode, under CPU contention
+  run      the paper's experiments: shared1/shared2/baseline x vCPUs x co-runners x modes`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -55,6 +57,7 @@ notice of kernel completion.
 	root.AddCommand(
 		agent.NewCmd(nil),
 		bench.NewCmd(nil),
+		runcmd.NewCmd(nil),
 	)
 	return root
 }

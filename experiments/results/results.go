@@ -93,6 +93,8 @@ type Cell struct {
 	// Agent is the agent's per-thread discontinuity snapshot for the cell
 	// (the JSON of `vgpu-probe agent --once --json`), when it ran.
 	Agent json.RawMessage `json:"agent,omitempty"`
+	// AgentError says why Agent is missing when the agent was asked for.
+	AgentError string `json:"agent_error,omitempty"`
 }
 
 // Timeline is what the profiler draws for a cell.

@@ -1,0 +1,405 @@
+// Package runner runs an experiment's matrix on a backend: every group of
+// cells (one configuration of VMs) is created once, its cells are measured
+// --reps times with the modes interleaved, and the finished cells are
+// written to results.json atomically before the next group starts. An
+// interrupted run keeps every group that finished and can be resumed; the
+// VMs of the group in progress are destroyed on the way out, whatever the
+// reason (Ctrl-C, a failure, a panic in a measurement).
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+)
+
+// ResultsName is the file the runner writes in its output directory.
+const ResultsName = "results.json"
+
+// AgentFunc watches pid for window and returns the agent's JSON snapshot.
+type AgentFunc func(ctx context.Context, pid int, window time.Duration) (json.RawMessage, error)
+
+// Progress is told about the measurements as they happen.
+type Progress interface {
+	Begin(total int)  // total measurements this run will make
+	Next(desc string) // one starts
+	Advance()         // one finished
+	Note(msg string)  // something the user should know (a skip)
+}
+
+// Options is one experiment.
+type Options struct {
+	Backend  backend.Backend
+	Matrix   scenario.Matrix
+	Load     backend.Load     // what the co-runner VMs run
+	Workload backend.Workload // the runner's workload; Mode is set per cell
+	// HostWork is the host work per step of the built-in loop; the runner
+	// calibrates it into Workload.Config.Work on the runner's CPU before
+	// any co-runner starts. Ignored for a command workload.
+	HostWork time.Duration
+	Reps     int
+	Period   time.Duration // CPU bandwidth period of shared2's quotas
+	// CPUs are the CPUs the VMs may use; a group with v vCPUs shares the
+	// last v of them (CPU 0 takes most interrupts). Nil: all this process
+	// may use.
+	CPUs []int
+	// OutDir receives results.json; "" writes nothing.
+	OutDir string
+	// Resume keeps the cells already in OutDir's results.json and runs
+	// only the rest; without it an existing file is an error.
+	Resume bool
+	// Agent, when set, watches the runner during the last repetition of
+	// each cell.
+	Agent AgentFunc
+	// TimelineSteps is the window of steps (per vCPU) of the median run
+	// kept per cell; 0 keeps none.
+	TimelineSteps int
+	// Config is recorded in the results as the matrix asked for.
+	Config   results.Config
+	Progress Progress
+}
+
+// ErrExists means the output directory has results and Resume was not set.
+var ErrExists = errors.New("results exist")
+
+// CheckOut reports whether a run with these settings may write to dir:
+// without resume an existing results file must not be overwritten; with
+// resume it must be readable and made with the same workload.
+func CheckOut(dir string, resume bool, cfg results.Config) error {
+	path := filepath.Join(dir, ResultsName)
+	_, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !resume:
+		return fmt.Errorf("%s: %w (use --resume to continue it, or another --out)", path, ErrExists)
+	}
+	f, err := results.Read(path)
+	if err != nil {
+		return err
+	}
+	return sameWorkload(f.Config, cfg, path)
+}
+
+// sameWorkload: cells measured with another workload or device are not
+// comparable with new ones, so resuming into them is refused.
+func sameWorkload(old, cfg results.Config, path string) error {
+	type w struct {
+		backend, corunner, device, workload string
+		steps                               int
+		host, kernel                        float64
+		profile                             string
+	}
+	a := w{old.Backend, old.Corunner, old.Device, old.Workload, old.Steps, old.HostUS, old.KernelUS, old.Profile}
+	b := w{cfg.Backend, cfg.Corunner, cfg.Device, cfg.Workload, cfg.Steps, cfg.HostUS, cfg.KernelUS, cfg.Profile}
+	if a != b {
+		return fmt.Errorf("%s was made with another workload, co-runner or backend (%+v, now %+v): resume into another --out", path, a, b)
+	}
+	return nil
+}
+
+// Run runs the experiment and returns the results (also those resumed).
+// On cancellation or failure it returns the error with the results of
+// every group that finished, which are also in OutDir.
+func Run(ctx context.Context, o Options) (*results.File, error) {
+	if o.Reps <= 0 {
+		return nil, fmt.Errorf("reps must be positive")
+	}
+	if o.Progress == nil {
+		o.Progress = nopProgress{}
+	}
+	cpus := o.CPUs
+	if cpus == nil {
+		var err error
+		if cpus, err = corunner.Online(); err != nil {
+			return nil, err
+		}
+	}
+	if err := o.Matrix.Validate(len(cpus)); err != nil {
+		return nil, err
+	}
+	f, err := o.start()
+	if err != nil {
+		return nil, err
+	}
+	done := map[results.Key]bool{}
+	for _, c := range f.Cells {
+		done[c.Key] = true
+	}
+	// Plan: the groups with cells still to measure, minus those the
+	// backend cannot isolate.
+	var plan []scenario.Group
+	var noIso error
+	if ic, ok := o.Backend.(backend.IsolationChecker); ok {
+		noIso = ic.CanIsolate()
+	}
+	skipped := false
+	for _, g := range o.Matrix.Groups() {
+		g.Keys = slices.DeleteFunc(g.Keys, func(k results.Key) bool { return done[k] })
+		if len(g.Keys) == 0 {
+			continue
+		}
+		if g.Scenario.Isolation && noIso != nil {
+			skipped = true
+			continue
+		}
+		plan = append(plan, g)
+	}
+	if skipped {
+		note := fmt.Sprintf("%s skipped: %v", scenario.Shared2, noIso)
+		f.Config.Notes = append(f.Config.Notes, note)
+		o.Progress.Note(note)
+	}
+	total := 0
+	for _, g := range plan {
+		total += len(g.Keys) * o.Reps
+	}
+	o.Progress.Begin(total)
+	if o.Workload.Cmd == "" && len(plan) > 0 {
+		// Calibrated alone, on a CPU the runner will use, before any
+		// co-runner exists: the work is a fixed amount of CPU.
+		o.Workload.Config.Work = calibrate(cpus[len(cpus)-1], o.HostWork)
+	}
+	if err := o.write(f); err != nil {
+		return f, err
+	}
+	for _, g := range plan {
+		cells, err := o.runGroup(ctx, g, cpus)
+		if err != nil {
+			return f, err
+		}
+		f.Cells = append(f.Cells, cells...)
+		slowdowns(f)
+		if err := o.write(f); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// start returns the results file to add to: the one in OutDir when
+// resuming, else a new one.
+func (o *Options) start() (*results.File, error) {
+	if o.OutDir != "" {
+		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := CheckOut(o.OutDir, o.Resume, o.Config); err != nil {
+			return nil, err
+		}
+		if o.Resume {
+			f, err := results.Read(filepath.Join(o.OutDir, ResultsName))
+			if err == nil {
+				f.Config.Notes = append(f.Config.Notes, "resumed "+time.Now().UTC().Format(time.RFC3339))
+				return f, nil
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	return &results.File{Version: results.Version, Created: time.Now().UTC(), Machine: machine(), Config: o.Config}, nil
+}
+
+func (o *Options) write(f *results.File) error {
+	if o.OutDir == "" {
+		return nil
+	}
+	if err := results.Write(filepath.Join(o.OutDir, ResultsName), f); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// Topology returns the VMs of group g on cpus: the shared set is the last
+// VCPUs of cpus; the baseline runner has half of them, alone.
+func Topology(g scenario.Group, cpus []int, period time.Duration) backend.Topology {
+	shared := cpus[len(cpus)-g.VCPUs:]
+	t := backend.Topology{Runner: backend.VM{Name: "runner", CPUs: shared[:g.RunnerVCPUs()]}, Period: period}
+	for i := range g.Corunners {
+		t.Corunners = append(t.Corunners, backend.VM{Name: fmt.Sprintf("corunner%d", i+1), CPUs: shared})
+	}
+	if g.Scenario.Isolation {
+		share := scenario.FairShare(g.VCPUs, g.Corunners)
+		t.Runner.QuotaCPUs = share
+		for i := range t.Corunners {
+			t.Corunners[i].QuotaCPUs = share
+		}
+	}
+	return t
+}
+
+// runGroup creates g's VMs, measures its cells and destroys the VMs.
+func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_ []results.Cell, err error) {
+	topo := Topology(g, cpus, o.Period)
+	env, err := o.Backend.Create(ctx, topo, o.Load)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %d vCPUs, %d co-runners: %w", g.Scenario.Name, g.VCPUs, g.Corunners, err)
+	}
+	defer func() {
+		if derr := env.Destroy(); derr != nil && err == nil {
+			err = fmt.Errorf("clean up: %w", derr)
+		}
+	}()
+	type acc struct {
+		reps     []workload.Result
+		agent    json.RawMessage
+		agentErr string
+	}
+	accs := make([]acc, len(g.Keys))
+	// Modes interleave within each repetition, so that a slow patch of
+	// the machine hits every mode alike.
+	for rep := range o.Reps {
+		for i, k := range g.Keys {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			o.Progress.Next(describe(k, rep, o.Reps))
+			w := o.Workload
+			w.Mode = k.Mode
+			w.Config.Timeline = o.TimelineSteps > 0
+			var started func(int)
+			agentDone := make(chan struct{})
+			close(agentDone)
+			if o.Agent != nil && rep == o.Reps-1 {
+				window := agentWindow(accs[i].reps)
+				started = func(pid int) {
+					agentDone = make(chan struct{})
+					go func() {
+						defer close(agentDone)
+						a, err := o.Agent(ctx, pid, window)
+						if err != nil {
+							accs[i].agentErr = err.Error()
+							return
+						}
+						accs[i].agent = a
+					}()
+				}
+			}
+			r, err := env.Run(ctx, w, started)
+			<-agentDone
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", describe(k, rep, o.Reps), err)
+			}
+			accs[i].reps = append(accs[i].reps, r)
+			o.Progress.Advance()
+		}
+	}
+	cells := make([]results.Cell, len(g.Keys))
+	for i, k := range g.Keys {
+		a := accs[i]
+		med := workload.Median(a.reps)
+		c := results.Cell{Key: k, Median: med, RunnerVCPUs: g.RunnerVCPUs(), QuotaCPUs: topo.Runner.QuotaCPUs,
+			Agent: a.agent, AgentError: a.agentErr}
+		c.MinWallS, c.MaxWallS = a.reps[0].WallS, a.reps[0].WallS
+		for _, r := range a.reps {
+			c.MinWallS, c.MaxWallS = min(c.MinWallS, r.WallS), max(c.MaxWallS, r.WallS)
+			r.Timeline = nil
+			c.Reps = append(c.Reps, r)
+		}
+		if med.WallS > 0 && med.Steps > 0 {
+			c.KernelsPerS = float64(med.Steps*g.RunnerVCPUs()) / med.WallS
+		}
+		if tl := window(med.Timeline, o.TimelineSteps*g.RunnerVCPUs()); len(tl) > 0 {
+			c.Timeline = &results.Timeline{Steps: tl}
+		}
+		c.Median.Timeline = nil
+		cells[i] = c
+	}
+	return cells, nil
+}
+
+func describe(k results.Key, rep, reps int) string {
+	s := fmt.Sprintf("%s %dv", k.Scenario, k.VCPUs)
+	if k.Corunners > 0 {
+		s += fmt.Sprintf(" %dx%s", k.Corunners, k.Corunner)
+	}
+	return fmt.Sprintf("%s %s rep %d/%d", s, k.Mode, rep+1, reps)
+}
+
+// agentWindow is how long the agent watches the last repetition: most of
+// the earlier repetitions' median wall time, so that its window ends
+// inside the measurement; half a second when there is nothing to go by.
+func agentWindow(prev []workload.Result) time.Duration {
+	if len(prev) == 0 {
+		return 500 * time.Millisecond
+	}
+	return max(100*time.Millisecond, time.Duration(0.8*workload.Median(prev).WallS*float64(time.Second)))
+}
+
+// window returns n entries from the middle of tl: steady state, away from
+// the start-up and the end.
+func window(tl []workload.Step, n int) []workload.Step {
+	if n <= 0 || len(tl) == 0 {
+		return nil
+	}
+	if len(tl) <= n {
+		return tl
+	}
+	lo := (len(tl) - n) / 2
+	return slices.Clone(tl[lo : lo+n])
+}
+
+// slowdowns sets every cell's slowdown against its baseline.
+func slowdowns(f *results.File) {
+	base := map[results.Key]float64{}
+	for _, c := range f.Cells {
+		if c.Scenario == scenario.Baseline {
+			base[c.Key] = c.Median.WallS
+		}
+	}
+	for i := range f.Cells {
+		c := &f.Cells[i]
+		c.Slowdown = 0
+		if b := base[scenario.BaselineKey(c.Key)]; b > 0 {
+			c.Slowdown = c.Median.WallS / b
+		}
+	}
+}
+
+// calibrate measures the host work on cpu, on a thread of its own.
+func calibrate(cpu int, d time.Duration) int64 {
+	ch := make(chan int64)
+	go func() {
+		// The thread stays locked and pinned and exits with the
+		// goroutine, so the pinning does not leak to other goroutines.
+		runtime.LockOSThread()
+		corunner.Pin(cpu)
+		ch <- workload.Calibrate(d)
+	}()
+	return <-ch
+}
+
+func machine() results.Machine {
+	m := results.Machine{CPUs: runtime.NumCPU()}
+	m.Hostname, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = strings.TrimRight(string(u.Release[:]), "\x00")
+	}
+	return m
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Begin(int)   {}
+func (nopProgress) Next(string) {}
+func (nopProgress) Advance()    {}
+func (nopProgress) Note(string) {}
