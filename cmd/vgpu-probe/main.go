@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
@@ -39,6 +40,7 @@ notice of kernel completion.
 
   agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
   bench    NAMD-like sync benchmark, every wait mode, under CPU contention
+  report   interference report: results or live agents; table, JSON, HTML, Perfetto
   run      the paper's experiments: shared1/shared2/baseline x vCPUs x co-runners x modes`,
 		Version:       version,
 		SilenceUsage:  true,
@@ -57,6 +59,7 @@ notice of kernel completion.
 	root.AddCommand(
 		agent.NewCmd(nil),
 		bench.NewCmd(nil),
+		report.NewCmd(nil),
 		runcmd.NewCmd(nil),
 	)
 	return root

@@ -1,0 +1,213 @@
+// Package report is `vgpu-probe report`: it reads experiment results,
+// live agents, hybridsync stats and NVML samples, joins them
+// (profiler/report) and renders a terminal table, JSON, a self-contained
+// HTML page with plots, or a Perfetto trace.
+package report
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/profiler/render/html"
+	jsonr "github.com/vgpu-probe/vgpu-probe/profiler/render/json"
+	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
+	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
+	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+// Renderers by --format.
+var renderers = map[string]func(io.Writer, *model.Report) error{
+	"text":     text.Render,
+	"json":     jsonr.Render,
+	"html":     html.Render,
+	"perfetto": perfetto.Render,
+}
+
+// Formats lists the output formats.
+func Formats() []string { return []string{"text", "json", "html", "perfetto"} }
+
+// Options are report's flags and dependencies.
+type Options struct {
+	Results  []string
+	Agents   []string
+	Stats    []string
+	NVML     []string
+	Format   string
+	Output   string
+	Timeline int           // seconds of agent timeline to fetch (0: none)
+	Timeout  time.Duration // per agent request
+
+	Out, Err io.Writer
+	// HTTPClient reaches the agents; tests replace it.
+	HTTPClient *http.Client
+	// Now dates a report built only from inputs that carry no time.
+	Now func() time.Time
+}
+
+// NewCmd returns the report command; runF replaces the run in tests.
+func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:   "report [RESULTS.json ...]",
+		Short: "Report interference: experiment results or live agents, as table, JSON, HTML or Perfetto trace",
+		Long: `report joins what vgpu-probe measured and says what it means.
+
+For experimenters: report RESULTS.json (from vgpu-probe run) gives the
+slowdown of each cell against the baseline, GPU utilisation and its drop,
+kernels per second, kernel launch and receive latency (the paper's
+Table II) and a verdict on whether the workload is vulnerable.
+
+For operators: report --agent URL (repeat for several hosts) reads live
+agents and ranks their VMs by interference, with a recommendation per VM
+(dedicate vCPUs, enable CPU bandwidth control, use hybridsync, or nothing
+to do) and the numbers behind it.
+
+Extra inputs: --stats FILE (HYBRIDSYNC_STATS files), --nvml FILE (NVML
+samples). Formats: text (default), json, html (one self-contained page
+with plots), perfetto (a trace for ui.perfetto.dev). With -o the output
+is written atomically: a failed report never leaves a partial file.`,
+		Example: `  vgpu-probe report results.json
+  vgpu-probe report results.json --format html -o report.html
+  vgpu-probe report results.json --format perfetto -o trace.json
+  vgpu-probe report --agent http://gpu-host-1:9477 --agent http://gpu-host-2:9477
+  vgpu-probe report results.json --stats hybridsync-stats.json --nvml nvml.json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Results = args
+			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := o.complete(); err != nil {
+				return usage.Wrap(err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Format, "format", "text", "output format: "+strings.Join(Formats(), ", "))
+	f.StringVarP(&o.Output, "output", "o", "", "write to FILE (atomically) instead of stdout")
+	f.StringArrayVar(&o.Agents, "agent", nil, "agent URL (http://HOST:PORT) to read live; repeat for several hosts")
+	f.StringArrayVar(&o.Stats, "stats", nil, "hybridsync stats file (HYBRIDSYNC_STATS); repeatable")
+	f.StringArrayVar(&o.NVML, "nvml", nil, "NVML samples file; repeatable")
+	f.IntVar(&o.Timeline, "timeline", 5, "seconds of each agent VM's switch timeline to fetch for html/perfetto (0: none)")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "time limit per agent request")
+	return cmd
+}
+
+func (o *Options) complete() error {
+	if !slices.Contains(Formats(), o.Format) {
+		return fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(Formats(), ", "))
+	}
+	if len(o.Results) == 0 && len(o.Agents) == 0 && len(o.Stats) == 0 && len(o.NVML) == 0 {
+		return fmt.Errorf("nothing to report: give RESULTS.json, --agent URL, --stats FILE or --nvml FILE")
+	}
+	if o.Timeline < 0 || o.Timeout <= 0 {
+		return fmt.Errorf("--timeline must be >= 0 and --timeout > 0")
+	}
+	for _, a := range o.Agents {
+		if _, err := agentapi.New(a, nil); err != nil {
+			return err
+		}
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: o.Timeout}
+	}
+	if o.Err == nil {
+		o.Err = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Run reads the inputs, builds the report and writes it. Unreadable or
+// malformed inputs and agents that do not answer are bad input (exit 2);
+// the output file is only created, whole, once the report is rendered.
+func Run(ctx context.Context, o *Options) error {
+	in, err := load(ctx, o)
+	if err != nil {
+		return usage.Wrap(err)
+	}
+	r, err := model.Build(in)
+	if err != nil {
+		return usage.Wrap(err)
+	}
+	var buf bytes.Buffer
+	if err := renderers[o.Format](&buf, r); err != nil {
+		return fmt.Errorf("render %s: %w", o.Format, err)
+	}
+	if o.Output == "" {
+		_, err := o.Out.Write(buf.Bytes())
+		return err
+	}
+	if err := results.WriteAtomic(o.Output, buf.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", o.Output, err)
+	}
+	return nil
+}
+
+func load(ctx context.Context, o *Options) (model.Inputs, error) {
+	in := model.Inputs{Now: o.Now()}
+	for _, p := range o.Results {
+		f, err := results.Read(p)
+		if err != nil {
+			return in, err
+		}
+		in.Results = append(in.Results, model.ResultsInput{Path: p, File: f})
+	}
+	for _, p := range o.Stats {
+		s, err := model.ReadStats(p)
+		if err != nil {
+			return in, err
+		}
+		in.Stats = append(in.Stats, s)
+	}
+	for _, p := range o.NVML {
+		s, err := nvml.ReadSeries(p)
+		if err != nil {
+			return in, err
+		}
+		in.NVML = append(in.NVML, model.NVMLInput{Path: p, Series: s})
+	}
+	// Timelines only feed the plots and the trace; the table and JSON
+	// need the snapshot alone.
+	wantTimeline := o.Timeline > 0 && (o.Format == "html" || o.Format == "perfetto")
+	for _, u := range o.Agents {
+		c, err := agentapi.New(u, o.HTTPClient)
+		if err != nil {
+			return in, err
+		}
+		snap, err := c.Snapshot(ctx)
+		if err != nil {
+			return in, err
+		}
+		a := model.AgentInput{URL: c.URL(), Snapshot: snap, Timelines: map[string][]agentapi.Event{}}
+		if wantTimeline {
+			for _, t := range snap.Targets {
+				evs, err := c.Timeline(ctx, t.Name, o.Timeline)
+				if err != nil {
+					// An agent too old to serve timelines still
+					// ranks its VMs; say what is missing on stderr.
+					fmt.Fprintf(o.Err, "vgpu-probe: %v (the report goes on without it)\n", err)
+					continue
+				}
+				a.Timelines[t.Name] = evs
+			}
+		}
+		in.Agents = append(in.Agents, a)
+	}
+	return in, nil
+}

@@ -1,0 +1,282 @@
+// Package html renders a report as one self-contained HTML page: embedded
+// CSS and inline SVG plots drawn with gonum.org/v1/plot, no scripts, no
+// network, so it can be mailed, archived and opened anywhere.
+//
+// Plots: slowdown against the baseline per setting and wait mode (the
+// paper's Figs. 1, 4-6), GPU utilisation per setting (its vGPU
+// under-utilisation), latency CDFs of kernel launch and completion notice
+// (Table II's distributions), GPU utilisation over time (NVML, or derived
+// from kernel times), and an on/off-CPU strip of the most contended cell
+// (Figs. 7-9). Tables: the cells, Table II, the verdict, VMs ranked by
+// interference with their recommendation, hybridsync and GPU stats.
+package html
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+//go:embed report.css
+var css string
+
+//go:embed report.html.tmpl
+var pageSrc string
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"us":    report.FormatUS,
+	"ratio": ratio,
+	"pct":   func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
+	"f1":    func(x float64) string { return fmt.Sprintf("%.1f", x) },
+	"f0":    func(x float64) string { return fmt.Sprintf("%.0f", x) },
+	"f3":    func(x float64) string { return fmt.Sprintf("%.3f", x) },
+	"add1":  func(i int) int { return i + 1 },
+	"lower": strings.ToLower,
+	"slug":  func(s string) string { return strings.NewReplacer(" ", "-", ".", "-").Replace(strings.ToLower(s)) },
+}).Parse(pageSrc))
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// Figure is one plot in the page.
+type Figure struct {
+	ID      string
+	Caption string
+	SVG     template.HTML // produced by gonum's SVG canvas, which escapes text
+}
+
+type experimentView struct {
+	report.Experiment
+	Figures []Figure
+}
+
+type view struct {
+	*report.Report
+	CSS         template.CSS
+	Experiments []experimentView
+	GPUFigures  []Figure
+}
+
+// Render writes r as an HTML page.
+func Render(w io.Writer, r *report.Report) error {
+	v := view{Report: r, CSS: template.CSS(css)}
+	for i, e := range r.Experiments {
+		figs, err := experimentFigures(i, e, r.Traces)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", e.Source, err)
+		}
+		v.Experiments = append(v.Experiments, experimentView{Experiment: e, Figures: figs})
+	}
+	figs, err := gpuFigures(r)
+	if err != nil {
+		return fmt.Errorf("plot GPU utilisation: %w", err)
+	}
+	v.GPUFigures = figs
+	return page.Execute(w, v)
+}
+
+func figure(id, caption string, p *plot.Plot, err error) (*Figure, error) {
+	if err != nil || p == nil {
+		return nil, err
+	}
+	s, err := svg(p, plotW, plotH)
+	if err != nil {
+		return nil, err
+	}
+	return &Figure{ID: id, Caption: caption, SVG: template.HTML(s)}, nil
+}
+
+func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]Figure, error) {
+	var figs []Figure
+	addFig := func(f *Figure, err error) error {
+		if f != nil {
+			figs = append(figs, *f)
+		}
+		return err
+	}
+	id := func(s string) string { return fmt.Sprintf("e%d-%s", idx+1, s) }
+	p, err := groupedBars("Slowdown against the baseline", "wall time / baseline's", e.Cells, false,
+		func(c report.Cell) float64 { return c.Slowdown }, 1)
+	if err := addFig(figure(id("slowdown"), "Runtime slowdown per setting and wait mode (like the paper's Figs. 1, 4-6); the dashed line is no slowdown.", p, err)); err != nil {
+		return nil, err
+	}
+	p, err = groupedBars("GPU utilisation", "share of wall time a kernel ran, %", e.Cells, true,
+		func(c report.Cell) float64 { return 100 * c.GPUUtil }, 0)
+	if err := addFig(figure(id("gpu-util"), "GPU utilisation per setting and wait mode (the paper's vGPU under-utilisation): kernels/s × mean kernel time.", p, err)); err != nil {
+		return nil, err
+	}
+	// CDFs: each mode under the most contended setting, next to its
+	// baseline (dashed).
+	var mine []report.Trace
+	for _, t := range traces {
+		if t.Experiment == idx {
+			mine = append(mine, t)
+		}
+	}
+	contended := ""
+	if e.Latency != nil {
+		contended = e.Latency.Setting
+	}
+	var names []string
+	var launch, receive [][]float64
+	var strip *report.Trace
+	for _, m := range modesOf(e.Cells) {
+		var hot, base *report.Trace
+		for i := range mine {
+			t := &mine[i]
+			if t.Key.Mode != m {
+				continue
+			}
+			switch {
+			case report.SettingLabel(t.Key) == contended:
+				hot = t
+			case t.Key.Scenario == "baseline":
+				base = t
+			}
+		}
+		for _, t := range []*report.Trace{hot, base} {
+			if t == nil {
+				names = append(names, "")
+				launch, receive = append(launch, nil), append(receive, nil)
+				continue
+			}
+			names = append(names, report.KeyLabel(t.Key))
+			l, rc := latencies(t)
+			launch, receive = append(launch, l), append(receive, rc)
+		}
+		if hot != nil && (strip == nil || hot.Key.Mode == "spin") {
+			strip = hot
+		}
+	}
+	p, err = cdf("Kernel launch latency", names, launch)
+	if err := addFig(figure(id("launch-cdf"), "CDF of the delay from the end of a step's host work to its kernel launch, over the timeline window (solid: "+contended+"; dashed: baseline).", p, err)); err != nil {
+		return nil, err
+	}
+	p, err = cdf("Kernel receive latency", names, receive)
+	if err := addFig(figure(id("receive-cdf"), "CDF of the delay from a kernel's completion to the host noticing it (Table II's \"receiving kernel\").", p, err)); err != nil {
+		return nil, err
+	}
+	if names, sets := gpuTimeSeries(e, mine); len(sets) > 0 {
+		p, err = series("GPU utilisation over time (derived)", "kernel busy, % per 5 ms", names, sets, 105)
+		if err := addFig(figure(id("gpu-time"), "GPU busy share over the timeline window, from kernel launch and completion times, per wait mode under "+contended+".", p, err)); err != nil {
+			return nil, err
+		}
+	}
+	if strip != nil {
+		p, err = onCPUStrip("Timeline: "+report.KeyLabel(strip.Key), *strip)
+		if err := addFig(figure(id("strip"), "Sync waits, kernels and on-CPU intervals of "+report.KeyLabel(strip.Key)+" (like the paper's Figs. 7-9); the Perfetto trace (--format perfetto) shows every cell.", p, err)); err != nil {
+			return nil, err
+		}
+	}
+	return figs, nil
+}
+
+// latencies returns a trace's launch and receive latencies in µs.
+func latencies(t *report.Trace) (launch, receive []float64) {
+	for _, s := range t.Steps {
+		launch = append(launch, float64(s.Launch-s.HostEnd)/1e3)
+		if s.Complete >= 0 {
+			receive = append(receive, float64(s.Noticed-s.Complete)/1e3)
+		}
+	}
+	return launch, receive
+}
+
+// gpuFigures plots NVML utilisation over time, one line per GPU.
+func gpuFigures(r *report.Report) ([]Figure, error) {
+	var figs []Figure
+	for i, s := range r.GPUSeries {
+		byGPU := map[int]plotter.XYs{}
+		var t0 float64
+		for j, x := range s.Samples {
+			t := float64(x.Time.UnixNano()) / 1e9
+			if j == 0 {
+				t0 = t
+			}
+			byGPU[x.GPU] = append(byGPU[x.GPU], plotter.XY{X: t - t0, Y: float64(x.UtilPct)})
+		}
+		var names []string
+		var sets []plotter.XYs
+		for _, d := range s.Devices {
+			names = append(names, fmt.Sprintf("GPU %d %s", d.Index, d.Name))
+			sets = append(sets, byGPU[d.Index])
+		}
+		p, err := series("GPU utilisation over time (NVML)", "utilisation, %", names, sets, 105)
+		f, err := figure(fmt.Sprintf("nvml-%d", i+1), "NVML utilisation samples of "+r.GPUs[0].Source+".", p, err)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			figs = append(figs, *f)
+		}
+	}
+	return figs, nil
+}
+
+// binNs is the bin of the derived utilisation curve: long enough to hold
+// several steps (≈0.7 ms each), short enough to show a 4 ms tick's gap.
+const binNs = 5e6
+
+// gpuTimeSeries bins kernel busy time per mode for the traces of the
+// most contended setting (all traces when there is none).
+func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plotter.XYs) {
+	contended := ""
+	if e.Latency != nil {
+		contended = e.Latency.Setting
+	}
+	var names []string
+	var sets []plotter.XYs
+	for _, t := range traces {
+		if contended != "" && report.SettingLabel(t.Key) != contended {
+			continue
+		}
+		if len(t.Steps) == 0 {
+			continue
+		}
+		t0 := t.Steps[0].HostStart
+		end := t.Steps[len(t.Steps)-1].Noticed
+		n := int(math.Ceil(float64(end-t0) / binNs))
+		if n <= 0 {
+			continue
+		}
+		busy := make([]float64, n)
+		for _, s := range t.Steps {
+			if s.Complete < 0 {
+				continue
+			}
+			for a := s.Launch; a < s.Complete; {
+				b := int(float64(a-t0) / binNs)
+				if b >= n {
+					break
+				}
+				edge := t0 + int64(float64(b+1)*binNs)
+				stop := min(edge, s.Complete)
+				busy[b] += float64(stop - a)
+				a = stop
+			}
+		}
+		xys := make(plotter.XYs, 0, n)
+		for b := range busy {
+			width := math.Min(binNs, float64(end-t0)-float64(b)*binNs)
+			if width < binNs/2 {
+				break // a last, partial bin would read as a drop
+			}
+			xys = append(xys, plotter.XY{X: (float64(b) + 0.5) * binNs / 1e9, Y: 100 * busy[b] / width})
+		}
+		names = append(names, t.Key.Mode)
+		sets = append(sets, xys)
+	}
+	return names, sets
+}

@@ -1,0 +1,258 @@
+package html
+
+import (
+	"bytes"
+	"image/color"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+// Plot sizes: wide enough for a dozen settings' labels, small enough for
+// two to sit in a laptop screen's height.
+const (
+	plotW = 16 * vg.Centimeter
+	plotH = 9 * vg.Centimeter
+)
+
+// svg renders p as an inline SVG element (no XML prolog).
+func svg(p *plot.Plot, w, h vg.Length) (string, error) {
+	wt, err := p.WriterTo(w, h, "svg")
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return "", err
+	}
+	s := b.String()
+	if i := strings.Index(s, "<svg"); i >= 0 {
+		s = s[i:]
+	}
+	return s, nil
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// modesOf lists the modes of cells in first-seen order.
+func modesOf(cells []report.Cell) []string {
+	var out []string
+	for _, c := range cells {
+		if !slices.Contains(out, c.Mode) {
+			out = append(out, c.Mode)
+		}
+	}
+	return out
+}
+
+// settingsOf lists the settings (keys without mode) in first-seen order,
+// optionally without the baseline.
+func settingsOf(cells []report.Cell, withBaseline bool) []results.Key {
+	var out []results.Key
+	for _, c := range cells {
+		k := report.Setting(c.Key)
+		if (!withBaseline && k.Scenario == "baseline") || slices.Contains(out, k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// groupedBars draws one bar per mode in each setting group, like the
+// paper's Figs. 4-6; value picks what the bar shows.
+func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, value func(report.Cell) float64, refLine float64) (*plot.Plot, error) {
+	settings := settingsOf(cells, withBaseline)
+	modes := modesOf(cells)
+	if len(settings) == 0 || len(modes) == 0 {
+		return nil, nil
+	}
+	p := newPlot(title, "", ylabel)
+	w := vg.Points(math.Min(24, 300/float64(len(settings)*len(modes))))
+	ymax := 0.0
+	for i, m := range modes {
+		vals := make(plotter.Values, len(settings))
+		for j, s := range settings {
+			for _, c := range cells {
+				if report.Setting(c.Key) == s && c.Mode == m {
+					vals[j] = value(c)
+				}
+			}
+			ymax = math.Max(ymax, vals[j])
+		}
+		bc, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		bc.Color = plotutil.Color(i)
+		bc.LineStyle.Width = 0
+		bc.Offset = w * vg.Length(float64(i)-float64(len(modes)-1)/2)
+		p.Add(bc)
+		p.Legend.Add(m, bc)
+	}
+	if refLine > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: refLine}, {X: float64(len(settings)) - 0.5, Y: refLine}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 80}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+	}
+	names := make([]string, len(settings))
+	for i, s := range settings {
+		names[i] = report.SettingLabel(s)
+	}
+	p.NominalX(names...)
+	p.Y.Min = 0
+	p.Y.Max = ymax * 1.15
+	p.Legend.Left = true
+	return p, nil
+}
+
+// cdf draws the empirical CDF of each named sample set; values in µs on a
+// log axis (latencies span sub-µs spins to tens of ms of descheduling).
+func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
+	p := newPlot(title, "latency, µs (log scale)", "fraction of steps ≤ x")
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0, 1
+	any := false
+	for i, v := range sets {
+		if len(v) == 0 {
+			continue
+		}
+		s := slices.Clone(v)
+		slices.Sort(s)
+		xys := make(plotter.XYs, 0, len(s)+1)
+		for j, x := range s {
+			// A log axis cannot show 0: clamp to 0.01 µs, below any
+			// latency the clocks here resolve.
+			x = math.Max(x, 0.01)
+			xys = append(xys, plotter.XY{X: x, Y: float64(j+1) / float64(len(s))})
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i / 2)
+		if i%2 == 1 {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	p.Legend.Left = true
+	p.Legend.Top = false
+	p.Legend.YOffs = vg.Points(20)
+	return p, nil
+}
+
+// series draws lines over time (x in seconds).
+func series(title, ylabel string, names []string, sets []plotter.XYs, ymax float64) (*plot.Plot, error) {
+	p := newPlot(title, "time, s", ylabel)
+	any := false
+	for i, xys := range sets {
+		if len(xys) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+		any = true
+	}
+	if !any {
+		return nil, nil
+	}
+	p.Y.Min = 0
+	if ymax > 0 {
+		p.Y.Max = ymax
+	}
+	return p, nil
+}
+
+// onCPUStrip draws a timeline strip like the paper's Figs. 7-9: for one
+// cell, rows for the host thread's sync waits, the GPU's kernels and each
+// thread's on-CPU intervals, over the timeline window.
+func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
+	type row struct {
+		name  string
+		spans [][2]float64
+	}
+	var rows []row
+	var waits, kernels [][2]float64
+	for _, s := range tr.Steps {
+		waits = append(waits, [2]float64{float64(s.Launch), float64(s.Noticed)})
+		if s.Complete >= 0 {
+			kernels = append(kernels, [2]float64{float64(s.Launch), float64(s.Complete)})
+		}
+	}
+	rows = append(rows, row{"sync wait (" + tr.Key.Mode + ")", waits}, row{"GPU kernel", kernels})
+	for _, th := range tr.Threads {
+		var on [][2]float64
+		for _, iv := range th.Intervals {
+			if iv.On {
+				on = append(on, [2]float64{float64(iv.Start), float64(iv.End)})
+			}
+		}
+		rows = append(rows, row{th.Name + " on CPU", on})
+	}
+	t0 := math.Inf(1)
+	for _, r := range rows {
+		for _, s := range r.spans {
+			t0 = math.Min(t0, s[0])
+		}
+	}
+	if math.IsInf(t0, 1) {
+		return nil, nil
+	}
+	p := newPlot(title, "time in window, ms", "")
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[len(rows)-1-i] = r.name
+		y := float64(len(rows) - 1 - i)
+		for _, s := range r.spans {
+			// Each span is a thick horizontal line segment.
+			l, err := plotter.NewLine(plotter.XYs{{X: (s[0] - t0) / 1e6, Y: y}, {X: math.Max((s[1]-t0)/1e6, (s[0]-t0)/1e6+0.01), Y: y}})
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(10)
+			l.LineStyle.Dashes = nil
+			l.StepStyle = plotter.NoStep
+			p.Add(l)
+		}
+	}
+	p.NominalY(names...)
+	p.Y.Min, p.Y.Max = -0.6, float64(len(rows))-0.4
+	p.Y.Tick.Label.XAlign = draw.XRight
+	return p, nil
+}

@@ -1,0 +1,226 @@
+// Package perfetto renders a report's timelines as a Chrome trace-event
+// JSON file (the "JSON Object Format" of the Trace Event Format), which
+// ui.perfetto.dev and chrome://tracing open. It draws what the paper shows
+// with Nsight in Figs. 7-9: per vCPU, when it ran and when it was off the
+// CPU, who occupied the CPU instead, and beside it each step's host work,
+// kernel launch, kernel run on the GPU and the sync wait with its mode.
+//
+// Layout: one process per experiment cell ("pid" = cell), with tracks
+// (threads) for the host thread's steps, the GPU's kernels, and each
+// thread's on/off-CPU intervals; a counter of co-runners on the CPU; one
+// process per agent timeline (a track per vCPU) and one per NVML GPU
+// (a utilisation counter). Timestamps are µs from the start of the run
+// each timeline came from.
+package perfetto
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+// Event is one trace event. Fields follow the Trace Event Format; ts and
+// dur are in microseconds.
+type Event struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	TS   float64        `json:"ts"`
+	Dur  *float64       `json:"dur,omitempty"`
+	PID  int            `json:"pid"`
+	TID  int            `json:"tid"`
+	S    string         `json:"s,omitempty"` // scope of instant events
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// Trace is the file.
+type Trace struct {
+	TraceEvents     []Event `json:"traceEvents"`
+	DisplayTimeUnit string  `json:"displayTimeUnit"`
+}
+
+// Track ids inside a cell's process.
+const (
+	tidHost     = 1
+	tidGPU      = 2
+	tidCorunner = 3 // the occupancy counter
+	tidThreads  = 10
+)
+
+// Render writes r's timelines as a trace.
+func Render(w io.Writer, r *report.Report) error {
+	t := Build(r)
+	enc := json.NewEncoder(w)
+	return enc.Encode(t)
+}
+
+// Build makes the trace of r.
+func Build(r *report.Report) *Trace {
+	b := &builder{}
+	pid := 0
+	for _, tr := range r.Traces {
+		pid++
+		b.cell(pid, tr, len(r.Experiments) > 1)
+	}
+	for _, at := range r.AgentTraces {
+		pid++
+		b.agent(pid, at)
+	}
+	for _, s := range r.GPUSeries {
+		for _, d := range s.Devices {
+			pid++
+			b.meta(pid, 0, "process_name", fmt.Sprintf("GPU %d %s (NVML)", d.Index, d.Name))
+			var t0 float64
+			first := true
+			for _, x := range s.Samples {
+				if x.GPU != d.Index {
+					continue
+				}
+				ts := float64(x.Time.UnixNano()) / 1e3
+				if first {
+					t0, first = ts, false
+				}
+				b.add(Event{Name: "GPU utilisation %", Ph: "C", TS: ts - t0, PID: pid, TID: 0,
+					Args: map[string]any{"util": x.UtilPct, "mem": x.MemUtilPct}})
+				b.add(Event{Name: "SM clock MHz", Ph: "C", TS: ts - t0, PID: pid, TID: 0, Args: map[string]any{"MHz": x.SMClockMHz}})
+			}
+		}
+	}
+	return &Trace{TraceEvents: b.evs, DisplayTimeUnit: "ms"}
+}
+
+type builder struct{ evs []Event }
+
+func (b *builder) add(e Event) { b.evs = append(b.evs, e) }
+
+func (b *builder) meta(pid, tid int, kind, name string) {
+	b.add(Event{Name: kind, Ph: "M", PID: pid, TID: tid, Args: map[string]any{"name": name}})
+}
+
+func (b *builder) slice(pid, tid int, name, cat string, startNs, endNs int64, args map[string]any) {
+	if endNs < startNs {
+		return
+	}
+	d := float64(endNs-startNs) / 1e3
+	b.add(Event{Name: name, Cat: cat, Ph: "X", TS: float64(startNs) / 1e3, Dur: &d, PID: pid, TID: tid, Args: args})
+}
+
+func (b *builder) cell(pid int, tr report.Trace, multi bool) {
+	label := report.KeyLabel(tr.Key)
+	if multi {
+		label = fmt.Sprintf("#%d %s", tr.Experiment+1, label)
+	}
+	b.meta(pid, 0, "process_name", label)
+	b.add(Event{Name: "process_sort_index", Ph: "M", PID: pid, Args: map[string]any{"sort_index": pid}})
+	if len(tr.Steps) > 0 {
+		b.meta(pid, tidHost, "thread_name", "host thread: steps")
+		b.meta(pid, tidGPU, "thread_name", "GPU: kernels")
+	}
+	mode := tr.Key.Mode
+	for i, s := range tr.Steps {
+		b.slice(pid, tidHost, "host work", "host", s.HostStart, s.HostEnd, map[string]any{"step": i})
+		if s.Launch > s.HostEnd {
+			b.slice(pid, tidHost, "launch", "launch", s.HostEnd, s.Launch,
+				map[string]any{"step": i, "launch_latency_us": float64(s.Launch-s.HostEnd) / 1e3})
+		}
+		args := map[string]any{"step": i, "mode": mode, "kernel": s.Kernel}
+		if s.Complete >= 0 {
+			args["receive_latency_us"] = float64(s.Noticed-s.Complete) / 1e3
+		}
+		b.slice(pid, tidHost, "sync wait ("+mode+")", "sync", s.Launch, s.Noticed, args)
+		b.add(Event{Name: "launch " + s.Kernel, Cat: "launch", Ph: "i", S: "t", TS: float64(s.Launch) / 1e3, PID: pid, TID: tidGPU,
+			Args: map[string]any{"step": i}})
+		if s.Complete >= 0 {
+			b.slice(pid, tidGPU, "kernel "+s.Kernel, "kernel", s.Launch, s.Complete, map[string]any{"step": i})
+			b.add(Event{Name: "complete " + s.Kernel, Cat: "complete", Ph: "i", S: "t", TS: float64(s.Complete) / 1e3, PID: pid, TID: tidGPU,
+				Args: map[string]any{"step": i, "noticed_after_us": float64(s.Noticed-s.Complete) / 1e3}})
+		}
+	}
+	type edge struct {
+		t     int64
+		delta int
+	}
+	var occ []edge
+	for i, th := range tr.Threads {
+		tid := tidThreads + i
+		b.meta(pid, tid, "thread_name", fmt.Sprintf("%s (tid %d)", th.Name, th.TID))
+		corunner := strings.HasPrefix(th.Name, "corunner")
+		for _, iv := range th.Intervals {
+			name, cat := "off CPU", "off"
+			if iv.On {
+				name, cat = "running", "on"
+				if corunner {
+					occ = append(occ, edge{iv.Start, 1}, edge{iv.End, -1})
+				}
+			}
+			b.slice(pid, tid, name, cat, iv.Start, iv.End, nil)
+		}
+	}
+	if len(occ) > 0 {
+		// A counter of co-runner threads on CPU: the occupancy that
+		// keeps the runner's vCPU off.
+		sort.SliceStable(occ, func(i, j int) bool { return occ[i].t < occ[j].t })
+		n := 0
+		for i, e := range occ {
+			n += e.delta
+			if i+1 < len(occ) && occ[i+1].t == e.t {
+				continue
+			}
+			b.add(Event{Name: "co-runners on CPU", Ph: "C", TS: float64(e.t) / 1e3, PID: pid, TID: tidCorunner, Args: map[string]any{"threads": n}})
+		}
+	}
+}
+
+// agent draws an agent timeline: per vCPU thread, "running" from each
+// switch-in to the next switch-out and "off CPU" (naming who ran instead
+// and whether it was a preemption) from each switch-out to the next
+// switch-in.
+func (b *builder) agent(pid int, at report.AgentTrace) {
+	b.meta(pid, 0, "process_name", fmt.Sprintf("%s @ %s (agent)", at.Target, at.Source))
+	if len(at.Events) == 0 {
+		return
+	}
+	t0 := at.Events[0].MonoNs
+	for _, e := range at.Events {
+		t0 = min(t0, e.MonoNs)
+	}
+	tids := map[uint32]int{}
+	type open struct {
+		t         int64
+		other     string
+		preempted bool
+	}
+	onSince := map[uint32]int64{}
+	offSince := map[uint32]open{}
+	for _, e := range at.Events {
+		tid, ok := tids[e.TID]
+		if !ok {
+			tid = int(e.TID)
+			tids[e.TID] = tid
+			name := fmt.Sprintf("tid %d", e.TID)
+			if e.VCPU >= 0 {
+				name = fmt.Sprintf("vcpu%d (tid %d)", e.VCPU, e.TID)
+			}
+			b.meta(pid, tid, "thread_name", name)
+		}
+		t := int64(e.MonoNs - t0)
+		switch e.Kind {
+		case "in":
+			if o, ok := offSince[e.TID]; ok {
+				b.slice(pid, tid, "off CPU", "off", o.t, t, map[string]any{"ran_instead": o.other, "preempted": o.preempted})
+				delete(offSince, e.TID)
+			}
+			onSince[e.TID] = t
+		case "out":
+			if s, ok := onSince[e.TID]; ok {
+				b.slice(pid, tid, "running", "on", s, t, map[string]any{"cpu": e.CPU})
+				delete(onSince, e.TID)
+			}
+			offSince[e.TID] = open{t, e.OtherComm, e.Preempted}
+		}
+	}
+}

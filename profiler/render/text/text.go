@@ -1,0 +1,143 @@
+// Package text renders a report as terminal tables: what `vgpu-probe
+// report` prints by default.
+package text
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+// Render writes r as plain-text tables.
+func Render(w io.Writer, r *report.Report) error {
+	bw := &errWriter{w: w}
+	fmt.Fprintf(bw, "vgpu-probe report, %s\n", r.Generated.Format("2006-01-02 15:04:05 UTC"))
+	for _, e := range r.Experiments {
+		experiment(bw, e)
+	}
+	if len(r.VMs) > 0 {
+		vms(bw, r.VMs)
+	}
+	if len(r.Sync) > 0 {
+		syncStats(bw, r.Sync)
+	}
+	if len(r.GPUs) > 0 {
+		gpus(bw, r.GPUs)
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(bw, "\nNotes")
+		for _, n := range r.Notes {
+			fmt.Fprintf(bw, "  - %s\n", n)
+		}
+	}
+	return bw.err
+}
+
+func experiment(w io.Writer, e report.Experiment) {
+	fmt.Fprintf(w, "\n== %s: workload %s on %s (%s backend, device %s), %d steps, median of %d\n",
+		e.Source, e.Workload, e.Machine.Hostname, e.Backend, e.Device, e.Steps, e.Reps)
+	tw := table(w)
+	fmt.Fprintln(tw, "cell\twall s\tslowdown\tkernels/s\tGPU util\tutil drop\tlaunch p50\tlaunch p99\trecv p50\trecv p99\tcpu s\t")
+	for _, c := range e.Cells {
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, ratio(c.Slowdown), c.KernelsPerS,
+			100*c.GPUUtil, pct(c.GPUUtilDrop, c.Scenario != "baseline" && c.Slowdown > 0),
+			report.FormatUS(c.LaunchP50US), report.FormatUS(c.LaunchP99US), report.FormatUS(c.ReceiveP50US), report.FormatUS(c.ReceiveP99US), c.CPUS)
+	}
+	tw.Flush()
+	if t := e.Latency; t != nil {
+		fmt.Fprintf(w, "\nLatency (Table II) under %s; classes against a %s step cycle\n", t.Setting, report.FormatUS(t.CycleUS))
+		tw := table(w)
+		fmt.Fprintln(tw, "mode\tinvoking kernel\t(baseline)\treceiving kernel\t(baseline)\tslowdown\t")
+		for _, row := range t.Rows {
+			fmt.Fprintf(tw, "%s\t%s %s\t(%s)\t%s %s\t(%s)\t%s\t\n", row.Mode,
+				row.LaunchClass, report.FormatUS(row.LaunchUS), report.FormatUS(row.LaunchBaselineUS),
+				row.ReceiveClass, report.FormatUS(row.ReceiveUS), report.FormatUS(row.ReceiveBaselineUS), ratio(row.Slowdown))
+		}
+		tw.Flush()
+	}
+	v := e.Verdict
+	word := "not vulnerable"
+	if v.Vulnerable {
+		word = "VULNERABLE"
+	}
+	fmt.Fprintf(w, "\nVerdict: %s: %s\n", word, v.Why)
+}
+
+func vms(w io.Writer, vms []report.VM) {
+	fmt.Fprintln(w, "\nVMs ranked by interference (share of time vCPUs waited for a CPU)")
+	tw := table(w)
+	fmt.Fprintln(tw, "#\tVM\tsource\tvCPUs\twaited\tworst vCPU\tpreempt/s\toff-CPU p50\twake p50\ttop co-runner\trecommendation\t")
+	for i, v := range vms {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.1f%%\t%.1f%%\t%.0f\t%s\t%s\t%s\t%s\t\n", i+1, v.Name, v.Source, v.VCPUs, v.StealPct, v.MaxStealPct,
+			v.PreemptionsPerS, report.FormatUS(v.OffCPUP50US), report.FormatUS(v.WakeP50US), dash(v.TopCorunner), v.Recommendation.Action)
+	}
+	tw.Flush()
+	for i, v := range vms {
+		fmt.Fprintf(w, "  %d. %s: %s, because %s\n", i+1, v.Name, v.Recommendation.Action, v.Recommendation.Why)
+	}
+}
+
+func syncStats(w io.Writer, ss []report.SyncStats) {
+	fmt.Fprintln(w, "\nhybridsync stats")
+	tw := table(w)
+	fmt.Fprintln(tw, "source\tmode\tcalls\tready\tspin hit\tsleep+spin\tblocked\tspin s\tblock s\twake late\ttimer late\tslice\tdescheds\t")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.3f\t%.3f\t%s\t%s\t%s\t%d\t\n", s.Source, s.Mode, s.Calls, s.ReadyPct, s.SpinHitPct,
+			s.SleepSpinPct, s.BlockPct, s.SpinS, s.BlockS, report.FormatUS(s.WakeLateUS), report.FormatUS(s.TimerLateUS), report.FormatUS(s.SliceUS), s.Deschedulings)
+	}
+	tw.Flush()
+}
+
+func gpus(w io.Writer, gs []report.GPU) {
+	fmt.Fprintln(w, "\nGPUs (NVML)")
+	tw := table(w)
+	fmt.Fprintln(tw, "source\tGPU\tname\tsamples\tspan s\tmean util\tp50 util\tidle\tSM MHz\tmax mem MiB\tprocesses\t")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\t%.1f%%\t%.0f%%\t%.0f%%\t%.0f\t%.0f\t%d\t\n", g.Source, g.Index, dash(g.Name), g.Samples, g.SpanS,
+			g.MeanUtilPct, g.P50UtilPct, g.IdlePct, g.MeanSMMHz, g.MaxMemUsedMB, g.Processes)
+	}
+	tw.Flush()
+}
+
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+func pct(x float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
+}
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// errWriter keeps the first write error so Render can return it once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

@@ -1,0 +1,581 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+)
+
+// Inputs are what a report joins; any part may be empty.
+type Inputs struct {
+	Results []ResultsInput
+	Stats   []StatsInput
+	Agents  []AgentInput
+	NVML    []NVMLInput
+	// Now dates the report when no input carries a time (tests pin it).
+	Now time.Time
+}
+
+// ResultsInput is one results file as read by results.Read.
+type ResultsInput struct {
+	Path string
+	File *results.File
+}
+
+// StatsInput is one HYBRIDSYNC_STATS file.
+type StatsInput struct {
+	Path  string
+	Stats hybridsync.Stats
+}
+
+// AgentInput is what one live agent answered.
+type AgentInput struct {
+	URL       string
+	Snapshot  *agentapi.Snapshot
+	Timelines map[string][]agentapi.Event // by target name
+}
+
+// NVMLInput is one recording of NVML samples.
+type NVMLInput struct {
+	Path   string
+	Series *nvml.Series
+}
+
+// Thresholds of the verdicts, from the paper unless said otherwise.
+const (
+	// syncIntensiveKPS: NAMD, which CPU sharing slows by up to 6.7x,
+	// invokes 95-370 kernels/s; r.particle_filter and r.srad, barely
+	// affected, about 1/s (Sec. IV).
+	syncIntensiveKPS = 100
+	// vulnerableSlowdown: the smallest slowdown Fig. 6 reports for one
+	// co-runner VM (1.2x); less is within run-to-run noise of our runs.
+	vulnerableSlowdown = 1.2
+	// Latency classes relative to the step cycle: the paper calls 1.5 ms
+	// "low" and 13.6-29.8 ms "high" against a 4.5 ms cycle.
+	negligibleCycleFrac = 0.05
+	lowCycleFrac        = 0.5
+	// VM thresholds, on the share of time vCPUs waited for a CPU.
+	stealQuietPct     = 5  // below: nothing to do
+	stealDedicatePct  = 25 // above: too much contention to mitigate in software
+	wakeCostlyUS      = 1000
+	offCPUSliceLongUS = 1000
+)
+
+// Build joins in into a report.
+func Build(in Inputs) (*Report, error) {
+	r := &Report{Version: Version, Generated: in.Now.UTC()}
+	latest := time.Time{}
+	for i, ri := range in.Results {
+		r.Sources = append(r.Sources, ri.Path)
+		if ri.File.Created.After(latest) {
+			latest = ri.File.Created
+		}
+		exp, traces, vms, err := buildExperiment(i, ri)
+		if err != nil {
+			return nil, err
+		}
+		r.Experiments = append(r.Experiments, exp)
+		r.Traces = append(r.Traces, traces...)
+		r.VMs = append(r.VMs, vms...)
+	}
+	for _, a := range in.Agents {
+		r.Sources = append(r.Sources, a.URL)
+		if a.Snapshot.Time.After(latest) {
+			latest = a.Snapshot.Time
+		}
+		r.VMs = append(r.VMs, vmsOf(a.URL, a.Snapshot)...)
+		names := make([]string, 0, len(a.Timelines))
+		for n := range a.Timelines {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			r.AgentTraces = append(r.AgentTraces, AgentTrace{Source: a.URL, Target: n, Events: a.Timelines[n]})
+		}
+	}
+	for _, s := range in.Stats {
+		r.Sources = append(r.Sources, s.Path)
+		r.Sync = append(r.Sync, syncOf(s))
+	}
+	for _, n := range in.NVML {
+		r.Sources = append(r.Sources, n.Path)
+		r.GPUSeries = append(r.GPUSeries, n.Series)
+		r.GPUs = append(r.GPUs, gpusOf(n)...)
+		if len(n.Series.Samples) > 0 {
+			if t := n.Series.Samples[len(n.Series.Samples)-1].Time; t.After(latest) {
+				latest = t
+			}
+		}
+	}
+	if !latest.IsZero() {
+		r.Generated = latest.UTC()
+	}
+	// Most interfered with first; ties by name so the order is stable.
+	sort.SliceStable(r.VMs, func(i, j int) bool {
+		if r.VMs[i].Score != r.VMs[j].Score {
+			return r.VMs[i].Score > r.VMs[j].Score
+		}
+		return r.VMs[i].Source+r.VMs[i].Name < r.VMs[j].Source+r.VMs[j].Name
+	})
+	if len(r.Experiments) > 0 && len(r.Traces) == 0 {
+		r.Notes = append(r.Notes, "no cell has a timeline: latency CDFs and the Perfetto trace need `vgpu-probe run` with timelines kept")
+	}
+	if len(in.NVML) == 0 {
+		r.Notes = append(r.Notes, "no NVML samples: GPU utilisation is derived from kernel times (kernels/s x mean kernel time), not measured")
+	}
+	return r, nil
+}
+
+// KeyLabel names a cell the way the figures do.
+func KeyLabel(k results.Key) string {
+	var parts []string
+	parts = append(parts, k.Scenario)
+	if k.Corunner != "" {
+		c := k.Corunner
+		if k.Corunners > 1 {
+			c = fmt.Sprintf("%s x%d", c, k.Corunners)
+		}
+		parts = append(parts, c)
+	}
+	if k.VCPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d vCPU", k.VCPUs))
+	}
+	parts = append(parts, k.Mode)
+	return strings.Join(parts, " ")
+}
+
+// Setting is a key without its mode: what the co-runners and isolation
+// were, the x axis of Figs. 4-6.
+func Setting(k results.Key) results.Key {
+	k.Mode = ""
+	return k
+}
+
+// SettingLabel names a setting.
+func SettingLabel(k results.Key) string {
+	return strings.TrimSpace(KeyLabel(Setting(k)))
+}
+
+const baseline = "baseline"
+
+func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error) {
+	f := ri.File
+	exp := Experiment{Source: ri.Path, Workload: f.Config.Workload, Machine: f.Machine, Backend: f.Config.Backend,
+		Device: f.Config.Device, Steps: f.Config.Steps, Reps: f.Config.Reps}
+	var traces []Trace
+	var vms []VM
+	for _, c := range f.Cells {
+		cell := Cell{Key: c.Key, WallS: c.Median.WallS, MinWallS: c.MinWallS, MaxWallS: c.MaxWallS, CPUS: c.Median.CPUS,
+			Slowdown: c.Slowdown, KernelsPerS: c.KernelsPerS,
+			LaunchP50US: c.Median.LaunchP50US, LaunchP99US: c.Median.LaunchP99US,
+			ReceiveP50US: c.Median.ReceiveP50US, ReceiveP99US: c.Median.ReceiveP99US}
+		if cell.KernelsPerS == 0 && c.Median.WallS > 0 {
+			cell.KernelsPerS = float64(c.Median.Steps) / c.Median.WallS
+		}
+		kernelS := f.Config.KernelUS / 1e6
+		if c.Timeline != nil {
+			if m, ok := meanKernelS(c.Timeline); ok {
+				kernelS = m
+			}
+			if len(c.Timeline.Steps) > 0 || len(c.Timeline.Threads) > 0 {
+				traces = append(traces, Trace{Experiment: idx, Key: c.Key, Steps: c.Timeline.Steps, Threads: c.Timeline.Threads})
+			}
+		}
+		cell.GPUUtil = math.Min(1, cell.KernelsPerS*kernelS)
+		exp.Cells = append(exp.Cells, cell)
+		if len(c.Agent) > 0 {
+			snap, err := agentapi.ParseSnapshot(c.Agent)
+			if err != nil {
+				return exp, nil, nil, fmt.Errorf("%s: cell %s: agent snapshot: %w", ri.Path, KeyLabel(c.Key), err)
+			}
+			src := fmt.Sprintf("%s [%s]", ri.Path, KeyLabel(c.Key))
+			vms = append(vms, vmsOf(src, snap)...)
+		}
+	}
+	fillBaselines(exp.Cells)
+	exp.Latency = latencyTable(exp.Cells)
+	exp.Verdict = verdict(exp.Cells, f)
+	return exp, traces, vms, nil
+}
+
+// meanKernelS is the mean launch-to-completion time of the steps whose
+// completion the device reported.
+func meanKernelS(tl *results.Timeline) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, s := range tl.Steps {
+		if s.Complete >= 0 && s.Complete >= s.Launch {
+			sum += float64(s.Complete - s.Launch)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n) / 1e9, true
+}
+
+// baselineFor finds the baseline cell a cell compares with: same mode and
+// vCPU count (the runner's rule), else the same mode's only baseline.
+func baselineFor(cells []Cell, c Cell) *Cell {
+	var same []*Cell
+	for i := range cells {
+		b := &cells[i]
+		if b.Scenario != baseline || b.Mode != c.Mode {
+			continue
+		}
+		if b.VCPUs == c.VCPUs {
+			return b
+		}
+		same = append(same, b)
+	}
+	if len(same) == 1 {
+		return same[0]
+	}
+	return nil
+}
+
+func fillBaselines(cells []Cell) {
+	for i := range cells {
+		c := &cells[i]
+		if c.Scenario == baseline {
+			c.Slowdown = 1
+			continue
+		}
+		b := baselineFor(cells, *c)
+		if b == nil {
+			continue
+		}
+		if c.Slowdown == 0 && b.WallS > 0 {
+			c.Slowdown = c.WallS / b.WallS
+		}
+		if b.GPUUtil > 0 {
+			c.GPUUtilDrop = math.Max(0, 1-c.GPUUtil/b.GPUUtil)
+		}
+	}
+}
+
+// mostContended is the setting (key without mode) with the highest mean
+// slowdown over its modes: the paper's "maximum interference" setting.
+func mostContended(cells []Cell) (results.Key, bool) {
+	sum := map[results.Key]float64{}
+	n := map[results.Key]int{}
+	var order []results.Key
+	for _, c := range cells {
+		if c.Scenario == baseline || c.Slowdown == 0 {
+			continue
+		}
+		k := Setting(c.Key)
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		sum[k] += c.Slowdown
+		n[k]++
+	}
+	best, found := results.Key{}, false
+	for _, k := range order {
+		if !found || sum[k]/float64(n[k]) > sum[best]/float64(n[best]) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+func latencyTable(cells []Cell) *LatencyTable {
+	set, ok := mostContended(cells)
+	if !ok {
+		return nil
+	}
+	t := &LatencyTable{Setting: SettingLabel(set)}
+	var cycles []float64
+	for _, c := range cells {
+		if Setting(c.Key) != set {
+			continue
+		}
+		row := LatencyRow{Mode: c.Mode, LaunchUS: c.LaunchP50US, ReceiveUS: c.ReceiveP50US, Slowdown: c.Slowdown}
+		if b := baselineFor(cells, c); b != nil {
+			row.LaunchBaselineUS, row.ReceiveBaselineUS = b.LaunchP50US, b.ReceiveP50US
+			if b.KernelsPerS > 0 {
+				cycles = append(cycles, 1e6/b.KernelsPerS)
+			}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if len(cycles) > 0 {
+		t.CycleUS = median(cycles)
+	} else {
+		// No baseline: judge against the contended cells' own cycle.
+		for _, c := range cells {
+			if Setting(c.Key) == set && c.KernelsPerS > 0 {
+				cycles = append(cycles, 1e6/c.KernelsPerS)
+			}
+		}
+		t.CycleUS = median(cycles)
+	}
+	for i := range t.Rows {
+		t.Rows[i].LaunchClass = latencyClass(t.Rows[i].LaunchUS, t.CycleUS)
+		t.Rows[i].ReceiveClass = latencyClass(t.Rows[i].ReceiveUS, t.CycleUS)
+	}
+	return t
+}
+
+// latencyClass puts a latency in the paper's words.
+func latencyClass(us, cycleUS float64) string {
+	switch {
+	case cycleUS <= 0:
+		return "unknown"
+	case us < negligibleCycleFrac*cycleUS:
+		return "negligible"
+	case us < lowCycleFrac*cycleUS:
+		return "low"
+	}
+	return "high"
+}
+
+func verdict(cells []Cell, f *results.File) Verdict {
+	var v Verdict
+	for _, c := range cells {
+		if c.Scenario == baseline {
+			v.KernelsPerS = math.Max(v.KernelsPerS, c.KernelsPerS)
+		}
+		if c.Slowdown > v.WorstSlowdown {
+			v.WorstSlowdown, v.WorstCell = c.Slowdown, KeyLabel(c.Key)
+		}
+	}
+	if v.KernelsPerS == 0 {
+		// No baseline: the fastest cell is the closest to undisturbed.
+		for _, c := range cells {
+			v.KernelsPerS = math.Max(v.KernelsPerS, c.KernelsPerS)
+		}
+	}
+	// The built-in workload waits for every kernel it launches; a timeline
+	// shows it (a Noticed per step). For a command we cannot tell.
+	for _, c := range f.Cells {
+		if c.Timeline != nil && len(c.Timeline.Steps) > 0 {
+			v.SyncsPerKernel = 1
+			break
+		}
+	}
+	if v.SyncsPerKernel == 0 && f.Config.Workload == "namd-like" {
+		v.SyncsPerKernel = 1
+	}
+	if set, ok := mostContended(cells); ok {
+		var best, worst *Cell
+		for i := range cells {
+			c := &cells[i]
+			if Setting(c.Key) != set {
+				continue
+			}
+			if best == nil || c.WallS < best.WallS {
+				best = c
+			}
+			if worst == nil || c.WallS > worst.WallS {
+				worst = c
+			}
+		}
+		if best != nil && best.WallS > 0 {
+			v.BestMode, v.BestModeVsWorst = best.Mode, worst.WallS/best.WallS
+		}
+	}
+	v.SyncIntensive = v.KernelsPerS >= syncIntensiveKPS && v.SyncsPerKernel != 0 && v.SyncsPerKernel >= 0.5
+	if v.SyncsPerKernel == 0 {
+		// Unknown waits: judge on the launch rate alone.
+		v.SyncIntensive = v.KernelsPerS >= syncIntensiveKPS
+	}
+	v.Vulnerable = v.SyncIntensive && v.WorstSlowdown >= vulnerableSlowdown
+	syncs := "waits per kernel unknown"
+	if v.SyncsPerKernel > 0 {
+		syncs = fmt.Sprintf("%.1f waits per kernel", v.SyncsPerKernel)
+	}
+	switch {
+	case v.Vulnerable:
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s >= %d, %s) and hurt: up to %.2fx slower (%s)",
+			v.KernelsPerS, syncIntensiveKPS, syncs, v.WorstSlowdown, v.WorstCell)
+	case v.SyncIntensive && v.WorstSlowdown == 0:
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s), so exposed to vCPU discontinuity; no baseline to measure a slowdown", v.KernelsPerS, syncs)
+	case v.SyncIntensive:
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s) but not hurt here: worst slowdown %.2fx < %.1fx",
+			v.KernelsPerS, syncs, v.WorstSlowdown, vulnerableSlowdown)
+	default:
+		v.Why = fmt.Sprintf("not sync-intensive: %.0f kernels/s < %d; CPU sharing delays few launches and waits", v.KernelsPerS, syncIntensiveKPS)
+	}
+	if v.BestMode != "" {
+		v.Why += fmt.Sprintf("; fastest mode under contention: %s (%.2fx faster than the slowest)", v.BestMode, v.BestModeVsWorst)
+	}
+	return v
+}
+
+// vmsOf turns a snapshot's targets into ranked-to-be VM rows.
+func vmsOf(src string, s *agentapi.Snapshot) []VM {
+	var out []VM
+	for _, t := range s.Targets {
+		ths := make([]agentapi.Thread, 0, len(t.Threads))
+		for _, th := range t.Threads {
+			if th.VCPU >= 0 {
+				ths = append(ths, th)
+			}
+		}
+		if len(ths) == 0 {
+			// A pid or cgroup target has no vCPUs: all its threads count.
+			ths = t.Threads
+		}
+		vm := VM{Source: src, Name: t.Name, Kind: t.Kind, VCPUs: len(ths), QuotaUS: t.QuotaUS, PeriodUS: t.PeriodUS}
+		var runs []float64
+		waited := map[string]float64{}
+		for _, th := range ths {
+			steal := 100 * th.StealFraction
+			vm.StealPct += steal
+			vm.MaxStealPct = math.Max(vm.MaxStealPct, steal)
+			vm.PreemptionsPerS += th.PreemptionsPerSecond
+			runs = append(runs, th.RunP50US)
+			vm.OffCPUP50US = math.Max(vm.OffCPUP50US, th.OffCPUP50US)
+			vm.OffCPUP99US = math.Max(vm.OffCPUP99US, th.OffCPUP99US)
+			vm.WakeP50US = math.Max(vm.WakeP50US, th.WakeP50US)
+			vm.Throttles += th.Throttles
+			for _, c := range th.Corunners {
+				waited[c.Comm] += c.WaitedSeconds
+			}
+		}
+		if len(ths) > 0 {
+			vm.StealPct /= float64(len(ths))
+			vm.RunP50US = median(runs)
+		}
+		for comm, w := range waited {
+			if w > vm.CorunnerWaitS || (w == vm.CorunnerWaitS && comm < vm.TopCorunner) {
+				vm.TopCorunner, vm.CorunnerWaitS = comm, w
+			}
+		}
+		vm.Score = vm.StealPct
+		vm.Recommendation = recommend(vm)
+		out = append(out, vm)
+	}
+	return out
+}
+
+// recommend picks the cheapest change that addresses what the numbers
+// show, in order: nothing wrong; contention too heavy for software
+// (dedicate); co-runners with no isolation (bandwidth control, the paper's
+// Shared2 cut NAMD-polling's loss from 85% to 15%); otherwise, slices that
+// remain short or wake-ups that stay costly, which the wait primitive can
+// work around (hybridsync).
+func recommend(vm VM) Recommendation {
+	by := ""
+	if vm.TopCorunner != "" {
+		by = fmt.Sprintf(", mostly behind %s (%.2f s)", vm.TopCorunner, vm.CorunnerWaitS)
+	}
+	stats := fmt.Sprintf("vCPUs waited for a CPU %.1f%% of the time (worst %.1f%%), off-CPU p50 %s, %.0f preemptions/s%s",
+		vm.StealPct, vm.MaxStealPct, fmtUS(vm.OffCPUP50US), vm.PreemptionsPerS, by)
+	switch {
+	case vm.VCPUs == 0:
+		return Recommendation{ActionInsufficientD, "the agent watches no threads of this target"}
+	case vm.StealPct < stealQuietPct && vm.OffCPUP50US < offCPUSliceLongUS:
+		return Recommendation{ActionNothing, stats + fmt.Sprintf(": below %d%%, no co-runner takes whole slices", stealQuietPct)}
+	case vm.StealPct >= stealDedicatePct:
+		return Recommendation{ActionDedicate, stats + fmt.Sprintf(": at or above %d%%, more than a wait primitive can hide; pin the vCPUs to CPUs no other tenant uses", stealDedicatePct)}
+	case vm.QuotaUS == 0 && vm.Throttles == 0 && vm.TopCorunner != "":
+		return Recommendation{ActionBandwidth, stats + ": the co-runner runs unbounded; a CPU bandwidth limit (cputune quota/period) bounds how long it holds the CPU"}
+	default:
+		why := stats
+		if vm.Throttles > 0 {
+			why += fmt.Sprintf(", %d quota throttles", vm.Throttles)
+		}
+		if vm.WakeP50US >= wakeCostlyUS {
+			why += fmt.Sprintf(", wake-up p50 %s (costly blocking)", fmtUS(vm.WakeP50US))
+		}
+		return Recommendation{ActionHybridsync, why + ": isolation is in place but slices stay short; spin only within the remaining slice, block otherwise (run the GPU app under libhybridsync with the agent's hints)"}
+	}
+}
+
+func syncOf(in StatsInput) SyncStats {
+	s := in.Stats
+	out := SyncStats{Source: in.Path, Mode: s.Mode, Calls: s.Calls, Kernels: len(s.Kernels), SpinS: s.SpinSeconds, BlockS: s.BlockSeconds,
+		WakeLateUS: s.WakeLateUS, TimerLateUS: s.TimerLateUS, SliceUS: s.SliceUS, Deschedulings: s.Deschedulings}
+	if s.Calls > 0 {
+		n := float64(s.Calls)
+		out.ReadyPct = 100 * float64(s.Ready) / n
+		out.SpinHitPct = 100 * float64(s.SpinHits) / n
+		out.SleepSpinPct = 100 * float64(s.SleepSpinHits) / n
+		out.BlockPct = 100 * float64(s.Blocks) / n
+	}
+	return out
+}
+
+func gpusOf(in NVMLInput) []GPU {
+	s := in.Series
+	byGPU := map[int][]nvml.Sample{}
+	for _, x := range s.Samples {
+		byGPU[x.GPU] = append(byGPU[x.GPU], x)
+	}
+	idx := make([]int, 0, len(byGPU))
+	for i := range byGPU {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var out []GPU
+	for _, i := range idx {
+		xs := byGPU[i]
+		g := GPU{Source: in.Path, Index: i, Samples: len(xs)}
+		for _, d := range s.Devices {
+			if d.Index == i {
+				g.Name = d.Name
+			}
+		}
+		utils := make([]float64, len(xs))
+		pids := map[uint32]bool{}
+		idle := 0
+		for j, x := range xs {
+			utils[j] = float64(x.UtilPct)
+			g.MeanUtilPct += float64(x.UtilPct)
+			g.MeanSMMHz += float64(x.SMClockMHz)
+			g.MaxMemUsedMB = math.Max(g.MaxMemUsedMB, float64(x.MemUsedBytes)/(1<<20))
+			if x.UtilPct == 0 {
+				idle++
+			}
+			for _, p := range x.Processes {
+				pids[p.PID] = true
+			}
+		}
+		g.MeanUtilPct /= float64(len(xs))
+		g.MeanSMMHz /= float64(len(xs))
+		g.P50UtilPct = median(utils)
+		g.IdlePct = 100 * float64(idle) / float64(len(xs))
+		g.SpanS = xs[len(xs)-1].Time.Sub(xs[0].Time).Seconds()
+		g.Processes = len(pids)
+		out = append(out, g)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// fmtUS prints a duration given in µs in the unit a person reads best.
+func fmtUS(us float64) string {
+	switch {
+	case us >= 1e6:
+		return fmt.Sprintf("%.2f s", us/1e6)
+	case us >= 1000:
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}
+
+// FormatUS is fmtUS for renderers.
+func FormatUS(us float64) string { return fmtUS(us) }
