@@ -88,6 +88,7 @@ func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error)
 		ids[i] = names.ID(k.Name)
 	}
 	type out struct {
+		sink            uint64
 		receive, launch []int64
 		tl              []Step
 		err             error
@@ -118,7 +119,7 @@ func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error)
 			launcher, _ := dev.(StreamLauncher)
 			for i := range cfg.Steps {
 				hostStart := hybridsync.Now()
-				Spin(work)
+				o.sink = spin(work, o.sink)
 				hostEnd := hybridsync.Now()
 				k, d := cfg.Profile.At(i, rng)
 				var ev hybridsync.Event
@@ -170,6 +171,7 @@ func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error)
 		if o.err != nil {
 			return Result{}, o.err
 		}
+		sink ^= o.sink
 		receive, launch = append(receive, o.receive...), append(launch, o.launch...)
 		tl = append(tl, o.tl...)
 	}
@@ -178,6 +180,16 @@ func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error)
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)
 	return r, nil
+}
+
+// spin is Spin for one of several threads: the same arithmetic, with the
+// result kept per thread (Spin's shared sink would be a data race).
+func spin(n int64, x uint64) uint64 {
+	x |= 1
+	for range n {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
 }
 
 // threadCPU returns the calling thread's CPU time in ns.
