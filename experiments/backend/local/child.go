@@ -35,9 +35,18 @@ const envSpec = "VGPU_PROBE_LOCAL_VM"
 
 func init() { reexec.Register("local-vm", vmMain) }
 
-// vmCommand returns the command for a VM process. It waits for its stdin
-// to close (the parent's word that it is in its cgroup) before it starts.
-func vmCommand(s spec) (*exec.Cmd, error) {
+// vmProc is a VM process being started. The handshake: the child
+// confines itself to its CPUs and opens its device, then closes fd 3
+// (ready); the parent places it in its cgroup and closes the child's
+// stdin (go).
+type vmProc struct {
+	cmd   *exec.Cmd
+	ready *os.File // read end of the child's fd 3
+	start io.WriteCloser
+}
+
+// startVM starts the VM process for s; stdout is where its output goes.
+func startVM(s spec, stdout io.Writer) (*vmProc, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -47,7 +56,41 @@ func vmCommand(s spec) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd.Env = append(cmd.Env, envSpec+"="+string(b))
-	return cmd, nil
+	cmd.Stdout = stdout
+	start, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{w}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		start.Close()
+		return nil, fmt.Errorf("start VM process: %w", err)
+	}
+	return &vmProc{cmd: cmd, ready: r, start: start}, nil
+}
+
+// waitReady returns once the child is confined and ready to be placed, or
+// with an error if it died first.
+func (p *vmProc) waitReady() error {
+	defer p.ready.Close()
+	var b [1]byte
+	if n, _ := p.ready.Read(b[:]); n != 1 {
+		return fmt.Errorf("VM process %d exited before it was ready", p.cmd.Process.Pid)
+	}
+	return nil
+}
+
+// kill kills the process group and reaps the process.
+func (p *vmProc) kill() {
+	unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL)
+	p.cmd.Wait()
 }
 
 // vmMain runs in the VM process.
@@ -77,6 +120,9 @@ func vmMain() int {
 		}
 	}
 	defer closeDev()
+	ready := os.NewFile(3, "ready")
+	ready.Write([]byte{1})
+	ready.Close()
 	io.Copy(io.Discard, os.Stdin) // wait until the parent has placed us
 	if s.Loop != nil {
 		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, dev, wait)

@@ -22,7 +22,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -73,7 +72,7 @@ func cgroupParent() string {
 type env struct {
 	topo      backend.Topology
 	groups    map[string]*cgroup.Group // by VM name; only VMs with a quota
-	corunners []*exec.Cmd
+	corunners []*vmProc
 	builtin   []*corunner.Process
 	once      sync.Once
 	err       error
@@ -170,26 +169,20 @@ func (e *env) startCorunner(vm backend.VM, co backend.Load) error {
 		}
 		return nil
 	}
-	cmd, err := vmCommand(spec{CPUs: vm.CPUs, Cmd: co.Cmd, Restart: true})
+	p, err := startVM(spec{CPUs: vm.CPUs, Cmd: co.Cmd, Restart: true}, io.Discard)
 	if err != nil {
 		return err
 	}
-	cmd.Stdout = io.Discard
-	start, err := cmd.StdinPipe()
-	if err != nil {
+	e.corunners = append(e.corunners, p)
+	if err := p.waitReady(); err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start co-runner command: %w", err)
-	}
-	e.corunners = append(e.corunners, cmd)
 	if g != nil {
-		if err := g.Add(cmd.Process.Pid); err != nil {
+		if err := g.Add(p.cmd.Process.Pid); err != nil {
 			return err
 		}
 	}
-	start.Close()
-	return nil
+	return p.start.Close()
 }
 
 // Corunners returns the co-runners' process ids.
@@ -199,7 +192,7 @@ func (e *env) Corunners() []int {
 		pids = append(pids, p.Pid())
 	}
 	for _, c := range e.corunners {
-		pids = append(pids, c.Process.Pid)
+		pids = append(pids, c.cmd.Process.Pid)
 	}
 	return pids
 }
@@ -214,29 +207,28 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 		}
 		s.Loop = &loopSpec{Config: w.Config, Device: w.Device, Mode: mode}
 	}
-	cmd, err := vmCommand(s)
-	if err != nil {
-		return workload.Result{}, err
-	}
 	var out bytes.Buffer
-	cmd.Stdout = &out
+	var stdout io.Writer = &out
 	if w.Cmd != "" {
-		cmd.Stdout = io.Discard
+		stdout = io.Discard
 	}
-	start, err := cmd.StdinPipe()
+	p, err := startVM(s, stdout)
 	if err != nil {
 		return workload.Result{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return workload.Result{}, fmt.Errorf("start runner: %w", err)
-	}
-	pid := cmd.Process.Pid
+	cmd, pid := p.cmd, p.cmd.Process.Pid
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-pid, syscall.SIGKILL) })
 	defer stop()
+	if err := p.waitReady(); err != nil {
+		p.kill()
+		if ctx.Err() != nil {
+			return workload.Result{}, ctx.Err()
+		}
+		return workload.Result{}, err
+	}
 	if g := e.groups[e.topo.Runner.Name]; g != nil {
 		if err := g.Add(pid); err != nil {
-			syscall.Kill(-pid, syscall.SIGKILL)
-			cmd.Wait()
+			p.kill()
 			return workload.Result{}, err
 		}
 	}
@@ -244,7 +236,7 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 		started(pid)
 	}
 	t0 := time.Now()
-	start.Close() // the child's signal to begin: it is placed
+	p.start.Close() // the child's signal to begin: it is placed
 	err = cmd.Wait()
 	wall := time.Since(t0)
 	// A command may leave children behind in its process group.
@@ -277,8 +269,7 @@ func (e *env) Destroy() error {
 	e.once.Do(func() {
 		corunner.StopAll(e.builtin)
 		for _, c := range e.corunners {
-			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			c.Wait()
+			c.kill()
 		}
 		var errs []error
 		for _, g := range e.groups {
