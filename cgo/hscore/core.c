@@ -1,0 +1,502 @@
+/* The C core of libhybridsync: finds CUDA at run time, performs the waits
+ * the Go policy asks for, and keeps the launch registry. No CUDA headers,
+ * no CUDA at build time (cuda_abi.h). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core.h"
+
+void *hs_real[HS_SYM_COUNT];
+
+#define HS_NAME(api, name, hooked, ret, params, args) #name,
+const char *const hs_sym_name[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_NAME)};
+#undef HS_NAME
+#define HS_HOOKED(api, name, hooked, ret, params, args) hooked,
+const int hs_sym_hooked[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_HOOKED)};
+#undef HS_HOOKED
+#define HS_IS_RT_DRV 0
+#define HS_IS_RT_RT 1
+#define HS_RUNTIME(api, name, hooked, ret, params, args) HS_IS_RT_##api,
+const int hs_sym_runtime[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_RUNTIME)};
+#undef HS_RUNTIME
+_Static_assert(sizeof hs_sym_name / sizeof hs_sym_name[0] == HS_SYM_COUNT, "symbol tables out of step");
+
+/* ---- time, logging, fork ---- */
+
+int64_t hs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* the clock hybridsync.Now reads */
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static _Atomic int log_level;
+static atomic_int forked;
+
+int hs_parse_log_level(const char *s)
+{
+	static const char *const names[] = {"off", "error", "warn", "info", "debug"};
+	if (s == NULL || *s == 0)
+		return HS_LOG_OFF;
+	for (int i = 0; i < 5; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void hs_set_log_level(int level) { atomic_store(&log_level, level); }
+
+void hs_log(int level, const char *fmt, ...)
+{
+	if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
+		return;
+	/* One write(2) per line, to stderr only, and no stdio: the host
+	 * program owns stdout and stdio's locks. */
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "hybridsync[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		return;
+	n += m < (int)(sizeof buf - n - 1) ? m : (int)(sizeof buf - n - 2);
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, n);
+	(void)w;
+}
+
+/* A child of fork() has none of the Go runtime's threads: it must never
+ * call into Go, so every entry point checks this and passes through. */
+static void on_fork_child(void) { atomic_store(&forked, 1); }
+
+int hs_in_forked_child(void) { return atomic_load_explicit(&forked, memory_order_relaxed); }
+
+__attribute__((constructor)) static void core_init(void)
+{
+	int l = hs_parse_log_level(getenv("HYBRIDSYNC_LOG"));
+	hs_set_log_level(l < 0 ? HS_LOG_ERROR : l);
+	pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+/* ---- finding CUDA ---- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym;
+
+/* The interposer replaces dlsym; libc's is found by version, which dlvsym
+ * (not replaced) can do without recursing. */
+void *hs_real_dlsym(void *handle, const char *name)
+{
+	dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_acquire);
+	if (f == NULL) {
+		static const char *const vers[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+		for (size_t i = 0; f == NULL && i < sizeof vers / sizeof vers[0]; i++)
+			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", vers[i]);
+		if (f == NULL)
+			return NULL;
+		atomic_store_explicit(&real_dlsym, f, memory_order_release);
+	}
+	return f(handle, name);
+}
+
+static void hs_mark_loaded(void);
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static void *driver;
+static char load_err[256];
+static int load_rc = -1;
+/* alt[i]: what the driver's cuGetProcAddress hands out for symbol i, which
+ * need not be the exported symbol's address. */
+void *hs_alt[HS_SYM_COUNT];
+
+static void load(void)
+{
+	const char *path = getenv("HYBRIDSYNC_CUDA_LIB");
+	if (path == NULL || *path == 0)
+		path = "libcuda.so.1";
+	driver = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (driver == NULL) {
+		const char *e = dlerror();
+		snprintf(load_err, sizeof load_err, "cannot load the CUDA driver %s: %s", path, e ? e : "unknown error");
+		return;
+	}
+	for (int i = 0; i < HS_SYM_COUNT; i++)
+		if (!hs_sym_runtime[i])
+			hs_real[i] = hs_real_dlsym(driver, hs_sym_name[i]);
+	if (hs_real[HS_SYM_cuEventQuery] == NULL || hs_real[HS_SYM_cuEventSynchronize] == NULL ||
+	    hs_real[HS_SYM_cuStreamQuery] == NULL || hs_real[HS_SYM_cuStreamSynchronize] == NULL ||
+	    hs_real[HS_SYM_cuCtxSynchronize] == NULL || hs_real[HS_SYM_cuEventCreate] == NULL ||
+	    hs_real[HS_SYM_cuEventRecord] == NULL) {
+		snprintf(load_err, sizeof load_err, "%s lacks the event and stream functions (not a CUDA driver?)", path);
+		return;
+	}
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t, int *) = HS_REAL(cuGetProcAddress_v2);
+	for (int i = 0; gpa != NULL && i < HS_SYM_COUNT; i++) {
+		if (hs_sym_runtime[i] || !hs_sym_hooked[i])
+			continue;
+		char base[64];
+		snprintf(base, sizeof base, "%s", hs_sym_name[i]);
+		char *p = strstr(base, "_ptsz");
+		cuuint64_t flags = 0;
+		if (p) {
+			*p = 0;
+			flags = HS_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+		}
+		int status = 0;
+		void *fn = NULL;
+		/* 12000: the first ABI of each of these; a caller asking for a
+		 * newer, different ABI gets another pointer, which the
+		 * interposer then leaves alone. */
+		if (gpa(base, &fn, 12000, flags, &status) == 0)
+			hs_alt[i] = fn;
+	}
+	load_rc = 0;
+	hs_mark_loaded();
+}
+
+int hs_core_load(void)
+{
+	pthread_once(&load_once, load);
+	return load_rc;
+}
+
+const char *hs_core_error(void) { return load_err; }
+void *hs_core_driver_handle(void) { return driver; }
+void *hs_core_sym(const char *name) { return driver ? hs_real_dlsym(driver, name) : NULL; }
+
+static int is_ours(void *p)
+{
+	Dl_info a, b;
+	return dladdr(p, &a) && dladdr((void *)is_ours, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	if (info->dlpi_name && strstr(info->dlpi_name, "libcudart.so")) {
+		*(const char **)data = info->dlpi_name;
+		return 1;
+	}
+	return 0;
+}
+
+void *hs_core_runtime(enum hs_sym s)
+{
+	void *p = atomic_load_explicit((_Atomic(void *) *)&hs_real[s], memory_order_acquire);
+	if (p)
+		return p;
+	p = hs_real_dlsym(RTLD_NEXT, hs_sym_name[s]);
+	if (p == NULL || is_ours(p)) {
+		/* Not in the global scope: a libcudart loaded RTLD_LOCAL (by a
+		 * Python extension, say) is found among the loaded objects. */
+		p = NULL;
+		const char *path = NULL;
+		dl_iterate_phdr(find_cudart, &path);
+		const char *env = getenv("HYBRIDSYNC_CUDART_LIB");
+		void *h = NULL;
+		if (path)
+			h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+		if (h == NULL && env && *env)
+			h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (h) {
+			p = hs_real_dlsym(h, hs_sym_name[s]);
+			if (p && is_ours(p))
+				p = NULL;
+		}
+	}
+	if (p)
+		atomic_store_explicit((_Atomic(void *) *)&hs_real[s], p, memory_order_release);
+	return p;
+}
+
+/* ---- the waits ---- */
+
+static CUstream wait_stream(struct hs_wait *w)
+{
+	CUstream s = (CUstream)w->handle;
+	if (s == NULL && w->ptsz)
+		return HS_CU_STREAM_PER_THREAD;
+	return s;
+}
+
+int hs_core_query(struct hs_wait *w)
+{
+	switch (w->kind) {
+	case HS_WAIT_EVENT:
+		return HS_REAL(cuEventQuery)((CUevent)w->handle);
+	case HS_WAIT_STREAM:
+		return HS_REAL(cuStreamQuery)(wait_stream(w));
+	default:
+		/* The legacy stream orders after every blocking stream's
+		 * work; hs_core_finish covers the rest. */
+		return HS_REAL(cuStreamQuery)(HS_CU_STREAM_LEGACY);
+	}
+}
+
+int hs_core_finish(struct hs_wait *w)
+{
+	switch (w->kind) {
+	case HS_WAIT_EVENT:
+		return HS_REAL(cuEventSynchronize)((CUevent)w->handle);
+	case HS_WAIT_STREAM:
+		if (w->ptsz && hs_real[HS_SYM_cuStreamSynchronize_ptsz])
+			return HS_REAL(cuStreamSynchronize_ptsz)((CUstream)w->handle);
+		return HS_REAL(cuStreamSynchronize)(wait_stream(w));
+	default:
+		return HS_REAL(cuCtxSynchronize)();
+	}
+}
+
+int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
+
+/* Shadow events: a stream of our own and a blocking-sync event, per
+ * context, taken by one blocking wait at a time. Few waits block at once,
+ * so a small pool under a mutex (held for no CUDA call) is enough. */
+struct shadow {
+	CUcontext ctx;
+	CUstream stream;
+	CUevent ev;
+	int busy;
+};
+#define SHADOWS 64
+static struct shadow shadows[SHADOWS];
+static pthread_mutex_t shadow_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct shadow *shadow_take(CUcontext ctx)
+{
+	struct shadow *free_slot = NULL;
+	pthread_mutex_lock(&shadow_mu);
+	for (int i = 0; i < SHADOWS; i++) {
+		struct shadow *s = &shadows[i];
+		if (!s->busy && s->ctx == ctx) {
+			s->busy = 1;
+			pthread_mutex_unlock(&shadow_mu);
+			return s;
+		}
+		if (!s->busy && s->ctx == NULL && free_slot == NULL)
+			free_slot = s;
+	}
+	if (free_slot)
+		free_slot->busy = 1;
+	pthread_mutex_unlock(&shadow_mu);
+	if (free_slot == NULL)
+		return NULL;
+	/* Created in the calling thread's current context, which is ctx. */
+	if (HS_REAL(cuStreamCreate)(&free_slot->stream, HS_CU_STREAM_NON_BLOCKING) != 0) {
+		free_slot->busy = 0;
+		return NULL;
+	}
+	if (HS_REAL(cuEventCreate)(&free_slot->ev, HS_CU_EVENT_BLOCKING_SYNC | HS_CU_EVENT_DISABLE_TIMING) != 0) {
+		HS_REAL(cuStreamDestroy_v2)(free_slot->stream);
+		free_slot->busy = 0;
+		return NULL;
+	}
+	free_slot->ctx = ctx; /* written while busy: no other thread looks */
+	return free_slot;
+}
+
+static void shadow_put(struct shadow *s)
+{
+	pthread_mutex_lock(&shadow_mu);
+	s->busy = 0;
+	pthread_mutex_unlock(&shadow_mu);
+}
+
+/* shadow_drop discards a pair that failed (its context may be gone). */
+static void shadow_drop(struct shadow *s)
+{
+	HS_REAL(cuEventDestroy_v2)(s->ev);
+	HS_REAL(cuStreamDestroy_v2)(s->stream);
+	pthread_mutex_lock(&shadow_mu);
+	s->ctx = NULL;
+	s->busy = 0;
+	pthread_mutex_unlock(&shadow_mu);
+}
+
+int hs_core_block(struct hs_wait *w)
+{
+	CUcontext ctx = NULL;
+	if (HS_REAL(cuCtxGetCurrent)(&ctx) != 0 || ctx == NULL) {
+		hs_log(HS_LOG_DEBUG, "no current context: blocking wait falls back to CUDA's own");
+		return hs_core_finish(w);
+	}
+	struct shadow *s = shadow_take(ctx);
+	if (s == NULL) {
+		hs_log(HS_LOG_WARN, "no shadow event available: CUDA's own wait used");
+		return hs_core_finish(w);
+	}
+	CUresult r;
+	switch (w->kind) {
+	case HS_WAIT_EVENT:
+		/* Our stream waits for the event, so the shadow completes
+		 * when the event does, whatever was queued after it. */
+		r = HS_REAL(cuStreamWaitEvent)(s->stream, (CUevent)w->handle, 0);
+		if (r == 0)
+			r = HS_REAL(cuEventRecord)(s->ev, s->stream);
+		break;
+	case HS_WAIT_STREAM:
+		r = HS_REAL(cuEventRecord)(s->ev, wait_stream(w));
+		break;
+	default:
+		r = HS_REAL(cuEventRecord)(s->ev, HS_CU_STREAM_LEGACY);
+		break;
+	}
+	if (r == 0)
+		r = HS_REAL(cuEventSynchronize)(s->ev);
+	if (r != 0) {
+		hs_log(HS_LOG_DEBUG, "shadow wait failed (%d): CUDA's own wait used", r);
+		shadow_drop(s);
+	} else {
+		shadow_put(s);
+	}
+	/* The work is complete (or failed); the real call gives its exact
+	 * result without waiting. */
+	return hs_core_finish(w);
+}
+
+/* ---- launch registry ---- */
+
+struct reg_slot {
+	atomic_uint seq; /* odd while written; 0: never written */
+	_Atomic uintptr_t key;
+	_Atomic uint64_t kernel;
+	_Atomic int64_t t;
+};
+#define REG_SLOTS 4096
+static struct reg_slot reg_streams[REG_SLOTS], reg_events[REG_SLOTS], reg_kernels[REG_SLOTS];
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Direct-mapped: a collision overwrites, a writer that races another on
+ * the same slot gives up. Either only loses one sample. */
+static void reg_put(struct reg_slot *tab, uintptr_t key, uint64_t k, int64_t t)
+{
+	struct reg_slot *s = &tab[mix(key) & (REG_SLOTS - 1)];
+	unsigned q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	if ((q & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire,
+								 memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->key, key, memory_order_relaxed);
+	atomic_store_explicit(&s->kernel, k, memory_order_relaxed);
+	atomic_store_explicit(&s->t, t, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+}
+
+static int reg_get(struct reg_slot *tab, uintptr_t key, uint64_t *k, int64_t *t)
+{
+	struct reg_slot *s = &tab[mix(key) & (REG_SLOTS - 1)];
+	unsigned q = atomic_load_explicit(&s->seq, memory_order_acquire);
+	if (q == 0 || (q & 1))
+		return 0;
+	uintptr_t kk = atomic_load_explicit(&s->key, memory_order_relaxed);
+	uint64_t kern = atomic_load_explicit(&s->kernel, memory_order_relaxed);
+	int64_t tt = atomic_load_explicit(&s->t, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q || kk != key)
+		return 0;
+	*k = kern;
+	*t = tt;
+	return 1;
+}
+
+/* Stream handle 0 and CU_STREAM_LEGACY are the same stream. */
+static uintptr_t stream_key(void *s) { return (uintptr_t)s == 1 ? 0 : (uintptr_t)s; }
+
+void hs_reg_launch(void *stream, uint64_t kernel, int64_t t)
+{
+	reg_put(reg_streams, stream_key(stream), kernel, t);
+	if (kernel)
+		reg_put(reg_kernels, kernel, kernel, t);
+}
+
+void hs_reg_record(void *event, void *stream)
+{
+	uint64_t k;
+	int64_t t;
+	if (reg_get(reg_streams, stream_key(stream), &k, &t))
+		reg_put(reg_events, (uintptr_t)event, k, t);
+	else
+		reg_put(reg_events, (uintptr_t)event, 0, 0);
+}
+
+int hs_reg_event(void *event, uint64_t *kernel, int64_t *t) { return reg_get(reg_events, (uintptr_t)event, kernel, t); }
+int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t) { return reg_get(reg_streams, stream_key(stream), kernel, t); }
+
+int64_t hs_reg_kernel_launched(uint64_t kernel)
+{
+	uint64_t k;
+	int64_t t;
+	return reg_get(reg_kernels, kernel, &k, &t) && k == kernel ? t : 0;
+}
+
+/* ---- kernel identity ---- */
+
+struct kname {
+	_Atomic uint64_t id; /* 0: free; set once by CAS, then the rest */
+	_Atomic int ready;
+	const void *fn;
+	unsigned g[3], b[3];
+};
+#define KNAMES 512
+static struct kname knames[KNAMES];
+
+uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
+{
+	uint64_t h = mix((uintptr_t)fn);
+	h = mix(h ^ ((uint64_t)gx << 32 | gy));
+	h = mix(h ^ ((uint64_t)gz << 32 | bx));
+	h = mix(h ^ ((uint64_t)by << 32 | bz));
+	h |= 1; /* 0 is "unknown kernel" */
+	struct kname *n = &knames[h & (KNAMES - 1)];
+	uint64_t cur = atomic_load_explicit(&n->id, memory_order_acquire);
+	if (cur == 0 && atomic_compare_exchange_strong(&n->id, &cur, h)) {
+		n->fn = fn;
+		n->g[0] = gx, n->g[1] = gy, n->g[2] = gz;
+		n->b[0] = bx, n->b[1] = by, n->b[2] = bz;
+		atomic_store_explicit(&n->ready, 1, memory_order_release);
+	}
+	return h;
+}
+
+int hs_kernel_describe(uint64_t id, char *buf, size_t len)
+{
+	struct kname *n = &knames[id & (KNAMES - 1)];
+	if (atomic_load_explicit(&n->id, memory_order_acquire) != id ||
+	    !atomic_load_explicit(&n->ready, memory_order_acquire))
+		return 0;
+	Dl_info di;
+	const char *sym = NULL;
+	if (dladdr(n->fn, &di) && di.dli_sname && di.dli_saddr == n->fn)
+		sym = di.dli_sname;
+	char fnbuf[32];
+	if (sym == NULL) {
+		snprintf(fnbuf, sizeof fnbuf, "fn@%p", n->fn);
+		sym = fnbuf;
+	}
+	snprintf(buf, len, "%s<<<(%u,%u,%u),(%u,%u,%u)>>>", sym, n->g[0], n->g[1], n->g[2], n->b[0], n->b[1], n->b[2]);
+	return 1;
+}
+
+void hs_log_str(int level, const char *msg) { hs_log(level, "%s", msg); }
+
+static atomic_int loaded_flag;
+
+int hs_core_loaded(void) { return atomic_load_explicit(&loaded_flag, memory_order_acquire); }
+void hs_mark_loaded(void) { atomic_store_explicit(&loaded_flag, 1, memory_order_release); }

@@ -1,0 +1,82 @@
+/* Internal interface of the library's C core: CUDA found at run time, the
+ * waits the Go policy drives (query, blocking shadow wait, CUDA's own wait),
+ * the launch registry that gives events their kernel and launch time, and
+ * the small amount of process state (fork, logging) the C side owns.
+ * Not installed; the public header is include/hybridsync.h. */
+#ifndef HS_CORE_H
+#define HS_CORE_H
+
+#include <stdint.h>
+#include "cuda_abi.h"
+
+/* What a wait is for. */
+enum { HS_WAIT_EVENT = 0, HS_WAIT_STREAM = 1, HS_WAIT_CTX = 2 };
+
+/* One wait in progress: owned by the waiting thread for the duration of one
+ * sync call (C stack or Go memory; holds no Go pointers). */
+struct hs_wait {
+	void *handle;     /* CUevent or CUstream; unused for HS_WAIT_CTX */
+	int kind;         /* HS_WAIT_* */
+	int ptsz;         /* stream handle 0 means the per-thread default stream */
+	uint64_t kernel;  /* kernel id, 0 when unknown */
+	int64_t launched; /* CLOCK_MONOTONIC ns of that kernel's launch, 0 if unknown */
+};
+
+/* real[] holds the CUDA functions found at run time, by enum hs_sym. */
+extern void *hs_real[HS_SYM_COUNT];
+extern const char *const hs_sym_name[HS_SYM_COUNT];
+extern const int hs_sym_hooked[HS_SYM_COUNT];
+extern const int hs_sym_runtime[HS_SYM_COUNT];
+#define HS_REAL(name) ((__typeof__(&name))hs_real[HS_SYM_##name])
+
+/* hs_core_load opens the driver (HYBRIDSYNC_CUDA_LIB or libcuda.so.1) and
+ * resolves every symbol once. Idempotent and thread-safe. Returns 0, or -1
+ * with a message in hs_core_error(). */
+int hs_core_load(void);
+/* hs_core_loaded: load finished and succeeded (never blocks). */
+int hs_core_loaded(void);
+extern void *hs_alt[HS_SYM_COUNT];
+const char *hs_core_error(void);
+void *hs_core_driver_handle(void);
+/* hs_core_sym looks a further driver symbol up in the loaded driver. */
+void *hs_core_sym(const char *name);
+/* hs_core_runtime resolves a runtime symbol late: libcudart is often loaded
+ * after this library (dlopen by Python, for one). */
+void *hs_core_runtime(enum hs_sym s);
+/* hs_real_dlsym is libc's dlsym, which the interposer replaces. */
+void *hs_real_dlsym(void *handle, const char *name);
+
+/* The waits. Each returns a CUresult; query returns HS_CUDA_ERROR_NOT_READY
+ * while the work runs. block waits on a blocking-sync shadow event recorded
+ * now (so only waits that actually block pay its interrupt), then returns
+ * the code the real synchronize gives for the completed work. */
+int hs_core_query(struct hs_wait *w);
+int hs_core_block(struct hs_wait *w);
+int hs_core_autowait(struct hs_wait *w);
+/* hs_core_finish returns the exact code of the real synchronize for work
+ * known to be complete (fast: nothing left to wait for). */
+int hs_core_finish(struct hs_wait *w);
+
+/* The launch registry (lock-free, bounded; a lost entry only means an
+ * unknown kernel for one wait). */
+void hs_reg_launch(void *stream, uint64_t kernel, int64_t t);
+void hs_reg_record(void *event, void *stream);
+int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
+int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);
+int64_t hs_reg_kernel_launched(uint64_t kernel);
+/* hs_kernel_of derives a kernel id from a launch (function and shape) and
+ * remembers how to name it; hs_kernel_describe names it for the stats. */
+uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
+int hs_kernel_describe(uint64_t id, char *buf, size_t len);
+
+int64_t hs_now(void);
+
+/* Process state. */
+int hs_in_forked_child(void); /* this is not the process that loaded us */
+void hs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hs_set_log_level(int level);
+enum { HS_LOG_OFF = 0, HS_LOG_ERROR, HS_LOG_WARN, HS_LOG_INFO, HS_LOG_DEBUG };
+int hs_parse_log_level(const char *s);
+void hs_log_str(int level, const char *msg);
+
+#endif

@@ -1,0 +1,179 @@
+/* The public C API (include/hybridsync.h). Waits take a fast path in the Go
+ * policy (a completed event costs one query); everything that can go wrong
+ * before the policy runs (no driver, bad configuration, a forked child)
+ * ends in CUDA's own wait, never in a crash of the host program. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+#include "core.h"
+#include "hybridsync.h"
+#include "wait.h"
+
+/* 0: never initialised, 1: ready, 2: shut down or failed. */
+static atomic_int state;
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static char last_err[512];
+
+static int init_locked(const struct hs_config *cfg)
+{
+	if (hs_core_load() != 0) {
+		snprintf(last_err, sizeof last_err, "%s", hs_core_error());
+		hs_log(HS_LOG_ERROR, "%s", last_err);
+		atomic_store(&state, 2);
+		return HS_ERR_NO_CUDA;
+	}
+	char err[400] = "";
+	const char *empty_to_null[3] = {cfg ? cfg->mode : NULL, cfg ? cfg->stats_path : NULL, cfg ? cfg->log_level : NULL};
+	for (int i = 0; i < 3; i++)
+		if (empty_to_null[i] && !*empty_to_null[i])
+			empty_to_null[i] = NULL;
+	int rc = hsgo_init((char *)empty_to_null[0], cfg ? cfg->max_spin_us : 0, (char *)empty_to_null[1],
+			   (char *)empty_to_null[2], err, sizeof err);
+	if (rc != 0) {
+		snprintf(last_err, sizeof last_err, "configuration: %s", err);
+		hs_log(HS_LOG_ERROR, "%s", last_err);
+		atomic_store(&state, 2);
+		return HS_ERR_CONFIG;
+	}
+	last_err[0] = 0;
+	atomic_store(&state, 1);
+	return HS_OK;
+}
+
+int hs_init(const struct hs_config *cfg)
+{
+	if (hs_in_forked_child())
+		return HS_ERR_STATE;
+	if (cfg && cfg->struct_size < sizeof(struct hs_config)) {
+		snprintf(last_err, sizeof last_err, "hs_config.struct_size %zu: want sizeof(struct hs_config) = %zu",
+			 cfg->struct_size, sizeof(struct hs_config));
+		return HS_ERR_INVAL;
+	}
+	pthread_mutex_lock(&init_mu);
+	int rc = init_locked(cfg);
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+/* ensure_init initialises from the environment on first use; a failure is
+ * remembered (and logged once), not retried on every wait. */
+static int ensure_init(void)
+{
+	int s = atomic_load_explicit(&state, memory_order_acquire);
+	if (s != 0)
+		return s == 1 ? 0 : -1;
+	pthread_mutex_lock(&init_mu);
+	if (atomic_load(&state) == 0)
+		init_locked(NULL);
+	pthread_mutex_unlock(&init_mu);
+	return atomic_load(&state) == 1 ? 0 : -1;
+}
+
+__attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
+{
+	if (hs_in_forked_child() || ensure_init() != 0) {
+		if (!hs_core_loaded())
+			return HS_CUDA_ERROR_NOT_INITIALIZED;
+		return hs_core_finish(w);
+	}
+	int r = hsgo_sync(w);
+	/* Not configured (shut down meanwhile): CUDA's own wait. An error,
+	 * or a context-wide wait (whose query covers only the legacy
+	 * stream): the real synchronize on the finished work gives the
+	 * exact result. */
+	if (r != 0 || w->kind == HS_WAIT_CTX)
+		r = hs_core_finish(w);
+	return r;
+}
+
+hs_kernel_t hs_kernel(const char *name)
+{
+	if (name == NULL || *name == 0 || hs_in_forked_child())
+		return 0;
+	return hsgo_kernel((char *)name);
+}
+
+void hs_launch_mark(hs_stream_t stream, hs_kernel_t kernel) { hs_reg_launch(stream, kernel, hs_now()); }
+
+int hs_sync(hs_event_t event, hs_kernel_t kernel)
+{
+	struct hs_wait w = {.handle = event, .kind = HS_WAIT_EVENT, .kernel = kernel};
+	uint64_t k;
+	int64_t t;
+	if (kernel)
+		w.launched = hs_reg_kernel_launched(kernel);
+	else if (hs_reg_event(event, &k, &t))
+		w.kernel = k, w.launched = t;
+	return hs_wait(&w);
+}
+
+int hs_stream_sync(hs_stream_t stream, hs_kernel_t kernel)
+{
+	struct hs_wait w = {.handle = stream, .kind = HS_WAIT_STREAM, .kernel = kernel};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_stream(stream, &k, &t) && (kernel == 0 || k == kernel))
+		w.kernel = k, w.launched = t;
+	else if (kernel)
+		w.launched = hs_reg_kernel_launched(kernel);
+	return hs_wait(&w);
+}
+
+long hs_stats_json(char *buf, size_t len)
+{
+	if (buf == NULL && len > 0)
+		return HS_ERR_INVAL;
+	if (hs_in_forked_child() || atomic_load(&state) != 1)
+		return HS_ERR_STATE;
+	long n = hsgo_stats_json(buf, len);
+	return n == -4 ? HS_ERR_STATE : n;
+}
+
+int hs_shutdown(void)
+{
+	if (hs_in_forked_child())
+		return HS_ERR_STATE;
+	pthread_mutex_lock(&init_mu);
+	int s = atomic_load(&state);
+	int rc = HS_ERR_STATE;
+	if (s == 1) {
+		hsgo_shutdown();
+		atomic_store(&state, 2);
+		rc = HS_OK;
+	}
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+const char *hs_last_error(void) { return last_err; }
+
+const char *hs_strerror(int code)
+{
+	switch (code) {
+	case HS_OK:
+		return "success";
+	case HS_ERR_INVAL:
+		return "invalid argument";
+	case HS_ERR_NO_CUDA:
+		return "CUDA driver not available";
+	case HS_ERR_CONFIG:
+		return "bad configuration";
+	case HS_ERR_STATE:
+		return "library not initialised, shut down, or in a forked child";
+	}
+	return "unknown hybridsync status";
+}
+
+/* The stats file at exit: only in the process that initialised (a forked
+ * child that exits must not overwrite its parent's file, nor call into a
+ * Go runtime whose threads it does not have). */
+__attribute__((destructor)) static void write_stats_at_exit(void)
+{
+	if (hs_in_forked_child() || atomic_load(&state) != 1)
+		return;
+	hsgo_write_stats();
+}

@@ -1,0 +1,336 @@
+/* Transparent mode: replacements for CUDA's waits, and observers of its
+ * launches, for programs run under LD_PRELOAD=libhybridsync.so.
+ *
+ * Every replacement here is named in HS_CUDA_SYMBOLS (cuda_abi.h), and one
+ * table generated from that list serves all three ways a program reaches
+ * CUDA (STYLE.md, HAMi-core): direct linking (these functions are exported
+ * under CUDA's names), dlsym (replaced below), and cuGetProcAddress (how
+ * cudart, static by default in nvcc builds, finds the driver). A function
+ * is handed out in place of CUDA's only when the pointer CUDA gave is the
+ * exact one resolved at init, so a newer ABI of the same name, or a
+ * library we do not know, passes through untouched.
+ *
+ * A replacement that cannot run the policy (not interposing, re-entered
+ * from inside the library, a forked child, no driver) calls the real
+ * function: the program keeps working, only without the primitive. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "wait.h"
+
+/* The hook table, from the one symbol list. */
+#define HOOK_0(name) NULL
+#define HOOK_1(name) (void *)&name
+#define HS_HOOK(api, name, hooked, ret, params, args) HOOK_##hooked(name),
+static void *const hook[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_HOOK)};
+#undef HS_HOOK
+_Static_assert(sizeof hook / sizeof hook[0] == HS_SYM_COUNT, "hook table out of step with the symbol list");
+
+static atomic_int interposing = -1;
+
+/* Interposing is on under LD_PRELOAD of this library, off when a program
+ * merely links it (its own CUDA calls stay its own), and HYBRIDSYNC_INTERPOSE
+ * decides either way. */
+__attribute__((constructor)) static void decide(void)
+{
+	const char *v = getenv("HYBRIDSYNC_INTERPOSE");
+	int on;
+	if (v && *v)
+		on = strcmp(v, "0") != 0;
+	else {
+		const char *pre = getenv("LD_PRELOAD");
+		on = pre && strstr(pre, "hybridsync") != NULL;
+	}
+	atomic_store(&interposing, on);
+}
+
+static int interpose_on(void) { return atomic_load_explicit(&interposing, memory_order_relaxed) == 1; }
+
+/* Set while the library itself calls CUDA (cudart calling back into the
+ * driver replacements, our own waits): those calls go straight through. */
+static __thread int in_hook;
+
+static int bypass(void) { return in_hook || !interpose_on() || hs_in_forked_child(); }
+
+/* hook_for returns our replacement for a CUDA driver function pointer, or p
+ * itself when it is not one we resolved. */
+static void *hook_for(void *p)
+{
+	if (p == NULL || !interpose_on())
+		return p;
+	for (int i = 0; i < HS_SYM_COUNT; i++)
+		if (hook[i] && !hs_sym_runtime[i] && (p == hs_real[i] || p == hs_alt[i]))
+			return hook[i];
+	return p;
+}
+
+/* ---- dlsym ---- */
+
+static int in_cuda_driver(void *p)
+{
+	Dl_info di;
+	if (!dladdr(p, &di) || di.dli_fname == NULL)
+		return 0;
+	const char *base = strrchr(di.dli_fname, '/');
+	base = base ? base + 1 : di.dli_fname;
+	return strncmp(base, "libcuda.so", 10) == 0;
+}
+
+void *dlsym(void *handle, const char *name)
+{
+	void *p = hs_real_dlsym(handle, name);
+	if (p == NULL || name[0] != 'c' || name[1] != 'u' || !interpose_on())
+		return p;
+	for (int i = 0; i < HS_SYM_COUNT; i++) {
+		if (hook[i] == NULL || strcmp(name, hs_sym_name[i]) != 0)
+			continue;
+		if (p == hook[i])
+			return p;
+		if (hs_sym_runtime[i]) {
+			/* A runtime library's own function: remember it as the
+			 * real one if we have none yet. */
+			_Atomic(void *) *slot = (_Atomic(void *) *)&hs_real[i];
+			void *none = NULL;
+			atomic_compare_exchange_strong(slot, &none, p);
+			return hook[i];
+		}
+		/* Never load the driver from here: dlsym runs inside other
+		 * libraries' initialisers, the driver's own included. */
+		if (hs_core_loaded())
+			return hook_for(p);
+		return in_cuda_driver(p) ? hook[i] : p;
+	}
+	return p;
+}
+
+/* ---- driver API ---- */
+
+#define DRV_REAL(name, fail)                  \
+	if (hs_core_load() != 0)               \
+		return fail;                   \
+	__typeof__(&name) real = HS_REAL(name); \
+	if (real == NULL)                      \
+		return HS_CUDA_ERROR_NOT_FOUND;
+
+CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags)
+{
+	DRV_REAL(cuGetProcAddress, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(sym, pfn, ver, flags);
+	if (r == 0 && pfn)
+		*pfn = hook_for(*pfn);
+	return r;
+}
+
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags, int *status)
+{
+	DRV_REAL(cuGetProcAddress_v2, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(sym, pfn, ver, flags, status);
+	if (r == 0 && pfn)
+		*pfn = hook_for(*pfn);
+	return r;
+}
+
+static CUresult drv_wait(struct hs_wait *w)
+{
+	in_hook = 1;
+	CUresult r = hs_wait(w);
+	in_hook = 0;
+	return r;
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+	DRV_REAL(cuEventSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
+	if (bypass())
+		return real(e);
+	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_event(e, &k, &t))
+		w.kernel = k, w.launched = t;
+	return drv_wait(&w);
+}
+
+static CUresult stream_sync(CUstream s, int ptsz)
+{
+	struct hs_wait w = {.handle = s, .kind = HS_WAIT_STREAM, .ptsz = ptsz};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_stream(s == NULL && ptsz ? (void *)HS_CU_STREAM_PER_THREAD : s, &k, &t))
+		w.kernel = k, w.launched = t;
+	return drv_wait(&w);
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+	DRV_REAL(cuStreamSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
+	return bypass() ? real(s) : stream_sync(s, 0);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+	DRV_REAL(cuStreamSynchronize_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
+	return bypass() ? real(s) : stream_sync(s, 1);
+}
+
+static CUresult ctx_sync(void)
+{
+	struct hs_wait w = {.kind = HS_WAIT_CTX};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_stream(NULL, &k, &t))
+		w.kernel = k, w.launched = t;
+	return drv_wait(&w);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	DRV_REAL(cuCtxSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
+	return bypass() ? real() : ctx_sync();
+}
+
+static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+			CUstream s, int ptsz)
+{
+	if (s == NULL && ptsz)
+		s = HS_CU_STREAM_PER_THREAD;
+	hs_reg_launch(s, hs_kernel_of(f, gx, gy, gz, bx, by, bz), hs_now());
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+			unsigned shm, CUstream s, void **params, void **extra)
+{
+	DRV_REAL(cuLaunchKernel, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	if (r == 0 && !bypass())
+		note_launch(f, gx, gy, gz, bx, by, bz, s, 0);
+	return r;
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+			     unsigned bz, unsigned shm, CUstream s, void **params, void **extra)
+{
+	DRV_REAL(cuLaunchKernel_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	if (r == 0 && !bypass())
+		note_launch(f, gx, gy, gz, bx, by, bz, s, 1);
+	return r;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	DRV_REAL(cuEventRecord, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(e, s);
+	if (r == 0 && !bypass())
+		hs_reg_record(e, s);
+	return r;
+}
+
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+	DRV_REAL(cuEventRecord_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(e, s);
+	if (r == 0 && !bypass())
+		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
+	return r;
+}
+
+/* ---- runtime API (dynamically linked cudart) ---- */
+
+#define RT_REAL(name)                                                            \
+	__typeof__(&name) real = (__typeof__(&name))hs_core_runtime(HS_SYM_##name); \
+	if (real == NULL)                                                        \
+		return HS_CUDA_ERROR_NOT_INITIALIZED;
+
+/* rt_wait runs the policy through the driver (runtime handles are driver
+ * handles), then lets the real runtime call return for the completed work:
+ * its exact cudaError_t and its error bookkeeping, without a wait. */
+static int rt_policy(struct hs_wait *w)
+{
+	if (hs_core_load() != 0)
+		return -1;
+	in_hook = 1;
+	hs_wait(w);
+	return 0;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	RT_REAL(cudaEventSynchronize)
+	if (bypass())
+		return real(e);
+	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_event(e, &k, &t))
+		w.kernel = k, w.launched = t;
+	rt_policy(&w);
+	in_hook = 1;
+	cudaError_t r = real(e);
+	in_hook = 0;
+	return r;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	RT_REAL(cudaStreamSynchronize)
+	if (bypass())
+		return real(s);
+	struct hs_wait w = {.handle = s, .kind = HS_WAIT_STREAM};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_stream(s, &k, &t))
+		w.kernel = k, w.launched = t;
+	rt_policy(&w);
+	in_hook = 1;
+	cudaError_t r = real(s);
+	in_hook = 0;
+	return r;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	RT_REAL(cudaDeviceSynchronize)
+	if (bypass())
+		return real();
+	struct hs_wait w = {.kind = HS_WAIT_CTX};
+	uint64_t k;
+	int64_t t;
+	if (hs_reg_stream(NULL, &k, &t))
+		w.kernel = k, w.launched = t;
+	rt_policy(&w);
+	in_hook = 1;
+	cudaError_t r = real();
+	in_hook = 0;
+	return r;
+}
+
+cudaError_t cudaLaunchKernel(const void *f, hs_dim3 g, hs_dim3 b, void **args, size_t shm, cudaStream_t s)
+{
+	RT_REAL(cudaLaunchKernel)
+	if (bypass())
+		return real(f, g, b, args, shm, s);
+	in_hook = 1; /* the driver launch underneath is the same launch */
+	cudaError_t r = real(f, g, b, args, shm, s);
+	in_hook = 0;
+	if (r == 0)
+		hs_reg_launch(s, hs_kernel_of(f, g.x, g.y, g.z, b.x, b.y, b.z), hs_now());
+	return r;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	RT_REAL(cudaEventRecord)
+	if (bypass())
+		return real(e, s);
+	in_hook = 1;
+	cudaError_t r = real(e, s);
+	in_hook = 0;
+	if (r == 0)
+		hs_reg_record(e, s);
+	return r;
+}

@@ -1,0 +1,219 @@
+// Command libhybridsync is the C library: built with -buildmode=c-shared
+// (libhybridsync.so) and -buildmode=c-archive (libhybridsync.a). The C API
+// (api.c, include/hybridsync.h) and the interposer (interpose.c) call the
+// functions exported here, which run the hybridsync primitive over the C
+// core of cgo/hscore.
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall -std=gnu11 -I${SRCDIR}/../hscore -I${SRCDIR}/../include
+#cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
+#include <string.h>
+#include "core.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+func main() {}
+
+// lib is one configuration of the primitive; hs_init replaces it.
+type lib struct {
+	s         *hybridsync.Syncer
+	statsPath string
+}
+
+var (
+	current atomic.Pointer[lib]
+	initMu  sync.Mutex
+	// names outlive configurations: ids handed out stay valid.
+	names hybridsync.Names
+)
+
+// cgetenv reads the C environment: the host program may have changed it
+// after load, and Go's copy would not show that.
+func cgetenv(k string) string {
+	ck := C.CString(k)
+	defer C.free(unsafe.Pointer(ck))
+	return C.GoString(C.getenv(ck))
+}
+
+func setErr(buf *C.char, n C.size_t, msg string) {
+	if buf == nil || n == 0 {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	k := copy(b[:n-1], msg)
+	b[k] = 0
+}
+
+// hsgo_init configures the primitive from the environment, overridden by
+// the non-empty arguments. Returns 0 or HS_ERR_CONFIG (-3) with a message.
+//
+//export hsgo_init
+func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+	override := map[string]string{}
+	if mode != nil {
+		override[hybridsync.EnvMode] = C.GoString(mode)
+	}
+	switch {
+	case maxSpinUS < 0:
+		override[hybridsync.EnvMaxSpin] = "inf"
+	case maxSpinUS > 0:
+		override[hybridsync.EnvMaxSpin] = strconv.FormatFloat(float64(maxSpinUS), 'f', -1, 64)
+	}
+	if stats != nil {
+		override[hybridsync.EnvStats] = C.GoString(stats)
+	}
+	if logLevel != nil {
+		override[hybridsync.EnvLog] = C.GoString(logLevel)
+	}
+	cfg, err := hybridsync.ConfigFromEnv(func(k string) string {
+		if v, ok := override[k]; ok {
+			return v
+		}
+		return cgetenv(k)
+	})
+	if err != nil {
+		setErr(errbuf, errlen, err.Error())
+		return -3
+	}
+	lvl := C.CString(cfg.LogLevel)
+	C.hs_set_log_level(C.hs_parse_log_level(lvl))
+	C.free(unsafe.Pointer(lvl))
+	initMu.Lock()
+	defer initMu.Unlock()
+	current.Store(&lib{s: hybridsync.New(cfg.Config), statsPath: cfg.StatsPath})
+	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
+	return 0
+}
+
+func logf(level C.int, format string, args ...any) {
+	m := C.CString(fmt.Sprintf(format, args...))
+	C.hs_log_str(level, m)
+	C.free(unsafe.Pointer(m))
+}
+
+// hsgo_sync runs the policy on w. Returns the CUDA code, or -1 when the
+// primitive is not configured (the caller then uses CUDA's own wait).
+//
+//export hsgo_sync
+func hsgo_sync(w *C.struct_hs_wait) C.int {
+	l := current.Load()
+	if l == nil {
+		return -1
+	}
+	hw := (*hscore.Wait)(unsafe.Pointer(w))
+	return C.int(hscore.CodeOf(l.s.Sync(hw, hw.Kernel())))
+}
+
+//export hsgo_kernel
+func hsgo_kernel(name *C.char) C.uint64_t {
+	if name == nil || *name == 0 {
+		return 0
+	}
+	return C.uint64_t(names.ID(C.GoString(name)))
+}
+
+func kernelName(id hybridsync.KernelID) string {
+	if n := names.Name(id); n != "" {
+		return n
+	}
+	var buf [256]C.char
+	if C.hs_kernel_describe(C.uint64_t(id), &buf[0], C.size_t(len(buf))) != 0 {
+		return C.GoString(&buf[0])
+	}
+	return ""
+}
+
+// statsDoc is the stats file: hybridsync's Stats and the process.
+type statsDoc struct {
+	PID int `json:"pid"`
+	hybridsync.Stats
+}
+
+func statsJSON(l *lib) ([]byte, error) {
+	return json.Marshal(statsDoc{PID: os.Getpid(), Stats: l.s.Stats(kernelName)})
+}
+
+// hsgo_stats_json: see hs_stats_json. -4: not configured.
+//
+//export hsgo_stats_json
+func hsgo_stats_json(buf *C.char, n C.size_t) C.long {
+	l := current.Load()
+	if l == nil {
+		return -4
+	}
+	b, err := statsJSON(l)
+	if err != nil {
+		return -1
+	}
+	if buf != nil && n > 0 {
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		k := copy(dst[:n-1], b)
+		dst[k] = 0
+	}
+	return C.long(len(b))
+}
+
+// writeStats writes the stats file atomically (temporary file, rename), so
+// a reader never sees half of it.
+func writeStats(l *lib) error {
+	if l.statsPath == "" {
+		return nil
+	}
+	path := strings.ReplaceAll(l.statsPath, "%p", strconv.Itoa(os.Getpid()))
+	b, err := statsJSON(l)
+	if err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+//export hsgo_write_stats
+func hsgo_write_stats() C.int {
+	l := current.Load()
+	if l == nil {
+		return -4
+	}
+	if err := writeStats(l); err != nil {
+		logf(C.HS_LOG_ERROR, "stats: %v", err)
+		return -1
+	}
+	return 0
+}
+
+//export hsgo_shutdown
+func hsgo_shutdown() C.int {
+	initMu.Lock()
+	l := current.Swap(nil)
+	initMu.Unlock()
+	if l == nil {
+		return -4
+	}
+	if err := writeStats(l); err != nil {
+		logf(C.HS_LOG_ERROR, "stats: %v", err)
+	}
+	return 0
+}

@@ -1,0 +1,84 @@
+/* An unmodified CUDA runtime program: launches, records, waits with
+ * cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize from
+ * several threads, and checks that no wait returned early or with the wrong
+ * code. Linked against libcudart.so (the runtime path under LD_PRELOAD) or
+ * with the runtime compiled in (static cudart: the driver path).
+ * Usage: rtapp ITERATIONS THREADS */
+#include <pthread.h>
+#include <string.h>
+
+#include "testkit.h"
+
+static int iterations;
+
+static void *worker(void *arg)
+{
+	long id = (long)arg;
+	cudaStream_t s;
+	cudaEvent_t ev;
+	CHECK(cudaStreamCreate(&s) == 0, "stream");
+	CHECK(cudaEventCreateWithFlags(&ev, 2) == 0, "event");
+	for (int i = 0; i < iterations; i++) {
+		int64_t d = 200000 + 100000 * ((i + id) % 4);
+		CHECK(launch((i % 3) ? kernel_a : kernel_b, d, 64, s) == 0, "launch");
+		CHECK(cudaEventRecord(ev, s) == 0, "record");
+		int64_t due = done_at(ev);
+		cudaError_t r;
+		switch (i % 3) {
+		case 0:
+		case 1:
+			r = cudaEventSynchronize(ev);
+			break;
+		default:
+			r = cudaStreamSynchronize(s);
+			break;
+		}
+		CHECK(r == 0, "wait returned %d", r);
+		CHECK(now_ns() >= due, "wait returned %lld ns before completion", (long long)(due - now_ns()));
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: rtapp ITERATIONS THREADS\n");
+		return 2;
+	}
+	iterations = atoi(argv[1]);
+	int threads = atoi(argv[2]);
+	cudaEvent_t probe;
+	CHECK(cudaEventCreate(&probe) == 0, "cuda init");
+	standin_open();
+
+	pthread_t t[64];
+	for (long i = 0; i < threads && i < 64; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (long i = 0; i < threads && i < 64; i++)
+		pthread_join(t[i], NULL);
+
+	/* Device-wide wait on the legacy stream. */
+	CHECK(launch(kernel_a, 500000, 64, NULL) == 0, "launch");
+	CHECK(cudaEventRecord(probe, NULL) == 0, "record");
+	int64_t due = done_at(probe);
+	CHECK(cudaDeviceSynchronize() == 0, "device sync");
+	CHECK(now_ns() >= due, "device sync early");
+
+	/* A failing kernel: the wait reports what CUDA reports. */
+	cudaStream_t bad;
+	cudaEvent_t ev;
+	CHECK(cudaStreamCreate(&bad) == 0 && cudaEventCreateWithFlags(&ev, 2) == 0, "setup");
+	CHECK(launch(kernel_b, -300000, 1, bad) == 0, "launch");
+	CHECK(cudaEventRecord(ev, bad) == 0, "record");
+	due = done_at(ev);
+	cudaError_t r = cudaEventSynchronize(ev);
+	CHECK(r == 719, "failed kernel: wait returned %d, want 719", r);
+	CHECK(now_ns() >= due, "failed kernel: early");
+	/* An invalid handle. */
+	static char junk[64];
+	memset(junk, 0x5a, sizeof junk);
+	r = cudaEventSynchronize((cudaEvent_t)junk);
+	CHECK(r == 400, "invalid event: wait returned %d, want 400", r);
+	report_counters();
+	return 0;
+}
