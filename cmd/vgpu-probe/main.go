@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	_ "github.com/vgpu-probe/vgpu-probe/cgo/cudadev" // registers --device cuda
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
