@@ -25,6 +25,7 @@ import (
 	"strings"
 	"text/template"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ReadyLine is what the guest's init prints on its console once /proc and
@@ -197,6 +198,9 @@ func (d Domain) Validate() error {
 	if err := checkPath(d.SerialLog, false); err != nil {
 		return fmt.Errorf("domain %s: serial log: %w", d.Name, err)
 	}
+	if !utf8.ValidString(d.Cmdline) {
+		return fmt.Errorf("domain %s: cmdline is not valid UTF-8", d.Name)
+	}
 	for _, r := range d.Cmdline {
 		if !unicode.IsPrint(r) {
 			return fmt.Errorf("domain %s: cmdline has a non-printable character %q", d.Name, r)
@@ -239,6 +243,9 @@ func checkPath(p string, required bool) error {
 	}
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("path %q is not absolute (libvirt resolves it in its own working directory)", p)
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("path %q is not valid UTF-8", p)
 	}
 	for _, r := range p {
 		if !unicode.IsPrint(r) {

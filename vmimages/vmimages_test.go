@@ -1,0 +1,263 @@
+package vmimages
+
+import (
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// parsed is the part of the rendered XML the tests check, read back with
+// encoding/xml so escaping is checked by a real parser.
+type parsed struct {
+	Type    string `xml:"type,attr"`
+	Name    string `xml:"name"`
+	UUID    string `xml:"uuid"`
+	Memory  int    `xml:"memory"`
+	VCPU    int    `xml:"vcpu"`
+	CPUTune *struct {
+		Period  int64 `xml:"period"`
+		Quota   int64 `xml:"quota"`
+		VCPUPin []struct {
+			VCPU   int    `xml:"vcpu,attr"`
+			CPUSet string `xml:"cpuset,attr"`
+		} `xml:"vcpupin"`
+		EmulatorPin *struct {
+			CPUSet string `xml:"cpuset,attr"`
+		} `xml:"emulatorpin"`
+	} `xml:"cputune"`
+	OS struct {
+		Kernel  string `xml:"kernel"`
+		Initrd  string `xml:"initrd"`
+		Cmdline string `xml:"cmdline"`
+	} `xml:"os"`
+	Devices struct {
+		Emulator string `xml:"emulator"`
+		Serial   []struct {
+			Type   string `xml:"type,attr"`
+			Source struct {
+				Path string `xml:"path,attr"`
+			} `xml:"source"`
+		} `xml:"serial"`
+		Shmem []struct {
+			Name  string `xml:"name,attr"`
+			Model struct {
+				Type string `xml:"type,attr"`
+			} `xml:"model"`
+			Size int `xml:"size"`
+		} `xml:"shmem"`
+	} `xml:"devices"`
+}
+
+func render(t *testing.T, d Domain) parsed {
+	t.Helper()
+	s, err := Render(d)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	var p parsed
+	if err := xml.Unmarshal([]byte(s), &p); err != nil {
+		t.Fatalf("rendered XML does not parse: %v\n%s", err, s)
+	}
+	return p
+}
+
+var img = Image{Kernel: "/img/vmlinuz", Initrd: "/img/initramfs.cpio.gz"}
+
+func TestRenderMinimal(t *testing.T) {
+	p := render(t, Domain{Name: "vm1", VCPUs: 1, Image: img})
+	if p.Type != "qemu" {
+		t.Errorf("domain type %q, want qemu (TCG)", p.Type)
+	}
+	if p.Name != "vm1" || p.VCPU != 1 || p.Memory != DefaultMemoryMiB {
+		t.Errorf("name/vcpu/memory = %q/%d/%d", p.Name, p.VCPU, p.Memory)
+	}
+	if p.CPUTune != nil {
+		t.Errorf("unexpected <cputune> without pinning or bandwidth")
+	}
+	if p.OS.Kernel != img.Kernel || p.OS.Initrd != img.Initrd || p.OS.Cmdline != baseCmdline {
+		t.Errorf("os = %+v", p.OS)
+	}
+	if p.Devices.Emulator != DefaultEmulator || len(p.Devices.Serial) != 0 || len(p.Devices.Shmem) != 0 {
+		t.Errorf("devices = %+v", p.Devices)
+	}
+}
+
+func TestRenderFull(t *testing.T) {
+	p := render(t, Domain{
+		Name:        "vm-2.full_x",
+		UUID:        "c697a7c3-585b-4745-acb0-9c494ba2f7ce",
+		VCPUs:       3,
+		MemoryMiB:   256,
+		Image:       img,
+		Busy:        true,
+		Cmdline:     "foo=1",
+		Pin:         [][]int{{0}, nil, {3, 1, 2, 2}},
+		EmulatorPin: []int{5},
+		PeriodUS:    100000,
+		QuotaUS:     30000,
+		Shmem:       &Shmem{Name: "hint-vm2"},
+		SerialLog:   "/var/log/vm2.log",
+	})
+	if p.UUID != "c697a7c3-585b-4745-acb0-9c494ba2f7ce" || p.VCPU != 3 || p.Memory != 256 {
+		t.Errorf("uuid/vcpu/memory = %q/%d/%d", p.UUID, p.VCPU, p.Memory)
+	}
+	ct := p.CPUTune
+	if ct == nil {
+		t.Fatal("no <cputune>")
+	}
+	if ct.Period != 100000 || ct.Quota != 30000 {
+		t.Errorf("period/quota = %d/%d", ct.Period, ct.Quota)
+	}
+	// vCPU 1 has no pin entry: it stays unpinned.
+	if len(ct.VCPUPin) != 2 || ct.VCPUPin[0].VCPU != 0 || ct.VCPUPin[0].CPUSet != "0" ||
+		ct.VCPUPin[1].VCPU != 2 || ct.VCPUPin[1].CPUSet != "1-3" {
+		t.Errorf("vcpupin = %+v, want 0:0 and 2:1-3", ct.VCPUPin)
+	}
+	if ct.EmulatorPin == nil || ct.EmulatorPin.CPUSet != "5" {
+		t.Errorf("emulatorpin = %+v", ct.EmulatorPin)
+	}
+	if p.OS.Cmdline != baseCmdline+" vgpu.busy=1 foo=1" {
+		t.Errorf("cmdline = %q", p.OS.Cmdline)
+	}
+	if len(p.Devices.Serial) != 1 || p.Devices.Serial[0].Type != "file" || p.Devices.Serial[0].Source.Path != "/var/log/vm2.log" {
+		t.Errorf("serial = %+v", p.Devices.Serial)
+	}
+	if len(p.Devices.Shmem) != 1 || p.Devices.Shmem[0].Name != "hint-vm2" ||
+		p.Devices.Shmem[0].Model.Type != "ivshmem-plain" || p.Devices.Shmem[0].Size != 1 {
+		t.Errorf("shmem = %+v", p.Devices.Shmem)
+	}
+}
+
+// Values that are not validated to a safe alphabet (paths, cmdline) must
+// survive the round trip through XML unchanged, whatever they contain.
+func TestRenderEscapes(t *testing.T) {
+	nasty := `a&b<c>d'e"f`
+	p := render(t, Domain{
+		Name:      "vm",
+		VCPUs:     1,
+		Image:     Image{Kernel: "/k/" + nasty, Initrd: "/i/" + nasty},
+		Cmdline:   "x=" + nasty,
+		SerialLog: "/s/" + nasty,
+	})
+	if p.OS.Kernel != "/k/"+nasty || p.OS.Initrd != "/i/"+nasty || !strings.HasSuffix(p.OS.Cmdline, "x="+nasty) ||
+		p.Devices.Serial[0].Source.Path != "/s/"+nasty {
+		t.Errorf("escaping lost data: %+v / %+v", p.OS, p.Devices.Serial)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Domain{Name: "vm", VCPUs: 2, Image: img}
+	for _, tc := range []struct {
+		name string
+		edit func(*Domain)
+		want string
+	}{
+		{"empty name", func(d *Domain) { d.Name = "" }, "domain name"},
+		{"name with <", func(d *Domain) { d.Name = "a<b" }, "domain name"},
+		{"name with slash", func(d *Domain) { d.Name = "../x" }, "domain name"},
+		{"name with space", func(d *Domain) { d.Name = "a b" }, "domain name"},
+		{"long name", func(d *Domain) { d.Name = strings.Repeat("a", 65) }, "domain name"},
+		{"zero vcpus", func(d *Domain) { d.VCPUs = 0 }, "vcpus 0"},
+		{"negative vcpus", func(d *Domain) { d.VCPUs = -1 }, "vcpus -1"},
+		{"bad uuid", func(d *Domain) { d.UUID = "nope" }, "uuid"},
+		{"tiny memory", func(d *Domain) { d.MemoryMiB = 8 }, "memory"},
+		{"no kernel", func(d *Domain) { d.Image.Kernel = "" }, "kernel: path is empty"},
+		{"relative initrd", func(d *Domain) { d.Image.Initrd = "cache/initrd" }, "not absolute"},
+		{"relative serial", func(d *Domain) { d.SerialLog = "serial.log" }, "serial log"},
+		{"newline in cmdline", func(d *Domain) { d.Cmdline = "a\nb" }, "non-printable"},
+		{"pin count", func(d *Domain) { d.Pin = [][]int{{0}} }, "1 entries for 2 vcpus"},
+		{"negative cpu", func(d *Domain) { d.Pin = [][]int{{0}, {-1}} }, "pin of vcpu 1"},
+		{"short period", func(d *Domain) { d.PeriodUS = 10 }, "period"},
+		{"small quota", func(d *Domain) { d.QuotaUS = 5 }, "quota"},
+		{"bad shmem name", func(d *Domain) { d.Shmem = &Shmem{Name: "a/b"} }, "shmem name"},
+		{"shmem size", func(d *Domain) { d.Shmem = &Shmem{Name: "s", SizeMiB: 3} }, "power of two"},
+	} {
+		d := ok
+		tc.edit(&d)
+		_, err := Render(d)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error spans lines: %q", tc.name, err)
+		}
+	}
+	if _, err := Render(ok); err != nil {
+		t.Errorf("valid domain: %v", err)
+	}
+	q := ok
+	q.QuotaUS = -1
+	if _, err := Render(q); err != nil {
+		t.Errorf("quota -1 (unlimited) rejected: %v", err)
+	}
+}
+
+func TestFormatCPUSet(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, ""},
+		{[]int{3}, "3"},
+		{[]int{0, 1, 2, 3}, "0-3"},
+		{[]int{6, 0, 2, 1, 1}, "0-2,6"},
+		{[]int{1, 3, 5}, "1,3,5"},
+	} {
+		if got := FormatCPUSet(tc.in); got != tc.want {
+			t.Errorf("FormatCPUSet(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Find(dir); !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "build.sh") {
+		t.Errorf("empty dir: error %v, want ErrNotBuilt naming build.sh", err)
+	}
+	for _, f := range []string{"vmlinuz", "initramfs.cpio.gz"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Find(dir)
+	if err != nil || got.Kernel != filepath.Join(dir, "vmlinuz") || got.Initrd != filepath.Join(dir, "initramfs.cpio.gz") {
+		t.Errorf("Find = %+v, %v", got, err)
+	}
+}
+
+// The embedded build script is the file next to this package, so Build and
+// `vmimages/build.sh` produce the same image (and the same stamp).
+func TestEmbeddedBuildScript(t *testing.T) {
+	b, err := os.ReadFile("build.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(buildScript) {
+		t.Error("embedded build.sh differs from the file")
+	}
+}
+
+func FuzzRender(f *testing.F) {
+	f.Add("vm", "console=ttyS0", "/k", 2)
+	f.Add("a<b", "x&y", "/k'\"", 1)
+	f.Fuzz(func(t *testing.T, name, cmdline, kernel string, vcpus int) {
+		d := Domain{Name: name, VCPUs: vcpus, Cmdline: cmdline, Image: Image{Kernel: kernel, Initrd: "/i"}}
+		s, err := Render(d)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("multi-line error %q", err)
+			}
+			return
+		}
+		var p parsed
+		if err := xml.Unmarshal([]byte(s), &p); err != nil {
+			t.Fatalf("rendered XML does not parse: %v\n%s", err, s)
+		}
+		if p.Name != name || p.OS.Kernel != kernel || p.VCPU != vcpus {
+			t.Errorf("round trip: got %q/%q/%d, want %q/%q/%d", p.Name, p.OS.Kernel, p.VCPU, name, kernel, vcpus)
+		}
+	})
+}
