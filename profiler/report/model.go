@@ -85,16 +85,21 @@ type LatencyTable struct {
 	Rows    []LatencyRow `json:"rows"`
 }
 
-// LatencyRow is one wait mode in Table II.
+// LatencyRow is one wait mode in Table II. The classes are judged on the
+// p99.
 type LatencyRow struct {
-	Mode              string  `json:"mode"`
-	LaunchUS          float64 `json:"launch_p50_us"`
-	LaunchBaselineUS  float64 `json:"launch_baseline_p50_us"`
-	LaunchClass       string  `json:"launch_class"`
-	ReceiveUS         float64 `json:"receive_p50_us"`
-	ReceiveBaselineUS float64 `json:"receive_baseline_p50_us"`
-	ReceiveClass      string  `json:"receive_class"`
-	Slowdown          float64 `json:"slowdown"`
+	Mode                 string  `json:"mode"`
+	LaunchUS             float64 `json:"launch_p50_us"`
+	LaunchP99US          float64 `json:"launch_p99_us"`
+	LaunchBaselineUS     float64 `json:"launch_baseline_p50_us"`
+	LaunchBaselineP99US  float64 `json:"launch_baseline_p99_us"`
+	LaunchClass          string  `json:"launch_class"`
+	ReceiveUS            float64 `json:"receive_p50_us"`
+	ReceiveP99US         float64 `json:"receive_p99_us"`
+	ReceiveBaselineUS    float64 `json:"receive_baseline_p50_us"`
+	ReceiveBaselineP99US float64 `json:"receive_baseline_p99_us"`
+	ReceiveClass         string  `json:"receive_class"`
+	Slowdown             float64 `json:"slowdown"`
 }
 
 // Verdict says whether a workload is vulnerable to CPU sharing and why.

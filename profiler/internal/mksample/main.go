@@ -291,5 +291,3 @@ func cmp(a, b float64) int {
 	}
 	return 0
 }
-
-

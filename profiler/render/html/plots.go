@@ -2,6 +2,7 @@ package html
 
 import (
 	"bytes"
+	"fmt"
 	"image/color"
 	"math"
 	"slices"
@@ -122,8 +123,9 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
-	p.Y.Max = ymax * 1.15
-	p.Legend.Left = true
+	// Headroom above the bars for the legend.
+	p.Y.Max = ymax * 1.35
+	p.Legend.Left = false
 	return p, nil
 }
 
@@ -198,6 +200,10 @@ func series(title, ylabel string, names []string, sets []plotter.XYs, ymax float
 	return p, nil
 }
 
+// stripNs is the span the timeline strip shows: a few 4 ms scheduler ticks
+// and several steps either side of the delayed one.
+const stripNs = 30e6
+
 // onCPUStrip draws a timeline strip like the paper's Figs. 7-9: for one
 // cell, rows for the host thread's sync waits, the GPU's kernels and each
 // thread's on-CPU intervals, over the timeline window.
@@ -224,16 +230,31 @@ func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
 		}
 		rows = append(rows, row{th.Name + " on CPU", on})
 	}
-	t0 := math.Inf(1)
-	for _, r := range rows {
-		for _, s := range r.spans {
-			t0 = math.Min(t0, s[0])
+	// Zoom on the step noticed latest after its kernel completed, as the
+	// paper's Figs. 7-9 zoom on one delayed cycle.
+	worst, at := -1.0, 0.0
+	for _, s := range tr.Steps {
+		if s.Complete >= 0 && float64(s.Noticed-s.Complete) > worst {
+			worst, at = float64(s.Noticed-s.Complete), float64(s.Complete)
 		}
 	}
-	if math.IsInf(t0, 1) {
+	if worst < 0 {
 		return nil, nil
 	}
-	p := newPlot(title, "time in window, ms", "")
+	lo, hi := at-stripNs/2, at+stripNs/2
+	t0 := lo
+	clipped := rows[:0]
+	for _, r := range rows {
+		var in [][2]float64
+		for _, s := range r.spans {
+			if s[1] > lo && s[0] < hi {
+				in = append(in, [2]float64{math.Max(s[0], lo), math.Min(s[1], hi)})
+			}
+		}
+		clipped = append(clipped, row{r.name, in})
+	}
+	rows = clipped
+	p := newPlot(title, fmt.Sprintf("ms, around the step noticed latest (%s after completion)", report.FormatUS(worst/1e3)), "")
 	names := make([]string, len(rows))
 	for i, r := range rows {
 		names[len(rows)-1-i] = r.name
@@ -252,6 +273,7 @@ func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
 		}
 	}
 	p.NominalY(names...)
+	p.X.Min, p.X.Max = 0, stripNs/1e6
 	p.Y.Min, p.Y.Max = -0.6, float64(len(rows))-0.4
 	p.Y.Tick.Label.XAlign = draw.XRight
 	return p, nil

@@ -48,13 +48,15 @@ func experiment(w io.Writer, e report.Experiment) {
 	}
 	tw.Flush()
 	if t := e.Latency; t != nil {
-		fmt.Fprintf(w, "\nLatency (Table II) under %s; classes against a %s step cycle\n", t.Setting, report.FormatUS(t.CycleUS))
+		fmt.Fprintf(w, "\nLatency (Table II) under %s; classes (on the p99) against a %s step cycle\n", t.Setting, report.FormatUS(t.CycleUS))
 		tw := table(w)
-		fmt.Fprintln(tw, "mode\tinvoking kernel\t(baseline)\treceiving kernel\t(baseline)\tslowdown\t")
+		fmt.Fprintln(tw, "mode\tinvoking kernel p50 / p99\t(baseline)\treceiving kernel p50 / p99\t(baseline)\tslowdown\t")
 		for _, row := range t.Rows {
-			fmt.Fprintf(tw, "%s\t%s %s\t(%s)\t%s %s\t(%s)\t%s\t\n", row.Mode,
-				row.LaunchClass, report.FormatUS(row.LaunchUS), report.FormatUS(row.LaunchBaselineUS),
-				row.ReceiveClass, report.FormatUS(row.ReceiveUS), report.FormatUS(row.ReceiveBaselineUS), ratio(row.Slowdown))
+			fmt.Fprintf(tw, "%s\t%s: %s / %s\t(%s / %s)\t%s: %s / %s\t(%s / %s)\t%s\t\n", row.Mode,
+				row.LaunchClass, report.FormatUS(row.LaunchUS), report.FormatUS(row.LaunchP99US),
+				report.FormatUS(row.LaunchBaselineUS), report.FormatUS(row.LaunchBaselineP99US),
+				row.ReceiveClass, report.FormatUS(row.ReceiveUS), report.FormatUS(row.ReceiveP99US),
+				report.FormatUS(row.ReceiveBaselineUS), report.FormatUS(row.ReceiveBaselineP99US), ratio(row.Slowdown))
 		}
 		tw.Flush()
 	}
