@@ -69,8 +69,9 @@ type dialer struct {
 	socket  string
 	timeout time.Duration
 
-	mu   sync.Mutex
-	conn net.Conn // the last connection made; guarded by mu
+	mu     sync.Mutex
+	conn   net.Conn // the connection made; guarded by mu
+	killed bool     // kill was called; guarded by mu
 }
 
 func (d *dialer) Dial() (net.Conn, error) {
@@ -79,8 +80,13 @@ func (d *dialer) Dial() (net.Conn, error) {
 		return nil, err
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.killed {
+		// kill ran while we dialled: it had nothing to close yet.
+		c.Close()
+		return nil, errors.New("connection timed out")
+	}
 	d.conn = c
-	d.mu.Unlock()
 	return c, nil
 }
 
@@ -89,6 +95,7 @@ func (d *dialer) Dial() (net.Conn, error) {
 func (d *dialer) kill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.killed = true
 	if d.conn != nil {
 		d.conn.Close()
 	}
@@ -111,24 +118,24 @@ type conn struct {
 func dial(t target, timeout time.Duration) (*conn, error) {
 	d := &dialer{socket: t.socket, timeout: timeout}
 	l := lv.NewWithDialer(d)
-	done := make(chan error, 1)
-	go func() { done <- l.ConnectToURI(t.driver) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
+	// Killing the connection fails whichever call is waiting for a reply.
+	timer := time.AfterFunc(timeout, d.kill)
+	c := &conn{l: l, d: d}
+	err := l.ConnectToURI(t.driver)
+	if err == nil {
+		err = c.readHostCPUs()
 		if err != nil {
-			return nil, fmt.Errorf("connect to libvirt %s (socket %s): %w", t.uri, t.socket, err)
+			c.close()
 		}
-	case <-timer.C:
-		// The goroutine returns once the killed connection fails its call.
-		d.kill()
+	}
+	if !timer.Stop() {
+		if err == nil {
+			c.close()
+		}
 		return nil, fmt.Errorf("connect to libvirt %s (socket %s): no answer within %s", t.uri, t.socket, timeout)
 	}
-	c := &conn{l: l, d: d}
-	if err := c.readHostCPUs(); err != nil {
-		c.close()
-		return nil, fmt.Errorf("connect to libvirt %s: %w", t.uri, err)
+	if err != nil {
+		return nil, fmt.Errorf("connect to libvirt %s (socket %s): %w", t.uri, t.socket, err)
 	}
 	return c, nil
 }
@@ -160,4 +167,17 @@ func (c *conn) close() {
 		c.d.kill()
 		<-done
 	}
+}
+
+// callTimeout bounds one round of calls (listing, or describing a domain).
+// go-libvirt has no keepalive and no per-call timeout: a libvirtd that is
+// alive but stuck (stopped, deadlocked) would block the watcher forever.
+const callTimeout = 60 * time.Second
+
+// guard runs f; if it takes longer than callTimeout the connection is
+// dropped, which fails f's pending call and makes the watcher reconnect.
+func (c *conn) guard(f func()) {
+	t := time.AfterFunc(callTimeout, c.d.kill)
+	defer t.Stop()
+	f()
 }

@@ -257,7 +257,12 @@ const (
 )
 
 // describe reads everything about one running domain.
-func (c *conn) describe(dom lv.Domain) (Domain, error) {
+func (c *conn) describe(dom lv.Domain) (d Domain, err error) {
+	c.guard(func() { d, err = c.describeUnguarded(dom) })
+	return d, err
+}
+
+func (c *conn) describeUnguarded(dom lv.Domain) (Domain, error) {
 	xmlDesc, err := c.l.DomainGetXMLDesc(dom, 0)
 	if err != nil {
 		return Domain{}, fmt.Errorf("domain %s: get xml: %w", dom.Name, err)

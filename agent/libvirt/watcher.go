@@ -214,7 +214,9 @@ func (w *Watcher) session(ctx context.Context, c *conn, out chan<- Event) error 
 
 	// Subscribe before listing, so a domain that starts or stops while we
 	// list is not missed: its event waits in the channel.
-	lifecycle, err := c.l.LifecycleEvents(sctx)
+	var lifecycle <-chan lv.DomainEventLifecycleMsg
+	var err error
+	c.guard(func() { lifecycle, err = c.l.LifecycleEvents(sctx) })
 	if err != nil {
 		return fmt.Errorf("subscribe to lifecycle events: %w", err)
 	}
@@ -284,7 +286,8 @@ func drain[T any](ch <-chan T) {
 // ones. pending is true when a listed domain could not be described; a known
 // one then keeps its last description, a new one is left for the next try.
 func (w *Watcher) resync(ctx context.Context, c *conn, out chan<- Event) (pending bool, err error) {
-	doms, _, err := c.l.ConnectListAllDomains(1, lv.ConnectListDomainsActive)
+	var doms []lv.Domain
+	c.guard(func() { doms, _, err = c.l.ConnectListAllDomains(1, lv.ConnectListDomainsActive) })
 	if err != nil {
 		return false, fmt.Errorf("list domains: %w", err)
 	}

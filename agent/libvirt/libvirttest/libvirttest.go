@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,18 +60,68 @@ func dial() (*lv.Libvirt, error) {
 }
 
 // Connect returns a connection to libvirtd, closed in t.Cleanup. It skips
-// the test when libvirtd is not reachable.
+// the test when libvirtd is not reachable. It also holds the host-wide test
+// lock until the test ends (see lock).
 func Connect(t testing.TB) *lv.Libvirt {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("libvirt tests need root (qemu:///system); %s", skipHint)
 	}
+	lock(t)
 	l, err := dial()
 	if err != nil {
 		t.Skipf("libvirtd not running at %s (%v): %s", Socket(), err, skipHint)
 	}
 	t.Cleanup(func() { l.Disconnect() })
 	return l
+}
+
+// LockFile serialises libvirt tests across test processes: `go test ./...`
+// runs packages in parallel, and a test that restarts libvirtd would break
+// another package's test that is talking to it at that moment.
+const LockFile = "/run/lock/vgpu-probe-libvirt-tests.lock"
+
+// The flock is per process; tests of one process share it (they run one
+// after the other unless they call t.Parallel).
+var (
+	lockMu    sync.Mutex
+	lockFile  *os.File
+	lockUsers int
+)
+
+func lock(t testing.TB) {
+	t.Helper()
+	lockMu.Lock()
+	defer lockMu.Unlock()
+	if lockUsers == 0 {
+		if err := os.MkdirAll(filepath.Dir(LockFile), 0o755); err != nil {
+			t.Fatalf("libvirt test lock: %v", err)
+		}
+		f, err := os.OpenFile(LockFile, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatalf("libvirt test lock: %v", err)
+		}
+		// Blocks while another test process holds it; go test's own
+		// -timeout bounds the wait.
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			t.Fatalf("libvirt test lock %s: %v", LockFile, err)
+		}
+		lockFile = f
+	}
+	lockUsers++
+	t.Cleanup(unlock)
+}
+
+func unlock() {
+	lockMu.Lock()
+	defer lockMu.Unlock()
+	lockUsers--
+	if lockUsers == 0 {
+		// Closing the file drops the flock.
+		lockFile.Close()
+		lockFile = nil
+	}
 }
 
 // Image returns the built test guest, building it first if needed (that
