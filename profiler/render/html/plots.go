@@ -166,9 +166,9 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 	if !any {
 		return nil, nil
 	}
-	p.Legend.Left = true
+	// Bottom right: by then every curve has risen to the top.
+	p.Legend.Left = false
 	p.Legend.Top = false
-	p.Legend.YOffs = vg.Points(20)
 	return p, nil
 }
 
