@@ -455,6 +455,7 @@ struct kname {
 	unsigned g[3], b[3];
 };
 #define KNAMES 512
+#define KPROBE 16
 static struct kname knames[KNAMES];
 
 uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
@@ -464,22 +465,37 @@ uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, uns
 	h = mix(h ^ ((uint64_t)gz << 32 | bx));
 	h = mix(h ^ ((uint64_t)by << 32 | bz));
 	h |= 1; /* 0 is "unknown kernel" */
-	struct kname *n = &knames[h & (KNAMES - 1)];
-	uint64_t cur = atomic_load_explicit(&n->id, memory_order_acquire);
-	if (cur == 0 && atomic_compare_exchange_strong(&n->id, &cur, h)) {
-		n->fn = fn;
-		n->g[0] = gx, n->g[1] = gy, n->g[2] = gz;
-		n->b[0] = bx, n->b[1] = by, n->b[2] = bz;
-		atomic_store_explicit(&n->ready, 1, memory_order_release);
+	/* Remember how to name it: a short linear probe; a full table only
+	 * leaves later kernels unnamed in the stats. */
+	for (int i = 0; i < KPROBE; i++) {
+		struct kname *n = &knames[(h + i) & (KNAMES - 1)];
+		uint64_t cur = atomic_load_explicit(&n->id, memory_order_acquire);
+		if (cur == h)
+			break;
+		if (cur != 0)
+			continue;
+		if (atomic_compare_exchange_strong(&n->id, &cur, h)) {
+			n->fn = fn;
+			n->g[0] = gx, n->g[1] = gy, n->g[2] = gz;
+			n->b[0] = bx, n->b[1] = by, n->b[2] = bz;
+			atomic_store_explicit(&n->ready, 1, memory_order_release);
+			break;
+		}
+		if (cur == h)
+			break;
 	}
 	return h;
 }
 
 int hs_kernel_describe(uint64_t id, char *buf, size_t len)
 {
-	struct kname *n = &knames[id & (KNAMES - 1)];
-	if (atomic_load_explicit(&n->id, memory_order_acquire) != id ||
-	    !atomic_load_explicit(&n->ready, memory_order_acquire))
+	struct kname *n = NULL;
+	for (int i = 0; i < KPROBE && n == NULL; i++) {
+		struct kname *c = &knames[(id + i) & (KNAMES - 1)];
+		if (atomic_load_explicit(&c->id, memory_order_acquire) == id)
+			n = c;
+	}
+	if (n == NULL || !atomic_load_explicit(&n->ready, memory_order_acquire))
 		return 0;
 	Dl_info di;
 	const char *sym = NULL;

@@ -1,0 +1,413 @@
+package ctest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// built is what TestMain built once for every test.
+var built struct {
+	err    error
+	dir    string // stand-in libraries and programs
+	prefix string // make install PREFIX
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hybridsync-ctest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	built.dir, built.prefix = dir, filepath.Join(dir, "prefix")
+	built.err = build(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+func sh(dir string, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// build installs the library into dir/prefix through the Makefile, builds
+// the CUDA stand-in into dir, and compiles the test programs against both
+// the shared and the static library.
+func build(dir string) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := sh(root, "make", "-s", "-f", "cgo/Makefile.inc", "install", "PREFIX="+built.prefix, "HS_BUILD="+filepath.Join(dir, "build")); err != nil {
+		return err
+	}
+	td := filepath.Join(root, "cgo", "testdata")
+	si, pr := filepath.Join(td, "standin"), filepath.Join(td, "programs")
+	inc, lib := filepath.Join(built.prefix, "include"), filepath.Join(built.prefix, "lib")
+	steps := [][]string{
+		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", "libcuda.so.1", "-Wl,-soname,libcuda.so.1", filepath.Join(si, "cuda.c"), "-lpthread"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", "libcudart.so.13", "-Wl,-soname,libcudart.so.13", filepath.Join(si, "cudart.c"), "-ldl", "-lpthread"},
+		{"ln", "-sf", "libcudart.so.13", "libcudart.so"},
+		// The public header alone, strictly.
+		{"gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", "c", filepath.Join(inc, "hybridsync.h")},
+		{"gcc", "-O2", "-Wall", "-Werror", "-I" + inc, "-I" + pr, "-o", "hsapp_so", filepath.Join(pr, "hsapp.c"), "-L" + lib, "-L.", "-lhybridsync", "-lcudart", "-lpthread", "-ldl"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-I" + inc, "-I" + pr, "-o", "hsapp_a", filepath.Join(pr, "hsapp.c"), filepath.Join(lib, "libhybridsync.a"), "-L.", "-lcudart", "-lpthread", "-ldl"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "rtapp_dyn", filepath.Join(pr, "rtapp.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
+		// nvcc's default: the runtime compiled into the program, the
+		// driver reached through dlopen + cuGetProcAddress.
+		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "rtapp_static", filepath.Join(pr, "rtapp.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
+	}
+	for _, s := range steps {
+		if err := sh(dir, s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if built.err != nil {
+		t.Fatalf("building the library and test programs: %v", built.err)
+	}
+}
+
+type result struct {
+	stdout, stderr string
+	pid            int
+}
+
+// run runs a program from the build dir with a clean HYBRIDSYNC_*
+// environment plus env, and fails the test if it wrote to stdout (the
+// library never does, and the programs do not) or exited non-zero.
+func run(t *testing.T, env []string, prog string, args ...string) result {
+	t.Helper()
+	r, err := runErr(env, prog, args...)
+	if err != nil {
+		t.Fatalf("%s %v: %v\nstderr:\n%s", prog, args, err, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Fatalf("%s %v wrote to stdout: %q", prog, args, r.stdout)
+	}
+	return r
+}
+
+func runErr(env []string, prog string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if !strings.Contains(prog, "/") {
+		prog = filepath.Join(built.dir, prog)
+	}
+	cmd := exec.CommandContext(ctx, prog, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HYBRIDSYNC_") && !strings.HasPrefix(kv, "LD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+built.dir+":"+filepath.Join(built.prefix, "lib"))
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if cmd.Process != nil {
+		r.pid = cmd.Process.Pid
+	}
+	return r, err
+}
+
+// stats is the part of the stats JSON the tests read.
+type stats struct {
+	PID     int    `json:"pid"`
+	Version int    `json:"version"`
+	Mode    string `json:"mode"`
+	Calls   uint64 `json:"calls"`
+	Ready   uint64 `json:"ready"`
+	Blocks  uint64 `json:"blocks"`
+	Unknown struct {
+		Ready uint64 `json:"ready"`
+	} `json:"unknown_kernels"`
+	Kernels []struct {
+		Name   string  `json:"name"`
+		Calls  uint64  `json:"calls"`
+		MeanUS float64 `json:"mean_us"`
+	} `json:"kernels"`
+}
+
+func readStats(t *testing.T, path string) stats {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("stats file: %v", err)
+	}
+	var s stats
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("stats file %s: %v\n%s", path, err, b)
+	}
+	if s.Version != 1 || s.PID <= 0 {
+		t.Fatalf("stats file %s: version %d pid %d", path, s.Version, s.PID)
+	}
+	return s
+}
+
+func (s stats) kernel(substr string) (calls uint64, mean float64, ok bool) {
+	for _, k := range s.Kernels {
+		if strings.Contains(k.Name, substr) {
+			calls += k.Calls
+			mean = k.MeanUS
+			ok = true
+		}
+	}
+	return
+}
+
+var links = []string{"hsapp_so", "hsapp_a"}
+
+func TestExplicitAPI(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) {
+			r := run(t, nil, prog, "basic")
+			i := strings.Index(r.stderr, "STATS ")
+			if i < 0 {
+				t.Fatalf("no stats in stderr: %q", r.stderr)
+			}
+			var s stats
+			if err := json.Unmarshal([]byte(strings.SplitN(r.stderr[i+6:], "\n", 2)[0]), &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Mode != "hybrid" || s.PID != r.pid || s.Calls < 40 {
+				t.Errorf("stats: mode %q pid %d (want %d) calls %d", s.Mode, s.PID, r.pid, s.Calls)
+			}
+			if calls, mean, ok := s.kernel("step"); !ok || calls < 40 || mean <= 0 {
+				t.Errorf("kernel step: calls %d mean %.1f µs (%v)", calls, mean, ok)
+			}
+			// Nothing but the program's own line on stderr: the
+			// library logs only when HYBRIDSYNC_LOG asks.
+			if strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("unexpected stderr: %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestNoDriver(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) {
+			r := run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1"}, prog, "nocuda")
+			if r.stderr != "" {
+				t.Errorf("stderr without HYBRIDSYNC_LOG: %q", r.stderr)
+			}
+			r = run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_LOG=error"}, prog, "nocuda")
+			if !strings.Contains(r.stderr, "cannot load the CUDA driver /nonexistent/libcuda.so.1") {
+				t.Errorf("HYBRIDSYNC_LOG=error: stderr %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) {
+			r := run(t, []string{"HYBRIDSYNC_MODE=bogus"}, prog, "badconfig")
+			if r.stderr != "" {
+				t.Errorf("stderr without HYBRIDSYNC_LOG: %q", r.stderr)
+			}
+			r = run(t, []string{"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=warn"}, prog, "badconfig")
+			if !strings.Contains(r.stderr, `HYBRIDSYNC_MODE: unknown mode "bogus"`) {
+				t.Errorf("HYBRIDSYNC_LOG=warn: stderr %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestThreads(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) {
+			for _, mode := range []string{"hybrid", "block", "spin"} {
+				run(t, []string{"HYBRIDSYNC_MODE=" + mode}, prog, "threads", "16")
+			}
+		})
+	}
+}
+
+func TestFork(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) {
+			dir := t.TempDir()
+			r := run(t, []string{"HYBRIDSYNC_STATS=" + filepath.Join(dir, "stats-%p.json")}, prog, "fork")
+			files, _ := filepath.Glob(filepath.Join(dir, "*"))
+			want := filepath.Join(dir, fmt.Sprintf("stats-%d.json", r.pid))
+			// Only the parent writes stats: the child's exit leaves no file.
+			if len(files) != 1 || files[0] != want {
+				t.Fatalf("stats files %v, want only %s", files, want)
+			}
+			if s := readStats(t, want); s.Calls < 20 {
+				t.Errorf("parent's stats: %d calls, want >= 20", s.Calls)
+			}
+		})
+	}
+}
+
+func TestOwnSIGALRMHandler(t *testing.T) {
+	need(t)
+	for _, prog := range links {
+		t.Run(prog, func(t *testing.T) { run(t, nil, prog, "sigalrm") })
+	}
+}
+
+// TestNeverEarlySameCodes is the invariant as a property, through the C
+// API: random kernel lengths, failing kernels, invalid handles, unmarked
+// launches, every mode; each wait must end no earlier than the stand-in's
+// completion time and return what its cudaEventSynchronize returns.
+func TestNeverEarlySameCodes(t *testing.T) {
+	need(t)
+	seed := time.Now().UnixNano() % 1_000_000
+	t.Logf("seeds from %d", seed)
+	for _, prog := range links {
+		for i := range int64(3) {
+			s := strconv.FormatInt(seed+i, 10)
+			t.Run(prog+"/"+s, func(t *testing.T) { run(t, nil, prog, "property", s, "300") })
+		}
+	}
+}
+
+var counters = regexp.MustCompile(`standin blocking=(\d+) spin=(\d+)`)
+
+func standin(t *testing.T, stderr string) (blocking, spin int) {
+	t.Helper()
+	m := counters.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no stand-in counters in %q", stderr)
+	}
+	blocking, _ = strconv.Atoi(m[1])
+	spin, _ = strconv.Atoi(m[2])
+	return blocking, spin
+}
+
+// TestPreload runs an unmodified program under LD_PRELOAD: linked against
+// libcudart.so (the runtime API is replaced) and with the runtime compiled
+// in (only the driver, reached through cuGetProcAddress, can be).
+func TestPreload(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, prog := range []string{"rtapp_dyn", "rtapp_static"} {
+		t.Run(prog, func(t *testing.T) {
+			// Without the library, CUDA's wait busy-waits on plain events.
+			r := run(t, nil, prog, "20", "4")
+			if b, s := standin(t, r.stderr); s == 0 || b != 0 {
+				t.Fatalf("control run: blocking=%d spin=%d, want spinning in CUDA", b, s)
+			}
+			for _, mode := range []string{"block", "spin", "hybrid", "paper", "yield", "cuda-auto"} {
+				path := filepath.Join(t.TempDir(), "stats.json")
+				r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=" + mode, "HYBRIDSYNC_STATS=" + path}, prog, "20", "4")
+				b, s := standin(t, r.stderr)
+				switch mode {
+				case "block":
+					// Every wait blocked on a shadow blocking-sync event;
+					// none spun inside CUDA.
+					if b == 0 || s != 0 {
+						t.Errorf("%s: blocking=%d spin=%d, want only blocking waits", mode, b, s)
+					}
+				case "spin", "yield":
+					if b != 0 || s != 0 {
+						t.Errorf("%s: blocking=%d spin=%d, want the library's own polling", mode, b, s)
+					}
+				}
+				st := readStats(t, path)
+				if st.PID != r.pid || st.Mode != mode || st.Calls+st.Unknown.Ready < 80 {
+					t.Errorf("%s: stats pid %d (want %d) mode %q calls %d+%d", mode, st.PID, r.pid, st.Mode, st.Calls, st.Unknown.Ready)
+				}
+				// Kernel identity and launch time came from the
+				// interposed launches (named by their host symbol).
+				if calls, mean, ok := st.kernel("kernel_a"); !ok || calls == 0 || mean <= 0 {
+					t.Errorf("%s: kernel_a: calls %d mean %.1f µs found %v; kernels %+v", mode, calls, mean, ok, st.Kernels)
+				}
+				if strings.Count(r.stderr, "\n") != 1 {
+					t.Errorf("%s: unexpected stderr %q", mode, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestPreloadElsewhere: a program that never uses CUDA is untouched, and
+// writes no stats file.
+func TestPreloadElsewhere(t *testing.T) {
+	need(t)
+	dir := t.TempDir()
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	r, err := runErr([]string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + filepath.Join(dir, "s.json")}, "/bin/sh", "-c", "echo hello; ls /nonexistent-dir 2>/dev/null; exit 3")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("exit: %v", err)
+	}
+	if r.stdout != "hello\n" || r.stderr != "" {
+		t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+		t.Errorf("stats written by a program that never used CUDA: %v", files)
+	}
+}
+
+func TestPkgConfig(t *testing.T) {
+	need(t)
+	pc := exec.Command("pkg-config", "--cflags", "--libs", "hybridsync")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_PATH="+filepath.Join(built.prefix, "lib", "pkgconfig"))
+	flags, err := pc.Output()
+	if err != nil {
+		t.Fatalf("pkg-config --cflags --libs hybridsync: %v", err)
+	}
+	root, _ := repoRoot()
+	pr := filepath.Join(root, "cgo", "testdata", "programs")
+	args := append([]string{"-O2", "-I" + pr, "-o", filepath.Join(built.dir, "hsapp_pc"), filepath.Join(pr, "hsapp.c")}, strings.Fields(string(flags))...)
+	args = append(args, "-L"+built.dir, "-lcudart", "-lpthread", "-ldl")
+	if err := sh(built.dir, "gcc", args...); err != nil {
+		t.Fatal(err)
+	}
+	run(t, nil, "hsapp_pc", "basic")
+}
+
+func TestCMakeConsumer(t *testing.T) {
+	need(t)
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake not installed (.ci/setup-cgo.sh installs it)")
+	}
+	root, _ := repoRoot()
+	bdir := t.TempDir()
+	if err := sh(bdir, "cmake", "-S", filepath.Join(root, "cgo", "testdata", "cmake"), "-B", bdir, "-DCMAKE_PREFIX_PATH="+built.prefix); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh(bdir, "cmake", "--build", bdir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"consumer", "consumer_static"} {
+		run(t, nil, filepath.Join(bdir, p))
+	}
+}
