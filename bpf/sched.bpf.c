@@ -240,16 +240,22 @@ static __always_inline void emit(__u64 now, __u64 interval, __u32 tid, __u32 tgi
 
 static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u32 prev_tid = BPF_CORE_READ(prev, pid);
+	// At sched_switch `current` is still prev: the helper reads it
+	// without a probe read (one less per switch, watched or not).
+	__u64 prev_id = bpf_get_current_pid_tgid();
+	__u32 prev_tid = (__u32)prev_id;
 	__u32 next_tid = BPF_CORE_READ(next, pid);
 	struct thread_stats *s;
+	// Read the clock only once a watched thread is involved: most
+	// switches on a host are not, and must cost no more than the lookups.
+	__u64 now = 0;
 
 	// pid 0 is the idle task of every CPU: never a watched thread, and
 	// the key would collide across CPUs.
 	if (prev_tid != 0) {
 		s = bpf_map_lookup_elem(&watched, &prev_tid);
 		if (s) {
+			now = bpf_ktime_get_ns();
 			bool preempted = task_runnable(prev);
 			__u64 ran = 0;
 			if (s->switch_in_ns && s->on_cpu) {
@@ -267,10 +273,13 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			// may run on to its return to user space and be switched
 			// out twice in one throttled period: in_throttle counts it
 			// once.
-			int thr = rq_throttled(prev);
-			if (thr < 0)
-				thr = next_tid == 0;
-			if (preempted && thr && !s->in_throttle) {
+			int thr = 0;
+			if (preempted && !s->in_throttle) {
+				thr = rq_throttled(prev);
+				if (thr < 0)
+					thr = next_tid == 0;
+			}
+			if (thr) {
 				s->in_throttle = 1;
 				s->throttles++;
 				// The first throttle ends a partial interval
@@ -290,7 +299,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				s->replacer_tgid = BPF_CORE_READ(next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
-			emit(now, ran, prev_tid, BPF_CORE_READ(prev, tgid), EV_SWITCH_OUT,
+			emit(now, ran, prev_tid, prev_id >> 32, EV_SWITCH_OUT,
 			     preempted, next);
 		}
 	}
@@ -298,38 +307,44 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	if (next_tid != 0) {
 		s = bpf_map_lookup_elem(&watched, &next_tid);
 		if (s) {
+			if (!now)
+				now = bpf_ktime_get_ns();
 			__u64 off = 0;
 			bool waited = false;
-			if (s->switch_out_ns && !s->on_cpu) {
+			bool closed = s->switch_out_ns && !s->on_cpu;
+			if (closed) {
 				off = now - s->switch_out_ns;
 				s->offcpu_ns += off;
 				hist_add(s->offcpu_hist, off);
-				if (s->wake_ns) {
-					__u64 lat = now - s->wake_ns;
-					if (lat > off)
-						lat = off;
-					s->rq_wait_ns += lat;
-					hist_add(s->wake_hist, lat);
-					waited = true;
-				} else if (s->out_preempted) {
-					s->rq_wait_ns += off;
-					waited = true;
-					struct corunner_key k = {
-						.tid = next_tid,
-						.tgid = s->replacer_tgid,
-					};
-					struct corunner_val *c = bpf_map_lookup_elem(&corunners, &k);
-					if (c) {
-						c->count++;
-						c->waited_ns += off;
-					} else {
-						struct corunner_val nv = { .count = 1, .waited_ns = off };
-						__builtin_memcpy(nv.comm, s->replacer_comm, TASK_COMM_LEN);
-						bpf_map_update_elem(&corunners, &k, &nv, BPF_NOEXIST);
-					}
+			}
+			// The wake-up latency needs only the wake-up: a thread
+			// asleep when it became watched has no switch-out time
+			// yet, but its first wait after waking is still counted.
+			if (s->wake_ns) {
+				__u64 lat = now - s->wake_ns;
+				if (closed && lat > off)
+					lat = off;
+				s->rq_wait_ns += lat;
+				hist_add(s->wake_hist, lat);
+				waited = true;
+			} else if (closed && s->out_preempted) {
+				s->rq_wait_ns += off;
+				waited = true;
+				struct corunner_key k = {
+					.tid = next_tid,
+					.tgid = s->replacer_tgid,
+				};
+				struct corunner_val *c = bpf_map_lookup_elem(&corunners, &k);
+				if (c) {
+					c->count++;
+					c->waited_ns += off;
+				} else {
+					struct corunner_val nv = { .count = 1, .waited_ns = off };
+					__builtin_memcpy(nv.comm, s->replacer_comm, TASK_COMM_LEN);
+					bpf_map_update_elem(&corunners, &k, &nv, BPF_NOEXIST);
 				}
 			}
-			if (rq_throttled(next) <= 0)
+			if (s->in_throttle && rq_throttled(next) <= 0)
 				s->in_throttle = 0;
 			s->wake_ns = 0;
 			s->on_cpu = 1;

@@ -334,3 +334,19 @@ func CString(b []int8) string {
 	}
 	return string(buf)
 }
+
+// ProgramStats sums the kernel's run-time accounting over the attached
+// programs: total time spent in them and how often they ran. The kernel
+// only counts while BPF stats are enabled (ebpf.EnableStats or the
+// kernel.bpf_stats_enabled sysctl); otherwise both stay 0.
+func (p *Probe) ProgramStats() (runtime time.Duration, runs uint64, err error) {
+	for _, prog := range p.progs {
+		st, err := prog.Stats()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading program stats: %w", err)
+		}
+		runtime += st.Runtime
+		runs += st.RunCount
+	}
+	return runtime, runs, nil
+}

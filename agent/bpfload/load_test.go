@@ -83,12 +83,10 @@ func TestWatchSleeper(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A sleep whose timer fires before the thread gets to sleep
-		// makes no switch; other tenants may rarely preempt it.
+		// makes no switch. (Whether it is preempted depends on the
+		// machine's load; agent/monitor checks that against the kernel.)
 		if s.Switches < 190 || s.Wakeups < 190 {
 			t.Fatalf("switches %d wakeups %d, want ~200 each", s.Switches, s.Wakeups)
-		}
-		if s.Preemptions > 2 {
-			t.Errorf("sleeper had %d involuntary preemptions", s.Preemptions)
 		}
 		var n int
 		for _, h := range s.WakeHist {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,20 +75,25 @@ func pinnedThread(t *testing.T, cpu int, fn func()) (tid int, release func()) {
 	return tid, release
 }
 
-// schedstat returns run_delay (ns spent runnable, waiting for a CPU) from
-// /proc/self/task/<tid>/schedstat.
-func schedstat(t *testing.T, tid int) uint64 {
+// schedStat is /proc/<pid>/schedstat: time on CPU, time runnable waiting
+// for a CPU (run_delay), and the number of times it was switched in.
+type schedStat struct{ runNs, delayNs, slices uint64 }
+
+func (s schedStat) sub(o schedStat) schedStat {
+	return schedStat{s.runNs - o.runNs, s.delayNs - o.delayNs, s.slices - o.slices}
+}
+
+func readSchedstat(t *testing.T, tid int) schedStat {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", tid))
 	if err != nil {
 		t.Fatalf("reading schedstat: %v", err)
 	}
-	f := strings.Fields(string(b))
-	v, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
+	var s schedStat
+	if _, err := fmt.Sscanf(string(b), "%d %d %d", &s.runNs, &s.delayNs, &s.slices); err != nil {
 		t.Fatalf("parsing schedstat %q: %v", b, err)
 	}
-	return v
+	return s
 }
 
 // nivcsw returns the kernel's count of involuntary context switches.
@@ -166,32 +172,49 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 	go m.Run(ctx) // no sources: targets come from Apply; Run reads events
 	cpu := runtime.NumCPU() - 1
 
+	dir := makeCgroup(t, "pair", 0, 0)
 	ca, cb := busyProcess(t, cpu), busyProcess(t, cpu)
 	a, b := ca.Process.Pid, cb.Process.Pid
-	time.Sleep(50 * time.Millisecond) // let affinity take effect
+	for _, pid := range []int{a, b} {
+		write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+	}
 
+	// Start watching while both are stopped: no wait is in flight, so
+	// the kernel's counters and ours cover the same intervals. Stop them
+	// again before reading, for the same reason.
+	signalAndWait(t, unix.SIGSTOP, true, ca, cb)
 	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
 		Kind: targets.KindPID, Name: "pair",
 		Threads: []targets.Thread{{TID: a, VCPU: 0}, {TID: b, VCPU: 1}},
 	}})
-	delay0 := map[int]uint64{a: schedstat(t, a), b: schedstat(t, b)}
+	k0 := map[int]schedStat{a: readSchedstat(t, a), b: readSchedstat(t, b)}
 	ivcs0 := map[int]uint64{a: nivcsw(t, a), b: nivcsw(t, b)}
-
+	signalAndWait(t, unix.SIGCONT, false, ca, cb)
 	time.Sleep(2 * time.Second)
-	// Stop both (a stopped task is off the runqueue, not waiting), so no
-	// wait is in flight while the two sides are read.
-	ca.Process.Signal(unix.SIGSTOP)
-	cb.Process.Signal(unix.SIGSTOP)
-	time.Sleep(100 * time.Millisecond)
+	signalAndWait(t, unix.SIGSTOP, true, ca, cb)
+	time.Sleep(300 * time.Millisecond) // the event reader drains every 100 ms
 
 	snap := m.Snapshot()
+	evs, err := m.Timeline("pair", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := map[uint32]uint64{}
+	for _, e := range evs {
+		if e.Kind == "in" {
+			ins[e.TID]++
+		}
+	}
 	for _, tid := range []int{a, b} {
 		other := uint32(a + b - tid)
 		th := findThread(t, snap, tid)
-		runDelay := float64(schedstat(t, tid)-delay0[tid]) / 1e9
+		k := readSchedstat(t, tid).sub(k0[tid])
 		ivcs := float64(nivcsw(t, tid) - ivcs0[tid])
-		t.Logf("tid %d: run %.3fs off %.3fs runnable-wait %.3fs (schedstat %.3fs) preempt %d (nivcsw %.0f) run p50/p90 %.0f/%.0fus slice p50 %.0fus steal %.2f corunners %+v",
-			tid, th.RunSeconds, th.OffCPUSeconds, th.RunnableWaitSeconds, runDelay, th.Preemptions, ivcs, th.RunP50US, th.RunP90US, th.SliceP50US, th.StealFraction, th.Corunners)
+		kernelMeanRun := float64(k.runNs) / float64(max(1, k.slices)) / 1e3
+		ourMeanRun := th.RunSeconds * 1e6 / float64(max(1, th.Switches))
+		t.Logf("tid %d: run %.3fs (kernel %.3fs) runnable-wait %.3fs (kernel %.3fs) off %.3fs switches %d (kernel %d) preempt %d (kernel %.0f) mean run %.0fus (kernel %.0fus) run p50/p90 %.0f/%.0fus steal %.2f corunners %+v",
+			tid, th.RunSeconds, float64(k.runNs)/1e9, th.RunnableWaitSeconds, float64(k.delayNs)/1e9, th.OffCPUSeconds, th.Switches, k.slices,
+			th.Preemptions, ivcs, ourMeanRun, kernelMeanRun, th.RunP50US, th.RunP90US, th.StealFraction, th.Corunners)
 
 		if th.Preemptions < 50 {
 			t.Errorf("tid %d: %d preemptions in 2s of sharing a CPU, want many", tid, th.Preemptions)
@@ -199,22 +222,23 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 		if !within(float64(th.Preemptions), ivcs, 0.05) {
 			t.Errorf("tid %d: %d preemptions, kernel counted %.0f involuntary switches", tid, th.Preemptions, ivcs)
 		}
-		if !within(th.RunnableWaitSeconds, runDelay, 0.05) {
-			t.Errorf("tid %d: runnable wait %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.RunnableWaitSeconds, runDelay)
+		if !within(th.RunnableWaitSeconds, float64(k.delayNs)/1e9, 0.05) {
+			t.Errorf("tid %d: runnable wait %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.RunnableWaitSeconds, float64(k.delayNs)/1e9)
 		}
-		// A busy loop never sleeps (the final SIGSTOP interval is
-		// still open): all its off-CPU time is runnable wait.
-		if !within(th.OffCPUSeconds, runDelay, 0.05) {
-			t.Errorf("tid %d: off-CPU %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.OffCPUSeconds, runDelay)
+		// A busy loop only sleeps while stopped, and the stopped
+		// intervals are still open: all its off-CPU time is runnable wait.
+		if !within(th.OffCPUSeconds, float64(k.delayNs)/1e9, 0.05) {
+			t.Errorf("tid %d: off-CPU %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.OffCPUSeconds, float64(k.delayNs)/1e9)
 		}
-		// The slice: EEVDF's base slice (0.75-3 ms) enforced at the
-		// tick (1-10 ms), so a run lasts between a fraction of a ms and
-		// a few ticks, never the whole 2 s.
-		if th.RunP50US < 300 || th.RunP50US > 30000 {
-			t.Errorf("tid %d: run p50 %.0fus, want a scheduler slice (0.3-30 ms)", tid, th.RunP50US)
+		// Run intervals: the kernel's own mean slice (run time / number
+		// of times it ran) and ours agree...
+		if !within(ourMeanRun, kernelMeanRun, 0.05) {
+			t.Errorf("tid %d: mean run %.0fus, kernel's %.0fus", tid, ourMeanRun, kernelMeanRun)
 		}
-		if th.StealFraction < 0.3 || th.StealFraction > 0.7 {
-			t.Errorf("tid %d: steal fraction %.2f, want ~0.5 for two threads on one CPU", tid, th.StealFraction)
+		// ...and are a scheduler slice: EEVDF's base slice (0.75-3 ms)
+		// enforced at the tick (1-10 ms); never the whole 2 s.
+		if th.RunP50US < 300 || th.RunP90US > 30000 {
+			t.Errorf("tid %d: run p50 %.0fus p90 %.0fus, want a scheduler slice (0.3-30 ms)", tid, th.RunP50US, th.RunP90US)
 		}
 		if !th.Contended || th.ExpectedSliceUS == nil {
 			t.Errorf("tid %d: not seen as contended", tid)
@@ -222,54 +246,66 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 		if len(th.Corunners) == 0 || th.Corunners[0].TGID != other {
 			t.Errorf("tid %d: top corunner %+v, want the other loop (pid %d)", tid, th.Corunners, other)
 		}
-	}
-	// The timeline holds switch events of both threads.
-	evs, err := m.Timeline("pair", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[uint32]int{}
-	for _, e := range evs {
-		seen[e.TID]++
-	}
-	if seen[uint32(a)] < 100 || seen[uint32(b)] < 100 {
-		t.Fatalf("timeline has %v events per tid, want hundreds each", seen)
+		// The timeline has a switch-in event for every switch-in counted
+		// (none were dropped: the ring is far from full).
+		if snap.EventDrops == 0 && ins[uint32(tid)] != th.Switches {
+			t.Errorf("tid %d: %d switch-in events in the timeline, %d counted", tid, ins[uint32(tid)], th.Switches)
+		}
 	}
 	if _, err := m.Timeline("nope", time.Second); !errors.Is(err, ErrUnknownTarget) {
 		t.Fatalf("timeline of unknown target: %v", err)
 	}
 }
 
+// sleeperScript waits for a line on stdin, sleeps 1 ms 500 times (select
+// with a timeout), prints "done" and waits for stdin to close. Perl is
+// always there on Debian (perl-base is essential) and, unlike a Go child,
+// has no runtime threads of its own that could preempt the sleeper.
+const sleeperScript = `$| = 1; <STDIN>; select(undef, undef, undef, 0.001) for 1 .. 500; print "done\n"; <STDIN>;`
+
 // A thread that sleeps and wakes is never switched out while runnable.
+// It runs in a child process in a high-weight cgroup, so that other
+// tenants of a shared test machine do not preempt the microseconds it runs.
 func TestSleeperIsNotPreempted(t *testing.T) {
 	p := loadProbe(t)
 	m := New(p, Options{Log: zerolog.Nop()})
-	started := make(chan struct{})
-	done := make(chan struct{})
-	tid, rel := pinnedThread(t, 0, func() {
-		<-started
-		for i := 0; i < 500; i++ {
-			_ = unix.Nanosleep(&unix.Timespec{Nsec: 1_000_000}, nil)
-		}
-		close(done)
-	})
-	defer rel()
+	dir := makeCgroup(t, "sleeper", 0, 0)
+
+	cmd := exec.Command("perl", "-e", sleeperScript)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
+	out := bufio.NewScanner(stdout)
+	tid := cmd.Process.Pid
+
 	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{Kind: targets.KindPID, Name: "sleeper", Threads: []targets.Thread{{TID: tid, VCPU: -1}}}})
 	ivcs0 := nivcsw(t, tid)
-	close(started)
-	<-done
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Scan() || out.Text() != "done" {
+		t.Fatalf("sleeper child did not finish: %q %v", out.Text(), out.Err())
+	}
 	th := findThread(t, m.Snapshot(), tid)
-	t.Logf("sleeper: switches %d wakeups %d preemptions %d wake p50 %.1fus off p50 %.0fus", th.Switches, th.Wakeups, th.Preemptions, th.WakeP50US, th.OffCPUP50US)
-	if th.Switches < 500 || th.Wakeups < 500 {
+	ivcs := nivcsw(t, tid) - ivcs0
+	t.Logf("sleeper: switches %d wakeups %d preemptions %d (kernel %d) wake p50 %.1fus off p50 %.0fus", th.Switches, th.Wakeups, th.Preemptions, ivcs, th.WakeP50US, th.OffCPUP50US)
+	// A sleep whose timer fires before the thread gets to sleep makes no
+	// switch: a few of the 500 may be missing.
+	if th.Switches < 490 || th.Wakeups < 490 {
 		t.Fatalf("switches %d wakeups %d: the sleeps were not seen", th.Switches, th.Wakeups)
 	}
-	// Other tenants of a shared test machine can, rarely, preempt the
-	// few microseconds the sleeper runs; the kernel counts that too.
-	if ivcs := nivcsw(t, tid) - ivcs0; th.Preemptions != ivcs {
-		t.Errorf("sleeper: %d preemptions, kernel counted %d", th.Preemptions, ivcs)
-	}
-	if th.Preemptions*100 > th.Switches {
-		t.Errorf("sleeping thread has %d involuntary preemptions in %d switches", th.Preemptions, th.Switches)
+	if th.Preemptions != 0 || ivcs != 0 {
+		t.Errorf("sleeping thread: %d involuntary preemptions (kernel counted %d)", th.Preemptions, ivcs)
 	}
 	if th.WakeP50US <= 0 {
 		t.Errorf("wake p50 %.1fus: no wake-to-run latency measured", th.WakeP50US)
@@ -277,21 +313,26 @@ func TestSleeperIsNotPreempted(t *testing.T) {
 	if th.OffCPUP50US < 900 {
 		t.Errorf("off-CPU p50 %.0fus, want about the 1 ms sleep", th.OffCPUP50US)
 	}
-	if th.Preemptions == 0 && (th.Contended || th.ExpectedSliceUS != nil) {
-		t.Errorf("sleeper never preempted but seen as contended: %+v", th)
+	if th.Contended || th.ExpectedSliceUS != nil {
+		t.Errorf("sleeper seen as contended: %+v", th)
 	}
 }
 
-// makeQuotaCgroup creates a cgroup with CPU bandwidth quota/period (µs) on
-// whatever hierarchy has the cpu controller: pure cgroup v2, or v1.
-func makeQuotaCgroup(t *testing.T, quota, period int) string {
+// makeCgroup creates a cgroup on whatever hierarchy has the cpu
+// controller (pure cgroup v2, or v1) with the highest CPU weight, so the
+// test's processes win their CPU from other tenants of a shared machine,
+// and, if quota > 0, CPU bandwidth quota/period (µs).
+func makeCgroup(t *testing.T, suffix string, quota, period int) string {
 	t.Helper()
-	name := fmt.Sprintf("vgpu-probe-test-%d", os.Getpid())
+	name := fmt.Sprintf("vgpu-probe-test-%d-%s", os.Getpid(), suffix)
 	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "cpu") {
 		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+cpu"), 0)
 		dir := filepath.Join("/sys/fs/cgroup", name)
 		mkCgroup(t, dir)
-		write(t, filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d %d", quota, period))
+		write(t, filepath.Join(dir, "cpu.weight"), "10000")
+		if quota > 0 {
+			write(t, filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d %d", quota, period))
+		}
 		return dir
 	}
 	for _, root := range []string{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"} {
@@ -300,12 +341,62 @@ func makeQuotaCgroup(t *testing.T, quota, period int) string {
 		}
 		dir := filepath.Join(root, name)
 		mkCgroup(t, dir)
-		write(t, filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(period))
-		write(t, filepath.Join(dir, "cpu.cfs_quota_us"), strconv.Itoa(quota))
+		write(t, filepath.Join(dir, "cpu.shares"), "262144")
+		if quota > 0 {
+			write(t, filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(period))
+			write(t, filepath.Join(dir, "cpu.cfs_quota_us"), strconv.Itoa(quota))
+		}
 		return dir
 	}
 	t.Skip("no cgroup hierarchy with the cpu controller")
 	return ""
+}
+
+// cpuStat reads a field of a cgroup's cpu.stat (v1 and v2 both have
+// nr_throttled).
+func cpuStat(t *testing.T, dir, field string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		t.Fatalf("reading cpu.stat: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == field {
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			return n
+		}
+	}
+	t.Fatalf("no %s in %s/cpu.stat", field, dir)
+	return 0
+}
+
+// stopped sends sig to the processes and waits until each is in state
+// want ('T' stopped, or anything but 'T' after SIGCONT).
+func signalAndWait(t *testing.T, sig unix.Signal, stopped bool, cmds ...*exec.Cmd) {
+	t.Helper()
+	for _, c := range cmds {
+		if err := c.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range cmds {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// state is the field after "(comm)".
+			st := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))[0]
+			if (st == "T") == stopped {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d still in state %s after %v", c.Process.Pid, st, sig)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 func mkCgroup(t *testing.T, dir string) {
@@ -338,7 +429,7 @@ func write(t *testing.T, path, v string) {
 func TestQuotaIsRunLength(t *testing.T) {
 	p := loadProbe(t)
 	const quotaUS, periodUS = 20000, 100000
-	dir := makeQuotaCgroup(t, quotaUS, periodUS)
+	dir := makeCgroup(t, "quota", quotaUS, periodUS)
 
 	cmd := busyProcess(t, 0)
 	write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
@@ -354,12 +445,15 @@ func TestQuotaIsRunLength(t *testing.T) {
 	if err := m.WaitTargets(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	thr0 := cpuStat(t, dir, "nr_throttled")
 	time.Sleep(2 * time.Second)
 	snap := m.Snapshot()
+	thrKernel := cpuStat(t, dir, "nr_throttled") - thr0
 	if len(snap.Targets) != 1 || snap.Targets[0].QuotaUS != quotaUS || snap.Targets[0].PeriodUS != periodUS {
 		t.Fatalf("cgroup target %+v: quota not read", snap.Targets)
 	}
 	th := findThread(t, snap, cmd.Process.Pid)
+	t.Logf("kernel nr_throttled %d", thrKernel)
 	t.Logf("quota thread: quota-run p50 %.0fus throttles %d run p50/p90 %.0f/%.0fus slice p50 %.0fus preempt %d expected slice %v corunners %+v",
 		th.QuotaRunP50US, th.Throttles, th.RunP50US, th.RunP90US, th.SliceP50US, th.Preemptions, deref(th.ExpectedSliceUS), th.Corunners)
 	// Other tenants of this CPU may cut the runs short, but the CPU time
@@ -367,26 +461,13 @@ func TestQuotaIsRunLength(t *testing.T) {
 	if !within(th.QuotaRunP50US, quotaUS, 0.25) {
 		t.Errorf("run between throttles p50 %.0fus, want the %dus quota", th.QuotaRunP50US, quotaUS)
 	}
-	// 2 s at one throttle per 100 ms period.
-	if th.Throttles < 15 || th.Throttles > 23 {
-		t.Errorf("%d throttles in 2s, want ~20", th.Throttles)
+	// 2 s at one throttle per 100 ms period, as the kernel counted them
+	// (the first and last may fall on either side of the reads).
+	if th.Throttles < 15 || !within(float64(th.Throttles), float64(thrKernel), 0.1) {
+		t.Errorf("%d throttles in 2s, kernel counted %d, want ~20", th.Throttles, thrKernel)
 	}
 	if th.ExpectedSliceUS == nil || *th.ExpectedSliceUS > quotaUS*1.25 {
 		t.Errorf("expected slice %v, want at most the ~%dus quota", deref(th.ExpectedSliceUS), quotaUS)
-	}
-	// While throttled the CPU idles: the idle task (tgid 0) is the
-	// "co-runner", and each throttle lasts about period - quota.
-	var idle *model.Corunner
-	for i := range th.Corunners {
-		if th.Corunners[i].TGID == 0 {
-			idle = &th.Corunners[i]
-		}
-	}
-	if idle == nil {
-		t.Fatalf("no throttling (idle co-runner) among %+v", th.Corunners)
-	}
-	if per := idle.WaitedSeconds / float64(idle.Preemptions) * 1e6; !within(per, periodUS-quotaUS, 0.3) {
-		t.Errorf("throttled for %.0fus each time, want period - quota = %dus", per, periodUS-quotaUS)
 	}
 }
 

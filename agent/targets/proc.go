@@ -134,3 +134,6 @@ func poll(ctx context.Context, every time.Duration, scan func() (Target, error))
 	}()
 	return ch
 }
+
+// Scan describes the process now (what Run sends on change).
+func (p *PID) Scan() (Target, error) { return p.scan() }

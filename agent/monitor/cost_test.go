@@ -1,0 +1,251 @@
+//go:build linux
+
+package monitor
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// The agent's cost. Run with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./agent/monitor/
+//
+// Each benchmark measures for costSeconds (env VGPU_PROBE_BENCH_SECONDS,
+// default 10) a child process whose two threads, pinned to one CPU,
+// hand a byte back and forth over pipes: every hand-off is a context
+// switch between two watched threads (tens of thousands per second).
+
+const pingPongEnv = "VGPU_PROBE_PINGPONG_CPU"
+
+func TestMain(m *testing.M) {
+	if cpu := os.Getenv(pingPongEnv); cpu != "" {
+		n, _ := strconv.Atoi(cpu)
+		spin, _ := strconv.Atoi(os.Getenv(pingPongEnv + "_SPIN_US"))
+		pingPong(n, spin)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// pingPong runs forever: two OS threads on one CPU, blocking reads on raw
+// pipes (no Go netpoller), so each hand-off is a kernel context switch.
+// Each side spins spinUS µs before handing off, to pace the switch rate
+// (0: as fast as the kernel can switch).
+func pingPong(cpu int, spinUS int) {
+	var ab, ba [2]int
+	if err := unix.Pipe(ab[:]); err != nil {
+		panic(err)
+	}
+	if err := unix.Pipe(ba[:]); err != nil {
+		panic(err)
+	}
+	side := func(in, out int, first bool) {
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		_ = unix.SchedSetaffinity(0, &set)
+		buf := []byte{0}
+		if first {
+			_, _ = unix.Write(out, buf)
+		}
+		spin := time.Duration(spinUS) * time.Microsecond
+		for {
+			if _, err := unix.Read(in, buf); err != nil {
+				os.Exit(1)
+			}
+			for t0 := time.Now(); time.Since(t0) < spin; {
+			}
+			if _, err := unix.Write(out, buf); err != nil {
+				os.Exit(1)
+			}
+		}
+	}
+	go side(ba[0], ab[1], true)
+	side(ab[0], ba[1], false)
+}
+
+func costSeconds() time.Duration {
+	if s, err := strconv.Atoi(os.Getenv("VGPU_PROBE_BENCH_SECONDS")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 10 * time.Second
+}
+
+func startPingPong(b *testing.B, spinUS int) *exec.Cmd {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), pingPongEnv+"="+strconv.Itoa(runtime.NumCPU()-1), pingPongEnv+"_SPIN_US="+strconv.Itoa(spinUS))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(300 * time.Millisecond) // threads started and pinned
+	return cmd
+}
+
+func rusage(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func rssKiB(b *testing.B) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func benchProbe(b *testing.B, opts bpfload.Options) *bpfload.Probe {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Skip("loading eBPF programs needs root")
+	}
+	opts.Log = zerolog.Nop()
+	p, err := bpfload.Load(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	// Count time spent in BPF programs for as long as this fd is open.
+	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatalf("enabling BPF stats: %v", err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return p
+}
+
+func watchedSwitches(b *testing.B, p *bpfload.Probe, tids []targets.Thread) uint64 {
+	var n uint64
+	var s bpf.SchedThreadStats
+	for _, th := range tids {
+		if err := p.Stats(uint32(th.TID), &s); err == nil {
+			n += s.Switches
+		}
+	}
+	return n
+}
+
+// BenchmarkAgentCost: the whole agent (programs attached, events on, the
+// monitor reading the ring buffer into its timeline, a snapshot and a
+// sample every second like a 1 s Prometheus scrape) while two watched
+// threads switch tens of thousands of times per second. Reports the
+// agent process's CPU and the CPU spent in the BPF programs (charged to
+// whichever task was switching), both in % of one core.
+func BenchmarkAgentCost(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		spinUS int
+		events bool
+	}{
+		// ~25k switches/s: the "20k+" operating point.
+		{"paced/events", 30, true},
+		{"paced/counters-only", 30, false},
+		// As fast as the kernel switches: the worst case.
+		{"max/events", 0, true},
+		{"max/counters-only", 0, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p := benchProbe(b, bpfload.Options{Events: c.events})
+			child := startPingPong(b, c.spinUS)
+			src, err := targets.NewPID(child.Process.Pid, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := New(p, Options{Log: zerolog.Nop(), SampleEvery: time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go m.Run(ctx, src)
+			if err := m.WaitTargets(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			tg, _ := src.Scan()
+			dur := costSeconds()
+			for i := 0; i < b.N; i++ {
+				sw0 := watchedSwitches(b, p, tg.Threads)
+				bpf0, runs0, _ := p.ProgramStats()
+				cpu0, t0 := rusage(b), time.Now()
+				for time.Since(t0) < dur {
+					time.Sleep(time.Second)
+					_ = m.Snapshot() // what a scrape costs
+				}
+				wall := time.Since(t0)
+				cpu := rusage(b) - cpu0
+				bpfT, runs, _ := p.ProgramStats()
+				sw := watchedSwitches(b, p, tg.Threads) - sw0
+				drops, _ := p.Drops()
+				b.ReportMetric(float64(sw)/wall.Seconds(), "watched-switches/s")
+				b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "agent-cpu-%")
+				b.ReportMetric(100*(bpfT-bpf0).Seconds()/wall.Seconds(), "bpf-cpu-%")
+				b.ReportMetric(float64((bpfT-bpf0).Nanoseconds())/float64(max(1, runs-runs0)), "ns/prog-run")
+				b.ReportMetric(float64(runs-runs0)/wall.Seconds(), "prog-runs/s")
+				b.ReportMetric(float64(drops), "drops")
+			}
+		})
+	}
+}
+
+// BenchmarkRingOverload: nobody reads the ring buffer while the watched
+// threads switch at full speed. The 1 MiB ring fills, further events are
+// dropped and counted, and memory stays where it was.
+func BenchmarkRingOverload(b *testing.B) {
+	p := benchProbe(b, bpfload.Options{Events: true})
+	child := startPingPong(b, 0)
+	tg, err := targets.NewPID(child.Process.Pid, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	target, _ := tg.Scan()
+	for _, th := range target.Threads {
+		if err := p.Watch(uint32(th.TID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dur := costSeconds()
+	for i := 0; i < b.N; i++ {
+		rss0 := rssKiB(b)
+		d0, _ := p.Drops()
+		sw0 := watchedSwitches(b, p, target.Threads)
+		t0 := time.Now()
+		time.Sleep(dur)
+		wall := time.Since(t0)
+		d, _ := p.Drops()
+		sw := watchedSwitches(b, p, target.Threads) - sw0
+		b.ReportMetric(float64(sw)/wall.Seconds(), "watched-switches/s")
+		// Two events (out and in) per switch; the ring holds ~18.7k.
+		b.ReportMetric(float64(d-d0)/wall.Seconds(), "drops/s")
+		b.ReportMetric(float64(d-d0)/float64(2*sw), "dropped-fraction")
+		b.ReportMetric(rssKiB(b)-rss0, "rss-growth-KiB")
+		if d == d0 {
+			b.Errorf("ring buffer never overflowed in %v: drops not counted", wall)
+		}
+	}
+}
