@@ -21,6 +21,9 @@ import (
 
 func TestMain(m *testing.M) {
 	reexec.Init()
+	// Under -race the children are race-built too, and the race runtime
+	// sleeps a second at exit by default: 40 s over a shape test.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	os.Exit(m.Run())
 }
 
