@@ -11,6 +11,7 @@ package main
 #include <stdlib.h>
 #include <string.h>
 #include "core.h"
+#include "wait.h"
 */
 import "C"
 
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +98,7 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	C.free(unsafe.Pointer(lvl))
 	initMu.Lock()
 	defer initMu.Unlock()
+	C.hs_fast_reset()
 	current.Store(&lib{s: hybridsync.New(cfg.Config), statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	return 0
@@ -146,7 +149,42 @@ type statsDoc struct {
 }
 
 func statsJSON(l *lib) ([]byte, error) {
-	return json.Marshal(statsDoc{PID: os.Getpid(), Stats: l.s.Stats(kernelName)})
+	st := l.s.Stats(kernelName)
+	addFast(&st)
+	return json.Marshal(statsDoc{PID: os.Getpid(), Stats: st})
+}
+
+// addFast merges the waits the C fast path counted (already complete when
+// called) into st, as Sync itself counts them: a call and a ready for a
+// kernel, only a ready for an unknown one.
+func addFast(st *hybridsync.Stats) {
+	for i := range C.HS_FAST_SLOTS {
+		var k C.uint64_t
+		var n C.ulong
+		if C.hs_fast_get(C.int(i), &k, &n) == 0 || n == 0 {
+			continue
+		}
+		id, cnt := hybridsync.KernelID(k), uint64(n)
+		st.Ready += cnt
+		if id == 0 {
+			st.UnknownKernels.Ready += cnt
+			continue
+		}
+		st.Calls += cnt
+		found := false
+		for j := range st.Kernels {
+			if st.Kernels[j].ID == id {
+				st.Kernels[j].Calls += cnt
+				st.Kernels[j].Ready += cnt
+				found = true
+			}
+		}
+		if !found {
+			st.Kernels = append(st.Kernels, hybridsync.KernelStats{ID: id, Name: kernelName(id),
+				Counts: hybridsync.Counts{Calls: cnt, Ready: cnt}})
+		}
+	}
+	sort.Slice(st.Kernels, func(i, j int) bool { return st.Kernels[i].ID < st.Kernels[j].ID })
 }
 
 // hsgo_stats_json: see hs_stats_json. -4: not configured.
