@@ -1,0 +1,268 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+)
+
+// parse runs the command line through NewCmd and returns the options runF
+// received (nil if it was not called) and the error.
+func parse(t *testing.T, args ...string) (*Options, error) {
+	t.Helper()
+	var got *Options
+	cmd := NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
+	root := &cobra.Command{Use: "vgpu-probe"}
+	root.AddCommand(cmd)
+	root.SetArgs(append([]string{"run"}, args...))
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SilenceErrors, root.SilenceUsage = true, true
+	err := root.Execute()
+	return got, err
+}
+
+func TestDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	o, err := parse(t, "--corunner", "while1", "--out", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, _ := corunner.Online()
+	if !slices.Equal(o.VCPUs, scenario.ScaledVCPUs(len(cpus))) || !slices.Equal(o.Scenarios, scenario.Names()) ||
+		o.Corunner != "while1" || o.Device != "sim" || o.Reps != 3 || o.Steps != 300 || !slices.Equal(o.Corunners, []int{1}) {
+		t.Errorf("defaults: %+v", o)
+	}
+	if len(o.matrix.Keys()) == 0 {
+		t.Error("default matrix is empty")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Error("parsing created the output directory")
+	}
+	o, err = parse(t)
+	if err != nil || !strings.HasPrefix(o.OutDir, filepath.Join("results", "run-")) {
+		t.Errorf("default --out %q, %v", o.OutDir, err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	o, err := parse(t, "--scenario", "shared1,baseline", "--corunner-cmd", "sleep 1", "--corunners", "1,2,3,4", "--vcpus", "1",
+		"--modes", "spin,cuda-auto,hybrid", "--workload-cmd", "true", "--reps", "5", "--out", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.matrix.Corunner != "sleep 1" || len(o.matrix.Keys()) != 3*(4+1) {
+		t.Errorf("matrix %+v: %d cells", o.matrix, len(o.matrix.Keys()))
+	}
+	if c := o.config(); c.Workload != "true" || c.Device != "" || c.Reps != 5 {
+		t.Errorf("config %+v", c)
+	}
+}
+
+// TestBadInput: each is a one-line error marked as bad input (exit 2), and
+// nothing runs.
+func TestBadInput(t *testing.T) {
+	cpus, _ := corunner.Online()
+	existing := t.TempDir()
+	if err := results.Write(filepath.Join(existing, "results.json"), &results.File{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"unknown scenario":     {"--scenario", "shared3"},
+		"unknown co-runner":    {"--corunner", "while2"},
+		"too many vCPUs":       {"--vcpus", strconv.Itoa(len(cpus) + 1)},
+		"zero vCPUs":           {"--vcpus", "0"},
+		"5 co-runner VMs":      {"--corunners", "5"},
+		"unknown mode":         {"--modes", "spin,nap"},
+		"unknown device":       {"--device", "tpu"},
+		"missing workload cmd": {"--workload-cmd", "/no/such/program --flag"},
+		"missing corunner cmd": {"--corunner-cmd", "no-such-program-vgpu-probe"},
+		"blank command":        {"--workload-cmd", "   "},
+		"zero reps":            {"--reps", "0"},
+		"zero steps":           {"--steps", "0"},
+		"bad period":           {"--cpu-period", "2s"},
+		"resume without out":   {"--resume"},
+		"existing results":     {"--out", existing},
+		"unknown backend":      {"--backend", "xen"},
+		"agent not built in":   {"--with-agent"},
+		"unknown flag":         {"--vcpu", "1"},
+		"argument":             {"extra"},
+	} {
+		o, err := parse(t, args...)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if o != nil {
+			t.Errorf("%s: ran", name)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", name, err)
+		}
+		if name != "unknown flag" && name != "argument" && !errors.Is(err, usage.ErrBadInput) {
+			// cobra's own flag and argument errors are mapped to exit 2 by
+			// main (root's SetFlagErrorFunc, isCobraUsage).
+			t.Errorf("%s: %v is not marked as bad input", name, err)
+		}
+	}
+}
+
+func TestShellCommandsPass(t *testing.T) {
+	for _, c := range []string{"while :; do :; done", "FOO=1 sh -c 'exit 0'", "cd /tmp && ls", "echo $PATH"} {
+		if err := checkCommand(c); err != nil {
+			t.Errorf("%q: %v", c, err)
+		}
+	}
+}
+
+func TestPrintTable(t *testing.T) {
+	f := &results.File{Config: results.Config{Backend: "local", Workload: "namd-like", Device: "sim", Reps: 3, Notes: []string{"shared2 skipped: test"}}}
+	add := func(sc string, co int, mode string, wall, slow float64) {
+		k := results.Key{Scenario: sc, Corunners: co, VCPUs: 2, Mode: mode}
+		if co > 0 {
+			k.Corunner = "while1"
+		}
+		c := results.Cell{Key: k, Slowdown: slow, RunnerVCPUs: 2}
+		if sc == scenario.Baseline {
+			c.RunnerVCPUs = 1
+		}
+		c.Median.WallS = wall
+		f.Cells = append(f.Cells, c)
+	}
+	add(scenario.Shared1, 1, "spin", 0.4, 2)
+	add(scenario.Shared1, 1, "block", 0.3, 1.5)
+	add(scenario.Baseline, 0, "spin", 0.2, 0)
+	add(scenario.Baseline, 0, "block", 0.2, 0)
+	var b bytes.Buffer
+	if err := PrintTable(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	var base, shared int
+	for i, l := range lines {
+		if strings.HasPrefix(l, "baseline") {
+			base = i
+			if !strings.Contains(l, "0.200s") || !strings.Contains(l, "runner 1") {
+				t.Errorf("baseline row %q", l)
+			}
+		}
+		if strings.HasPrefix(l, "shared1") {
+			shared = i
+			if !strings.Contains(l, "2.00x") || !strings.Contains(l, "1.50x") || !strings.Contains(l, "1 x while1") {
+				t.Errorf("shared1 row %q", l)
+			}
+		}
+	}
+	if base == 0 || shared < base {
+		t.Errorf("want the baseline row first:\n%s", out)
+	}
+	if !strings.Contains(out, "note: shared2 skipped: test") {
+		t.Errorf("note missing:\n%s", out)
+	}
+}
+
+// TestBinary builds vgpu-probe and runs it as a user does: bad input exits
+// 2 with one line and starts nothing; Ctrl-C during a run exits non-zero,
+// leaves no process and no cgroup behind, and keeps the results file.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "vgpu-probe")
+	build := exec.Command("go", "build", "-o", bin, "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(bin, "run", "--vcpus", "999", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("--vcpus 999: %v, stderr %q; want exit 2 and one line", err, stderr.String())
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Error("bad input created the output directory")
+	}
+
+	cmd = exec.Command(bin, "run", "--scenario", "baseline,shared1", "--vcpus", "1", "--corunners", "2", "--modes", "spin,block", "--steps", "3000", "--reps", "1", "--out", out)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// Interrupt once the co-runners run: two processes whose parent is
+	// the run.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(children(pid)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	kids := children(pid)
+	if len(kids) < 3 {
+		cmd.Process.Kill()
+		t.Fatalf("run never started its co-runners and runner (children %v)", kids)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	if err == nil {
+		t.Error("an interrupted run exited 0")
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr %q does not say it was interrupted", stderr.String())
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, k := range kids {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("process %d left running after Ctrl-C", k)
+		}
+	}
+	if _, err := results.Read(filepath.Join(out, "results.json")); err != nil {
+		t.Errorf("results after Ctrl-C: %v", err)
+	}
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/cpu"} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "vgpu-probe-run-"+strconv.Itoa(pid)+"-") {
+				t.Errorf("cgroup %s left after Ctrl-C", e.Name())
+			}
+		}
+	}
+}
+
+// children returns the pids of pid's live child processes.
+func children(pid int) []int {
+	var kids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if f[1] == strconv.Itoa(pid) && f[0] != "Z" {
+			k, _ := strconv.Atoi(p.Name())
+			kids = append(kids, k)
+		}
+	}
+	return kids
+}
