@@ -31,8 +31,9 @@ import (
 // ResultsName is the file the runner writes in its output directory.
 const ResultsName = "results.json"
 
-// AgentFunc watches pid for window and returns the agent's JSON snapshot.
-type AgentFunc func(ctx context.Context, pid int, window time.Duration) (json.RawMessage, error)
+// AgentFunc watches the runner's process and the co-runners' for window
+// and returns the agent's JSON snapshot.
+type AgentFunc func(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error)
 
 // Progress is told about the measurements as they happen.
 type Progress interface {
@@ -284,7 +285,7 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 					agentDone = make(chan struct{})
 					go func() {
 						defer close(agentDone)
-						a, err := o.Agent(ctx, pid, window)
+						a, err := o.Agent(ctx, pid, env.Corunners(), window)
 						if err != nil {
 							accs[i].agentErr = err.Error()
 							return

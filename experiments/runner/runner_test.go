@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -346,6 +347,39 @@ func TestTopology(t *testing.T) {
 	for _, c := range shared.Corunners {
 		if fmt.Sprint(c.CPUs) != "[2 3]" {
 			t.Errorf("co-runner %s on %v, want the runner's CPUs", c.Name, c.CPUs)
+		}
+	}
+}
+
+// TestAgentPerCell: the agent hook is called during each cell's last
+// repetition with the live runner and co-runner processes, and what it
+// returns lands in that cell (or why not, in AgentError).
+func TestAgentPerCell(t *testing.T) {
+	m := scenario.Matrix{Scenarios: []string{scenario.Shared1}, Corunner: "while1", Corunners: []int{2}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
+	o := options(m, 100, 2)
+	var calls atomic.Int32
+	o.Agent = func(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error) {
+		calls.Add(1)
+		for _, pid := range append([]int{runner}, corunners...) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+				return nil, fmt.Errorf("pid %d not running: %v", pid, err)
+			}
+		}
+		if len(corunners) != 2 || window < 100*time.Millisecond {
+			return nil, fmt.Errorf("%d co-runners, window %v", len(corunners), window)
+		}
+		return json.RawMessage(fmt.Sprintf(`{"runner":%d}`, runner)), nil
+	}
+	f, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("agent called %d times, want once per cell (2)", calls.Load())
+	}
+	for _, c := range f.Cells {
+		if c.AgentError != "" || !strings.HasPrefix(string(c.Agent), `{"runner":`) {
+			t.Errorf("cell %+v: agent %s, error %q", c.Key, c.Agent, c.AgentError)
 		}
 	}
 }

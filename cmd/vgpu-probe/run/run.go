@@ -302,16 +302,20 @@ func Run(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// runAgent runs this binary's agent subcommand against pid for window
-// and returns its JSON.
-func runAgent(ctx context.Context, pid int, window time.Duration) (json.RawMessage, error) {
+// runAgent runs this binary's agent subcommand on the runner's and the
+// co-runners' processes for window and returns its JSON.
+func runAgent(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, window+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, "agent", "--once", window.String(), "--json", "--pid", strconv.Itoa(pid))
+	args := []string{"agent", "--once", window.String(), "--json"}
+	for _, pid := range append([]int{runner}, corunners...) {
+		args = append(args, "--pid", strconv.Itoa(pid))
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
