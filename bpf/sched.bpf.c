@@ -29,10 +29,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define HIST_BUCKETS 128
 #define TASK_COMM_LEN 16
 
-// Event kinds in the ring buffer.
-#define EV_SWITCH_IN 1
-#define EV_SWITCH_OUT 2
-
 // Counters of one watched thread. Written by the BPF handlers, read (torn
 // reads allowed: each field is a monotonic counter or a timestamp) by the
 // agent.
@@ -53,7 +49,8 @@ struct thread_stats {
 	__u32 out_preempted; // last switch-out was involuntary
 	__u32 replacer_tgid; // tgid that took the CPU at the last involuntary switch-out
 	__u32 in_throttle;   // a throttle was counted and the runqueue is not yet unthrottled
-	__u32 _pad;
+	__u32 out_throttled; // last switch-out was a throttle
+	__u64 last_run_ns;   // length of the last on-CPU interval
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
 	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
@@ -76,18 +73,22 @@ struct corunner_val {
 	char comm[TASK_COMM_LEN];
 };
 
-// One record per switch-in or switch-out of a watched thread.
+// One record per off-CPU interval of a watched thread, sent when it ends
+// (at switch-in): the thread left the CPU at in_ns - off_ns after running
+// run_ns, and came back at in_ns. One record per cycle instead of one per
+// switch halves what the agent reads.
 struct switch_event {
-	__u64 ts_ns;       // bpf_ktime_get_ns (CLOCK_MONOTONIC)
-	__u64 interval_ns; // switch-out: run length; switch-in: off-CPU length (0 if unknown)
+	__u64 in_ns;      // switch-in, bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u64 off_ns;     // the off-CPU interval that ended (0: unknown, the first after watching)
+	__u64 run_ns;     // the on-CPU interval before it (0: unknown)
 	__u32 tid;
 	__u32 tgid;
-	__u32 cpu;
-	__u32 other_tid;   // switch-out: the next task; switch-in: the previous one
-	__u32 other_tgid;
-	__u8 kind;         // EV_SWITCH_IN or EV_SWITCH_OUT
-	__u8 preempted;    // switch-out was involuntary / switch-in ends a runnable wait
-	__u8 _pad[2];
+	__u32 cpu;        // CPU it was switched in on
+	__u32 other_tgid; // who took the CPU at the switch-out, if preempted (0 and "" otherwise)
+	__u8 preempted;   // the switch-out was involuntary
+	__u8 throttled;   // ... because the bandwidth quota ran out
+	__u8 waited;      // the interval ended with a runnable wait (preempted, or woken and waiting)
+	__u8 _pad[5];
 	char other_comm[TASK_COMM_LEN];
 };
 
@@ -108,9 +109,9 @@ struct {
 	__type(value, struct corunner_val);
 } corunners SEC(".maps");
 
-// 1 MiB: at ~64 bytes a record that is ~16k records, i.e. far more than the
-// agent's reader falls behind in one poll; beyond that records are dropped
-// and counted, never queued without bound.
+// 1 MiB: 64-byte records (plus an 8-byte header) make ~14.5k records, far
+// more than arrive between two drains of the agent's reader; beyond that
+// records are dropped and counted, never queued without bound.
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
@@ -208,8 +209,8 @@ static __always_inline bool events_enabled(void)
 	return on && *on;
 }
 
-static __always_inline void emit(__u64 now, __u64 interval, __u32 tid, __u32 tgid,
-				 __u8 kind, __u8 preempted, struct task_struct *other)
+static __always_inline void emit(struct thread_stats *s, __u64 now, __u64 off, __u32 tid,
+				 __u32 tgid, bool waited)
 {
 	if (!events_enabled())
 		return;
@@ -221,18 +222,23 @@ static __always_inline void emit(__u64 now, __u64 interval, __u32 tid, __u32 tgi
 			(*d)++; // per-CPU slot: no atomics needed
 		return;
 	}
-	e->ts_ns = now;
-	e->interval_ns = interval;
+	e->in_ns = now;
+	e->off_ns = off;
+	e->run_ns = s->last_run_ns;
 	e->tid = tid;
 	e->tgid = tgid;
 	e->cpu = bpf_get_smp_processor_id();
-	e->other_tid = BPF_CORE_READ(other, pid);
-	e->other_tgid = BPF_CORE_READ(other, tgid);
-	e->kind = kind;
-	e->preempted = preempted;
-	e->_pad[0] = 0;
-	e->_pad[1] = 0;
-	BPF_CORE_READ_STR_INTO(&e->other_comm, other, comm);
+	e->preempted = s->out_preempted;
+	e->throttled = s->out_throttled;
+	e->waited = waited;
+	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	if (s->out_preempted) {
+		e->other_tgid = s->replacer_tgid;
+		__builtin_memcpy(e->other_comm, s->replacer_comm, TASK_COMM_LEN);
+	} else {
+		e->other_tgid = 0;
+		__builtin_memset(e->other_comm, 0, TASK_COMM_LEN);
+	}
 	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
@@ -288,6 +294,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 					hist_add(s->quota_run_hist, s->run_since_throttle_ns);
 				s->run_since_throttle_ns = 0;
 			}
+			s->out_throttled = thr != 0;
+			s->last_run_ns = ran;
 			s->on_cpu = 0;
 			s->switch_out_ns = now;
 			s->out_preempted = preempted;
@@ -299,8 +307,6 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				s->replacer_tgid = BPF_CORE_READ(next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
-			emit(now, ran, prev_tid, prev_id >> 32, EV_SWITCH_OUT,
-			     preempted, next);
 		}
 	}
 
@@ -351,8 +357,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switch_in_ns = now;
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
-			emit(now, off, next_tid, BPF_CORE_READ(next, tgid), EV_SWITCH_IN,
-			     waited, prev);
+			emit(s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
 		}
 	}
 }

@@ -27,18 +27,19 @@ type SchedCorunnerVal struct {
 }
 
 type SchedSwitchEvent struct {
-	_          structs.HostLayout
-	TsNs       uint64
-	IntervalNs uint64
-	Tid        uint32
-	Tgid       uint32
-	Cpu        uint32
-	OtherTid   uint32
-	OtherTgid  uint32
-	Kind       uint8
-	Preempted  uint8
-	Pad        [2]uint8
-	OtherComm  [16]int8
+	_         structs.HostLayout
+	InNs      uint64
+	OffNs     uint64
+	RunNs     uint64
+	Tid       uint32
+	Tgid      uint32
+	Cpu       uint32
+	OtherTgid uint32
+	Preempted uint8
+	Throttled uint8
+	Waited    uint8
+	Pad       [5]uint8
+	OtherComm [16]int8
 }
 
 type SchedThreadStats struct {
@@ -59,7 +60,8 @@ type SchedThreadStats struct {
 	OutPreempted       uint32
 	ReplacerTgid       uint32
 	InThrottle         uint32
-	Pad                uint32
+	OutThrottled       uint32
+	LastRunNs          uint64
 	ReplacerComm       [16]int8
 	RunHist            [128]uint64
 	SliceHist          [128]uint64

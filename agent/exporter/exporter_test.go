@@ -26,7 +26,7 @@ func (f fixed) Timeline(name string, last time.Duration) ([]model.TimelineEvent,
 	if name != "vm1" {
 		return nil, fmt.Errorf("timeline of %q: %w", name, monitor.ErrUnknownTarget)
 	}
-	return []model.TimelineEvent{{Kind: "out", TID: 11, VCPU: 0}}, nil
+	return []model.TimelineEvent{{TID: 11, VCPU: 0, OffUS: 4000, Preempted: true}}, nil
 }
 
 func testSnapshot() model.Snapshot {

@@ -225,24 +225,27 @@ type Snapshot struct {
 	Targets    []Target `json:"targets"`
 }
 
-// TimelineEvent is one switch of a watched thread, as served by
-// /api/v1/timeline.
+// TimelineEvent is one off-CPU interval of a watched thread, as served
+// by /api/v1/timeline: it left the CPU at Out after running RunUS, and came
+// back at In.
 type TimelineEvent struct {
-	Time time.Time `json:"time"`
-	// MonoNs is the CLOCK_MONOTONIC timestamp the kernel recorded.
-	MonoNs uint64 `json:"mono_ns"`
-	// Kind is "in" (switched in) or "out" (switched out).
-	Kind string `json:"kind"`
-	TID  uint32 `json:"tid"`
-	VCPU int    `json:"vcpu"`
-	CPU  uint32 `json:"cpu"`
-	// IntervalUS: for "out" the run that ended, for "in" the off-CPU
-	// interval that ended (0 when unknown).
-	IntervalUS float64 `json:"interval_us"`
-	// Preempted: "out" was involuntary; "in" ended a runnable wait.
+	Out time.Time `json:"out"`
+	In  time.Time `json:"in"`
+	// InMonoNs is the CLOCK_MONOTONIC time of In, as the kernel recorded it.
+	InMonoNs uint64  `json:"in_mono_ns"`
+	TID      uint32  `json:"tid"`
+	VCPU     int     `json:"vcpu"`
+	CPU      uint32  `json:"cpu"` // the CPU it came back on
+	RunUS    float64 `json:"run_us"`
+	OffUS    float64 `json:"off_us"`
+	// Preempted: it left while still runnable; Throttled: because its
+	// bandwidth quota ran out; Waited: the interval ended with a wait for
+	// a CPU (preempted, or woken and kept waiting).
 	Preempted bool `json:"preempted"`
-	// Other is the task switched to ("out") or from ("in").
-	OtherTID  uint32 `json:"other_tid"`
+	Throttled bool `json:"throttled"`
+	Waited    bool `json:"waited"`
+	// Who took the CPU when it was preempted (0 and "" otherwise; tgid 0
+	// with a comm is the idle task: throttled).
 	OtherTGID uint32 `json:"other_tgid"`
 	OtherComm string `json:"other_comm"`
 }

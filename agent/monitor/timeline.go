@@ -5,16 +5,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
 
 type rawEvent struct {
-	ts, interval          uint64
-	tid, cpu, otid, otgid uint32
-	kind, preempted       uint8
-	comm                  [16]byte
+	in, off, run                 uint64
+	tid, cpu, otgid              uint32
+	preempted, throttled, waited bool
+	comm                         [16]byte
 }
 
 // timeline is a fixed-size ring of the latest switch events: memory stays
@@ -29,7 +28,8 @@ type timeline struct {
 func newTimeline(n int) *timeline { return &timeline{ring: make([]rawEvent, n)} }
 
 func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
-	r := rawEvent{ts: ev.TsNs, interval: ev.IntervalNs, tid: ev.Tid, cpu: ev.Cpu, otid: ev.OtherTid, otgid: ev.OtherTgid, kind: ev.Kind, preempted: ev.Preempted}
+	r := rawEvent{in: ev.InNs, off: ev.OffNs, run: ev.RunNs, tid: ev.Tid, cpu: ev.Cpu, otgid: ev.OtherTgid,
+		preempted: ev.Preempted != 0, throttled: ev.Throttled != 0, waited: ev.Waited != 0}
 	for i, c := range ev.OtherComm {
 		r.comm[i] = byte(c)
 	}
@@ -42,8 +42,8 @@ func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
 	t.mu.Unlock()
 }
 
-// Timeline returns the switch events of the named target's threads in the
-// last `last` (oldest first). name matches a target of any kind.
+// Timeline returns the off-CPU intervals of the named target's threads
+// that ended in the last `last` (oldest first). name matches a target of any kind.
 func (m *Monitor) Timeline(name string, last time.Duration) ([]model.TimelineEvent, error) {
 	m.mu.Lock()
 	tids := map[uint32]int{}
@@ -78,12 +78,8 @@ func (m *Monitor) Timeline(name string, last time.Duration) ([]model.TimelineEve
 	for i := 0; i < n; i++ {
 		r := &t.ring[(start+i)%len(t.ring)]
 		vcpu, ok := tids[r.tid]
-		if !ok || r.ts < from {
+		if !ok || r.in < from {
 			continue
-		}
-		kind := "in"
-		if r.kind == bpfload.KindSwitchOut {
-			kind = "out"
 		}
 		comm := r.comm[:]
 		for j, c := range comm {
@@ -92,10 +88,12 @@ func (m *Monitor) Timeline(name string, last time.Duration) ([]model.TimelineEve
 				break
 			}
 		}
+		in := int64(r.in) + wallOff
 		out = append(out, model.TimelineEvent{
-			Time: time.Unix(0, int64(r.ts)+wallOff).UTC(), MonoNs: r.ts, Kind: kind, TID: r.tid, VCPU: vcpu, CPU: r.cpu,
-			IntervalUS: float64(r.interval) / 1e3, Preempted: r.preempted != 0,
-			OtherTID: r.otid, OtherTGID: r.otgid, OtherComm: string(comm),
+			Out: time.Unix(0, in-int64(r.off)).UTC(), In: time.Unix(0, in).UTC(), InMonoNs: r.in,
+			TID: r.tid, VCPU: vcpu, CPU: r.cpu, RunUS: float64(r.run) / 1e3, OffUS: float64(r.off) / 1e3,
+			Preempted: r.preempted, Throttled: r.throttled, Waited: r.waited,
+			OtherTGID: r.otgid, OtherComm: string(comm),
 		})
 	}
 	return out, nil
