@@ -168,27 +168,39 @@ func (w *Watcher) Run(ctx context.Context) <-chan Event {
 
 func (w *Watcher) loop(ctx context.Context, c *conn, out chan<- Event) {
 	defer close(out)
+	// backoff grows while sessions fail soon after connecting (a daemon
+	// that accepts and then fails every listing), so that does not spin.
+	backoff := minBackoff
 	for {
 		if c == nil {
-			if c = w.redial(ctx); c == nil {
+			if c = w.redial(ctx, backoff); c == nil {
 				return // ctx done
 			}
 			w.log.Info().Msg("reconnected to libvirtd")
 		}
+		start := time.Now()
 		err := w.session(ctx, c, out)
 		c.close()
 		c = nil
 		if ctx.Err() != nil {
 			return
 		}
+		if time.Since(start) < stableSession {
+			backoff = min(2*backoff, w.maxBackoff)
+		} else {
+			backoff = minBackoff
+		}
 		w.log.Warn().Err(err).Msg("lost libvirtd; reconnecting")
 	}
 }
 
-// redial dials until it succeeds, waiting between attempts with doubling
-// backoff up to maxBackoff. It returns nil when ctx is done.
-func (w *Watcher) redial(ctx context.Context) *conn {
-	backoff := minBackoff
+// stableSession is how long a session must last for the reconnect backoff
+// to start again from minBackoff.
+const stableSession = 10 * time.Second
+
+// redial dials until it succeeds, waiting first for backoff and then
+// doubling it up to maxBackoff. It returns nil when ctx is done.
+func (w *Watcher) redial(ctx context.Context, backoff time.Duration) *conn {
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-ctx.Done():
