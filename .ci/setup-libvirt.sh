@@ -15,6 +15,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 URI=qemu:///system
 LIBVIRTD_PID=/run/libvirtd.pid
 VIRTLOGD_PID=/run/virtlogd.pid
+DAEMON_LOG=/var/log/libvirt/vgpu-probe-daemons.log
+TEST_LOCK=/run/lock/vgpu-probe-libvirt-tests.lock
 # How long to wait for the daemon socket to answer after starting it.
 WAIT_S=${VGPU_LIBVIRT_WAIT_S:-60}
 
@@ -66,8 +68,12 @@ up() {
 	# QEMU capabilities stale on every call and re-probes every QEMU binary:
 	# ~48 s per domain start instead of ~0.3 s (measured). Give it the mode
 	# Debian's udev rule would (root:kvm 0660). Our domains still use TCG.
-	if [ -c /dev/kvm ] && getent group kvm >/dev/null &&
-		[ "$(stat -c %G:%a /dev/kvm)" != kvm:660 ]; then
+	if [ -c /dev/kvm ] && ! getent group kvm >/dev/null; then
+		log "creating group kvm for /dev/kvm (no udev here)"
+		groupadd --system kvm
+		usermod -a -G kvm libvirt-qemu
+	fi
+	if [ -c /dev/kvm ] && [ "$(stat -c %G:%a /dev/kvm)" != kvm:660 ]; then
 		log "setting /dev/kvm to root:kvm 0660 (no udev here)"
 		chgrp kvm /dev/kvm
 		chmod 660 /dev/kvm
@@ -79,18 +85,24 @@ up() {
 	fi
 	# No systemd: start the daemons ourselves. virtlogd first, libvirtd
 	# hands QEMU's stdout/stderr to it.
+	# Their output goes to a file: a daemon holding the caller's stdout
+	# open would keep a CI step that pipes it from ever finishing.
+	mkdir -p "$(dirname "$DAEMON_LOG")"
 	if ! pid_alive "$VIRTLOGD_PID" virtlogd; then
 		log "starting virtlogd"
-		virtlogd -d
+		virtlogd -d </dev/null >>"$DAEMON_LOG" 2>&1 || die "virtlogd failed to start; see $DAEMON_LOG"
 	fi
 	if ! pid_alive "$LIBVIRTD_PID" libvirtd; then
 		log "starting libvirtd"
-		libvirtd -d
+		libvirtd -d </dev/null >>"$DAEMON_LOG" 2>&1 || die "libvirtd failed to start; see $DAEMON_LOG"
 	fi
 	i=0
 	while ! answers; do
 		i=$((i + 1))
-		[ "$i" -le "$WAIT_S" ] || die "libvirtd did not answer on $URI within ${WAIT_S}s"
+		if [ "$i" -gt "$WAIT_S" ]; then
+			tail -n 20 "$DAEMON_LOG" >&2 || true
+			die "libvirtd did not answer on $URI within ${WAIT_S}s"
+		fi
 		sleep 1
 	done
 	log "libvirtd answers on $URI"
@@ -113,6 +125,11 @@ stop_one() { # pidfile comm
 }
 
 down() {
+	# Wait for libvirt tests that are running (they hold this lock, see
+	# agent/libvirt/libvirttest) instead of pulling the daemon from under them.
+	mkdir -p "$(dirname "$TEST_LOCK")"
+	exec 9>>"$TEST_LOCK"
+	flock -w 600 9 || die "libvirt tests still hold $TEST_LOCK after 600s"
 	# libvirtd keeps transient domains running after it exits (QEMU is
 	# its own process); destroy the ones tests may have leaked first.
 	if answers; then
