@@ -29,22 +29,46 @@ func (s SimDevice) LaunchStream(stream int, _ simdev.Kernel, d time.Duration) (h
 	return s.Dev.Launch(stream, d), nil
 }
 
-// OpenDevice opens the registered device name with a waiter for mode; the
-// returned function releases both. For programs that run the loop
-// themselves (the experiment backends) instead of through RunCell.
-func OpenDevice(name string, mode hybridsync.Mode) (Device, Waiter, func(), error) {
+// OpenDevices opens the registered device name for n threads, with a
+// waiter for mode each; the returned function releases them all. The
+// simulated GPU is opened once, with one stream per thread, so that the
+// threads' kernels run side by side as on a real GPU with several streams,
+// and one Syncer shared by all (it is safe for that, and learns from all).
+// Other devices are opened once per thread: a device (e.g. cuda's one
+// stream and event) is not assumed to be safe for concurrent launches.
+func OpenDevices(name string, mode hybridsync.Mode, n int) ([]Device, []Waiter, func(), error) {
 	open, ok := devices[name]
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("unknown device %q (want one of %v)", name, Devices())
 	}
-	if name == "sim" {
-		// One stream per possible thread: the simulated GPU runs each
-		// thread's kernel concurrently, like a real GPU with several
-		// streams, instead of queueing N kernels behind one another.
-		s := hybridsync.New(hybridsync.Config{Mode: mode})
-		return SimDevice{Dev: simdev.New(runtime.NumCPU())}, s.Sync, func() {}, nil
+	if n < 1 {
+		return nil, nil, nil, errors.New("want at least one thread")
 	}
-	return open(mode)
+	devs, waits := make([]Device, n), make([]Waiter, n)
+	if name == "sim" {
+		s := hybridsync.New(hybridsync.Config{Mode: mode})
+		d := SimDevice{Dev: simdev.New(n)}
+		for i := range n {
+			devs[i], waits[i] = d, s.Sync
+		}
+		return devs, waits, func() {}, nil
+	}
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for i := range n {
+		d, w, c, err := open(mode)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		devs[i], waits[i] = d, w
+		closers = append(closers, c)
+	}
+	return devs, waits, closeAll, nil
 }
 
 // Wait kinds a step's Wait field takes: what the waiting thread did, as
@@ -67,14 +91,15 @@ const (
 // long as its slowest thread, so a descheduled vCPU stalls all of them.
 // With one CPU it is Run's loop exactly (no barrier).
 //
+// Thread i launches on devs[i] and waits with waits[i] (see OpenDevices).
 // Steps in the timeline carry the thread index and the wait kind taken.
-func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error) {
+func RunThreads(cfg Config, cpus []int, devs []Device, waits []Waiter) (Result, error) {
 	if cfg.Steps <= 0 || cfg.Work < 0 || len(cfg.Profile.Kernels) == 0 {
 		return Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
 	}
 	n := len(cpus)
-	if n == 0 {
-		return Result{}, errors.New("workload: want at least one cpu")
+	if n == 0 || len(devs) != n || len(waits) != n {
+		return Result{}, fmt.Errorf("workload: want at least one cpu and a device and waiter for each (%d cpus, %d devices, %d waiters)", n, len(devs), len(waits))
 	}
 	// Every thread is locked to an OS thread and may spin; the runtime
 	// needs a P beyond them for its own goroutines, or it would preempt a
@@ -116,6 +141,7 @@ func RunThreads(cfg Config, cpus []int, dev Device, wait Waiter) (Result, error)
 			}
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(t)))
 			work := cfg.Work / int64(n)
+			dev, wait := devs[t], waits[t]
 			launcher, _ := dev.(StreamLauncher)
 			for i := range cfg.Steps {
 				hostStart := hybridsync.Now()

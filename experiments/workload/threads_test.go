@@ -18,7 +18,7 @@ func TestRunThreadsBarrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, wait, closeDev, err := OpenDevice("sim", hybridsync.ModeBlock)
+	dev, wait, closeDev, err := OpenDevices("sim", hybridsync.ModeBlock, len(cpus))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRunThreadsBarrier(t *testing.T) {
 func TestRunThreadsWaitKind(t *testing.T) {
 	cpus, _ := corunner.Online()
 	for mode, want := range map[hybridsync.Mode]string{hybridsync.ModeSpin: WaitSpin, hybridsync.ModeBlock: WaitBlock} {
-		dev, wait, closeDev, err := OpenDevice("sim", mode)
+		dev, wait, closeDev, err := OpenDevices("sim", mode, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,15 +86,18 @@ func TestRunThreadsWaitKind(t *testing.T) {
 }
 
 func TestRunThreadsRejects(t *testing.T) {
-	dev, wait, closeDev, _ := OpenDevice("sim", hybridsync.ModeBlock)
+	dev, wait, closeDev, _ := OpenDevices("sim", hybridsync.ModeBlock, 1)
 	defer closeDev()
 	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, nil, dev, wait); err == nil {
 		t.Error("no cpus accepted")
 	}
+	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, []int{0, 1}, dev, wait); err == nil {
+		t.Error("two cpus with one device accepted")
+	}
 	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, []int{1 << 15}, dev, wait); err == nil {
 		t.Error("pinning to a cpu that does not exist succeeded")
 	}
-	if _, _, _, err := OpenDevice("tpu", hybridsync.ModeBlock); err == nil {
+	if _, _, _, err := OpenDevices("tpu", hybridsync.ModeBlock, 1); err == nil {
 		t.Error("unknown device opened")
 	}
 }

@@ -463,8 +463,13 @@ func (p *progress) Advance() {
 	}
 }
 
+// Note shows msg at once on a terminal; the table repeats every note at
+// the end (and results.json keeps them), so elsewhere it is not doubled.
 func (p *progress) Note(msg string) {
-	if p.vis && p.bar != nil {
+	if !p.vis {
+		return
+	}
+	if p.bar != nil {
 		p.bar.Clear()
 	}
 	fmt.Fprintf(p.w, "note: %s\n", msg)

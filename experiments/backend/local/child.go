@@ -108,13 +108,13 @@ func vmMain() int {
 		return 1
 	}
 	var (
-		dev      workload.Device
-		wait     workload.Waiter
+		devs     []workload.Device
+		waits    []workload.Waiter
 		closeDev = func() {}
 	)
 	if s.Loop != nil {
 		var err error
-		if dev, wait, closeDev, err = workload.OpenDevice(s.Loop.Device, s.Loop.Mode); err != nil {
+		if devs, waits, closeDev, err = workload.OpenDevices(s.Loop.Device, s.Loop.Mode, len(s.CPUs)); err != nil {
 			fmt.Fprintln(os.Stderr, "local vm:", err)
 			return 1
 		}
@@ -125,7 +125,7 @@ func vmMain() int {
 	ready.Close()
 	io.Copy(io.Discard, os.Stdin) // wait until the parent has placed us
 	if s.Loop != nil {
-		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, dev, wait)
+		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, devs, waits)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "local vm:", err)
 			return 1
