@@ -1,12 +1,18 @@
 package vmimages
 
 import (
+	"bufio"
+	"compress/gzip"
 	"encoding/xml"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // parsed is the part of the rendered XML the tests check, read back with
@@ -260,4 +266,134 @@ func FuzzRender(f *testing.F) {
 			t.Errorf("round trip: got %q/%q/%d, want %q/%q/%d", p.Name, p.OS.Kernel, p.VCPU, name, kernel, vcpus)
 		}
 	})
+}
+
+// builtImage returns the image in DefaultDir, or skips: building it needs
+// root and apt, which unit tests do not assume.
+func builtImage(t *testing.T) (string, Image) {
+	t.Helper()
+	dir := DefaultDir()
+	img, err := Find(dir)
+	if err != nil {
+		t.Skipf("%v: build it with vmimages/build.sh or .ci/setup-libvirt.sh", err)
+	}
+	return dir, img
+}
+
+// Build through the embedded copy of build.sh must see the image that
+// vmimages/build.sh made as current (same stamp) and leave it alone.
+func TestBuildIsIdempotent(t *testing.T) {
+	dir, img := builtImage(t)
+	if os.Geteuid() != 0 {
+		t.Skip("build.sh needs root")
+	}
+	before := map[string]time.Time{}
+	for _, f := range []string{img.Kernel, img.Initrd, filepath.Join(dir, "stamp")} {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[f] = st.ModTime()
+	}
+	if err := Build(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for f, m := range before {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.ModTime().Equal(m) {
+			t.Errorf("%s was rewritten by a second build", f)
+		}
+	}
+}
+
+// The initramfs must hold what the guest needs to reach its ready line:
+// /init (executable), busybox, and the /dev/console node the kernel opens
+// for init's stdio before anything is mounted.
+func TestInitramfsContents(t *testing.T) {
+	_, img := builtImage(t)
+	f, err := os.Open(img.Initrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := readNewc(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, ok := entries["init"]
+	if !ok || init.mode&0o170000 != 0o100000 || init.mode&0o111 == 0 {
+		t.Errorf("init: %+v, want an executable regular file", init)
+	}
+	if !strings.Contains(string(init.data), ReadyLine) {
+		t.Errorf("init does not print %q", ReadyLine)
+	}
+	if bb, ok := entries["bin/busybox"]; !ok || len(bb.data) < 100000 {
+		t.Errorf("bin/busybox missing or too small for busybox-static")
+	}
+	c, ok := entries["dev/console"]
+	if !ok || c.mode&0o170000 != 0o020000 || c.rdevMajor != 5 || c.rdevMinor != 1 {
+		t.Errorf("dev/console: %+v, want char device 5:1", c)
+	}
+}
+
+type cpioEntry struct {
+	mode                 uint64
+	rdevMajor, rdevMinor uint64
+	data                 []byte
+}
+
+// readNewc reads a "newc" (SVR4, no CRC) cpio archive, the format the
+// kernel unpacks as initramfs.
+func readNewc(r io.Reader) (map[string]cpioEntry, error) {
+	br := bufio.NewReader(r)
+	out := map[string]cpioEntry{}
+	pos := 0
+	skip := func(n int) error {
+		_, err := br.Discard(n)
+		pos += n
+		return err
+	}
+	pad4 := func() error { return skip((4 - pos%4) % 4) }
+	for {
+		hdr := make([]byte, 110)
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			return nil, fmt.Errorf("cpio header at %d: %w", pos, err)
+		}
+		pos += 110
+		if string(hdr[:6]) != "070701" {
+			return nil, fmt.Errorf("cpio header at %d: magic %q", pos-110, hdr[:6])
+		}
+		field := func(i int) uint64 {
+			v, _ := strconv.ParseUint(string(hdr[6+8*i:14+8*i]), 16, 64)
+			return v
+		}
+		name := make([]byte, field(11))
+		if _, err := io.ReadFull(br, name); err != nil {
+			return nil, err
+		}
+		pos += len(name)
+		if err := pad4(); err != nil {
+			return nil, err
+		}
+		n := strings.TrimPrefix(strings.TrimRight(string(name), "\x00"), "./")
+		if n == "TRAILER!!!" {
+			return out, nil
+		}
+		data := make([]byte, field(6))
+		if _, err := io.ReadFull(br, data); err != nil {
+			return nil, err
+		}
+		pos += len(data)
+		if err := pad4(); err != nil {
+			return nil, err
+		}
+		out[n] = cpioEntry{mode: field(1), rdevMajor: field(9), rdevMinor: field(10), data: data}
+	}
 }
