@@ -124,7 +124,10 @@ func TestWatcherFollowsDomains(t *testing.T) {
 
 	// Pin the two vCPUs to different host CPUs where there are two.
 	last := runtime.NumCPU() - 1
+	name := libvirttest.Name(t)
 	spec := vmimages.Domain{
+		Name:     name,
+		Shmem:    &vmimages.Shmem{Name: name, SizeMiB: 2},
 		VCPUs:    2,
 		Pin:      [][]int{{0}, {last}},
 		PeriodUS: 100000,
@@ -180,6 +183,12 @@ func TestWatcherFollowsDomains(t *testing.T) {
 	}
 	// The guest really boots (the kernel sees both vCPUs).
 	libvirttest.WaitSerial(t, d.SerialLog, vmimages.ReadyLine+" cpus=2", eventWait)
+	// The ivshmem-plain device is backed by /dev/shm/NAME of the size asked.
+	if st, err := os.Stat(filepath.Join("/dev/shm", name)); err != nil {
+		t.Errorf("ivshmem backing file: %v", err)
+	} else if st.Size() != 2<<20 {
+		t.Errorf("ivshmem backing file: %d bytes, want 2 MiB", st.Size())
+	}
 
 	// A live bandwidth change (virsh schedinfo --live) is an Added again.
 	quota := lv.TypedParam{Field: "vcpu_quota", Value: *lv.NewTypedParamValueLlong(20000)}
