@@ -100,6 +100,7 @@ func (Backend) Create(ctx context.Context, t backend.Topology, co backend.Load) 
 		if err := CanIsolate(); err != nil {
 			return nil, err
 		}
+		sweepOnce.Do(func() { SweepStale() })
 		quota := time.Duration(math.Round(float64(t.Period) * vm.QuotaCPUs))
 		g, err := cgroup.Create(CgroupPrefix()+vm.Name, quota, t.Period)
 		if err != nil {
@@ -273,13 +274,7 @@ func (e *env) Destroy() error {
 		}
 		var errs []error
 		for _, g := range e.groups {
-			if b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.procs")); err == nil {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-						syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-			}
+			killMembers(g)
 			if err := g.Remove(); err != nil {
 				errs = append(errs, err)
 			}
@@ -293,3 +288,54 @@ func (e *env) Destroy() error {
 func (Backend) CanIsolate() error { return CanIsolate() }
 
 var _ backend.IsolationChecker = Backend{}
+
+// SweepStale removes the cgroups that a run killed without a chance to
+// clean up (SIGKILL, a crash) left behind: vgpu-probe-run-PID-* whose PID
+// is no longer running. Their processes died with that run (they are
+// killed with their parent), so any member left is a stray and is killed.
+// It returns what it removed.
+func SweepStale() []string {
+	var removed []string
+	dir := cgroupParent()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	v, _ := cgroup.Detect()
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "vgpu-probe-run-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // that run is still going
+		}
+		g := &cgroup.Group{Path: filepath.Join(dir, e.Name()), Version: v}
+		killMembers(g)
+		if g.Remove() == nil {
+			removed = append(removed, g.Path)
+		}
+	}
+	return removed
+}
+
+var sweepOnce sync.Once
+
+// killMembers kills every process in g: a group made by this package holds
+// only processes it started.
+func killMembers(g *cgroup.Group) {
+	b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

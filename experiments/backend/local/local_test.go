@@ -235,3 +235,34 @@ func TestCreateRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepStale: a cgroup left by a run that no longer exists is removed;
+// one of a live run is not.
+func TestSweepStale(t *testing.T) {
+	if err := CanIsolate(); err != nil {
+		t.Skipf("needs root for cgroups: %v", err)
+	}
+	dead := 1 << 22 // above the default pid_max: never a live process
+	for ; dead > 1; dead-- {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", dead)); err != nil {
+			break
+		}
+	}
+	stale, err := cgroup.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", dead), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Remove()
+	live, err := cgroup.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", os.Getppid()), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	removed := SweepStale()
+	if len(removed) != 1 || removed[0] != stale.Path {
+		t.Errorf("swept %v, want only %s", removed, stale.Path)
+	}
+	if _, err := os.Stat(live.Path); err != nil {
+		t.Errorf("the live run's cgroup was removed: %v", err)
+	}
+}
