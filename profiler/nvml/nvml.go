@@ -151,9 +151,22 @@ func (s *Sampler) Sample(now time.Time) ([]Sample, error) {
 				return nil, err
 			}
 		}
+		// NVML fills its whole buffer: unused entries have pid 0, and a
+		// process sampled several times since the last call appears
+		// once per sample. Keep one entry per process, its busiest.
+		at := map[uint32]int{}
 		for _, p := range ps {
-			smp.Processes = append(smp.Processes, Process{PID: p.Pid, SMPct: p.SmUtil, MemPct: p.MemUtil})
+			if p.Pid == 0 {
+				continue
+			}
 			s.lastProc[i] = max(s.lastProc[i], p.TimeStamp)
+			if j, ok := at[p.Pid]; ok {
+				q := &smp.Processes[j]
+				q.SMPct, q.MemPct = max(q.SMPct, p.SmUtil), max(q.MemPct, p.MemUtil)
+				continue
+			}
+			at[p.Pid] = len(smp.Processes)
+			smp.Processes = append(smp.Processes, Process{PID: p.Pid, SMPct: p.SmUtil, MemPct: p.MemUtil})
 		}
 		out = append(out, smp)
 	}

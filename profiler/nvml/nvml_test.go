@@ -34,7 +34,10 @@ func fakeServer(util []uint32) *dgxa100.Server {
 			if last >= 200 {
 				return nil, gonvml.ERROR_NOT_FOUND
 			}
-			return []gonvml.ProcessUtilizationSample{{Pid: 4242, TimeStamp: last + 100, SmUtil: u, MemUtil: 3}}, gonvml.SUCCESS
+			// As the real library does: the buffer's unused entries
+			// (pid 0) and a process sampled twice.
+			return []gonvml.ProcessUtilizationSample{{Pid: 4242, TimeStamp: last + 50, SmUtil: u / 2, MemUtil: 3},
+				{Pid: 4242, TimeStamp: last + 100, SmUtil: u, MemUtil: 1}, {}, {}}, gonvml.SUCCESS
 		}
 	}
 	return s
@@ -67,7 +70,7 @@ func TestSampleReadsEveryGPU(t *testing.T) {
 	if a.MemTotalBytes == 0 {
 		t.Errorf("memory total not read: %+v", a)
 	}
-	if len(a.Processes) != 1 || a.Processes[0].PID != 4242 || a.Processes[0].SMPct != 90 {
+	if len(a.Processes) != 1 || a.Processes[0].PID != 4242 || a.Processes[0].SMPct != 90 || a.Processes[0].MemPct != 3 {
 		t.Errorf("processes = %+v", a.Processes)
 	}
 	// The second call asks only for process samples after the first's.

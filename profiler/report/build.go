@@ -198,7 +198,11 @@ func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error
 				traces = append(traces, Trace{Experiment: idx, Key: c.Key, Steps: c.Timeline.Steps, Threads: c.Timeline.Threads})
 			}
 		}
-		cell.GPUUtil = math.Min(1, cell.KernelsPerS*kernelS)
+		// Each runner vCPU thread launches on its own stream: the share
+		// of time a stream was busy is the rate per stream times the
+		// kernel time.
+		streams := float64(max(1, c.RunnerVCPUs))
+		cell.GPUUtil = math.Min(1, cell.KernelsPerS/streams*kernelS)
 		exp.Cells = append(exp.Cells, cell)
 		if len(c.Agent) > 0 {
 			snap, err := agentapi.ParseSnapshot(c.Agent)

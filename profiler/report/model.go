@@ -59,9 +59,10 @@ type Cell struct {
 	// 0 when there is no baseline to compare with).
 	Slowdown    float64 `json:"slowdown"`
 	KernelsPerS float64 `json:"kernels_per_s"`
-	// GPUUtil is the share of wall time a kernel was running: kernels per
-	// second times the mean kernel time (one stream, as the workload
-	// uses). GPUUtilDrop is 1 - GPUUtil / the baseline's.
+	// GPUUtil is the share of wall time a kernel was running on each of
+	// the runner's streams (one per runner vCPU): kernels per second per
+	// stream times the mean kernel time. GPUUtilDrop is 1 - GPUUtil / the
+	// baseline's.
 	GPUUtil      float64 `json:"gpu_util"`
 	GPUUtilDrop  float64 `json:"gpu_util_drop"`
 	LaunchP50US  float64 `json:"launch_p50_us"`

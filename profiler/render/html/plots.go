@@ -215,6 +215,9 @@ func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
 	var rows []row
 	var waits, kernels [][2]float64
 	for _, s := range tr.Steps {
+		if s.Thread != 0 {
+			continue // the first runner vCPU stands for all
+		}
 		waits = append(waits, [2]float64{float64(s.Launch), float64(s.Noticed)})
 		if s.Complete >= 0 {
 			kernels = append(kernels, [2]float64{float64(s.Launch), float64(s.Complete)})

@@ -43,12 +43,14 @@ type Trace struct {
 	DisplayTimeUnit string  `json:"displayTimeUnit"`
 }
 
-// Track ids inside a cell's process.
+// Track ids inside a cell's process: runner vCPU thread n's steps on
+// tidHost+2n and its GPU stream on tidGPU+2n; on/off-CPU tracks from
+// tidThreads; the co-runner occupancy counter on tidCorunner.
 const (
-	tidHost     = 1
-	tidGPU      = 2
-	tidCorunner = 3 // the occupancy counter
-	tidThreads  = 10
+	tidCorunner = 1
+	tidHost     = 2
+	tidGPU      = 3
+	tidThreads  = 1000
 )
 
 // Render writes r's timelines as a trace.
@@ -116,27 +118,39 @@ func (b *builder) cell(pid int, tr report.Trace, multi bool) {
 	}
 	b.meta(pid, 0, "process_name", label)
 	b.add(Event{Name: "process_sort_index", Ph: "M", PID: pid, Args: map[string]any{"sort_index": pid}})
-	if len(tr.Steps) > 0 {
-		b.meta(pid, tidHost, "thread_name", "host thread: steps")
-		b.meta(pid, tidGPU, "thread_name", "GPU: kernels")
-	}
 	mode := tr.Key.Mode
+	named := map[int]bool{}
 	for i, s := range tr.Steps {
-		b.slice(pid, tidHost, "host work", "host", s.HostStart, s.HostEnd, map[string]any{"step": i})
+		// Each runner vCPU thread has its own host track and its own
+		// GPU stream track, so that slices on one track never overlap.
+		host, gpu := tidHost+2*s.Thread, tidGPU+2*s.Thread
+		if !named[s.Thread] {
+			named[s.Thread] = true
+			b.meta(pid, host, "thread_name", fmt.Sprintf("runner vcpu%d: steps", s.Thread))
+			b.meta(pid, gpu, "thread_name", fmt.Sprintf("GPU stream %d: kernels", s.Thread))
+		}
+		b.slice(pid, host, "host work", "host", s.HostStart, s.HostEnd, map[string]any{"step": i})
 		if s.Launch > s.HostEnd {
-			b.slice(pid, tidHost, "launch", "launch", s.HostEnd, s.Launch,
+			b.slice(pid, host, "launch", "launch", s.HostEnd, s.Launch,
 				map[string]any{"step": i, "launch_latency_us": float64(s.Launch-s.HostEnd) / 1e3})
 		}
+		// The mode asked for, and, where the runner measured it, what the
+		// thread actually did while it waited (spun, blocked...).
+		name := "sync wait (" + mode + ")"
 		args := map[string]any{"step": i, "mode": mode, "kernel": s.Kernel}
+		if s.Wait != "" {
+			name = fmt.Sprintf("sync wait (%s: %s)", mode, s.Wait)
+			args["waited_by"] = s.Wait
+		}
 		if s.Complete >= 0 {
 			args["receive_latency_us"] = float64(s.Noticed-s.Complete) / 1e3
 		}
-		b.slice(pid, tidHost, "sync wait ("+mode+")", "sync", s.Launch, s.Noticed, args)
-		b.add(Event{Name: "launch " + s.Kernel, Cat: "launch", Ph: "i", S: "t", TS: float64(s.Launch) / 1e3, PID: pid, TID: tidGPU,
+		b.slice(pid, host, name, "sync", s.Launch, s.Noticed, args)
+		b.add(Event{Name: "launch " + s.Kernel, Cat: "launch", Ph: "i", S: "t", TS: float64(s.Launch) / 1e3, PID: pid, TID: gpu,
 			Args: map[string]any{"step": i}})
 		if s.Complete >= 0 {
-			b.slice(pid, tidGPU, "kernel "+s.Kernel, "kernel", s.Launch, s.Complete, map[string]any{"step": i})
-			b.add(Event{Name: "complete " + s.Kernel, Cat: "complete", Ph: "i", S: "t", TS: float64(s.Complete) / 1e3, PID: pid, TID: tidGPU,
+			b.slice(pid, gpu, "kernel "+s.Kernel, "kernel", s.Launch, s.Complete, map[string]any{"step": i})
+			b.add(Event{Name: "complete " + s.Kernel, Cat: "complete", Ph: "i", S: "t", TS: float64(s.Complete) / 1e3, PID: pid, TID: gpu,
 				Args: map[string]any{"step": i, "noticed_after_us": float64(s.Noticed-s.Complete) / 1e3}})
 		}
 	}

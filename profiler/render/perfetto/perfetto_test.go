@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/internal/fixture"
@@ -26,6 +27,8 @@ func validate(data []byte) error {
 	if u, ok := doc["displayTimeUnit"]; ok && u != "ms" && u != "ns" {
 		return fmt.Errorf("displayTimeUnit %v: want ms or ns", u)
 	}
+	type span struct{ start, end float64 }
+	tracks := map[[2]float64][]span{}
 	phases := map[string]bool{"X": true, "B": true, "E": true, "i": true, "I": true, "C": true, "M": true, "s": true, "t": true, "f": true}
 	for i, r := range raw {
 		e, ok := r.(map[string]any)
@@ -56,6 +59,8 @@ func validate(data []byte) error {
 			if !ok || d < 0 {
 				return fmt.Errorf("event %d (%v): complete event with dur %v", i, e["name"], e["dur"])
 			}
+			k := [2]float64{e["pid"].(float64), e["tid"].(float64)}
+			tracks[k] = append(tracks[k], span{ts, ts + d})
 		case "i", "I":
 			if s, ok := e["s"]; ok && s != "g" && s != "p" && s != "t" {
 				return fmt.Errorf("event %d: instant scope %v", i, s)
@@ -82,6 +87,23 @@ func validate(data []byte) error {
 			default:
 				return fmt.Errorf("event %d: unknown metadata %v", i, e["name"])
 			}
+		}
+	}
+	// Slices on one track must nest or follow each other: Perfetto's
+	// importer drops slices that overlap partially.
+	for k, ss := range tracks {
+		sort.Slice(ss, func(i, j int) bool {
+			return ss[i].start < ss[j].start || (ss[i].start == ss[j].start && ss[i].end > ss[j].end)
+		})
+		var open []span
+		for _, s := range ss {
+			for len(open) > 0 && open[len(open)-1].end <= s.start+1e-3 { // 1 ns: float rounding of ts+dur
+				open = open[:len(open)-1]
+			}
+			if len(open) > 0 && s.end > open[len(open)-1].end+1e-3 {
+				return fmt.Errorf("pid %v tid %v: slice [%v, %v] overlaps [%v, %v] without nesting", k[0], k[1], s.start, s.end, open[len(open)-1].start, open[len(open)-1].end)
+			}
+			open = append(open, s)
 		}
 	}
 	return nil
@@ -137,6 +159,7 @@ func TestValidateRejectsBadTraces(t *testing.T) {
 		"no dur":        `{"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "pid": 1, "tid": 1}]}`,
 		"float pid":     `{"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "dur": 1, "pid": 1.5, "tid": 1}]}`,
 		"counter text":  `{"traceEvents": [{"name": "a", "ph": "C", "ts": 0, "pid": 1, "tid": 1, "args": {"n": "x"}}]}`,
+		"misnested":     `{"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1}, {"name": "b", "ph": "X", "ts": 5, "dur": 10, "pid": 1, "tid": 1}]}`,
 		"nameless meta": `{"traceEvents": [{"name": "thread_name", "ph": "M", "ts": 0, "pid": 1, "tid": 1}]}`,
 	} {
 		if err := validate([]byte(doc)); err == nil {
