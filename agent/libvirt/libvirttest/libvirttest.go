@@ -275,6 +275,9 @@ func StopLibvirtd(t testing.TB) {
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
 		t.Skip("libvirtd is managed by systemd here; restart tests run only without systemd (CI)")
 	}
+	if Socket() != "/run/libvirt/libvirt-sock" {
+		t.Skipf("restart tests restart the system libvirtd, not the one at $VGPU_LIBVIRT_SOCKET=%s", Socket())
+	}
 	b, err := os.ReadFile(libvirtdPidFile)
 	if err != nil {
 		t.Fatalf("stop libvirtd: %v", err)
