@@ -82,7 +82,8 @@ type Cell struct {
 	// QuotaCPUs is the CPU bandwidth each VM was limited to, in CPUs
 	// (shared2); 0 when unlimited.
 	QuotaCPUs float64 `json:"quota_cpus,omitempty"`
-	// KernelsPerS is steps (one kernel each) per second of the median run.
+	// KernelsPerS is kernels per second of the median run: steps x the
+	// runner's vCPUs (each vCPU launches one kernel per step) / wall time.
 	KernelsPerS float64 `json:"kernels_per_s"`
 	// Slowdown is the median wall time over the baseline cell's with the
 	// same mode and vCPU count; 0 when there is no such baseline.
