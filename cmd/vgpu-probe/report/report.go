@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -156,7 +157,8 @@ func Run(ctx context.Context, o *Options) error {
 	if err := results.WriteAtomic(o.Output, buf.Bytes()); err != nil {
 		return fmt.Errorf("write %s: %w", o.Output, err)
 	}
-	return nil
+	// The temporary file was private (0600); a report is for sharing.
+	return os.Chmod(o.Output, 0o644)
 }
 
 func load(ctx context.Context, o *Options) (model.Inputs, error) {

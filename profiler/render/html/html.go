@@ -114,7 +114,7 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 	}
 	p, err = groupedBars("GPU utilisation", "share of wall time a kernel ran, %", e.Cells, true,
 		func(c report.Cell) float64 { return 100 * c.GPUUtil }, 0)
-	if err := addFig(figure(id("gpu-util"), "GPU utilisation per setting and wait mode (the paper's vGPU under-utilisation): kernels/s × mean kernel time.", p, err)); err != nil {
+	if err := addFig(figure(id("gpu-util"), "GPU utilisation per setting and wait mode (the paper's vGPU under-utilisation): the share of time each runner stream had a kernel running, kernels/s per stream × mean kernel time.", p, err)); err != nil {
 		return nil, err
 	}
 	// CDFs: each mode under the most contended setting, next to its
@@ -170,7 +170,7 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 	}
 	if names, sets := gpuTimeSeries(e, mine); len(sets) > 0 {
 		p, err = series("GPU utilisation over time (derived)", "kernel busy, % per 5 ms", names, sets, 105)
-		if err := addFig(figure(id("gpu-time"), "GPU busy share over the timeline window, from kernel launch and completion times, per wait mode under "+contended+".", p, err)); err != nil {
+		if err := addFig(figure(id("gpu-time"), "GPU busy share (mean over the runner's streams) over the timeline window, from kernel launch and completion times, per wait mode under "+contended+".", p, err)); err != nil {
 			return nil, err
 		}
 	}
@@ -252,6 +252,10 @@ func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plot
 			continue
 		}
 		busy := make([]float64, n)
+		streams := map[int]bool{}
+		for _, s := range t.Steps {
+			streams[s.Thread] = true
+		}
 		for _, s := range t.Steps {
 			if s.Complete < 0 {
 				continue
@@ -273,7 +277,8 @@ func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plot
 			if width < binNs/2 {
 				break // a last, partial bin would read as a drop
 			}
-			xys = append(xys, plotter.XY{X: (float64(b) + 0.5) * binNs / 1e9, Y: 100 * busy[b] / width})
+			// Mean over the runner's streams, one per vCPU thread.
+			xys = append(xys, plotter.XY{X: (float64(b) + 0.5) * binNs / 1e9, Y: 100 * busy[b] / width / float64(len(streams))})
 		}
 		names = append(names, t.Key.Mode)
 		sets = append(sets, xys)

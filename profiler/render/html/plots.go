@@ -119,7 +119,9 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 	}
 	names := make([]string, len(settings))
 	for i, s := range settings {
-		names[i] = report.SettingLabel(s)
+		// Two lines, scenario over the rest, so that a dozen settings'
+		// labels do not run into each other.
+		names[i] = strings.Replace(report.SettingLabel(s), " ", "\n", 1)
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
