@@ -75,6 +75,9 @@ func build(dir string) error {
 		{"gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", "c", filepath.Join(inc, "hybridsync.h")},
 		{"gcc", "-O2", "-Wall", "-Werror", "-I" + inc, "-I" + pr, "-o", "hsapp_so", filepath.Join(pr, "hsapp.c"), "-L" + lib, "-L.", "-lhybridsync", "-lcudart", "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-I" + inc, "-I" + pr, "-o", "hsapp_a", filepath.Join(pr, "hsapp.c"), filepath.Join(lib, "libhybridsync.a"), "-L.", "-lcudart", "-lpthread", "-ldl"},
+		// The archive in a program with the runtime compiled in, as
+		// nvcc links: no CUDA name may collide with libcudart_static's.
+		{"gcc", "-O2", "-Wall", "-Werror", "-I" + inc, "-I" + pr, "-o", "hsapp_a_rt", filepath.Join(pr, "hsapp.c"), filepath.Join(si, "cudart.c"), filepath.Join(lib, "libhybridsync.a"), "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "rtapp_dyn", filepath.Join(pr, "rtapp.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
 		// nvcc's default: the runtime compiled into the program, the
 		// driver reached through dlopen + cuGetProcAddress.
@@ -184,7 +187,7 @@ func (s stats) kernel(substr string) (calls uint64, mean float64, ok bool) {
 	return
 }
 
-var links = []string{"hsapp_so", "hsapp_a"}
+var links = []string{"hsapp_so", "hsapp_a", "hsapp_a_rt"}
 
 func TestExplicitAPI(t *testing.T) {
 	need(t)

@@ -1,3 +1,5 @@
+//go:build !hs_nointerpose
+
 /* Transparent mode: replacements for CUDA's waits, and observers of its
  * launches, for programs run under LD_PRELOAD=libhybridsync.so.
  *
@@ -12,7 +14,11 @@
  *
  * A replacement that cannot run the policy (not interposing, re-entered
  * from inside the library, a forked child, no driver) calls the real
- * function: the program keeps working, only without the primitive. */
+ * function: the program keeps working, only without the primitive.
+ *
+ * Left out of the static archive (built with -tags hs_nointerpose): a
+ * program that links libhybridsync.a links it explicitly, and these CUDA
+ * names would collide with libcudart_static's. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>

@@ -25,7 +25,7 @@ prepare() {
 	rm -rf "$B"
 	mkdir -p "$B/lib" "$B/include"
 	go build -buildmode=c-shared -o "$B/lib/libhybridsync.so" ./cgo/libhybridsync
-	go build -buildmode=c-archive -o "$B/lib/libhybridsync.a" ./cgo/libhybridsync
+	go build -tags hs_nointerpose -buildmode=c-archive -o "$B/lib/libhybridsync.a" ./cgo/libhybridsync
 	rm -f "$B/lib/libhybridsync.h"
 	cp cgo/include/hybridsync.h "$B/include/"
 	CGO_ENABLED=1 go build -ldflags '-s -w' -o "$B/vgpu-probe" ./cmd/vgpu-probe
