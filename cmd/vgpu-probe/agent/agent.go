@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -142,6 +143,13 @@ func Run(o *Options) error {
 		return err
 	}
 	o.defaults()
+	// A handful of goroutines (ring reader, sampler, sources, HTTP) need
+	// no more than two Ps; on a many-core host the idle Ps' spinning for
+	// work would be most of the agent's CPU (measured: 1.06% -> see
+	// docs/BENCHMARKS.md). An explicit GOMAXPROCS wins.
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > 2 {
+		runtime.GOMAXPROCS(2)
+	}
 	if o.Geteuid() != 0 {
 		return usage.Errorf("vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads")
 	}
