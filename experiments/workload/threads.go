@@ -29,46 +29,29 @@ func (s SimDevice) LaunchStream(stream int, _ simdev.Kernel, d time.Duration) (h
 	return s.Dev.Launch(stream, d), nil
 }
 
-// OpenDevices opens the registered device name for n threads, with a
-// waiter for mode each; the returned function releases them all. The
-// simulated GPU is opened once, with one stream per thread, so that the
-// threads' kernels run side by side as on a real GPU with several streams,
-// and one Syncer shared by all (it is safe for that, and learns from all).
-// Other devices are opened once per thread: a device (e.g. cuda's one
-// stream and event) is not assumed to be safe for concurrent launches.
-func OpenDevices(name string, mode hybridsync.Mode, n int) ([]Device, []Waiter, func(), error) {
+// ThreadOpener opens the device and waiter of one loop thread. RunThreads
+// calls it on that thread, locked to its OS thread and pinned: a CUDA
+// context is current per OS thread, so the thread that launches must be
+// the one that opened.
+type ThreadOpener func(thread int) (Device, Waiter, func(), error)
+
+// ThreadOpenerFor returns the ThreadOpener of the registered device name for n
+// threads with mode. The simulated GPU is one device with a stream per
+// thread, so the threads' kernels run side by side as on a real GPU with
+// several streams, and one Syncer shared by all (safe for that; it learns
+// from all). Other devices are opened once per thread: a device (e.g.
+// cuda's one stream and event) is not assumed safe for concurrent use.
+func ThreadOpenerFor(name string, mode hybridsync.Mode, n int) (ThreadOpener, error) {
 	open, ok := devices[name]
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("unknown device %q (want one of %v)", name, Devices())
+		return nil, fmt.Errorf("unknown device %q (want one of %v)", name, Devices())
 	}
-	if n < 1 {
-		return nil, nil, nil, errors.New("want at least one thread")
-	}
-	devs, waits := make([]Device, n), make([]Waiter, n)
 	if name == "sim" {
 		s := hybridsync.New(hybridsync.Config{Mode: mode})
-		d := SimDevice{Dev: simdev.New(n)}
-		for i := range n {
-			devs[i], waits[i] = d, s.Sync
-		}
-		return devs, waits, func() {}, nil
+		d := SimDevice{Dev: simdev.New(max(n, 1))}
+		return func(int) (Device, Waiter, func(), error) { return d, s.Sync, func() {}, nil }, nil
 	}
-	var closers []func()
-	closeAll := func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	for i := range n {
-		d, w, c, err := open(mode)
-		if err != nil {
-			closeAll()
-			return nil, nil, nil, err
-		}
-		devs[i], waits[i] = d, w
-		closers = append(closers, c)
-	}
-	return devs, waits, closeAll, nil
+	return func(int) (Device, Waiter, func(), error) { return open(mode) }, nil
 }
 
 // Wait kinds a step's Wait field takes: what the waiting thread did, as
@@ -91,15 +74,17 @@ const (
 // long as its slowest thread, so a descheduled vCPU stalls all of them.
 // With one CPU it is Run's loop exactly (no barrier).
 //
-// Thread i launches on devs[i] and waits with waits[i] (see OpenDevices).
+// Each thread opens its device with open (see ThreadOpenerFor) once pinned; when
+// all have, ready (if not nil) is called once and the loop starts when it
+// returns: the caller's chance to be placed (a cgroup) and told to go.
 // Steps in the timeline carry the thread index and the wait kind taken.
-func RunThreads(cfg Config, cpus []int, devs []Device, waits []Waiter) (Result, error) {
+func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (Result, error) {
 	if cfg.Steps <= 0 || cfg.Work < 0 || len(cfg.Profile.Kernels) == 0 {
 		return Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
 	}
 	n := len(cpus)
-	if n == 0 || len(devs) != n || len(waits) != n {
-		return Result{}, fmt.Errorf("workload: want at least one cpu and a device and waiter for each (%d cpus, %d devices, %d waiters)", n, len(devs), len(waits))
+	if n == 0 || open == nil {
+		return Result{}, errors.New("workload: want at least one cpu and a device")
 	}
 	// Every thread is locked to an OS thread and may spin; the runtime
 	// needs a P beyond them for its own goroutines, or it would preempt a
@@ -122,7 +107,7 @@ func RunThreads(cfg Config, cpus []int, devs []Device, waits []Waiter) (Result, 
 	bar := newBarrier(n)
 	var failed sync.Once
 	var wg sync.WaitGroup
-	start := hybridsync.Now()
+	var start int64 // set by thread 0 before the start barrier releases all
 	for t := range n {
 		wg.Add(1)
 		go func() {
@@ -139,9 +124,30 @@ func RunThreads(cfg Config, cpus []int, devs []Device, waits []Waiter) (Result, 
 				fail(err)
 				return
 			}
+			dev, wait, closeDev, err := open(t)
+			if err != nil {
+				fail(fmt.Errorf("thread %d: open device: %w", t, err))
+				return
+			}
+			defer closeDev()
+			// Two barriers: all devices open, then (after ready) go.
+			if !bar.wait() {
+				return
+			}
+			if t == 0 {
+				if ready != nil {
+					if err := ready(); err != nil {
+						fail(err)
+						return
+					}
+				}
+				start = hybridsync.Now()
+			}
+			if !bar.wait() {
+				return
+			}
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(t)))
 			work := cfg.Work / int64(n)
-			dev, wait := devs[t], waits[t]
 			launcher, _ := dev.(StreamLauncher)
 			for i := range cfg.Steps {
 				hostStart := hybridsync.Now()
@@ -197,6 +203,8 @@ func RunThreads(cfg Config, cpus []int, devs []Device, waits []Waiter) (Result, 
 		if o.err != nil {
 			return Result{}, o.err
 		}
+	}
+	for _, o := range outs {
 		sink ^= o.sink
 		receive, launch = append(receive, o.receive...), append(launch, o.launch...)
 		tl = append(tl, o.tl...)

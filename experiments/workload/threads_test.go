@@ -1,6 +1,9 @@
 package workload
 
 import (
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,16 +21,30 @@ func TestRunThreadsBarrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, wait, closeDev, err := OpenDevices("sim", hybridsync.ModeBlock, len(cpus))
+	open, err := ThreadOpenerFor("sim", hybridsync.ModeBlock, len(cpus))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDev()
 	const steps = 60
 	cfg := Config{Steps: steps, Work: Calibrate(100 * time.Microsecond), Profile: simdev.Fixed("k", 300*time.Microsecond, 0.05), Timeline: true}
-	r, err := RunThreads(cfg, cpus, dev, wait)
+	var opened atomic.Int32
+	counting := func(th int) (Device, Waiter, func(), error) {
+		opened.Add(1)
+		return open(th)
+	}
+	readyCalls := 0
+	r, err := RunThreads(cfg, cpus, counting, func() error {
+		readyCalls++
+		if int(opened.Load()) != len(cpus) {
+			t.Errorf("ready called with %d of %d devices open", opened.Load(), len(cpus))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if readyCalls != 1 {
+		t.Errorf("ready called %d times", readyCalls)
 	}
 	if len(r.Timeline) != steps*len(cpus) {
 		t.Fatalf("timeline has %d steps, want %d x %d threads", len(r.Timeline), steps, len(cpus))
@@ -63,12 +80,11 @@ func TestRunThreadsBarrier(t *testing.T) {
 func TestRunThreadsWaitKind(t *testing.T) {
 	cpus, _ := corunner.Online()
 	for mode, want := range map[hybridsync.Mode]string{hybridsync.ModeSpin: WaitSpin, hybridsync.ModeBlock: WaitBlock} {
-		dev, wait, closeDev, err := OpenDevices("sim", mode, 1)
+		open, err := ThreadOpenerFor("sim", mode, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := RunThreads(Config{Steps: 50, Profile: simdev.Fixed("k", 500*time.Microsecond, 0), Timeline: true}, cpus[len(cpus)-1:], dev, wait)
-		closeDev()
+		r, err := RunThreads(Config{Steps: 50, Profile: simdev.Fixed("k", 500*time.Microsecond, 0), Timeline: true}, cpus[len(cpus)-1:], open, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,18 +102,28 @@ func TestRunThreadsWaitKind(t *testing.T) {
 }
 
 func TestRunThreadsRejects(t *testing.T) {
-	dev, wait, closeDev, _ := OpenDevices("sim", hybridsync.ModeBlock, 1)
-	defer closeDev()
-	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, nil, dev, wait); err == nil {
+	open, _ := ThreadOpenerFor("sim", hybridsync.ModeBlock, 1)
+	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, nil, open, nil); err == nil {
 		t.Error("no cpus accepted")
 	}
-	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, []int{0, 1}, dev, wait); err == nil {
-		t.Error("two cpus with one device accepted")
-	}
-	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, []int{1 << 15}, dev, wait); err == nil {
+	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, []int{1 << 15}, open, nil); err == nil {
 		t.Error("pinning to a cpu that does not exist succeeded")
 	}
-	if _, _, _, err := OpenDevices("tpu", hybridsync.ModeBlock, 1); err == nil {
+	// A thread whose device fails to open fails the run, before ready.
+	cpus, _ := corunner.Online()
+	failing := func(th int) (Device, Waiter, func(), error) {
+		if th == len(cpus)-1 {
+			return nil, nil, nil, errors.New("no such GPU")
+		}
+		return open(th)
+	}
+	if _, err := RunThreads(Config{Steps: 1, Profile: simdev.Mixed}, cpus, failing, func() error {
+		t.Error("ready called although a device failed to open")
+		return nil
+	}); err == nil || !strings.Contains(err.Error(), "no such GPU") {
+		t.Errorf("failed open: %v", err)
+	}
+	if _, err := ThreadOpenerFor("tpu", hybridsync.ModeBlock, 1); err == nil {
 		t.Error("unknown device opened")
 	}
 }

@@ -107,25 +107,22 @@ func vmMain() int {
 		fmt.Fprintln(os.Stderr, "local vm:", err)
 		return 1
 	}
-	var (
-		devs     []workload.Device
-		waits    []workload.Waiter
-		closeDev = func() {}
-	)
+	// The handshake: fd 3 closes once the VM is confined (and, for the
+	// loop, every thread has its device open); then stdin's EOF says go.
+	ready := func() error {
+		f := os.NewFile(3, "ready")
+		f.Write([]byte{1})
+		f.Close()
+		io.Copy(io.Discard, os.Stdin) // wait until the parent has placed us
+		return nil
+	}
 	if s.Loop != nil {
-		var err error
-		if devs, waits, closeDev, err = workload.OpenDevices(s.Loop.Device, s.Loop.Mode, len(s.CPUs)); err != nil {
+		open, err := workload.ThreadOpenerFor(s.Loop.Device, s.Loop.Mode, len(s.CPUs))
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "local vm:", err)
 			return 1
 		}
-	}
-	defer closeDev()
-	ready := os.NewFile(3, "ready")
-	ready.Write([]byte{1})
-	ready.Close()
-	io.Copy(io.Discard, os.Stdin) // wait until the parent has placed us
-	if s.Loop != nil {
-		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, devs, waits)
+		r, err := workload.RunThreads(s.Loop.Config, s.CPUs, open, ready)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "local vm:", err)
 			return 1
@@ -135,6 +132,7 @@ func vmMain() int {
 		}
 		return 0
 	}
+	ready()
 	for {
 		c := exec.Command("/bin/sh", "-c", s.Cmd)
 		c.Stdin, c.Stdout, c.Stderr = nil, os.Stdout, os.Stderr
