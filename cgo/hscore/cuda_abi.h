@@ -21,7 +21,15 @@ typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef uint64_t cuuint64_t;
 typedef struct { unsigned int x, y, z; } hs_dim3;
-typedef struct CUlaunchConfig_st CUlaunchConfig; /* cuLaunchKernelEx: only passed through */
+/* cuLaunchKernelEx's configuration (cuda.h, CUDA 12+); read, never written. */
+typedef struct CUlaunchConfig_st {
+	unsigned gridDimX, gridDimY, gridDimZ;
+	unsigned blockDimX, blockDimY, blockDimZ;
+	unsigned sharedMemBytes;
+	CUstream hStream;
+	void *attrs;
+	unsigned numAttrs;
+} CUlaunchConfig;
 
 #define HS_CUDA_SUCCESS 0
 #define HS_CUDA_ERROR_NOT_INITIALIZED 3
@@ -58,8 +66,14 @@ typedef struct CUlaunchConfig_st CUlaunchConfig; /* cuLaunchKernelEx: only passe
 	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,      \
 	   unsigned bz, unsigned shm, CUstream s, void **params, void **extra),                \
 	  (f, gx, gy, gz, bx, by, bz, shm, s, params, extra))                                  \
+	X(DRV, cuLaunchKernelEx, 1, CUresult, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra), \
+	  (c, f, params, extra))                                                                \
+	X(DRV, cuLaunchKernelEx_ptsz, 1, CUresult,                                              \
+	  (const CUlaunchConfig *c, CUfunction f, void **params, void **extra), (c, f, params, extra)) \
 	X(DRV, cuEventRecord, 1, CUresult, (CUevent e, CUstream s), (e, s))                    \
 	X(DRV, cuEventRecord_ptsz, 1, CUresult, (CUevent e, CUstream s), (e, s))               \
+	X(DRV, cuEventRecordWithFlags, 1, CUresult, (CUevent e, CUstream s, unsigned f), (e, s, f)) \
+	X(DRV, cuEventRecordWithFlags_ptsz, 1, CUresult, (CUevent e, CUstream s, unsigned f), (e, s, f)) \
 	/* driver API: how static cudart finds the driver */                                  \
 	X(DRV, cuGetProcAddress, 1, CUresult,                                                  \
 	  (const char *sym, void **pfn, int ver, cuuint64_t flags), (sym, pfn, ver, flags))    \

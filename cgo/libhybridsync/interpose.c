@@ -245,6 +245,42 @@ CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
 	return r;
 }
 
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+	DRV_REAL(cuLaunchKernelEx, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(c, f, params, extra);
+	if (r == 0 && c && !bypass())
+		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 0);
+	return r;
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+	DRV_REAL(cuLaunchKernelEx_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(c, f, params, extra);
+	if (r == 0 && c && !bypass())
+		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 1);
+	return r;
+}
+
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
+{
+	DRV_REAL(cuEventRecordWithFlags, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(e, s, f);
+	if (r == 0 && !bypass())
+		hs_reg_record(e, s);
+	return r;
+}
+
+CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
+{
+	DRV_REAL(cuEventRecordWithFlags_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
+	CUresult r = real(e, s, f);
+	if (r == 0 && !bypass())
+		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
+	return r;
+}
+
 /* ---- runtime API (dynamically linked cudart) ---- */
 
 #define RT_REAL(name)                                                            \
