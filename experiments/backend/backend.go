@@ -52,6 +52,11 @@ type Workload struct {
 	// Cmd, when set, is run instead (with sh -c), with HYBRIDSYNC_MODE=Mode
 	// in its environment; its wall time is the measurement.
 	Cmd string
+	// Hold, when set (built-in loop only), is called once the loop has
+	// finished and measured, and the runner's process stays alive until it
+	// returns: a watcher such as the agent then sees the runner for its
+	// whole window however short the loop was.
+	Hold func()
 }
 
 // Backend creates topologies.

@@ -96,6 +96,9 @@ type Cell struct {
 	Agent json.RawMessage `json:"agent,omitempty"`
 	// AgentError says why Agent is missing when the agent was asked for.
 	AgentError string `json:"agent_error,omitempty"`
+	// AgentWallS is the wall time of the extra run the agent watched (not
+	// one of Reps: tracing costs CPU the measured runs must not pay).
+	AgentWallS float64 `json:"agent_wall_s,omitempty"`
 }
 
 // Timeline is what the profiler draws for a cell.

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,8 +33,14 @@ import (
 const ResultsName = "results.json"
 
 // AgentFunc watches the runner's process and the co-runners' for window
-// and returns the agent's JSON snapshot.
-type AgentFunc func(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error)
+// and returns the agent's JSON snapshot. It calls ready once it watches
+// them all: the runner is held at its start line until then (or until
+// AgentStartTimeout), so that a short cell is not over before the agent
+// has begun.
+type AgentFunc func(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error)
+
+// AgentStartTimeout is how long a runner waits for the agent to be ready.
+const AgentStartTimeout = 5 * time.Second
 
 // Progress is told about the measurements as they happen.
 type Progress interface {
@@ -64,8 +71,8 @@ type Options struct {
 	// Resume keeps the cells already in OutDir's results.json and runs
 	// only the rest; without it an existing file is an error.
 	Resume bool
-	// Agent, when set, watches the runner during the last repetition of
-	// each cell.
+	// Agent, when set, watches the runner and co-runners during one extra,
+	// uncounted run of each cell.
 	Agent AgentFunc
 	// TimelineSteps is the window of steps (per vCPU) of the median run
 	// kept per cell; 0 keeps none.
@@ -171,6 +178,9 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 	total := 0
 	for _, g := range plan {
 		total += len(g.Keys) * o.Reps
+		if o.Agent != nil {
+			total += len(g.Keys)
+		}
 	}
 	o.Progress.Begin(total)
 	if o.Workload.Cmd == "" && len(plan) > 0 {
@@ -260,9 +270,10 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 	}()
 	type acc struct {
-		reps     []workload.Result
-		agent    json.RawMessage
-		agentErr string
+		reps       []workload.Result
+		agent      json.RawMessage
+		agentErr   string
+		agentWallS float64
 	}
 	accs := make([]acc, len(g.Keys))
 	// Modes interleave within each repetition, so that a slow patch of
@@ -273,29 +284,7 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 				return nil, err
 			}
 			o.Progress.Next(describe(k, rep, o.Reps))
-			w := o.Workload
-			w.Mode = k.Mode
-			w.Config.Timeline = o.TimelineSteps > 0
-			var started func(int)
-			agentDone := make(chan struct{})
-			close(agentDone)
-			if o.Agent != nil && rep == o.Reps-1 {
-				window := agentWindow(accs[i].reps)
-				started = func(pid int) {
-					agentDone = make(chan struct{})
-					go func() {
-						defer close(agentDone)
-						a, err := o.Agent(ctx, pid, env.Corunners(), window)
-						if err != nil {
-							accs[i].agentErr = err.Error()
-							return
-						}
-						accs[i].agent = a
-					}()
-				}
-			}
-			r, err := env.Run(ctx, w, started)
-			<-agentDone
+			r, err := env.Run(ctx, o.workloadFor(k), nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", describe(k, rep, o.Reps), err)
 			}
@@ -303,12 +292,31 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 			o.Progress.Advance()
 		}
 	}
+	// The agent watches one more run of each cell, not counted in the
+	// cell's repetitions: its tracing costs CPU that the measured runs
+	// must not pay.
+	for i, k := range g.Keys {
+		if o.Agent == nil {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		o.Progress.Next(describe(k, -1, o.Reps))
+		a := &accs[i]
+		r, err := o.withAgent(ctx, env, k, agentWindow(a.reps), &a.agent, &a.agentErr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", describe(k, -1, o.Reps), err)
+		}
+		a.agentWallS = r.WallS
+		o.Progress.Advance()
+	}
 	cells := make([]results.Cell, len(g.Keys))
 	for i, k := range g.Keys {
 		a := accs[i]
 		med := workload.Median(a.reps)
 		c := results.Cell{Key: k, Median: med, RunnerVCPUs: g.RunnerVCPUs(), QuotaCPUs: topo.Runner.QuotaCPUs,
-			Agent: a.agent, AgentError: a.agentErr}
+			Agent: a.agent, AgentError: a.agentErr, AgentWallS: a.agentWallS}
 		c.MinWallS, c.MaxWallS = a.reps[0].WallS, a.reps[0].WallS
 		for _, r := range a.reps {
 			c.MinWallS, c.MaxWallS = min(c.MinWallS, r.WallS), max(c.MaxWallS, r.WallS)
@@ -327,10 +335,58 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 	return cells, nil
 }
 
+// workloadFor is the runner's workload for cell k.
+func (o *Options) workloadFor(k results.Key) backend.Workload {
+	w := o.Workload
+	w.Mode = k.Mode
+	w.Config.Timeline = o.TimelineSteps > 0
+	return w
+}
+
+// withAgent runs cell k once with the agent watching the runner and the
+// co-runners: the runner waits at its start line until the agent is ready
+// and stays alive after its loop until the agent's window is over.
+func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key, window time.Duration, snap *json.RawMessage, snapErr *string) (workload.Result, error) {
+	agentDone := make(chan struct{})
+	started := false
+	w := o.workloadFor(k)
+	if w.Cmd == "" {
+		w.Hold = func() { <-agentDone }
+	}
+	r, err := env.Run(ctx, w, func(pid int) {
+		started = true
+		readyCh := make(chan struct{})
+		var once sync.Once
+		ready := func() { once.Do(func() { close(readyCh) }) }
+		go func() {
+			defer close(agentDone)
+			defer ready() // an agent that failed releases the runner too
+			a, err := o.Agent(ctx, pid, env.Corunners(), window, ready)
+			if err != nil {
+				*snapErr = err.Error()
+				return
+			}
+			*snap = a
+		}()
+		select {
+		case <-readyCh:
+		case <-ctx.Done():
+		case <-time.After(AgentStartTimeout):
+		}
+	})
+	if started {
+		<-agentDone
+	}
+	return r, err
+}
+
 func describe(k results.Key, rep, reps int) string {
 	s := fmt.Sprintf("%s %dv", k.Scenario, k.VCPUs)
 	if k.Corunners > 0 {
 		s += fmt.Sprintf(" %dx%s", k.Corunners, k.Corunner)
+	}
+	if rep < 0 {
+		return fmt.Sprintf("%s %s with agent", s, k.Mode)
 	}
 	return fmt.Sprintf("%s %s rep %d/%d", s, k.Mode, rep+1, reps)
 }

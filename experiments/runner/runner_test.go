@@ -358,8 +358,9 @@ func TestAgentPerCell(t *testing.T) {
 	m := scenario.Matrix{Scenarios: []string{scenario.Shared1}, Corunner: "while1", Corunners: []int{2}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
 	o := options(m, 100, 2)
 	var calls atomic.Int32
-	o.Agent = func(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error) {
+	o.Agent = func(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error) {
 		calls.Add(1)
+		ready()
 		for _, pid := range append([]int{runner}, corunners...) {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 				return nil, fmt.Errorf("pid %d not running: %v", pid, err)
@@ -367,6 +368,11 @@ func TestAgentPerCell(t *testing.T) {
 		}
 		if len(corunners) != 2 || window < 100*time.Millisecond {
 			return nil, fmt.Errorf("%d co-runners, window %v", len(corunners), window)
+		}
+		// A window longer than the loop: the runner is held until it ends.
+		time.Sleep(window + 300*time.Millisecond)
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", runner)); err != nil || strings.Contains(string(st), ") Z ") {
+			return nil, fmt.Errorf("runner %d gone before the agent's window ended", runner)
 		}
 		return json.RawMessage(fmt.Sprintf(`{"runner":%d}`, runner)), nil
 	}
@@ -380,6 +386,9 @@ func TestAgentPerCell(t *testing.T) {
 	for _, c := range f.Cells {
 		if c.AgentError != "" || !strings.HasPrefix(string(c.Agent), `{"runner":`) {
 			t.Errorf("cell %+v: agent %s, error %q", c.Key, c.Agent, c.AgentError)
+		}
+		if len(c.Reps) != 2 || c.AgentWallS <= 0 {
+			t.Errorf("cell %+v: %d reps, agent run %.3f s; want 2 and an extra run", c.Key, len(c.Reps), c.AgentWallS)
 		}
 	}
 }

@@ -4,6 +4,8 @@
 package run
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -303,33 +305,55 @@ func Run(ctx context.Context, o *Options) error {
 }
 
 // runAgent runs this binary's agent subcommand on the runner's and the
-// co-runners' processes for window and returns its JSON.
-func runAgent(ctx context.Context, runner int, corunners []int, window time.Duration) (json.RawMessage, error) {
+// co-runners' processes for window and returns its JSON. It calls ready
+// when the agent has logged that it watches every one of them.
+func runAgent(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, window+30*time.Second)
 	defer cancel()
+	pids := append([]int{runner}, corunners...)
 	args := []string{"agent", "--once", window.String(), "--json"}
-	for _, pid := range append([]int{runner}, corunners...) {
+	for _, pid := range pids {
 		args = append(args, "--pid", strconv.Itoa(pid))
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	last := make(chan string, 1)
+	go func() {
+		// The agent logs one "watching target" line per target once it
+		// has taken it in; its last line says why, if it fails.
+		sc := bufio.NewScanner(stderr)
+		watching, line := 0, ""
+		for sc.Scan() {
+			line = strings.TrimSpace(sc.Text())
+			if strings.Contains(line, "watching target") {
+				if watching++; watching == len(pids) {
+					ready()
+				}
+			}
 		}
+		last <- line
+	}()
+	msg := <-last // all of stderr read: Wait closes the pipe
+	err = cmd.Wait()
+	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %s", err, msg)
 	}
-	if !json.Valid(out) {
+	if !json.Valid(out.Bytes()) {
 		return nil, errors.New("agent: output is not JSON")
 	}
-	return json.RawMessage(out), nil
+	return json.RawMessage(out.Bytes()), nil
 }
 
 // PrintTable prints the slowdown table: one row per scenario, vCPU count

@@ -23,6 +23,9 @@ type spec struct {
 	Cmd     string    `json:"cmd,omitempty"`
 	Mode    string    `json:"mode,omitempty"` // HYBRIDSYNC_MODE for Cmd
 	Restart bool      `json:"restart,omitempty"`
+	// Hold keeps the loop's process alive after it printed its result,
+	// until fd 4 closes: a watcher (the agent) sees it to the end.
+	Hold bool `json:"hold,omitempty"`
 }
 
 type loopSpec struct {
@@ -40,12 +43,15 @@ func init() { reexec.Register("local-vm", vmMain) }
 // (ready); the parent places it in its cgroup and closes the child's
 // stdin (go).
 type vmProc struct {
-	cmd   *exec.Cmd
-	ready *os.File // read end of the child's fd 3
-	start io.WriteCloser
+	cmd    *exec.Cmd
+	ready  *os.File // read end of the child's fd 3
+	start  io.WriteCloser
+	hold   *os.File  // write end of the child's fd 4; closing it lets a held child exit
+	stdout io.Reader // when startVM was given no stdout
 }
 
-// startVM starts the VM process for s; stdout is where its output goes.
+// startVM starts the VM process for s; stdout is where its output goes,
+// or, when nil, p.stdout is a pipe to read it from.
 func startVM(s spec, stdout io.Writer) (*vmProc, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -56,24 +62,37 @@ func startVM(s spec, stdout io.Writer) (*vmProc, error) {
 		return nil, err
 	}
 	cmd.Env = append(cmd.Env, envSpec+"="+string(b))
-	cmd.Stdout = stdout
-	start, err := cmd.StdinPipe()
-	if err != nil {
+	p := &vmProc{cmd: cmd}
+	if stdout != nil {
+		cmd.Stdout = stdout
+	} else if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if p.start, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.ExtraFiles = []*os.File{w}
-	err = cmd.Start()
-	w.Close()
+	hr, hw, err := os.Pipe()
 	if err != nil {
 		r.Close()
-		start.Close()
+		w.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{w, hr}
+	err = cmd.Start()
+	w.Close()
+	hr.Close()
+	if err != nil {
+		r.Close()
+		hw.Close()
+		p.start.Close()
 		return nil, fmt.Errorf("start VM process: %w", err)
 	}
-	return &vmProc{cmd: cmd, ready: r, start: start}, nil
+	p.ready, p.hold = r, hw
+	return p, nil
 }
 
 // waitReady returns once the child is confined and ready to be placed, or
@@ -90,6 +109,7 @@ func (p *vmProc) waitReady() error {
 // kill kills the process group and reaps the process.
 func (p *vmProc) kill() {
 	unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL)
+	p.hold.Close()
 	p.cmd.Wait()
 }
 
@@ -129,6 +149,10 @@ func vmMain() int {
 		}
 		if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 			return 1
+		}
+		if s.Hold {
+			os.Stdout.Close() // the parent has the result now
+			io.Copy(io.Discard, os.NewFile(4, "hold"))
 		}
 		return 0
 	}

@@ -14,7 +14,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,6 +174,7 @@ func (e *env) startCorunner(vm backend.VM, co backend.Load) error {
 		return err
 	}
 	e.corunners = append(e.corunners, p)
+	p.hold.Close() // a co-runner is never held
 	if err := p.waitReady(); err != nil {
 		return err
 	}
@@ -201,21 +201,22 @@ func (e *env) Corunners() []int {
 // Run runs w in the runner VM.
 func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (workload.Result, error) {
 	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd, Mode: w.Mode}
+	var stdout io.Writer = io.Discard
 	if w.Cmd == "" {
 		mode, err := hybridsync.ParseMode(w.Mode)
 		if err != nil {
 			return workload.Result{}, err
 		}
 		s.Loop = &loopSpec{Config: w.Config, Device: w.Device, Mode: mode}
-	}
-	var out bytes.Buffer
-	var stdout io.Writer = &out
-	if w.Cmd != "" {
-		stdout = io.Discard
+		s.Hold = w.Hold != nil
+		stdout = nil // read through a pipe: the result comes before the exit
 	}
 	p, err := startVM(s, stdout)
 	if err != nil {
 		return workload.Result{}, err
+	}
+	if !s.Hold {
+		p.hold.Close()
 	}
 	cmd, pid := p.cmd, p.cmd.Process.Pid
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-pid, syscall.SIGKILL) })
@@ -238,6 +239,14 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	}
 	t0 := time.Now()
 	p.start.Close() // the child's signal to begin: it is placed
+	var out []byte
+	if p.stdout != nil {
+		out, _ = io.ReadAll(p.stdout) // until the child closes it or exits
+	}
+	if s.Hold {
+		w.Hold()
+		p.hold.Close()
+	}
 	err = cmd.Wait()
 	wall := time.Since(t0)
 	// A command may leave children behind in its process group.
@@ -253,7 +262,7 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	}
 	var r workload.Result
 	if w.Cmd == "" {
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(out, &r); err != nil {
 			return workload.Result{}, fmt.Errorf("workload output: %w", err)
 		}
 	} else {
