@@ -33,9 +33,13 @@ func TestMain(m *testing.M) {
 }
 
 // options is a small real experiment on the local backend: the NAMD-like
-// loop (200 µs host work, 500 µs kernels) on the simulated GPU.
+// loop (200 µs host work, 500 µs kernels) on the simulated GPU, on the
+// first CPU only: other packages' tests (co-runners, bench) pin to the
+// last, and the two would disturb each other.
 func options(m scenario.Matrix, steps, reps int) Options {
+	cpus, _ := corunner.Online()
 	return Options{
+		CPUs:     cpus[:1],
 		Backend:  local.Backend{},
 		Matrix:   m,
 		Load:     backend.Load{Kind: m.Corunner},
