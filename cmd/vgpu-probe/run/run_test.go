@@ -266,3 +266,16 @@ func children(pid int) []int {
 	}
 	return kids
 }
+
+// FuzzCheckCommand: any text gives an answer, never a panic, and a
+// command that passes is not blank.
+func FuzzCheckCommand(f *testing.F) {
+	for _, s := range []string{"while :; do :; done", "A=1 B=2 ./x", "=", "a=", "'", "sleep 1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if err := checkCommand(s); err == nil && s != "" && strings.TrimSpace(s) == "" {
+			t.Fatalf("blank command %q accepted", s)
+		}
+	})
+}
