@@ -116,7 +116,7 @@ func Build(in Inputs) (*Report, error) {
 	}
 	for _, n := range in.NVML {
 		r.Sources = append(r.Sources, n.Path)
-		r.GPUSeries = append(r.GPUSeries, n.Series)
+		r.GPUSeries = append(r.GPUSeries, GPUSeries{Source: n.Path, Series: n.Series})
 		r.GPUs = append(r.GPUs, gpusOf(n)...)
 		if len(n.Series.Samples) > 0 {
 			if t := n.Series.Samples[len(n.Series.Samples)-1].Time; t.After(latest) {

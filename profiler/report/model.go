@@ -30,7 +30,7 @@ type Report struct {
 	// AgentTraces are switch timelines read from live agents.
 	AgentTraces []AgentTrace `json:"-"`
 	// GPUSeries are the NVML recordings as read.
-	GPUSeries []*nvml.Series `json:"-"`
+	GPUSeries []GPUSeries `json:"-"`
 }
 
 // Experiment is one results file.
@@ -189,6 +189,12 @@ type GPU struct {
 	MeanSMMHz    float64 `json:"mean_sm_clock_mhz"`
 	MaxMemUsedMB float64 `json:"max_mem_used_mib"`
 	Processes    int     `json:"processes"` // distinct pids seen
+}
+
+// GPUSeries is one NVML recording and where it came from.
+type GPUSeries struct {
+	Source string
+	*nvml.Series
 }
 
 // Trace is one cell's timeline window.

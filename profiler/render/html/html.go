@@ -214,7 +214,7 @@ func gpuFigures(r *report.Report) ([]Figure, error) {
 			sets = append(sets, byGPU[d.Index])
 		}
 		p, err := series("GPU utilisation over time (NVML)", "utilisation, %", names, sets, 105)
-		f, err := figure(fmt.Sprintf("nvml-%d", i+1), "NVML utilisation samples of "+r.GPUs[0].Source+".", p, err)
+		f, err := figure(fmt.Sprintf("nvml-%d", i+1), "NVML utilisation samples of "+s.Source+", every "+fmt.Sprintf("%g", s.IntervalS)+" s.", p, err)
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +228,10 @@ func gpuFigures(r *report.Report) ([]Figure, error) {
 // binNs is the bin of the derived utilisation curve: long enough to hold
 // several steps (≈0.7 ms each), short enough to show a 4 ms tick's gap.
 const binNs = 5e6
+
+// maxBins bounds the curve to an hour of timeline: a results file with
+// corrupt timestamps must not make the report allocate without limit.
+const maxBins = 3600e9 / binNs
 
 // gpuTimeSeries bins kernel busy time per mode for the traces of the
 // most contended setting (all traces when there is none).
@@ -248,8 +252,8 @@ func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plot
 		t0 := t.Steps[0].HostStart
 		end := t.Steps[len(t.Steps)-1].Noticed
 		n := int(math.Ceil(float64(end-t0) / binNs))
-		if n <= 0 {
-			continue
+		if n <= 0 || n > maxBins {
+			continue // an empty or absurd window (corrupt times): no curve
 		}
 		busy := make([]float64, n)
 		streams := map[int]bool{}
@@ -260,7 +264,7 @@ func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plot
 			if s.Complete < 0 {
 				continue
 			}
-			for a := s.Launch; a < s.Complete; {
+			for a := max(s.Launch, t0); a < s.Complete; {
 				b := int(float64(a-t0) / binNs)
 				if b >= n {
 					break

@@ -25,8 +25,15 @@ const (
 	plotH = 9 * vg.Centimeter
 )
 
-// svg renders p as an inline SVG element (no XML prolog).
-func svg(p *plot.Plot, w, h vg.Length) (string, error) {
+// svg renders p as an inline SVG element (no XML prolog). gonum/plot
+// panics on some degenerate data (a log axis over non-positive values);
+// that becomes an error for the figure, never a crash of the report.
+func svg(p *plot.Plot, w, h vg.Length) (s string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = "", fmt.Errorf("plot %q: %v", p.Title.Text, r)
+		}
+	}()
 	wt, err := p.WriterTo(w, h, "svg")
 	if err != nil {
 		return "", err
@@ -35,7 +42,7 @@ func svg(p *plot.Plot, w, h vg.Length) (string, error) {
 	if _, err := wt.WriteTo(&b); err != nil {
 		return "", err
 	}
-	s := b.String()
+	s = b.String()
 	if i := strings.Index(s, "<svg"); i >= 0 {
 		s = s[i:]
 	}
@@ -125,8 +132,12 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
-	// Headroom above the bars for the legend.
+	// Headroom above the bars for the legend. A corrupt file's absurd
+	// value would make the axis infinite and its ticks endless.
 	p.Y.Max = ymax * 1.35
+	if math.IsInf(p.Y.Max, 0) || math.IsNaN(p.Y.Max) {
+		return nil, nil
+	}
 	p.Legend.Left = false
 	return p, nil
 }
@@ -139,12 +150,14 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min, p.Y.Max = 0, 1
 	any := false
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, v := range sets {
 		if len(v) == 0 {
 			continue
 		}
 		s := slices.Clone(v)
 		slices.Sort(s)
+		lo, hi = math.Min(lo, math.Max(s[0], 0.01)), math.Max(hi, s[len(s)-1])
 		xys := make(plotter.XYs, 0, len(s)+1)
 		for j, x := range s {
 			// A log axis cannot show 0: clamp to 0.01 µs, below any
@@ -166,6 +179,12 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 		any = true
 	}
 	if !any {
+		return nil, nil
+	}
+	// A log axis needs a positive range at least a decade wide; gonum's
+	// own padding of a degenerate range would cross zero.
+	p.X.Min, p.X.Max = lo, math.Max(hi, lo*10)
+	if math.IsInf(p.X.Max, 0) {
 		return nil, nil
 	}
 	// Bottom right: by then every curve has risen to the top.
