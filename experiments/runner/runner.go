@@ -218,7 +218,13 @@ func (o *Options) start() (*results.File, error) {
 		if o.Resume {
 			f, err := results.Read(filepath.Join(o.OutDir, ResultsName))
 			if err == nil {
-				f.Config.Notes = append(f.Config.Notes, "resumed "+time.Now().UTC().Format(time.RFC3339))
+				// The file's matrix is every cell it holds: the old
+				// matrix and the new one together.
+				c := &f.Config
+				c.Scenarios, c.Modes = union(c.Scenarios, o.Config.Scenarios), union(c.Modes, o.Config.Modes)
+				c.VCPUs, c.Corunners = union(c.VCPUs, o.Config.VCPUs), union(c.Corunners, o.Config.Corunners)
+				c.Reps = max(c.Reps, o.Config.Reps)
+				c.Notes = append(c.Notes, "resumed "+time.Now().UTC().Format(time.RFC3339))
 				return f, nil
 			}
 			if !errors.Is(err, os.ErrNotExist) {
@@ -237,6 +243,16 @@ func (o *Options) write(f *results.File) error {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil
+}
+
+func union[T comparable](a, b []T) []T {
+	out := slices.Clone(a)
+	for _, v := range b {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Topology returns the VMs of group g on cpus: the shared set is the last
