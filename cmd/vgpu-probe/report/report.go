@@ -148,7 +148,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	var buf bytes.Buffer
 	if err := renderers[o.Format](&buf, r); err != nil {
-		return fmt.Errorf("render %s: %w", o.Format, err)
+		// Renderers fail only on data they cannot draw (absurd values
+		// in an input), so this too is bad input.
+		return usage.Wrap(fmt.Errorf("render %s: %w", o.Format, err))
 	}
 	if o.Output == "" {
 		_, err := o.Out.Write(buf.Bytes())
