@@ -250,3 +250,22 @@ func BenchmarkRingOverload(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUnwatched: what every context switch of the host pays while
+// the programs are attached but the switching threads are not watched
+// (the lookups and nothing else).
+func BenchmarkUnwatched(b *testing.B) {
+	p := benchProbe(b, bpfload.Options{Events: true})
+	startPingPong(b, 0)
+	dur := costSeconds()
+	for i := 0; i < b.N; i++ {
+		r0, n0, _ := p.ProgramStats()
+		t0 := time.Now()
+		time.Sleep(dur)
+		wall := time.Since(t0)
+		r, n, _ := p.ProgramStats()
+		b.ReportMetric(float64((r-r0).Nanoseconds())/float64(max(1, n-n0)), "ns/prog-run")
+		b.ReportMetric(float64(n-n0)/wall.Seconds(), "prog-runs/s")
+		b.ReportMetric(100*(r-r0).Seconds()/wall.Seconds(), "bpf-cpu-%")
+	}
+}
