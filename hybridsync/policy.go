@@ -75,7 +75,7 @@ type paper struct{}
 func (paper) wait(c *call) error {
 	t, _ := c.timing()
 	now := Now()
-	maxThreshold := min(c.s.thr.Remaining(now), c.s.maxSpin)
+	maxThreshold := c.spinCap(now)
 	if t.Mean > maxThreshold {
 		return c.block()
 	}
@@ -127,13 +127,13 @@ func (hybrid) wait(c *call) error {
 		c.sleepUntil(wake)
 		now = Now()
 		deadline := max(pred+tol, now+tol)
-		if deadline-now > min(c.s.thr.Remaining(now), c.s.maxSpin) {
+		if deadline-now > c.spinCap(now) {
 			return c.block()
 		}
 		return c.spinThenBlock(deadline, endSleepSpin)
 	}
 	window := pred + tol - now
-	if window > c.s.blockLate.typical(defaultLate)+tol || window > min(c.s.thr.Remaining(now), c.s.maxSpin) {
+	if window > c.s.blockLate.typical(defaultLate)+tol || window > c.spinCap(now) {
 		return c.block()
 	}
 	return c.spinThenBlock(now+window, endSpin)

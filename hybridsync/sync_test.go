@@ -199,29 +199,64 @@ func TestUnknownKernelIsCounted(t *testing.T) {
 
 func TestGuestEstimator(t *testing.T) {
 	var g hybridsync.GuestEstimator
-	if r := g.Remaining(1); r != hybridsync.Infinite {
+	const tid = 42
+	if r := g.Remaining(tid, 1); r != hybridsync.Infinite {
 		t.Fatalf("no gaps yet: remaining %d, want Infinite", r)
 	}
 	// Runs of 4 ms between 4 ms gaps, as two threads sharing a CPU get.
 	const ms = 1_000_000
 	base := int64(1000 * ms)
-	g.Resumed(base)
+	g.Resumed(tid, base)
 	for i := range int64(10) {
 		start := base + 8*ms*i + 4*ms
-		g.Gap(start, start+4*ms)
+		g.Gap(tid, start, start+4*ms)
 	}
 	if s := g.Slice(); s < 3*ms || s > 5*ms {
 		t.Fatalf("slice %d ns, want about 4 ms", s)
 	}
 	runStart := base + 8*ms*9 + 8*ms
-	if r := g.Remaining(runStart + 1*ms); r < 2*ms || r > 4*ms {
+	if r := g.Remaining(tid, runStart+1*ms); r < 2*ms || r > 4*ms {
 		t.Errorf("1 ms into a run: remaining %d ns, want about 3 ms", r)
 	}
-	if r := g.Remaining(runStart + 6*ms); r != 0 {
+	if r := g.Remaining(tid, runStart+6*ms); r != 0 {
 		t.Errorf("overdue: remaining %d, want 0", r)
 	}
-	if r := g.Remaining(runStart + 10_000*ms); r != hybridsync.Infinite {
+	if r := g.Remaining(tid, runStart+10_000*ms); r != hybridsync.Infinite {
 		t.Errorf("no gap for 10 s: remaining %d, want Infinite", r)
+	}
+}
+
+// TestGuestEstimatorKeepsThreadsApart: another thread waking up often must
+// neither shorten this thread's learned runs nor its remaining slice.
+func TestGuestEstimatorKeepsThreadsApart(t *testing.T) {
+	var g hybridsync.GuestEstimator
+	const ms = 1_000_000
+	base := int64(1000 * ms)
+	g.Resumed(1, base)
+	for i := range int64(10) {
+		start := base + 8*ms*i + 4*ms
+		// Thread 2 wakes every 100 µs of thread 1's runs.
+		for w := int64(0); w < 40; w++ {
+			g.Resumed(2, start-4*ms+w*100_000)
+		}
+		g.Gap(1, start, start+4*ms)
+	}
+	if s := g.Slice(); s < 3*ms || s > 5*ms {
+		t.Fatalf("slice %d ns, want about 4 ms despite thread 2's wake-ups", s)
+	}
+	if r := g.Remaining(2, base+80*ms); r != hybridsync.Infinite {
+		t.Errorf("thread 2 never saw a gap: remaining %d, want Infinite", r)
+	}
+}
+
+func TestGuestEstimatorManyThreads(t *testing.T) {
+	var g hybridsync.GuestEstimator
+	for tid := 1; tid <= 1000; tid++ { // more than the table holds
+		g.Resumed(tid, 1)
+		g.Gap(tid, 2, 3)
+	}
+	if g.Gaps() != 1000 {
+		t.Errorf("gaps %d, want 1000", g.Gaps())
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Syncer) Sync(ev Event, k KernelID) error {
 		s.ready(ev, k)
 		return err
 	}
-	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: Now()}
+	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: Now(), tid: unix.Gettid()}
 	err := s.policy.wait(&c)
 	c.learn()
 	c.count()
@@ -122,6 +122,7 @@ type call struct {
 	k      KernelID
 	e      *entry // nil for unknown kernels or a full dictionary
 	launch int64
+	tid    int // the calling OS thread: slice estimates are per thread
 
 	end       int   // endBlock, endSpin or endSleepSpin
 	notBefore int64 // the last time a Query said "not done"
@@ -142,6 +143,12 @@ func (c *call) timing() (Timing, bool) {
 	return t, t.N > 0
 }
 
+// spinCap is how long this thread may spin from now: the remaining time
+// slice, capped by MaxSpin.
+func (c *call) spinCap(now int64) int64 {
+	return min(c.s.thr.Remaining(c.tid, now), c.s.maxSpin)
+}
+
 // spin polls until completion or until deadline; it reports completion.
 // It watches the clock for gaps, which feed the slice estimator.
 func (c *call) spin(deadline int64) bool {
@@ -151,7 +158,7 @@ func (c *call) spin(deadline int64) bool {
 		done, err := c.ev.Query()
 		now := Now()
 		if now-last > gapNs && c.s.gaps != nil {
-			c.s.gaps.Gap(last, now)
+			c.s.gaps.Gap(c.tid, last, now)
 		}
 		if done {
 			c.spun += now - start
@@ -175,7 +182,7 @@ func (c *call) block() error {
 	c.blocked += now - start
 	c.seen, c.end = now, endBlock
 	if c.s.gaps != nil {
-		c.s.gaps.Resumed(now)
+		c.s.gaps.Resumed(c.tid, now)
 	}
 	return c.err
 }
@@ -203,7 +210,7 @@ func (c *call) sleepUntil(t int64) {
 	c.slept += now - start
 	c.s.sleepLate.observe(now - t)
 	if c.s.gaps != nil {
-		c.s.gaps.Resumed(now)
+		c.s.gaps.Resumed(c.tid, now)
 	}
 }
 

@@ -2,21 +2,21 @@ package hybridsync
 
 import "sync/atomic"
 
-// ThresholdSource tells how much of the calling thread's CPU time slice is
-// left: how long it may spin before the scheduler (the host's, for a vCPU)
-// is expected to take the CPU away. Spinning past that point wastes the
-// slice and makes the thread notice completion a whole off-CPU period late.
+// ThresholdSource tells how much of a thread's CPU time slice is left: how
+// long it may spin before the scheduler (the host's, for a vCPU) is
+// expected to take the CPU away. Spinning past that point wastes the slice
+// and makes the thread notice completion a whole off-CPU period late.
 type ThresholdSource interface {
-	// Remaining returns the expected remaining slice at now (ns), or
-	// Infinite when nothing is expected to preempt the thread.
-	Remaining(now int64) int64
+	// Remaining returns the expected remaining slice (ns) at now of the
+	// thread tid, or Infinite when nothing is expected to preempt it.
+	Remaining(tid int, now int64) int64
 }
 
 // Static is a fixed remaining slice in ns: the paper's max_threshold.
 type Static int64
 
 // Remaining returns the fixed value.
-func (s Static) Remaining(int64) int64 { return int64(s) }
+func (s Static) Remaining(int, int64) int64 { return int64(s) }
 
 // Unbounded never expects preemption.
 var Unbounded ThresholdSource = Static(Infinite)
@@ -24,30 +24,47 @@ var Unbounded ThresholdSource = Static(Infinite)
 // gapObserver is implemented by sources that learn from the spin loops of
 // Sync: a clock jump between two iterations means the thread was descheduled.
 type gapObserver interface {
-	// Gap reports that the thread did not run from start to end.
-	Gap(start, end int64)
-	// Resumed reports that the thread woke from a voluntary sleep at now,
+	// Gap reports that thread tid did not run from start to end.
+	Gap(tid int, start, end int64)
+	// Resumed reports that thread tid woke from a voluntary sleep at now,
 	// which starts a fresh run on the CPU.
-	Resumed(now int64)
+	Resumed(tid int, now int64)
 }
 
 // GuestEstimator estimates the remaining slice from inside the VM (or
 // process) alone, with no host agent, the way a thread in a public cloud
-// must: while spinning it watches its own clock, and a gap much longer than
-// a loop iteration means it was descheduled. The lengths of the runs between
-// gaps give the typical slice; the remaining slice is that minus the time
-// since the current run began.
+// must: while spinning a thread watches its own clock, and a gap much
+// longer than a loop iteration means it was descheduled. The lengths of the
+// runs between gaps give the typical slice; a thread's remaining slice is
+// that minus the time since its current run began.
 //
-// It is shared by all threads of a Syncer, so with several host threads it
-// mixes their runs; the estimate stays usable because threads of one VM see
-// the same host scheduler.
+// The typical slice is shared by all threads (it is a property of the
+// scheduler above them), but where each run began is per thread: with one
+// shared start, thread A's wake-up would cut thread B's run short in the
+// estimate, and with a few threads the learned slice collapses toward zero.
+// Threads are kept in a fixed table; past its size, threads share one
+// overflow slot and the estimate degrades instead of memory growing.
+//
+// The zero value is ready to use.
 type GuestEstimator struct {
-	// All fields are atomics written by whichever thread observes a gap
-	// or a wake-up; lost updates between racing threads only drop samples.
+	slice atomic.Int64 // EWMA of run lengths (ns), 0 until the first gap
+	gaps  atomic.Uint64
+
+	threads  [estimatorThreads]threadRun
+	overflow threadRun
+}
+
+// estimatorThreads bounds the per-thread table: more host threads than this
+// calling Sync is far beyond NAMD's or GROMACS's one per GPU per rank.
+const estimatorThreads = 256
+
+// threadRun is one thread's current run. tid is claimed once by CAS; the
+// other fields are written only by that thread (or, in the overflow slot,
+// racily by several, which only blurs the estimate).
+type threadRun struct {
+	tid      atomic.Int64
 	runStart atomic.Int64 // start of the current run (ns)
-	slice    atomic.Int64 // EWMA of run lengths, 0 until the first gap
-	lastGap  atomic.Int64 // end of the most recent gap
-	gaps     atomic.Uint64
+	lastGap  atomic.Int64 // end of the most recent gap (ns)
 }
 
 // staleAfter: with no descheduling seen for this long, contention is
@@ -55,34 +72,51 @@ type GuestEstimator struct {
 // throttling periods of cgroup bandwidth control (100 ms by default).
 const staleAfter = 500_000_000
 
-// Gap records that the thread was off the CPU from start to end.
-func (g *GuestEstimator) Gap(start, end int64) {
-	if rs := g.runStart.Load(); rs > 0 && start > rs {
+func (g *GuestEstimator) thread(tid int) *threadRun {
+	h := uint64(tid) * 0x9E3779B97F4A7C15 >> 56 // top 8 bits: 0..255
+	for i := uint64(0); i < estimatorThreads; i++ {
+		t := &g.threads[(h+i)%estimatorThreads]
+		switch cur := t.tid.Load(); {
+		case cur == int64(tid):
+			return t
+		case cur == 0 && t.tid.CompareAndSwap(0, int64(tid)):
+			return t
+		case t.tid.Load() == int64(tid):
+			return t
+		}
+	}
+	return &g.overflow
+}
+
+// Gap records that thread tid was off the CPU from start to end.
+func (g *GuestEstimator) Gap(tid int, start, end int64) {
+	t := g.thread(tid)
+	if rs := t.runStart.Load(); rs > 0 && start > rs {
 		run := start - rs
-		old := g.slice.Load()
-		if old == 0 {
+		if old := g.slice.Load(); old == 0 {
 			g.slice.Store(run)
 		} else {
 			g.slice.Store(old + (run-old)/8)
 		}
 	}
-	g.runStart.Store(end)
-	g.lastGap.Store(end)
+	t.runStart.Store(end)
+	t.lastGap.Store(end)
 	g.gaps.Add(1)
 }
 
-// Resumed records that a voluntary sleep ended at now.
-func (g *GuestEstimator) Resumed(now int64) { g.runStart.Store(now) }
+// Resumed records that thread tid's voluntary sleep ended at now.
+func (g *GuestEstimator) Resumed(tid int, now int64) { g.thread(tid).runStart.Store(now) }
 
-// Remaining returns the typical slice minus the time run so far, 0 when the
-// slice is overdue, and Infinite before any descheduling was seen or once
-// it has not been seen for a while.
-func (g *GuestEstimator) Remaining(now int64) int64 {
+// Remaining returns the typical slice minus the time thread tid has run so
+// far, 0 when the slice is overdue, and Infinite before the thread has
+// seen any descheduling or once it has not for a while.
+func (g *GuestEstimator) Remaining(tid int, now int64) int64 {
 	slice := g.slice.Load()
-	if slice == 0 || now-g.lastGap.Load() > staleAfter {
+	t := g.thread(tid)
+	if slice == 0 || t.lastGap.Load() == 0 || now-t.lastGap.Load() > staleAfter {
 		return Infinite
 	}
-	return max(slice-(now-g.runStart.Load()), 0)
+	return max(slice-(now-t.runStart.Load()), 0)
 }
 
 // Slice returns the learned typical run length in ns, 0 if none yet.
