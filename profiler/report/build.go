@@ -137,7 +137,7 @@ func Build(in Inputs) (*Report, error) {
 	if len(r.Experiments) > 0 && len(r.Traces) == 0 {
 		r.Notes = append(r.Notes, "no cell has a timeline: latency CDFs and the Perfetto trace need `vgpu-probe run` with timelines kept")
 	}
-	if len(in.NVML) == 0 {
+	if len(in.NVML) == 0 && len(r.Experiments) > 0 {
 		r.Notes = append(r.Notes, "no NVML samples: GPU utilisation is derived from kernel times (kernels/s x mean kernel time), not measured")
 	}
 	return r, nil

@@ -67,6 +67,7 @@ type view struct {
 	CSS         template.CSS
 	Experiments []experimentView
 	GPUFigures  []Figure
+	VMFigures   []Figure
 }
 
 // Render writes r as an HTML page.
@@ -84,6 +85,22 @@ func Render(w io.Writer, r *report.Report) error {
 		return fmt.Errorf("plot GPU utilisation: %w", err)
 	}
 	v.GPUFigures = figs
+	p, err := vmRanking(r.VMs)
+	f, err := figure("vm-ranking", "VMs ranked by the share of time their vCPUs were runnable but not running; the label gives the recommendation.", p, err)
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		v.VMFigures = append(v.VMFigures, *f)
+	}
+	p, err = offCPUCDF(r.AgentTraces)
+	f, err = figure("offcpu-cdf", "How long each target's threads stayed off the CPU, from the agents' switch timelines (the vCPU discontinuity of the paper's Sec. II).", p, err)
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		v.VMFigures = append(v.VMFigures, *f)
+	}
 	return page.Execute(w, v)
 }
 

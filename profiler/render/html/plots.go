@@ -187,9 +187,12 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 	if math.IsInf(p.X.Max, 0) {
 		return nil, nil
 	}
-	// Bottom right: by then every curve has risen to the top.
+	// Bottom right, inside the axes: by then every curve has risen to
+	// the top.
 	p.Legend.Left = false
 	p.Legend.Top = false
+	p.Legend.XOffs = -vg.Points(12)
+	p.Legend.YOffs = vg.Points(12)
 	return p, nil
 }
 
@@ -301,4 +304,77 @@ func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = -0.6, float64(len(rows))-0.4
 	p.Y.Tick.Label.XAlign = draw.XRight
 	return p, nil
+}
+
+// maxVMBars bounds the ranking plot; the table lists every VM.
+const maxVMBars = 15
+
+// vmRanking draws the share of time each VM's vCPUs waited for a CPU,
+// most interfered with on top.
+func vmRanking(vms []report.VM) (*plot.Plot, error) {
+	n := min(len(vms), maxVMBars)
+	if n == 0 {
+		return nil, nil
+	}
+	p := newPlot("Time vCPUs waited for a CPU", "% of wall time (mean over vCPUs; tick: worst vCPU)", "")
+	vals := make(plotter.Values, n)
+	worst := make(plotter.XYs, n)
+	names := make([]string, n)
+	for i := range n {
+		v := vms[n-1-i] // bottom to top
+		vals[i] = v.StealPct
+		worst[i] = plotter.XY{X: v.MaxStealPct, Y: float64(i)}
+		names[i] = fmt.Sprintf("%s (%s)", v.Name, v.Recommendation.Action)
+	}
+	bc, err := plotter.NewBarChart(vals, vg.Points(math.Min(14, 200/float64(n))))
+	if err != nil {
+		return nil, err
+	}
+	bc.Horizontal = true
+	bc.Color = plotutil.Color(0)
+	bc.LineStyle.Width = 0
+	p.Add(bc)
+	sc, err := plotter.NewScatter(worst)
+	if err != nil {
+		return nil, err
+	}
+	sc.GlyphStyle.Shape = draw.BoxGlyph{}
+	sc.GlyphStyle.Color = color.Gray{Y: 40}
+	p.Add(sc)
+	p.NominalY(names...)
+	p.X.Min = 0
+	p.Y.Tick.Label.XAlign = draw.XRight
+	return p, nil
+}
+
+// offCPUCDF draws, per agent target, the CDF of its threads' off-CPU
+// intervals from the switch timeline: how long a vCPU stays descheduled,
+// the "vCPU discontinuity" itself.
+func offCPUCDF(traces []report.AgentTrace) (*plot.Plot, error) {
+	var names []string
+	var sets [][]float64
+	for _, t := range traces {
+		var v []float64
+		for _, e := range t.Events {
+			if e.Kind == "in" && e.IntervalUS > 0 {
+				v = append(v, e.IntervalUS)
+			}
+		}
+		if len(v) == 0 {
+			continue
+		}
+		// cdf pairs solid and dashed lines of one colour; here each
+		// target gets its own colour, so leave the dashed slot empty.
+		names = append(names, t.Target, "")
+		sets = append(sets, v, nil)
+	}
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	p, err := cdf("Off-CPU intervals (agent timelines)", names, sets)
+	if p != nil {
+		p.X.Label.Text = "off-CPU interval, µs (log scale)"
+		p.Y.Label.Text = "fraction of intervals ≤ x"
+	}
+	return p, err
 }
