@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/vmimages"
+)
+
+func domainIn(snap model.Snapshot, name string) *model.Target {
+	for i := range snap.Targets {
+		if snap.Targets[i].Kind == "domain" && snap.Targets[i].Name == name {
+			return &snap.Targets[i]
+		}
+	}
+	return nil
+}
+
+// End to end with the real libvirtd and QEMU: a transient domain is found,
+// its vCPU threads are watched and measured with its <cputune> quota, and
+// it is dropped (threads unwatched) when destroyed.
+func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
+	l := libvirttest.Connect(t) // skips, saying why, without root or libvirtd
+	p, err := bpfload.Load(bpfload.Options{Events: true, Log: zerolog.Nop()})
+	if errors.Is(err, bpfload.ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, src) }()
+	defer func() { cancel(); <-done }()
+
+	d := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 2, PeriodUS: 100000, QuotaUS: 50000})
+	var tg *model.Target
+	deadline := time.Now().Add(30 * time.Second)
+	for tg == nil || len(tg.Threads) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("domain %s not watched after 30s", d.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+		snap := m.Snapshot()
+		tg = domainIn(snap, d.Name)
+	}
+	time.Sleep(time.Second) // the guest boots: its vCPUs run
+	tg = domainIn(m.Snapshot(), d.Name)
+	if tg == nil {
+		t.Fatalf("domain %s gone while running", d.Name)
+	}
+	if tg.QuotaUS != 50000 || tg.PeriodUS != 100000 {
+		t.Errorf("cputune: quota %d period %d, want 50000/100000", tg.QuotaUS, tg.PeriodUS)
+	}
+	vcpus := map[int]bool{}
+	var tids []uint32
+	for _, th := range tg.Threads {
+		t.Logf("vcpu %d tid %d: run %.3fs off %.3fs switches %d preempt %d run p50 %.0fus", th.VCPU, th.TID, th.RunSeconds, th.OffCPUSeconds, th.Switches, th.Preemptions, th.RunP50US)
+		vcpus[th.VCPU] = true
+		tids = append(tids, uint32(th.TID))
+		if th.Switches == 0 || th.RunSeconds == 0 {
+			t.Errorf("vcpu %d (tid %d) never seen running", th.VCPU, th.TID)
+		}
+	}
+	if !vcpus[0] || !vcpus[1] {
+		t.Errorf("vCPU indexes %v, want 0 and 1", vcpus)
+	}
+
+	if err := libvirttest.Destroy(d.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for domainIn(m.Snapshot(), d.Name) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("domain %s still watched 30s after destroy", d.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var s bpf.SchedThreadStats
+	for _, tid := range tids {
+		if err := p.Stats(tid, &s); !errors.Is(err, bpfload.ErrNotWatched) {
+			t.Errorf("tid %d of the destroyed domain: %v, want it unwatched", tid, err)
+		}
+	}
+}
