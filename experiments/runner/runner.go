@@ -407,7 +407,7 @@ func describe(k results.Key, rep, reps int) string {
 	return fmt.Sprintf("%s %s rep %d/%d", s, k.Mode, rep+1, reps)
 }
 
-// agentWindow is how long the agent watches the last repetition: most of
+// agentWindow is how long the agent watches its run of a cell: most of
 // the earlier repetitions' median wall time, so that its window ends
 // inside the measurement; half a second when there is nothing to go by.
 func agentWindow(prev []workload.Result) time.Duration {
