@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,36 +42,6 @@ func loadProbe(t *testing.T) *bpfload.Probe {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-// pinnedThread runs fn on a locked OS thread pinned to cpu. It returns the
-// thread id and a release function; the thread parks (sleeps) after fn
-// returns until released, so /proc/<tid> stays readable.
-func pinnedThread(t *testing.T, cpu int, fn func()) (tid int, release func()) {
-	t.Helper()
-	tidc := make(chan int)
-	rel := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			t.Errorf("pinning to CPU %d: %v", cpu, err)
-		}
-		tidc <- unix.Gettid()
-		fn()
-		<-rel
-	}()
-	tid = <-tidc
-	var once atomic.Bool
-	release = func() {
-		if once.CompareAndSwap(false, true) {
-			close(rel)
-		}
-	}
-	t.Cleanup(release)
-	return tid, release
 }
 
 // schedStat is /proc/<pid>/schedstat: time on CPU, time runnable waiting
