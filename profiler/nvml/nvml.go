@@ -219,3 +219,31 @@ func (s *Sampler) Run(ctx context.Context, interval time.Duration, emit func([]S
 		}
 	}
 }
+
+// Recording is a Record running in the background, for a caller that
+// brackets work with start and stop (the runner around a cell, the agent
+// around a window).
+type Recording struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	ser    Series
+	err    error
+}
+
+// Start begins recording every interval, keeping at most limit samples.
+func (s *Sampler) Start(ctx context.Context, interval time.Duration, limit int) *Recording {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Recording{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.ser, r.err = s.Record(ctx, interval, limit)
+	}()
+	return r
+}
+
+// Stop ends the recording and returns what it read.
+func (r *Recording) Stop() (Series, error) {
+	r.cancel()
+	<-r.done
+	return r.ser, r.err
+}

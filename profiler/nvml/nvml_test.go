@@ -158,3 +158,25 @@ func TestRecordBoundsAndWritesSeries(t *testing.T) {
 		t.Error("truncated file accepted")
 	}
 }
+
+func TestStartStop(t *testing.T) {
+	s, err := Open(fakeServer([]uint32{40}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := s.Start(context.Background(), 2*time.Millisecond, 0)
+	time.Sleep(30 * time.Millisecond)
+	ser, err := rec.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 GPUs, a sample at once and then every 2 ms for 30 ms.
+	if len(ser.Samples) < 8*3 || len(ser.Samples)%8 != 0 || ser.Version != SeriesVersion || len(ser.Devices) != 8 {
+		t.Errorf("recorded %d samples of %d devices (version %d)", len(ser.Samples), len(ser.Devices), ser.Version)
+	}
+	for i := 1; i < len(ser.Samples); i++ {
+		if ser.Samples[i].Time.Before(ser.Samples[i-1].Time) {
+			t.Fatalf("samples out of order at %d", i)
+		}
+	}
+}
