@@ -99,3 +99,53 @@ func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
 		}
 	}
 }
+
+func waitDomain(t *testing.T, m *monitor.Monitor, name string, present bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for (domainIn(m.Snapshot(), name) != nil) != present {
+		if time.Now().After(deadline) {
+			t.Fatalf("domain %s: present=%v not reached after 60s", name, !present)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The agent keeps watching running domains while libvirtd restarts, and
+// picks up domains started after it is back.
+func TestLibvirtdRestart(t *testing.T) {
+	l := libvirttest.Connect(t)
+	p, err := bpfload.Load(bpfload.Options{Events: true, Log: zerolog.Nop()})
+	if errors.Is(err, bpfload.ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, src) }()
+	defer func() { cancel(); <-done }()
+
+	before := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
+	waitDomain(t, m, before.Name, true)
+
+	libvirttest.StopLibvirtd(t) // skips under systemd
+	libvirttest.StartLibvirtd(t)
+	l2 := libvirttest.Connect(t)
+	after := libvirttest.StartDomain(t, l2, vmimages.Domain{VCPUs: 1})
+	waitDomain(t, m, after.Name, true)
+	if domainIn(m.Snapshot(), before.Name) == nil {
+		t.Fatalf("domain %s, running all along, dropped across the libvirtd restart", before.Name)
+	}
+	th := domainIn(m.Snapshot(), before.Name).Threads
+	if len(th) != 1 || th[0].Switches == 0 {
+		t.Fatalf("domain %s threads after restart: %+v", before.Name, th)
+	}
+}
