@@ -60,18 +60,88 @@ type Snapshot struct {
 	Targets       []Target  `json:"targets"`
 }
 
-// Event is one switch of a watched thread.
-type Event struct {
-	Time       time.Time `json:"time"`
-	MonoNs     uint64    `json:"mono_ns"`
-	Kind       string    `json:"kind"` // "in" or "out"
-	TID        uint32    `json:"tid"`
-	VCPU       int       `json:"vcpu"`
-	CPU        uint32    `json:"cpu"`
-	IntervalUS float64   `json:"interval_us"`
-	Preempted  bool      `json:"preempted"`
-	OtherTID   uint32    `json:"other_tid"`
-	OtherComm  string    `json:"other_comm"`
+// OffCPU is one interval a watched thread spent off the CPU, and the run
+// that preceded it: what /api/v1/timeline serves.
+type OffCPU struct {
+	TID  uint32 `json:"tid"`
+	VCPU int    `json:"vcpu"`
+	CPU  uint32 `json:"cpu"` // the CPU it came back on
+	// StartNs and EndNs are CLOCK_MONOTONIC: switched out, switched in.
+	StartNs, EndNs uint64
+	RunUS          float64 // on-CPU time that ended at StartNs (0: unknown)
+	// Preempted: it left while still runnable; Throttled: its bandwidth
+	// quota ran out; Waited: it came back after waiting for a CPU.
+	Preempted, Throttled, Waited bool
+	OtherComm                    string // who took the CPU, when known
+}
+
+// OffUS is the interval's length in µs.
+func (o OffCPU) OffUS() float64 { return float64(o.EndNs-o.StartNs) / 1e3 }
+
+// rawEvent is the union of the two timeline formats the agent has
+// served: one entry per off-CPU interval (now), and one per switch with
+// kind "in" or "out" (before; kept so that saved timelines still load).
+type rawEvent struct {
+	// Interval format.
+	InMonoNs  uint64  `json:"in_mono_ns"`
+	RunUS     float64 `json:"run_us"`
+	OffUS     float64 `json:"off_us"`
+	Throttled bool    `json:"throttled"`
+	Waited    bool    `json:"waited"`
+	// Switch format.
+	Kind       string  `json:"kind"`
+	MonoNs     uint64  `json:"mono_ns"`
+	IntervalUS float64 `json:"interval_us"`
+	// Both.
+	TID       uint32 `json:"tid"`
+	VCPU      int    `json:"vcpu"`
+	CPU       uint32 `json:"cpu"`
+	Preempted bool   `json:"preempted"`
+	OtherComm string `json:"other_comm"`
+}
+
+func intervals(raw []rawEvent) []OffCPU {
+	var out []OffCPU
+	switches := false
+	for _, e := range raw {
+		if e.Kind != "" {
+			switches = true
+			break
+		}
+	}
+	if !switches {
+		for _, e := range raw {
+			off := uint64(max(0, e.OffUS) * 1e3)
+			if e.InMonoNs < off {
+				continue // an absurd entry: it would start before the clock
+			}
+			out = append(out, OffCPU{TID: e.TID, VCPU: e.VCPU, CPU: e.CPU, StartNs: e.InMonoNs - off, EndNs: e.InMonoNs,
+				RunUS: max(0, e.RunUS), Preempted: e.Preempted, Throttled: e.Throttled, Waited: e.Waited, OtherComm: e.OtherComm})
+		}
+		return out
+	}
+	// Switch format: pair each "out" with the thread's next "in".
+	type open struct {
+		at  uint64
+		run float64
+		ev  rawEvent
+	}
+	pending := map[uint32]open{}
+	for _, e := range raw {
+		switch e.Kind {
+		case "out":
+			pending[e.TID] = open{e.MonoNs, e.IntervalUS, e}
+		case "in":
+			o, ok := pending[e.TID]
+			if !ok || e.MonoNs < o.at {
+				continue
+			}
+			delete(pending, e.TID)
+			out = append(out, OffCPU{TID: e.TID, VCPU: e.VCPU, CPU: e.CPU, StartNs: o.at, EndNs: e.MonoNs, RunUS: max(0, o.run),
+				Preempted: o.ev.Preempted, Waited: e.Preempted, OtherComm: o.ev.OtherComm})
+		}
+	}
+	return out
 }
 
 // ParseSnapshot decodes a snapshot, rejecting JSON that is not one (no
@@ -93,15 +163,16 @@ func ParseSnapshot(b []byte) (*Snapshot, error) {
 	return &s, nil
 }
 
-// ParseTimeline decodes a timeline: a JSON array of events, or an object
-// holding one under "events" (the agent may wrap it to add metadata).
-func ParseTimeline(b []byte) ([]Event, error) {
-	var evs []Event
-	if err := json.Unmarshal(b, &evs); err == nil {
-		return evs, nil
+// ParseTimeline decodes a timeline: an object holding the entries under
+// "events" (as /api/v1/timeline serves it) or a bare array, of off-CPU
+// intervals or, from older agents, of switches.
+func ParseTimeline(b []byte) ([]OffCPU, error) {
+	var raw []rawEvent
+	if err := json.Unmarshal(b, &raw); err == nil {
+		return intervals(raw), nil
 	}
 	var wrapped struct {
-		Events *[]Event `json:"events"`
+		Events *[]rawEvent `json:"events"`
 	}
 	if err := json.Unmarshal(b, &wrapped); err != nil || wrapped.Events == nil {
 		if err == nil {
@@ -109,7 +180,7 @@ func ParseTimeline(b []byte) ([]Event, error) {
 		}
 		return nil, fmt.Errorf("not an agent timeline: %w", err)
 	}
-	return *wrapped.Events, nil
+	return intervals(*wrapped.Events), nil
 }
 
 // Client talks to one agent.
@@ -149,8 +220,9 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	return s, nil
 }
 
-// Timeline fetches the last seconds of switches of the target called name.
-func (c *Client) Timeline(ctx context.Context, name string, seconds int) ([]Event, error) {
+// Timeline fetches the off-CPU intervals of the target called name that
+// ended in the last seconds.
+func (c *Client) Timeline(ctx context.Context, name string, seconds int) ([]OffCPU, error) {
 	q := url.Values{"domain": {name}, "seconds": {strconv.Itoa(seconds)}}
 	b, err := c.get(ctx, "/api/v1/timeline", q)
 	if err != nil {

@@ -41,7 +41,7 @@ type StatsInput struct {
 type AgentInput struct {
 	URL       string
 	Snapshot  *agentapi.Snapshot
-	Timelines map[string][]agentapi.Event // by target name
+	Timelines map[string][]agentapi.OffCPU // by target name
 }
 
 // NVMLInput is one recording of NVML samples.
@@ -67,7 +67,6 @@ const (
 	stealQuietPct     = 5  // below: nothing to do
 	stealDedicatePct  = 25 // above: too much contention to mitigate in software
 	wakeCostlyUS      = 1000
-	offCPUSliceLongUS = 1000
 )
 
 // Build joins in into a report.
@@ -483,10 +482,10 @@ func vmsOf(src string, s *agentapi.Snapshot) []VM {
 
 // recommend picks the cheapest change that addresses what the numbers
 // show, in order: nothing wrong; contention too heavy for software
-// (dedicate); co-runners with no isolation (bandwidth control, the paper's
-// Shared2 cut NAMD-polling's loss from 85% to 15%); otherwise, slices that
-// remain short or wake-ups that stay costly, which the wait primitive can
-// work around (hybridsync).
+// (dedicate); contention with no isolation (bandwidth control, a host
+// setting: the paper's Shared2 cut NAMD-polling's loss from 85% to 15%);
+// otherwise, with isolation in place, slices that remain short or wake-ups
+// that stay costly, which the wait primitive works around (hybridsync).
 // busyThreads picks the threads of a pid or cgroup target (no vCPUs) that
 // did the work: those that ran at least a tenth of the busiest one. A Go
 // or QEMU process has idle helper threads whose zero steal would dilute
@@ -515,12 +514,14 @@ func recommend(vm VM) Recommendation {
 	switch {
 	case vm.VCPUs == 0:
 		return Recommendation{ActionInsufficientD, "no thread of this target ran in the agent's window"}
-	case vm.StealPct < stealQuietPct && vm.OffCPUP50US < offCPUSliceLongUS:
-		return Recommendation{ActionNothing, stats + fmt.Sprintf(": below %d%%, no co-runner takes whole slices", stealQuietPct)}
+	case vm.StealPct < stealQuietPct:
+		// Off-CPU time alone says nothing: a vCPU that halts or a thread
+		// that sleeps is off the CPU by choice. Only waiting counts.
+		return Recommendation{ActionNothing, stats + fmt.Sprintf(": below %d%%, the vCPUs get the CPU when they want it", stealQuietPct)}
 	case vm.StealPct >= stealDedicatePct:
 		return Recommendation{ActionDedicate, stats + fmt.Sprintf(": at or above %d%%, more than a wait primitive can hide; pin the vCPUs to CPUs no other tenant uses", stealDedicatePct)}
-	case vm.QuotaUS == 0 && vm.Throttles == 0 && vm.TopCorunner != "":
-		return Recommendation{ActionBandwidth, stats + ": the co-runner runs unbounded; a CPU bandwidth limit (cputune quota/period) bounds how long it holds the CPU"}
+	case vm.QuotaUS == 0 && vm.Throttles == 0:
+		return Recommendation{ActionBandwidth, stats + ": nothing bounds how long a co-runner holds the CPU; a CPU bandwidth limit (cputune quota/period) on the VMs sharing it does"}
 	default:
 		why := stats
 		if vm.Throttles > 0 {

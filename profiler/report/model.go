@@ -209,5 +209,5 @@ type Trace struct {
 type AgentTrace struct {
 	Source string
 	Target string
-	Events []agentapi.Event
+	Events []agentapi.OffCPU
 }

@@ -155,6 +155,10 @@ func TestVMRankingAndRecommendations(t *testing.T) {
 		{Name: "unbounded", Kind: "domain", Threads: []agentapi.Thread{thread(0.10, 4000, 20, "x264")}},
 		{Name: "capped", Kind: "domain", QuotaUS: 10000, PeriodUS: 20000, Threads: []agentapi.Thread{thread(0.12, 4000, 2000, "x264")}},
 		{Name: "idle", Kind: "pid", Threads: []agentapi.Thread{{TID: 5, VCPU: -1}}},
+		// Off the CPU for long stretches, but asleep, not waiting.
+		{Name: "sleeper", Kind: "domain", Threads: []agentapi.Thread{thread(0.009, 2000, 20, "")}},
+		// Waiting, though no co-runner was named.
+		{Name: "anonymous", Kind: "domain", Threads: []agentapi.Thread{thread(0.06, 300, 20, "")}},
 	}}
 	r := build(t, Inputs{Agents: []AgentInput{{URL: "http://h:1", Snapshot: snap}}})
 	var order []string
@@ -163,11 +167,11 @@ func TestVMRankingAndRecommendations(t *testing.T) {
 		order = append(order, v.Name)
 		act[v.Name] = v.Recommendation
 	}
-	if got := strings.Join(order, " "); got != "crushed capped unbounded quiet idle" {
+	if got := strings.Join(order, " "); got != "crushed capped unbounded anonymous quiet sleeper idle" {
 		t.Errorf("ranking = %s", got)
 	}
 	for name, want := range map[string]string{"quiet": ActionNothing, "crushed": ActionDedicate, "unbounded": ActionBandwidth,
-		"capped": ActionHybridsync, "idle": ActionInsufficientD} {
+		"capped": ActionHybridsync, "idle": ActionInsufficientD, "sleeper": ActionNothing, "anonymous": ActionBandwidth} {
 		if act[name].Action != want {
 			t.Errorf("%s: %s (%s), want %s", name, act[name].Action, act[name].Why, want)
 		}

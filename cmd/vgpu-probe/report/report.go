@@ -198,7 +198,7 @@ func load(ctx context.Context, o *Options) (model.Inputs, error) {
 		if err != nil {
 			return in, err
 		}
-		a := model.AgentInput{URL: c.URL(), Snapshot: snap, Timelines: map[string][]agentapi.Event{}}
+		a := model.AgentInput{URL: c.URL(), Snapshot: snap, Timelines: map[string][]agentapi.OffCPU{}}
 		if wantTimeline {
 			for _, t := range snap.Targets {
 				evs, err := c.Timeline(ctx, t.Name, o.Timeline)

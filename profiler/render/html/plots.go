@@ -356,8 +356,8 @@ func offCPUCDF(traces []report.AgentTrace) (*plot.Plot, error) {
 	for _, t := range traces {
 		var v []float64
 		for _, e := range t.Events {
-			if e.Kind == "in" && e.IntervalUS > 0 {
-				v = append(v, e.IntervalUS)
+			if e.EndNs > e.StartNs {
+				v = append(v, e.OffUS())
 			}
 		}
 		if len(v) == 0 {

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -189,52 +190,46 @@ func (b *builder) cell(pid int, tr report.Trace, multi bool) {
 	}
 }
 
-// agent draws an agent timeline: per vCPU thread, "running" from each
-// switch-in to the next switch-out and "off CPU" (naming who ran instead
-// and whether it was a preemption) from each switch-out to the next
-// switch-in.
+// agent draws an agent timeline: per thread, each off-CPU interval
+// ("off CPU", naming who ran instead and whether it was a preemption or a
+// quota throttle) and the run that preceded it ("running"), clipped so
+// that slices on a track never overlap.
 func (b *builder) agent(pid int, at report.AgentTrace) {
 	b.meta(pid, 0, "process_name", fmt.Sprintf("%s @ %s (agent)", at.Target, at.Source))
 	if len(at.Events) == 0 {
 		return
 	}
-	t0 := at.Events[0].MonoNs
-	for _, e := range at.Events {
-		t0 = min(t0, e.MonoNs)
+	evs := slices.Clone(at.Events)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].StartNs < evs[j].StartNs })
+	t0 := evs[0].StartNs
+	for _, e := range evs {
+		if e.RunUS > 0 {
+			t0 = min(t0, e.StartNs-min(e.StartNs, uint64(e.RunUS*1e3)))
+		}
 	}
-	tids := map[uint32]int{}
-	type open struct {
-		t         int64
-		other     string
-		preempted bool
-	}
-	onSince := map[uint32]int64{}
-	offSince := map[uint32]open{}
-	for _, e := range at.Events {
-		tid, ok := tids[e.TID]
-		if !ok {
-			tid = int(e.TID)
-			tids[e.TID] = tid
+	lastEnd := map[uint32]int64{}
+	for _, e := range evs {
+		if _, ok := lastEnd[e.TID]; !ok {
 			name := fmt.Sprintf("tid %d", e.TID)
 			if e.VCPU >= 0 {
 				name = fmt.Sprintf("vcpu%d (tid %d)", e.VCPU, e.TID)
 			}
-			b.meta(pid, tid, "thread_name", name)
+			b.meta(pid, int(e.TID), "thread_name", name)
+			lastEnd[e.TID] = 0
 		}
-		t := int64(e.MonoNs - t0)
-		switch e.Kind {
-		case "in":
-			if o, ok := offSince[e.TID]; ok {
-				b.slice(pid, tid, "off CPU", "off", o.t, t, map[string]any{"ran_instead": o.other, "preempted": o.preempted})
-				delete(offSince, e.TID)
-			}
-			onSince[e.TID] = t
-		case "out":
-			if s, ok := onSince[e.TID]; ok {
-				b.slice(pid, tid, "running", "on", s, t, map[string]any{"cpu": e.CPU})
-				delete(onSince, e.TID)
-			}
-			offSince[e.TID] = open{t, e.OtherComm, e.Preempted}
+		start, end := int64(e.StartNs-t0), int64(e.EndNs-t0)
+		if start < lastEnd[e.TID] {
+			continue // overlaps the previous interval: a duplicate or a gap in the ring
 		}
+		if e.RunUS > 0 {
+			runStart := max(lastEnd[e.TID], start-int64(e.RunUS*1e3))
+			b.slice(pid, int(e.TID), "running", "on", runStart, start, nil)
+		}
+		args := map[string]any{"preempted": e.Preempted, "throttled": e.Throttled, "waited_for_cpu": e.Waited, "cpu": e.CPU}
+		if e.OtherComm != "" {
+			args["ran_instead"] = e.OtherComm
+		}
+		b.slice(pid, int(e.TID), "off CPU", "off", start, end, args)
+		lastEnd[e.TID] = end
 	}
 }
