@@ -64,9 +64,9 @@ const (
 	negligibleCycleFrac = 0.05
 	lowCycleFrac        = 0.5
 	// VM thresholds, on the share of time vCPUs waited for a CPU.
-	stealQuietPct     = 5  // below: nothing to do
-	stealDedicatePct  = 25 // above: too much contention to mitigate in software
-	wakeCostlyUS      = 1000
+	stealQuietPct    = 5  // below: nothing to do
+	stealDedicatePct = 25 // above: too much contention to mitigate in software
+	wakeCostlyUS     = 1000
 )
 
 // Build joins in into a report.
