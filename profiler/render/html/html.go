@@ -17,6 +17,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -92,6 +93,22 @@ func Render(w io.Writer, r *report.Report) error {
 	}
 	if f != nil {
 		v.VMFigures = append(v.VMFigures, *f)
+	}
+	// The timeline of the most interfered-with VM that has one.
+	for _, vm := range r.VMs {
+		i := slices.IndexFunc(r.AgentTraces, func(t report.AgentTrace) bool { return t.Source == vm.Source && t.Target == vm.Name })
+		if i < 0 {
+			continue
+		}
+		p, err := agentStrip(r.AgentTraces[i])
+		f, err := figure("vm-strip", "On and off the CPU, from the agent's timeline of "+vm.Name+", the VM ranked first that has one: red, runnable but waiting for a CPU (descheduled); grey, off by choice (halted or asleep).", p, err)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			v.VMFigures = append(v.VMFigures, *f)
+			break
+		}
 	}
 	p, err = offCPUCDF(r.AgentTraces)
 	f, err = figure("offcpu-cdf", "How long each target's threads stayed off the CPU, from the agents' switch timelines (the vCPU discontinuity of the paper's Sec. II).", p, err)

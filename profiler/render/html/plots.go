@@ -378,3 +378,95 @@ func offCPUCDF(traces []report.AgentTrace) (*plot.Plot, error) {
 	}
 	return p, err
 }
+
+// agentStripNs is the span of the agent timeline strip: several 4 ms
+// ticks and a few slices either side of the longest wait.
+const agentStripNs = 100e6
+
+// agentStrip draws one target's threads over agentStripNs around its
+// longest wait for a CPU: on CPU, off waiting for a CPU (descheduled: the
+// vCPU discontinuity), and off by choice (halted, asleep).
+func agentStrip(at report.AgentTrace) (*plot.Plot, error) {
+	var worst agentapiOff
+	found := false
+	for _, e := range at.Events {
+		if e.Waited && (!found || e.EndNs-e.StartNs > worst.EndNs-worst.StartNs) {
+			worst, found = agentapiOff{e.StartNs, e.EndNs}, true
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	mid := float64(worst.StartNs+worst.EndNs) / 2
+	lo, hi := mid-agentStripNs/2, mid+agentStripNs/2
+	tids := []uint32{}
+	names := map[uint32]string{}
+	for _, e := range at.Events {
+		if _, ok := names[e.TID]; !ok {
+			tids = append(tids, e.TID)
+			names[e.TID] = fmt.Sprintf("tid %d", e.TID)
+			if e.VCPU >= 0 {
+				names[e.TID] = fmt.Sprintf("vcpu%d", e.VCPU)
+			}
+		}
+	}
+	slices.Sort(tids)
+	p := newPlot("Timeline: "+at.Target, fmt.Sprintf("ms, around its longest wait for a CPU (%s)", report.FormatUS(float64(worst.EndNs-worst.StartNs)/1e3)), "")
+	styles := []struct {
+		name string
+		c    color.Color
+	}{{"on CPU", plotutil.Color(1)}, {"waiting for a CPU", plotutil.Color(0)}, {"off by choice", color.Gray{Y: 190}}}
+	seg := func(y float64, a, b float64, kind int) error {
+		a, b = math.Max(a, lo), math.Min(b, hi)
+		if b <= a {
+			return nil
+		}
+		l, err := plotter.NewLine(plotter.XYs{{X: (a - lo) / 1e6, Y: y}, {X: math.Max((b-lo)/1e6, (a-lo)/1e6+0.05), Y: y}})
+		if err != nil {
+			return err
+		}
+		l.Color = styles[kind].c
+		l.Width = vg.Points(12)
+		p.Add(l)
+		return nil
+	}
+	rowNames := make([]string, len(tids))
+	for i, tid := range tids {
+		y := float64(len(tids) - 1 - i)
+		rowNames[len(tids)-1-i] = names[tid]
+		for _, e := range at.Events {
+			if e.TID != tid {
+				continue
+			}
+			start, end := float64(e.StartNs), float64(e.EndNs)
+			if e.RunUS > 0 {
+				if err := seg(y, start-e.RunUS*1e3, start, 0); err != nil {
+					return nil, err
+				}
+			}
+			kind := 2
+			if e.Waited {
+				kind = 1
+			}
+			if err := seg(y, start, end, kind); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, s := range styles {
+		// Legend entries only; drawn off the axes' range.
+		l, err := plotter.NewLine(plotter.XYs{{X: -1, Y: -10}, {X: -1, Y: -10}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = s.c, vg.Points(8)
+		p.Legend.Add(s.name, l)
+	}
+	p.NominalY(rowNames...)
+	p.X.Min, p.X.Max = 0, agentStripNs/1e6
+	p.Y.Min, p.Y.Max = -0.6, float64(len(tids))-0.4+0.8 // room for the legend
+	p.Y.Tick.Label.XAlign = draw.XRight
+	return p, nil
+}
+
+type agentapiOff struct{ StartNs, EndNs uint64 }
