@@ -41,4 +41,5 @@ clean:
 
 -include bpf/Makefile.inc
 -include cgo/Makefile.inc
+-include profiler/Makefile.inc
 -include vmimages/Makefile.inc
