@@ -502,6 +502,14 @@ int hs_kernel_describe(uint64_t id, char *buf, size_t len)
 	if (dladdr(n->fn, &di) && di.dli_sname && di.dli_saddr == n->fn)
 		sym = di.dli_sname;
 	char fnbuf[32];
+	if (sym == NULL && !dladdr(n->fn, &di)) {
+		/* Not host code: a CUfunction from the driver API. */
+		CUresult (*getname)(const char **, const void *) =
+			(CUresult(*)(const char **, const void *))hs_core_sym("cuFuncGetName");
+		const char *name = NULL;
+		if (getname && getname(&name, n->fn) == 0 && name)
+			sym = name;
+	}
 	if (sym == NULL) {
 		snprintf(fnbuf, sizeof fnbuf, "fn@%p", n->fn);
 		sym = fnbuf;

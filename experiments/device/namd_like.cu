@@ -11,6 +11,9 @@
 #include <cuda_runtime.h>
 #include "spin_kernel.cuh"
 
+__global__ void short_kernel(uint64_t ns, volatile int *d) { spin_kernel_body(ns, d); }
+__global__ void long_kernel(uint64_t ns, volatile int *d) { spin_kernel_body(ns, d); }
+
 static double now() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static volatile unsigned long sink;
 static void work(long n) { unsigned long x = sink | 1; for (long i = 0; i < n; i++) x = x * 6364136223846793005ul + 1442695040888963407ul; sink = x; }
@@ -32,7 +35,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < steps; i++) {
 		work(units);
 		double us = kernel_us > 0 ? kernel_us : mixed[i % 3];
-		spin_kernel<<<1, 1>>>((uint64_t)(us * 1000), nullptr);
+		// Mixed: three distinct kernels, as a real code's would be (the
+		// interposer tells kernels apart by function and grid).
+		if (kernel_us > 0 || i % 3 == 1)
+			spin_kernel<<<1, 1>>>((uint64_t)(us * 1000), nullptr);
+		else if (i % 3 == 0)
+			short_kernel<<<1, 1>>>((uint64_t)(us * 1000), nullptr);
+		else
+			long_kernel<<<1, 1>>>((uint64_t)(us * 1000), nullptr);
 		cudaEventRecord(ev, 0);
 		if (cudaEventSynchronize(ev) != cudaSuccess) { fprintf(stderr, "sync failed\n"); return 1; }
 	}

@@ -105,7 +105,7 @@ check() {
 						r=$(under $sc "$D/namd_like" "$STEPS" 200 $kus || true)
 					else
 						r=$(under $sc env LD_PRELOAD="$B/lib/libhybridsync.so" HYBRIDSYNC_MODE=$v \
-							HYBRIDSYNC_STATS="$OUT/stats-namd-$sc-$kus-$v-$rep.json" "$D/namd_like" "$STEPS" 200 $kus || true)
+							HYBRIDSYNC_STATS="$OUT/stats-namd-${sc/+/_}-$kus-$v-$rep.json" "$D/namd_like" "$STEPS" 200 $kus || true)
 					fi
 					echo "$sc $kus $v $rep $r" | tee -a "$OUT/namd_like.txt"
 				done
@@ -123,7 +123,7 @@ check() {
 						r=$(under $sc python3 experiments/device/torch_loop.py 1000 200 500 2>&1 | tail -1 || true)
 					else
 						r=$(under $sc env LD_PRELOAD="$B/lib/libhybridsync.so" HYBRIDSYNC_MODE=$v \
-							HYBRIDSYNC_STATS="$OUT/stats-torch-$sc-$v-$rep.json" \
+							HYBRIDSYNC_STATS="$OUT/stats-torch-${sc/+/_}-$v-$rep.json" \
 							python3 experiments/device/torch_loop.py 1000 200 500 2>&1 | tail -1 || true)
 					fi
 					echo "$sc $v $rep $r" | tee -a "$OUT/torch.txt"
@@ -133,6 +133,11 @@ check() {
 	else
 		echo "torch not importable with CUDA here" | tee "$OUT/torch.txt"
 	fi
+	# One file for all stats: only a few files come back from a run.
+	for f in "$OUT"/stats-*.json; do
+		[ -e "$f" ] && printf '%s %s\n' "$(basename "$f")" "$(tr -d '\n' <"$f")"
+	done >"$OUT/stats-all.txt"
+	rm -f "$OUT"/stats-*.json
 }
 
 bench() {

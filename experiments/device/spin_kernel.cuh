@@ -3,7 +3,7 @@
 // done is not NULL it is set at the end (host-mapped: proves completion).
 #pragma once
 #include <stdint.h>
-__global__ void spin_kernel(uint64_t ns, volatile int *done)
+__device__ __forceinline__ void spin_kernel_body(uint64_t ns, volatile int *done)
 {
 	uint64_t start, t;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -15,3 +15,5 @@ __global__ void spin_kernel(uint64_t ns, volatile int *done)
 		*done = 1;
 	}
 }
+
+__global__ void spin_kernel(uint64_t ns, volatile int *done) { spin_kernel_body(ns, done); }
