@@ -211,7 +211,7 @@ CUresult cuEventQuery(void *h)
 	return now() < done ? E_NOT_READY : err;
 }
 
-CUresult cuEventSynchronize(void *h)
+static CUresult event_sync(void *h)
 {
 	struct event *e = get_event(h);
 	if (!e)
@@ -296,6 +296,13 @@ int standin_event_result(void *h)
 	return e ? e->err : E_INVALID_HANDLE;
 }
 
+CUresult cuEventSynchronize(void *h) { return event_sync(h); }
+
+/* What cuGetProcAddress hands out for cuEventSynchronize is not the
+ * exported symbol (real drivers may do this too): the interposer must
+ * recognise it by what cuGetProcAddress returned at its init. */
+static CUresult event_sync_entry(void *h) { return event_sync(h); }
+
 struct sym {
 	const char *name;
 	void *fn, *ptsz;
@@ -307,7 +314,7 @@ static const struct sym syms[] = {
 #define P(n) {#n, (void *)n, (void *)n##_ptsz}
 	S(cuInit), S(cuDriverGetVersion), S(cuCtxGetCurrent), S(cuStreamCreate), S(cuEventCreate),
 	{"cuStreamDestroy", (void *)cuStreamDestroy_v2, NULL}, {"cuEventDestroy", (void *)cuEventDestroy_v2, NULL},
-	P(cuLaunchKernel), P(cuEventRecord), S(cuEventQuery), S(cuEventSynchronize), S(cuStreamWaitEvent),
+	P(cuLaunchKernel), P(cuEventRecord), S(cuEventQuery), {"cuEventSynchronize", (void *)event_sync_entry, NULL}, S(cuStreamWaitEvent),
 	P(cuStreamQuery), P(cuStreamSynchronize), S(cuCtxSynchronize),
 	{"cuGetProcAddress", (void *)cuGetProcAddress_v2, NULL}, /* what CUDA 12+ hands out */
 };
