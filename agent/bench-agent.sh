@@ -17,19 +17,24 @@ set -euo pipefail
 dir=${BIN:-build/agent-bench}
 secs=$1 spin=$2; shift 2
 cpu=$(( $(nproc) - 1 ))
-VGPU_PROBE_PINGPONG_CPU=$cpu VGPU_PROBE_PINGPONG_CPU_SPIN_US=$spin "$dir/monitor.test" & pp=$!
+pp= ag=
+trap 'kill $ag $pp 2>/dev/null || true' EXIT
+VGPU_PROBE_PINGPONG_CPU=$cpu VGPU_PROBE_PINGPONG_CPU_SPIN_US=$spin "$dir/monitor.test" >/dev/null & pp=$!
 sleep 0.5
-"$dir/vgpu-probe" agent --pid $pp --listen 127.0.0.1:19477 "$@" 2>/dev/null & ag=$!
+"$dir/vgpu-probe" agent --pid $pp --listen 127.0.0.1:19477 "$@" >/dev/null 2>&1 & ag=$!
 sleep 2
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
-bpfns() { cat /proc/sys/kernel/bpf_stats_enabled >/dev/null; bpftool prog show 2>/dev/null | grep -o 'run_time_ns [0-9]*' | awk '{s+=$2} END{print s+0}'; }
+# -1: no bpftool, BPF time not measured.
+bpfns() {
+	command -v bpftool >/dev/null || { echo -1; return; }
+	bpftool prog show | grep -o 'run_time_ns [0-9]*' | awk '{s+=$2} END{print s+0}'
+}
 switches() { cat /proc/$pp/task/*/schedstat | awk '{s+=$3} END{print s}'; }
-sysctl -qw kernel.bpf_stats_enabled=1
+echo 1 > /proc/sys/kernel/bpf_stats_enabled
 b0=$(bpfns); w0=$(switches); t0=$(ticks $ag); s0=$(date +%s.%N)
 end=$(( $(date +%s) + secs ))
 while [ "$(date +%s)" -lt "$end" ]; do curl -s -o /dev/null 127.0.0.1:19477/metrics 2>/dev/null || true; sleep "${SCRAPE_EVERY:-1}"; done
 t1=$(ticks $ag); s1=$(date +%s.%N); b1=$(bpfns); w1=$(switches)
-sysctl -qw kernel.bpf_stats_enabled=0
-kill $ag $pp; wait 2>/dev/null || true
-awk -v t=$((t1-t0)) -v hz=$(getconf CLK_TCK) -v s0=$s0 -v s1=$s1 -v b=$((b1-b0)) -v sw=$((w1-w0)) \
-  'BEGIN{w=s1-s0; printf "wall %.1fs  watched switches/s %.0f  agent-cpu %.3f%%  bpf-cpu %.3f%% of one core (all BPF programs on the host)\n", w, sw/w, 100*t/hz/w, 100*b/1e9/w}'
+echo 0 > /proc/sys/kernel/bpf_stats_enabled
+awk -v t=$((t1-t0)) -v hz=$(getconf CLK_TCK) -v s0=$s0 -v s1=$s1 -v b=$( [ "$b0" -ge 0 ] && echo $((b1-b0)) || echo -1) -v sw=$((w1-w0)) \
+  'BEGIN{w=s1-s0; bpf = b < 0 ? "n/a (no bpftool)" : sprintf("%.3f%%", 100*b/1e9/w); printf "wall %.1fs  watched switches/s %.0f  agent-cpu %.3f%%  bpf-cpu %s of one core (all BPF programs on the host)\n", w, sw/w, 100*t/hz/w, bpf}'
