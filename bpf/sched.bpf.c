@@ -5,10 +5,10 @@
 // Per-thread scheduling discontinuity of watched threads (vCPU threads,
 // or any thread the agent names).
 //
-// The agent fills `watched` with one zeroed entry per thread id. The
-// sched_switch and sched_wakeup handlers do one hash lookup per task they
-// see; a thread that is not watched costs exactly that lookup and nothing
-// else. Every number about a watched thread lives in its map value, so the
+// The agent fills `watched` with one zeroed entry per thread id and sets
+// the thread's bit in `watched_bits`. The sched_switch and sched_wakeup
+// handlers test that bit for every task they see (an inlined array load);
+// a thread that is not watched costs exactly that and nothing else. Every number about a watched thread lives in its map value, so the
 // agent reads one value per thread.
 //
 // Each program exists twice: tp_btf (typed arguments, cheapest, needs BPF
@@ -102,6 +102,19 @@ struct {
 	__type(value, struct thread_stats);
 } watched SEC(".maps");
 
+// One bit per thread id, set by the agent for every watched thread: the
+// first check of every context switch on the host. An array lookup is
+// inlined by the verifier, so a thread that is not watched costs a load
+// and a bit test instead of a hash lookup. 2^22 bits cover the largest
+// pid_max; a tid beyond it falls through to the hash lookup.
+#define WATCH_WORDS (1 << 16)
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WATCH_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} watched_bits SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -145,6 +158,15 @@ const struct switch_event *unused_switch_event __attribute__((unused));
 const struct thread_stats *unused_thread_stats __attribute__((unused));
 const struct corunner_key *unused_corunner_key __attribute__((unused));
 const struct corunner_val *unused_corunner_val __attribute__((unused));
+
+static __always_inline bool maybe_watched(__u32 tid)
+{
+	__u32 idx = tid >> 6;
+	if (idx >= WATCH_WORDS)
+		return true;
+	__u64 *w = bpf_map_lookup_elem(&watched_bits, &idx);
+	return !w || ((*w >> (tid & 63)) & 1);
+}
 
 static __always_inline __u32 log2_u64(__u64 v)
 {
@@ -258,7 +280,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 
 	// pid 0 is the idle task of every CPU: never a watched thread, and
 	// the key would collide across CPUs.
-	if (prev_tid != 0) {
+	if (prev_tid != 0 && maybe_watched(prev_tid)) {
 		s = bpf_map_lookup_elem(&watched, &prev_tid);
 		if (s) {
 			now = bpf_ktime_get_ns();
@@ -310,7 +332,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		}
 	}
 
-	if (next_tid != 0) {
+	if (next_tid != 0 && maybe_watched(next_tid)) {
 		s = bpf_map_lookup_elem(&watched, &next_tid);
 		if (s) {
 			if (!now)
@@ -365,7 +387,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 static __always_inline void on_wakeup(struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
-	if (tid == 0)
+	if (tid == 0 || !maybe_watched(tid))
 		return;
 	struct thread_stats *s = bpf_map_lookup_elem(&watched, &tid);
 	if (!s)

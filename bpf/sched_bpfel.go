@@ -79,6 +79,7 @@ const (
 	SchedMapDrops              = "drops"
 	SchedMapEvents             = "events"
 	SchedMapWatched            = "watched"
+	SchedMapWatchedBits        = "watched_bits"
 	SchedProgBtfSchedSwitch    = "btf_sched_switch"
 	SchedProgBtfSchedWakeup    = "btf_sched_wakeup"
 	SchedProgBtfSchedWakeupNew = "btf_sched_wakeup_new"
@@ -145,11 +146,12 @@ type SchedProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SchedMapSpecs struct {
-	Config    *ebpf.MapSpec `ebpf:"config"`
-	Corunners *ebpf.MapSpec `ebpf:"corunners"`
-	Drops     *ebpf.MapSpec `ebpf:"drops"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	Watched   *ebpf.MapSpec `ebpf:"watched"`
+	Config      *ebpf.MapSpec `ebpf:"config"`
+	Corunners   *ebpf.MapSpec `ebpf:"corunners"`
+	Drops       *ebpf.MapSpec `ebpf:"drops"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	Watched     *ebpf.MapSpec `ebpf:"watched"`
+	WatchedBits *ebpf.MapSpec `ebpf:"watched_bits"`
 }
 
 // SchedVariableSpecs contains global variables before they are loaded into the kernel.
@@ -182,11 +184,12 @@ func (o *SchedObjects) Close() error {
 //
 // It can be passed to LoadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SchedMaps struct {
-	Config    *ebpf.Map `ebpf:"config"`
-	Corunners *ebpf.Map `ebpf:"corunners"`
-	Drops     *ebpf.Map `ebpf:"drops"`
-	Events    *ebpf.Map `ebpf:"events"`
-	Watched   *ebpf.Map `ebpf:"watched"`
+	Config      *ebpf.Map `ebpf:"config"`
+	Corunners   *ebpf.Map `ebpf:"corunners"`
+	Drops       *ebpf.Map `ebpf:"drops"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Watched     *ebpf.Map `ebpf:"watched"`
+	WatchedBits *ebpf.Map `ebpf:"watched_bits"`
 }
 
 func (m *SchedMaps) Close() error {
@@ -196,6 +199,7 @@ func (m *SchedMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.Watched,
+		m.WatchedBits,
 	)
 }
 

@@ -201,18 +201,51 @@ func oneLine(err error) string {
 func (p *Probe) Mode() string { return p.mode }
 
 // Watch starts measuring thread tid. Watching a watched thread keeps its
-// counters.
+// counters. Watch and Unwatch must not run concurrently with each other
+// (they read-modify-write a word of the watched bitmap).
 func (p *Probe) Watch(tid uint32) error {
 	var zero bpf.SchedThreadStats
 	err := p.maps.Watched.Update(tid, &zero, ebpf.UpdateNoExist)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
 		return fmt.Errorf("watching tid %d: %w", tid, err)
 	}
+	// The entry first, then the bit: the programs look the entry up only
+	// once the bit is set.
+	if err := p.setBit(tid, true); err != nil {
+		return fmt.Errorf("watching tid %d: %w", tid, err)
+	}
+	return nil
+}
+
+// watchWords is WATCH_WORDS in sched.bpf.c: tids beyond 64*watchWords have
+// no bit and are always looked up.
+const watchWords = 1 << 16
+
+func (p *Probe) setBit(tid uint32, on bool) error {
+	idx := tid >> 6
+	if idx >= watchWords {
+		return nil
+	}
+	var w uint64
+	if err := p.maps.WatchedBits.Lookup(idx, &w); err != nil {
+		return fmt.Errorf("reading watched bitmap: %w", err)
+	}
+	if on {
+		w |= 1 << (tid & 63)
+	} else {
+		w &^= 1 << (tid & 63)
+	}
+	if err := p.maps.WatchedBits.Update(idx, w, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("writing watched bitmap: %w", err)
+	}
 	return nil
 }
 
 // Unwatch stops measuring tid and forgets its counters and co-runners.
 func (p *Probe) Unwatch(tid uint32) error {
+	if err := p.setBit(tid, false); err != nil {
+		return fmt.Errorf("unwatching tid %d: %w", tid, err)
+	}
 	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching tid %d: %w", tid, err)
 	}
