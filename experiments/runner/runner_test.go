@@ -396,3 +396,32 @@ func TestAgentPerCell(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandWorkload runs a command as the GPU workload through the whole
+// runner: each mode reaches it in HYBRIDSYNC_MODE (a wrong mode fails the
+// command), and its wall time is the measurement.
+func TestCommandWorkload(t *testing.T) {
+	m := scenario.Matrix{Scenarios: []string{scenario.Baseline, scenario.Shared1}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
+	o := options(m, 0, 2)
+	o.Workload = backend.Workload{Cmd: `case "$HYBRIDSYNC_MODE" in block|spin) sleep 0.05;; *) exit 3;; esac`}
+	o.Config.Workload = o.Workload.Cmd
+	f, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cells) != 4 {
+		t.Fatalf("%d cells, want 4", len(f.Cells))
+	}
+	for _, c := range f.Cells {
+		if c.MinWallS < 0.05 || c.Median.Steps != 0 || c.KernelsPerS != 0 {
+			t.Errorf("cell %+v: min wall %.3f, steps %d, kernels/s %.0f", c.Key, c.MinWallS, c.Median.Steps, c.KernelsPerS)
+		}
+		if c.Scenario == scenario.Shared1 && c.Slowdown <= 0 {
+			t.Errorf("cell %+v: no slowdown", c.Key)
+		}
+	}
+	o.Matrix.Modes = []string{"hybrid"}
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("a failing command: %v", err)
+	}
+}
