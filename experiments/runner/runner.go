@@ -32,12 +32,23 @@ import (
 // ResultsName is the file the runner writes in its output directory.
 const ResultsName = "results.json"
 
-// AgentFunc watches the runner's process and the co-runners' for window
-// and returns the agent's JSON snapshot. It calls ready once it watches
-// them all: the runner is held at its start line until then (or until
-// AgentStartTimeout), so that a short cell is not over before the agent
-// has begun.
-type AgentFunc func(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error)
+// AgentRun is what the agent saw of one run of a cell.
+type AgentRun struct {
+	// Snapshot is the agent's JSON snapshot of the runner's and the
+	// co-runners' threads.
+	Snapshot json.RawMessage
+	// Tracks are on/off-CPU intervals per thread, in CLOCK_MONOTONIC ns
+	// (the runner makes them relative to the run's start).
+	Tracks []results.ThreadTrack
+}
+
+// AgentFunc watches the runner's process and the co-runners' while the
+// runner's loop runs. It calls ready once it watches them all (the runner
+// is held at its start line until then, or until AgentStartTimeout, so
+// that a short loop is not over before the agent has begun), and collects
+// what it saw once done is closed (the runner's process is then still
+// alive, held at its finish line, until AgentFunc returns).
+type AgentFunc func(ctx context.Context, runner int, corunners []int, ready func(), done <-chan struct{}) (AgentRun, error)
 
 // AgentStartTimeout is how long a runner waits for the agent to be ready.
 const AgentStartTimeout = 5 * time.Second
@@ -286,10 +297,10 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 	}()
 	type acc struct {
-		reps       []workload.Result
-		agent      json.RawMessage
-		agentErr   string
-		agentWallS float64
+		reps     []workload.Result
+		agent    *AgentRun
+		agentRun workload.Result // the run the agent watched
+		agentErr string
 	}
 	accs := make([]acc, len(g.Keys))
 	// Modes interleave within each repetition, so that a slow patch of
@@ -320,11 +331,16 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 		o.Progress.Next(describe(k, -1, o.Reps))
 		a := &accs[i]
-		r, err := o.withAgent(ctx, env, k, agentWindow(a.reps), &a.agent, &a.agentErr)
+		r, run, err := o.withAgent(ctx, env, k)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", describe(k, -1, o.Reps), err)
 		}
-		a.agentWallS = r.WallS
+		a.agentRun = r
+		if run.err != nil {
+			a.agentErr = run.err.Error()
+		} else {
+			a.agent = &run.AgentRun
+		}
 		o.Progress.Advance()
 	}
 	cells := make([]results.Cell, len(g.Keys))
@@ -332,7 +348,7 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		a := accs[i]
 		med := workload.Median(a.reps)
 		c := results.Cell{Key: k, Median: med, RunnerVCPUs: g.RunnerVCPUs(), QuotaCPUs: topo.Runner.QuotaCPUs,
-			Agent: a.agent, AgentError: a.agentErr, AgentWallS: a.agentWallS}
+			AgentError: a.agentErr, AgentWallS: a.agentRun.WallS}
 		c.MinWallS, c.MaxWallS = a.reps[0].WallS, a.reps[0].WallS
 		for _, r := range a.reps {
 			c.MinWallS, c.MaxWallS = min(c.MinWallS, r.WallS), max(c.MaxWallS, r.WallS)
@@ -344,6 +360,14 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 		if tl := window(med.Timeline, o.TimelineSteps*g.RunnerVCPUs()); len(tl) > 0 {
 			c.Timeline = &results.Timeline{Steps: tl}
+		}
+		if a.agent != nil {
+			c.Agent = a.agent.Snapshot
+			// The timeline the agent saw: its run's steps beside the
+			// threads' on/off-CPU intervals over the same window.
+			if tl := window(a.agentRun.Timeline, o.TimelineSteps*g.RunnerVCPUs()); len(tl) > 0 {
+				c.Timeline = &results.Timeline{Steps: tl, Threads: nameVCPUs(clipTracks(a.agent.Tracks, a.agentRun.StartNs, tl), a.agentRun.TIDs)}
+			}
 		}
 		c.Median.Timeline = nil
 		cells[i] = c
@@ -359,15 +383,26 @@ func (o *Options) workloadFor(k results.Key) backend.Workload {
 	return w
 }
 
+// agentResult is an AgentFunc's answer; err is the agent's failure, which
+// does not fail the run.
+type agentResult struct {
+	AgentRun
+	err error
+}
+
 // withAgent runs cell k once with the agent watching the runner and the
-// co-runners: the runner waits at its start line until the agent is ready
-// and stays alive after its loop until the agent's window is over.
-func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key, window time.Duration, snap *json.RawMessage, snapErr *string) (workload.Result, error) {
+// co-runners: the runner waits at its start line until the agent is
+// ready, and at its finish line until the agent has collected.
+func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key) (workload.Result, agentResult, error) {
+	var res agentResult
 	agentDone := make(chan struct{})
+	loopDone := make(chan struct{})
+	var closeLoop sync.Once
+	endLoop := func() { closeLoop.Do(func() { close(loopDone) }) }
 	started := false
 	w := o.workloadFor(k)
 	if w.Cmd == "" {
-		w.Hold = func() { <-agentDone }
+		w.Hold = func() { endLoop(); <-agentDone }
 	}
 	r, err := env.Run(ctx, w, func(pid int) {
 		started = true
@@ -377,12 +412,7 @@ func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key,
 		go func() {
 			defer close(agentDone)
 			defer ready() // an agent that failed releases the runner too
-			a, err := o.Agent(ctx, pid, env.Corunners(), window, ready)
-			if err != nil {
-				*snapErr = err.Error()
-				return
-			}
-			*snap = a
+			res.AgentRun, res.err = o.Agent(ctx, pid, env.Corunners(), ready, loopDone)
 		}()
 		select {
 		case <-readyCh:
@@ -390,10 +420,56 @@ func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key,
 		case <-time.After(AgentStartTimeout):
 		}
 	})
+	endLoop() // a command workload, or a run that failed before its end
 	if started {
 		<-agentDone
 	}
-	return r, err
+	return r, res, err
+}
+
+// nameVCPUs names the tracks of the runner's loop threads "runner vcpuI"
+// (tids[i] is vCPU i's thread) and puts them first, in vCPU order.
+func nameVCPUs(tracks []results.ThreadTrack, tids []int) []results.ThreadTrack {
+	vcpu := func(t results.ThreadTrack) int {
+		if i := slices.Index(tids, t.TID); i >= 0 {
+			return i
+		}
+		return len(tids)
+	}
+	for i := range tracks {
+		if v := vcpu(tracks[i]); v < len(tids) {
+			tracks[i].Name = fmt.Sprintf("runner vcpu%d", v)
+		}
+	}
+	slices.SortStableFunc(tracks, func(a, b results.ThreadTrack) int { return vcpu(a) - vcpu(b) })
+	return tracks
+}
+
+// clipTracks makes the tracks' times relative to start (CLOCK_MONOTONIC ns
+// of the run's start) and keeps the intervals that overlap the steps'
+// window, cut to it.
+func clipTracks(tracks []results.ThreadTrack, start int64, steps []workload.Step) []results.ThreadTrack {
+	if start == 0 || len(steps) == 0 {
+		return nil
+	}
+	lo, hi := steps[0].HostStart, steps[0].Noticed
+	for _, s := range steps {
+		lo, hi = min(lo, s.HostStart), max(hi, s.Noticed)
+	}
+	var out []results.ThreadTrack
+	for _, t := range tracks {
+		c := results.ThreadTrack{Name: t.Name, TID: t.TID}
+		for _, iv := range t.Intervals {
+			a, b := max(iv.Start-start, lo), min(iv.End-start, hi)
+			if a < b {
+				c.Intervals = append(c.Intervals, results.Interval{Start: a, End: b, On: iv.On})
+			}
+		}
+		if len(c.Intervals) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func describe(k results.Key, rep, reps int) string {
@@ -405,16 +481,6 @@ func describe(k results.Key, rep, reps int) string {
 		return fmt.Sprintf("%s %s with agent", s, k.Mode)
 	}
 	return fmt.Sprintf("%s %s rep %d/%d", s, k.Mode, rep+1, reps)
-}
-
-// agentWindow is how long the agent watches its run of a cell: most of
-// the earlier repetitions' median wall time, so that its window ends
-// inside the measurement; half a second when there is nothing to go by.
-func agentWindow(prev []workload.Result) time.Duration {
-	if len(prev) == 0 {
-		return 500 * time.Millisecond
-	}
-	return max(100*time.Millisecond, time.Duration(0.8*workload.Median(prev).WallS*float64(time.Second)))
 }
 
 // window returns n entries from the middle of tl: steady state, away from

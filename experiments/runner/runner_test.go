@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
 
@@ -325,6 +326,17 @@ func (noteProgress) Next(string)       {}
 func (noteProgress) Advance()          {}
 func (n noteProgress) Note(msg string) { *n.notes = append(*n.notes, msg) }
 
+func TestNameVCPUs(t *testing.T) {
+	tracks := nameVCPUs([]results.ThreadTrack{{Name: "x", TID: 5}, {Name: "y", TID: 9}, {Name: "z", TID: 7}}, []int{7, 9})
+	var got []string
+	for _, tr := range tracks {
+		got = append(got, tr.Name)
+	}
+	if strings.Join(got, ",") != "runner vcpu0,runner vcpu1,x" {
+		t.Errorf("tracks %v", got)
+	}
+}
+
 func TestWindow(t *testing.T) {
 	tl := make([]workload.Step, 10)
 	for i := range tl {
@@ -355,30 +367,44 @@ func TestTopology(t *testing.T) {
 	}
 }
 
-// TestAgentPerCell: the agent hook is called during each cell's last
-// repetition with the live runner and co-runner processes, and what it
-// returns lands in that cell (or why not, in AgentError).
+// TestAgentPerCell: the agent hook watches one extra run per cell with
+// the live runner and co-runner processes: the runner starts only once the
+// agent is ready and is still alive when the agent collects, and what the
+// agent returns lands in the cell: its snapshot, and its thread tracks
+// beside the same run's steps, made relative to the run's start.
 func TestAgentPerCell(t *testing.T) {
 	m := scenario.Matrix{Scenarios: []string{scenario.Shared1}, Corunner: "while1", Corunners: []int{2}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
 	o := options(m, 100, 2)
+	o.TimelineSteps = 10
 	var calls atomic.Int32
-	o.Agent = func(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error) {
+	alive := func(pid int) error {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return fmt.Errorf("pid %d not running", pid)
+		}
+		return nil
+	}
+	o.Agent = func(ctx context.Context, runner int, corunners []int, ready func(), done <-chan struct{}) (AgentRun, error) {
 		calls.Add(1)
-		ready()
 		for _, pid := range append([]int{runner}, corunners...) {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-				return nil, fmt.Errorf("pid %d not running: %v", pid, err)
+			if err := alive(pid); err != nil {
+				return AgentRun{}, err
 			}
 		}
-		if len(corunners) != 2 || window < 100*time.Millisecond {
-			return nil, fmt.Errorf("%d co-runners, window %v", len(corunners), window)
+		if len(corunners) != 2 {
+			return AgentRun{}, fmt.Errorf("%d co-runners", len(corunners))
 		}
-		// A window longer than the loop: the runner is held until it ends.
-		time.Sleep(window + 300*time.Millisecond)
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", runner)); err != nil || strings.Contains(string(st), ") Z ") {
-			return nil, fmt.Errorf("runner %d gone before the agent's window ended", runner)
+		from := hybridsync.Now()
+		ready()
+		<-done
+		to := hybridsync.Now()
+		if err := alive(runner); err != nil {
+			return AgentRun{}, fmt.Errorf("runner gone when the agent collects: %v", err)
 		}
-		return json.RawMessage(fmt.Sprintf(`{"runner":%d}`, runner)), nil
+		// One "on" interval covering the whole run: it must come back
+		// clipped to the steps' window.
+		track := results.ThreadTrack{Name: "runner", TID: 0, Intervals: []results.Interval{{Start: from, End: to, On: true}}}
+		return AgentRun{Snapshot: json.RawMessage(fmt.Sprintf(`{"runner":%d}`, runner)), Tracks: []results.ThreadTrack{track}}, nil
 	}
 	f, err := Run(context.Background(), o)
 	if err != nil {
@@ -389,10 +415,21 @@ func TestAgentPerCell(t *testing.T) {
 	}
 	for _, c := range f.Cells {
 		if c.AgentError != "" || !strings.HasPrefix(string(c.Agent), `{"runner":`) {
-			t.Errorf("cell %+v: agent %s, error %q", c.Key, c.Agent, c.AgentError)
+			t.Fatalf("cell %+v: agent %s, error %q", c.Key, c.Agent, c.AgentError)
 		}
 		if len(c.Reps) != 2 || c.AgentWallS <= 0 {
 			t.Errorf("cell %+v: %d reps, agent run %.3f s; want 2 and an extra run", c.Key, len(c.Reps), c.AgentWallS)
+		}
+		if c.Timeline == nil || len(c.Timeline.Steps) != 10 || len(c.Timeline.Threads) != 1 {
+			t.Fatalf("cell %+v: timeline %+v", c.Key, c.Timeline)
+		}
+		if name := c.Timeline.Threads[0].Name; name != "runner" {
+			t.Errorf("track named %q: tid 0 is no loop thread's", name)
+		}
+		iv := c.Timeline.Threads[0].Intervals
+		first, last := c.Timeline.Steps[0], c.Timeline.Steps[len(c.Timeline.Steps)-1]
+		if len(iv) != 1 || iv[0].Start != first.HostStart || iv[0].End != last.Noticed {
+			t.Errorf("cell %+v: interval %+v, want it clipped to the window [%d, %d]", c.Key, iv, first.HostStart, last.Noticed)
 		}
 	}
 }

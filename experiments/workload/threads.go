@@ -98,6 +98,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 		ids[i] = names.ID(k.Name)
 	}
 	type out struct {
+		tid             int
 		sink            uint64
 		receive, launch []int64
 		tl              []Step
@@ -124,6 +125,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 				fail(err)
 				return
 			}
+			o.tid = unix.Gettid()
 			dev, wait, closeDev, err := open(t)
 			if err != nil {
 				fail(fmt.Errorf("thread %d: open device: %w", t, err))
@@ -199,18 +201,20 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 	wall := hybridsync.Now() - start
 	var receive, launch []int64
 	var tl []Step
+	var tids []int
 	for _, o := range outs {
 		if o.err != nil {
 			return Result{}, o.err
 		}
 	}
 	for _, o := range outs {
+		tids = append(tids, o.tid)
 		sink ^= o.sink
 		receive, launch = append(receive, o.receive...), append(launch, o.launch...)
 		tl = append(tl, o.tl...)
 	}
 	slices.SortStableFunc(tl, func(a, b Step) int { return cmpFloat(float64(a.HostStart), float64(b.HostStart)) })
-	r := Result{WallS: float64(wall) / 1e9, Steps: cfg.Steps, Timeline: tl}
+	r := Result{WallS: float64(wall) / 1e9, Steps: cfg.Steps, Timeline: tl, StartNs: start, TIDs: tids}
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)
 	return r, nil

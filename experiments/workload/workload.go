@@ -59,6 +59,12 @@ type Result struct {
 	LaunchP50US  float64 `json:"launch_p50_us"`
 	LaunchP99US  float64 `json:"launch_p99_us"`
 	Timeline     []Step  `json:"timeline,omitempty"`
+	// StartNs is when the loop started on CLOCK_MONOTONIC (the clock
+	// the kernel's scheduler events use), to line the timeline up with
+	// an agent's; RunThreads only.
+	StartNs int64 `json:"start_ns,omitempty"`
+	// TIDs are the loop threads' thread ids, vCPU i first; RunThreads only.
+	TIDs []int `json:"tids,omitempty"`
 }
 
 // Run runs the loop on the calling thread (callers pin it first).

@@ -5,18 +5,20 @@ package run
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -305,55 +307,137 @@ func Run(ctx context.Context, o *Options) error {
 }
 
 // runAgent runs this binary's agent subcommand on the runner's and the
-// co-runners' processes for window and returns its JSON. It calls ready
-// when the agent has logged that it watches every one of them.
-func runAgent(ctx context.Context, runner int, corunners []int, window time.Duration, ready func()) (json.RawMessage, error) {
+// co-runners' processes, serving on a free loopback port. Once it has
+// logged that it watches every one of them, it calls ready; once done
+// closes, it takes the agent's snapshot and each process's switch
+// timeline, and stops it.
+func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(), done <-chan struct{}) (runner.AgentRun, error) {
+	var run runner.AgentRun
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return run, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, window+30*time.Second)
-	defer cancel()
-	pids := append([]int{runner}, corunners...)
-	args := []string{"agent", "--once", window.String(), "--json"}
+	pids := append([]int{runnerPid}, corunners...)
+	args := []string{"agent", "--listen", "127.0.0.1:0"}
 	for _, pid := range pids {
 		args = append(args, "--pid", strconv.Itoa(pid))
 	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
+	cmd := exec.Command(self, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+		return run, fmt.Errorf("agent: %w", err)
 	}
-	last := make(chan string, 1)
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		t := time.AfterFunc(5*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		t.Stop()
+	}()
+	// The agent logs "serving ... listen=ADDR" and one "watching target"
+	// line per target once it has taken it in; its last line says why, if
+	// it fails.
+	addrCh, readyCh, last := make(chan string, 1), make(chan struct{}), make(chan string, 1)
 	go func() {
-		// The agent logs one "watching target" line per target once it
-		// has taken it in; its last line says why, if it fails.
 		sc := bufio.NewScanner(stderr)
 		watching, line := 0, ""
 		for sc.Scan() {
 			line = strings.TrimSpace(sc.Text())
+			if i := strings.Index(line, "listen="); i >= 0 {
+				select {
+				case addrCh <- strings.Fields(line[i+len("listen="):])[0]:
+				default:
+				}
+			}
 			if strings.Contains(line, "watching target") {
 				if watching++; watching == len(pids) {
-					ready()
+					close(readyCh)
 				}
 			}
 		}
 		last <- line
 	}()
-	msg := <-last // all of stderr read: Wait closes the pipe
-	err = cmd.Wait()
-	if err != nil {
-		return nil, fmt.Errorf("agent: %v: %s", err, msg)
+	var addr string
+	for addr == "" || readyCh != nil {
+		select {
+		case addr = <-addrCh:
+		case <-readyCh:
+			readyCh = nil
+		case msg := <-last:
+			return run, fmt.Errorf("agent exited: %s", msg)
+		case <-ctx.Done():
+			return run, ctx.Err()
+		case <-time.After(runner.AgentStartTimeout):
+			return run, errors.New("agent: not watching its targets after " + runner.AgentStartTimeout.String())
+		}
 	}
-	if !json.Valid(out.Bytes()) {
-		return nil, errors.New("agent: output is not JSON")
+	started := time.Now()
+	ready()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return run, ctx.Err()
 	}
-	return json.RawMessage(out.Bytes()), nil
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string, v any) error {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("agent %s: %s %s", path, resp.Status, strings.TrimSpace(string(b)))
+		}
+		return json.Unmarshal(b, v)
+	}
+	if err := get("/api/v1/snapshot", &run.Snapshot); err != nil {
+		return run, err
+	}
+	secs := strconv.FormatFloat(math.Ceil(time.Since(started).Seconds())+1, 'f', 0, 64)
+	for i, pid := range pids {
+		var tl struct {
+			Events []struct {
+				InMonoNs uint64  `json:"in_mono_ns"`
+				TID      int     `json:"tid"`
+				RunUS    float64 `json:"run_us"`
+				OffUS    float64 `json:"off_us"`
+			} `json:"events"`
+		}
+		if err := get("/api/v1/timeline?domain="+strconv.Itoa(pid)+"&seconds="+secs, &tl); err != nil {
+			return run, err
+		}
+		// Each event is one off-CPU interval, after a run of RunUS.
+		byTID := map[int]*results.ThreadTrack{}
+		var order []int
+		for _, ev := range tl.Events {
+			t := byTID[ev.TID]
+			if t == nil {
+				t = &results.ThreadTrack{Name: trackName(i, ev.TID), TID: ev.TID}
+				byTID[ev.TID] = t
+				order = append(order, ev.TID)
+			}
+			in := int64(ev.InMonoNs)
+			out := in - int64(ev.OffUS*1e3)
+			t.Intervals = append(t.Intervals,
+				results.Interval{Start: out - int64(ev.RunUS*1e3), End: out, On: true},
+				results.Interval{Start: out, End: in, On: false})
+		}
+		for _, tid := range order {
+			run.Tracks = append(run.Tracks, *byTID[tid])
+		}
+	}
+	return run, nil
+}
+
+// trackName names a thread's track: the runner's (VM 0) or a co-runner's.
+func trackName(vm, tid int) string {
+	if vm == 0 {
+		return fmt.Sprintf("runner tid %d", tid)
+	}
+	return fmt.Sprintf("corunner%d tid %d", vm, tid)
 }
 
 // PrintTable prints the slowdown table: one row per scenario, vCPU count
