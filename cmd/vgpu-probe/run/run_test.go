@@ -279,3 +279,50 @@ func FuzzCheckCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestWithRealAgent runs the built binary with --with-agent: the agent
+// (eBPF, root) watches the runner and the co-runner, and the cell gets its
+// snapshot and the threads' on/off-CPU intervals.
+func TestWithRealAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the agent needs root (CI runs as root)")
+	}
+	bin := filepath.Join(t.TempDir(), "vgpu-probe")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(bin, "run", "--with-agent", "--scenario", "shared1", "--vcpus", "1", "--modes", "block", "--reps", "1", "--steps", "200", "--timeline-steps", "5", "--out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run --with-agent: %v\n%s", err, b)
+	}
+	f, err := results.Read(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Cells[0]
+	if c.AgentError != "" {
+		t.Skipf("the agent could not run here: %s", c.AgentError)
+	}
+	if !strings.Contains(string(c.Agent), `"targets"`) || c.Timeline == nil {
+		t.Fatalf("agent snapshot %.200s, timeline %v", c.Agent, c.Timeline)
+	}
+	var names []string
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
+	}
+	for _, tr := range c.Timeline.Threads {
+		names = append(names, tr.Name)
+		for _, iv := range tr.Intervals {
+			if iv.End <= iv.Start {
+				t.Errorf("%s: empty interval %+v", tr.Name, iv)
+			}
+		}
+	}
+	if !has("runner vcpu0") || !has("corunner1 tid ") {
+		t.Errorf("tracks %v: want the runner's vCPU and the co-runner's threads", names)
+	}
+}
