@@ -133,7 +133,7 @@ is removed when it ends, on Ctrl-C too.`,
 	f.IntVar(&o.TimelineSteps, "timeline-steps", 100, "steps per vCPU of the median run kept per cell for the profiler (0: none)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/run-TIMESTAMP)")
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
-	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with `vgpu-probe agent` during one extra run per cell")
+	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups)")
 	return cmd
 }
