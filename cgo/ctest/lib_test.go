@@ -414,3 +414,19 @@ func TestCMakeConsumer(t *testing.T) {
 		run(t, nil, filepath.Join(bdir, p))
 	}
 }
+
+// TestStatsUnwritable: a stats path that cannot be written costs the
+// program nothing (exit status, output) and is reported only when asked.
+func TestStatsUnwritable(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	env := []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=/nonexistent-dir/stats.json"}
+	r := run(t, env, "rtapp_dyn", "5", "1")
+	if strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("stderr without HYBRIDSYNC_LOG: %q", r.stderr)
+	}
+	r = run(t, append(env, "HYBRIDSYNC_LOG=error"), "rtapp_dyn", "5", "1")
+	if !strings.Contains(r.stderr, "stats: open /nonexistent-dir/stats.json") {
+		t.Errorf("HYBRIDSYNC_LOG=error: stderr %q", r.stderr)
+	}
+}
