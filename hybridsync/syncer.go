@@ -1,6 +1,8 @@
 package hybridsync
 
 import (
+	"runtime"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -203,14 +205,32 @@ func (c *call) spinThenBlock(deadline int64, end int) error {
 // process), and records how late it woke.
 func (c *call) sleepUntil(t int64) {
 	start := Now()
-	ts := unix.NsecToTimespec(t)
-	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
-	}
+	sleepPrecise(t)
 	now := Now()
 	c.slept += now - start
 	c.s.sleepLate.observe(now - t)
 	if c.s.gaps != nil {
 		c.s.gaps.Resumed(c.tid, now)
+	}
+}
+
+// sleepPrecise sleeps the calling OS thread until the monotonic time t.
+// Linux lets a timer fire up to the thread's timer slack late (50 µs by
+// default) to batch wake-ups; every µs of that is a µs the thread must spin
+// early to be sure to be back before the kernel completes. The slack is set
+// to its minimum for this sleep only and restored after, so the host
+// program's own sleeps keep theirs.
+func sleepPrecise(t int64) {
+	// The slack belongs to the OS thread: keep the goroutine on it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err == nil && old > 1 {
+		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	}
+	ts := unix.NsecToTimespec(t)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 	}
 }
 
