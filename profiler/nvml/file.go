@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 )
 
 // ErrNewerVersion means a Series file was written by a newer vgpu-probe.
@@ -28,4 +30,15 @@ func ReadSeries(path string) (*Series, error) {
 		return nil, fmt.Errorf("%s: not an NVML samples file (no version)", path)
 	}
 	return &s, nil
+}
+
+// WriteSeries stores s at path atomically (a temporary file renamed over
+// path), stamped with SeriesVersion.
+func WriteSeries(path string, s Series) error {
+	s.Version = SeriesVersion
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return results.WriteAtomic(path, b)
 }

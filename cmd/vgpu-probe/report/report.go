@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -163,6 +164,21 @@ func Run(ctx context.Context, o *Options) error {
 	return os.Chmod(o.Output, 0o644)
 }
 
+// nvmlFiles returns the --nvml files and the NVML samples that `vgpu-probe
+// run` left beside each results file, each once.
+func (o *Options) nvmlFiles() []string {
+	files := slices.Clone(o.NVML)
+	for _, p := range o.Results {
+		found, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "nvml-*.json"))
+		for _, f := range found {
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	return files
+}
+
 func load(ctx context.Context, o *Options) (model.Inputs, error) {
 	in := model.Inputs{Now: o.Now()}
 	for _, p := range o.Results {
@@ -179,7 +195,7 @@ func load(ctx context.Context, o *Options) (model.Inputs, error) {
 		}
 		in.Stats = append(in.Stats, s)
 	}
-	for _, p := range o.NVML {
+	for _, p := range o.nvmlFiles() {
 		s, err := nvml.ReadSeries(p)
 		if err != nil {
 			return in, err

@@ -240,3 +240,23 @@ func TestReportLiveAgents(t *testing.T) {
 		t.Error("perfetto trace lacks the agent timelines")
 	}
 }
+
+// TestReportFindsRunGPUSamples: the NVML samples `vgpu-probe run` writes
+// beside results.json are part of the report without a --nvml flag.
+func TestReportFindsRunGPUSamples(t *testing.T) {
+	dir := t.TempDir()
+	for src, dst := range map[string]string{"results.json": "results.json", "nvml.json": "nvml-20261121-220000.json"} {
+		b, err := os.ReadFile(filepath.Join(testdata, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, dst), b, 0o644)
+	}
+	out, err := runCmd(t, filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "GPUs (NVML)") || !strings.Contains(out, "nvml-20261121-220000.json") {
+		t.Errorf("report lacks the run's GPU samples:\n%s", out)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -36,6 +37,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 )
 
 // Options are run's flags and what they resolve to.
@@ -58,6 +60,10 @@ type Options struct {
 	Resume        bool
 	WithAgent     bool
 	Backend       string
+	NVMLInterval  time.Duration
+	// NVML opens the NVML library; nil means the real one. Tests pass
+	// go-nvml's mock.
+	NVML func() gonvml.Interface
 
 	Out, Err io.Writer // where the table and notes go
 
@@ -133,6 +139,7 @@ is removed when it ends, on Ctrl-C too.`,
 	f.IntVar(&o.TimelineSteps, "timeline-steps", 100, "steps per vCPU of the median run kept per cell for the profiler (0: none)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/run-TIMESTAMP)")
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
+	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "sample GPU utilisation, clocks and memory with NVML this often during the run, into --out DIR/nvml-*.json (0: off; a host without a GPU is noted once)")
 	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups)")
 	return cmd
@@ -196,6 +203,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Period < time.Millisecond || o.Period > time.Second {
 		return fmt.Errorf("--cpu-period %v: want 1ms to 1s", o.Period)
+	}
+	if o.NVMLInterval < 0 || (o.NVMLInterval > 0 && o.NVMLInterval < 10*time.Millisecond) {
+		return fmt.Errorf("--nvml-interval %v: want 0 (off) or at least 10ms", o.NVMLInterval)
 	}
 	if o.TimelineSteps < 0 {
 		return fmt.Errorf("--timeline-steps must be at least 0")
@@ -287,8 +297,10 @@ func Run(ctx context.Context, o *Options) error {
 	if o.WithAgent {
 		ro.Agent = runAgent
 	}
+	stopGPU := o.sampleGPUs(ctx)
 	f, err := runner.Run(ctx, ro)
 	p.finish(err == nil)
+	stopGPU()
 	path := filepath.Join(o.OutDir, runner.ResultsName)
 	if err != nil {
 		if f != nil && len(f.Cells) > 0 {
@@ -304,6 +316,42 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	fmt.Fprintf(o.Out, "\nresults: %s\n", path)
 	return nil
+}
+
+// sampleGPUs records NVML samples in the background for as long as the
+// run lasts; the function it returns stops the recording and writes it
+// beside results.json under a name of its own, so a resumed run adds a
+// file and loses none. A host without a GPU or NVML is said once; the run
+// goes on.
+func (o *Options) sampleGPUs(ctx context.Context) (stop func()) {
+	if o.NVMLInterval == 0 {
+		return func() {}
+	}
+	open := o.NVML
+	if open == nil {
+		open = func() gonvml.Interface { return gonvml.New() }
+	}
+	s, err := nvml.Open(open())
+	if err != nil {
+		fmt.Fprintf(o.Err, "vgpu-probe: GPU utilisation not sampled: %v\n", err)
+		return func() {}
+	}
+	// A day at 5 samples/s; beyond that the recording counts what it drops.
+	rec := s.Start(ctx, o.NVMLInterval, 500_000)
+	return func() {
+		defer s.Close()
+		ser, err := rec.Stop()
+		if err != nil && len(ser.Samples) == 0 {
+			fmt.Fprintf(o.Err, "vgpu-probe: GPU samples: %v\n", err)
+			return
+		}
+		path := filepath.Join(o.OutDir, "nvml-"+time.Now().UTC().Format("20060102-150405")+".json")
+		if err := nvml.WriteSeries(path, ser); err != nil {
+			fmt.Fprintf(o.Err, "vgpu-probe: write GPU samples: %v\n", err)
+			return
+		}
+		fmt.Fprintf(o.Err, "GPU samples: %s\n", path)
+	}
 }
 
 // runAgent runs this binary's agent subcommand on the runner's and the
