@@ -87,14 +87,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// NewHandler serves /metrics, /api/v1/snapshot and /api/v1/timeline.
-func NewHandler(src Source, log zerolog.Logger) (http.Handler, error) {
+// NewHandler serves /metrics, /api/v1/snapshot and /api/v1/timeline;
+// extra collectors (the GPU's) are served on /metrics too.
+func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{
+	for _, c := range append([]prometheus.Collector{
 		NewCollector(src, log),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
+	}, extra...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 )
 
 // DefaultListen is loopback only: the metrics name the VMs of the host.
@@ -44,6 +47,7 @@ type Options struct {
 	Once       time.Duration
 	JSON       bool
 	Window     time.Duration
+	NVML       bool
 
 	Ctx context.Context
 	Out io.Writer
@@ -53,6 +57,7 @@ type Options struct {
 	Geteuid    func() int
 	LoadProbe  func(bpfload.Options) (*bpfload.Probe, error)
 	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
+	OpenNVML   func() gonvml.Interface
 }
 
 // NewCmd returns the agent command; runF replaces the run in tests.
@@ -95,6 +100,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.DurationVar(&o.Once, "once", 0, "measure for this long, print a snapshot and exit")
 	f.BoolVar(&o.JSON, "json", false, "with --once: print the snapshot as JSON")
 	f.DurationVar(&o.Window, "window", time.Minute, "span over which distributions and rates are computed")
+	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
 	return cmd
 }
 
@@ -252,8 +258,31 @@ func (o *Options) once(ctx context.Context, m *monitor.Monitor) error {
 	return writeTable(o.Out, &snap)
 }
 
+// openGPUs opens NVML for --nvml. Without a GPU or NVML the agent logs it
+// once and serves everything else.
+func (o *Options) openGPUs() *nvml.Sampler {
+	open := o.OpenNVML
+	if open == nil {
+		open = func() gonvml.Interface { return gonvml.New() }
+	}
+	s, err := nvml.Open(open())
+	if err != nil {
+		o.Log.Warn().Err(err).Msg("--nvml: GPU metrics not exported")
+		return nil
+	}
+	o.Log.Info().Int("gpus", len(s.Devices())).Msg("exporting GPU metrics from NVML")
+	return s
+}
+
 func (o *Options) serve(ctx context.Context, m *monitor.Monitor) error {
-	h, err := exporter.NewHandler(m, o.Log)
+	var extra []prometheus.Collector
+	if o.NVML {
+		if s := o.openGPUs(); s != nil {
+			defer s.Close()
+			extra = append(extra, exporter.NewGPUCollector(s))
+		}
+	}
+	h, err := exporter.NewHandler(m, o.Log, extra...)
 	if err != nil {
 		return fmt.Errorf("building HTTP handler: %w", err)
 	}
