@@ -197,7 +197,7 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 	if o.Workload.Cmd == "" && len(plan) > 0 {
 		// Calibrated alone, on a CPU the runner will use, before any
 		// co-runner exists: the work is a fixed amount of CPU.
-		o.Workload.Config.Work = calibrate(cpus[len(cpus)-1], o.HostWork)
+		o.Workload.Config.Work = workload.CalibrateOn(cpus[len(cpus)-1], o.HostWork)
 	}
 	if err := o.write(f); err != nil {
 		return f, err
@@ -511,19 +511,6 @@ func slowdowns(f *results.File) {
 			c.Slowdown = c.Median.WallS / b
 		}
 	}
-}
-
-// calibrate measures the host work on cpu, on a thread of its own.
-func calibrate(cpu int, d time.Duration) int64 {
-	ch := make(chan int64)
-	go func() {
-		// The thread stays locked and pinned and exits with the
-		// goroutine, so the pinning does not leak to other goroutines.
-		runtime.LockOSThread()
-		corunner.Pin(cpu)
-		ch <- workload.Calibrate(d)
-	}()
-	return <-ch
 }
 
 func machine() results.Machine {

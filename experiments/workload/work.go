@@ -1,7 +1,10 @@
 package workload
 
 import (
+	"runtime"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
@@ -32,4 +35,17 @@ func Calibrate(d time.Duration) int64 {
 		best = min(best, hybridsync.Now()-start)
 	}
 	return int64(float64(probe) * float64(d) / float64(max(best, 1)))
+}
+
+// CalibrateOn is Calibrate on a thread pinned to cpu, the CPU the work will
+// run on, taken before any co-runner starts there. The thread exits with
+// its goroutine, so the pinning does not leak to other goroutines.
+func CalibrateOn(cpu int, d time.Duration) int64 {
+	ch := make(chan int64)
+	go func() {
+		runtime.LockOSThread()
+		corunner.Pin(cpu)
+		ch <- Calibrate(d)
+	}()
+	return <-ch
 }

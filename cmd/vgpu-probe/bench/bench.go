@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -182,7 +181,7 @@ type Row struct {
 }
 
 func run(ctx context.Context, o *Options) error {
-	work := calibrate(o.CPU, time.Duration(o.HostUS*1e3))
+	work := workload.CalibrateOn(o.CPU, time.Duration(o.HostUS*1e3))
 	bar := newProgress(o.Err, len(o.Contention)*len(o.modes)*o.Reps)
 	var rows []Row
 	for _, c := range o.Contention {
@@ -245,20 +244,6 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 			ReceiveP50US: r.ReceiveP50US, ReceiveP99US: r.ReceiveP99US, LaunchP50US: r.LaunchP50US, LaunchP99US: r.LaunchP99US}
 	}
 	return rows, nil
-}
-
-// calibrate measures the host work on the benchmark's CPU before any
-// co-runner starts.
-func calibrate(cpu int, d time.Duration) int64 {
-	ch := make(chan int64)
-	go func() {
-		// This thread stays locked and pinned; it exits with the
-		// goroutine, so the pinning does not leak to other goroutines.
-		runtime.LockOSThread()
-		corunner.Pin(cpu)
-		ch <- workload.Calibrate(d)
-	}()
-	return <-ch
 }
 
 func newProgress(w io.Writer, n int) *progressbar.ProgressBar {
