@@ -191,9 +191,13 @@ func TestUnknownKernelIsCounted(t *testing.T) {
 	if err := s.Sync(dev.Launch(0, 100*time.Microsecond), 0); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Sync(dev.Launch(0, 0), 0); err != nil { // already complete
+		t.Fatal(err)
+	}
 	st := s.Stats(nil)
-	if st.UnknownKernels.Calls != 1 || len(st.Kernels) != 0 {
-		t.Errorf("unknown calls %d, kernels %d; want 1, 0", st.UnknownKernels.Calls, len(st.Kernels))
+	if st.UnknownKernels.Calls != 2 || st.UnknownKernels.Ready != 1 || st.Calls != 2 || len(st.Kernels) != 0 {
+		t.Errorf("unknown calls %d ready %d, total %d, kernels %d; want 2, 1, 2, 0",
+			st.UnknownKernels.Calls, st.UnknownKernels.Ready, st.Calls, len(st.Kernels))
 	}
 }
 

@@ -92,6 +92,7 @@ func (s *Syncer) Sync(ev Event, k KernelID) error {
 func (s *Syncer) ready(ev Event, k KernelID) {
 	e := s.dict.find(k, false)
 	if e == nil {
+		s.unknown.calls.Add(1)
 		s.unknown.ready.Add(1)
 		return
 	}
