@@ -119,11 +119,18 @@ func TestHybridStopsBlockingOnceLearned(t *testing.T) {
 	if st.Calls != 200 {
 		t.Fatalf("calls = %d, want 200", st.Calls)
 	}
-	if st.Blocks > 20 {
-		t.Errorf("%d of 200 waits blocked; want only the warm-up ones; stats %+v", st.Blocks, st)
-	}
-	if lead := st.TimerLateUS + 2*st.TimerLateDevUS; lead < 300 && st.SleepSpinHits < 150 {
-		t.Errorf("timer wakes %.0f µs late, yet only %d of 200 waits slept first; stats %+v", lead, st.SleepSpinHits, st)
+	// The policy sleeps first only when its timer wake-ups are early
+	// enough to be back before a 500 µs kernel ends; on a machine so
+	// loaded that they are not, blocking is the right answer.
+	if lead := st.TimerLateP75US; lead < 300 {
+		if st.Blocks > 20 {
+			t.Errorf("%d of 200 waits blocked; want only the warm-up ones; stats %+v", st.Blocks, st)
+		}
+		if st.SleepSpinHits < 150 {
+			t.Errorf("timer wakes %.0f µs late, yet only %d of 200 waits slept first; stats %+v", lead, st.SleepSpinHits, st)
+		}
+	} else {
+		t.Logf("timer wake-ups %.0f µs late (p75): too loaded to check the policy's choice", lead)
 	}
 	if m := st.Kernels[0].MeanUS; m < 490 || m > 600 {
 		t.Errorf("learned mean %.1f µs for a 500 µs kernel", m)
