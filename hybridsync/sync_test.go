@@ -260,6 +260,18 @@ func TestGuestEstimatorKeepsThreadsApart(t *testing.T) {
 	}
 }
 
+// TestGuestEstimatorIgnoresOneGap: a single clock gap (an interrupt, a page
+// fault) is not contention and must not stop the thread from spinning.
+func TestGuestEstimatorIgnoresOneGap(t *testing.T) {
+	var g hybridsync.GuestEstimator
+	const us = 1_000
+	g.Resumed(7, 1000*us)
+	g.Gap(7, 1020*us, 1100*us) // a 20 µs "run", then 80 µs away
+	if r := g.Remaining(7, 1101*us); r != hybridsync.Infinite {
+		t.Errorf("after one gap: remaining %d, want Infinite", r)
+	}
+}
+
 func TestGuestEstimatorManyThreads(t *testing.T) {
 	var g hybridsync.GuestEstimator
 	for tid := 1; tid <= 1000; tid++ { // more than the table holds
