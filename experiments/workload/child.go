@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,7 +157,7 @@ func Median(rs []Result) Result {
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	byWall := slices.Clone(rs)
-	slices.SortFunc(byWall, func(a, b Result) int { return cmpFloat(a.WallS, b.WallS) })
+	slices.SortFunc(byWall, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })
 	return Result{
 		WallS:        med(func(r Result) float64 { return r.WallS }),
 		CPUS:         med(func(r Result) float64 { return r.CPUS }),
@@ -167,14 +168,4 @@ func Median(rs []Result) Result {
 		LaunchP99US:  med(func(r Result) float64 { return r.LaunchP99US }),
 		Timeline:     byWall[len(byWall)/2].Timeline,
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

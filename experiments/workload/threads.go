@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -213,7 +214,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 		receive, launch = append(receive, o.receive...), append(launch, o.launch...)
 		tl = append(tl, o.tl...)
 	}
-	slices.SortStableFunc(tl, func(a, b Step) int { return cmpFloat(float64(a.HostStart), float64(b.HostStart)) })
+	slices.SortStableFunc(tl, func(a, b Step) int { return cmp.Compare(a.HostStart, b.HostStart) })
 	r := Result{WallS: float64(wall) / 1e9, Steps: cfg.Steps, Timeline: tl, StartNs: start, TIDs: tids}
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)

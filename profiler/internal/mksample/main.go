@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -209,7 +210,7 @@ func run(o options) error {
 		for _, m := range o.modes {
 			rs := reps[m]
 			byWall := slices.Clone(rs)
-			slices.SortFunc(byWall, func(a, b rep) int { return cmp(a.res.WallS, b.res.WallS) })
+			slices.SortFunc(byWall, func(a, b rep) int { return cmp.Compare(a.res.WallS, b.res.WallS) })
 			med := byWall[len(byWall)/2]
 			all := make([]workload.Result, len(rs))
 			for i, r := range rs {
@@ -280,14 +281,4 @@ func window(r rep, n int) *results.Timeline {
 		}
 	}
 	return tl
-}
-
-func cmp(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
