@@ -11,6 +11,12 @@
 // a thread that is not watched costs exactly that and nothing else. Every number about a watched thread lives in its map value, so the
 // agent reads one value per thread.
 //
+// The agent attaches the programs for a trace window and detaches them in
+// between (see agent/monitor): a host pays for them only while they are
+// attached. Each attach bumps config.epoch; the first event of a thread in
+// a new epoch forgets whatever interval was open when the programs were
+// detached, so no interval ever spans a gap they did not see.
+//
 // Each program exists twice: tp_btf (typed arguments, cheapest, needs BPF
 // tracing support in the kernel) and raw_tp (works wherever raw tracepoints
 // do). The loader picks one set at run time; both share the handlers below.
@@ -50,6 +56,8 @@ struct thread_stats {
 	__u32 replacer_tgid; // tgid that took the CPU at the last involuntary switch-out
 	__u32 in_throttle;   // a throttle was counted and the runqueue is not yet unthrottled
 	__u32 out_throttled; // last switch-out was a throttle
+	__u32 epoch;         // config.epoch of the open-interval fields above
+	__u32 quota_armed;   // a throttle was seen in this epoch: the next one closes a quota interval
 	__u64 last_run_ns;   // length of the last on-CPU interval
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
@@ -144,13 +152,17 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-// Index 0: 1 to emit ring buffer records, 0 to keep counters only. Set by
-// the agent before attaching.
+// Set by the agent before each attach.
+struct trace_config {
+	__u32 events; // 1: emit ring buffer records; 0: counters only
+	__u32 epoch;  // bumped at every attach
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct trace_config);
 } config SEC(".maps");
 
 // Force BTF for the types the Go side reads (bpf2go -type).
@@ -158,6 +170,7 @@ const struct switch_event *unused_switch_event __attribute__((unused));
 const struct thread_stats *unused_thread_stats __attribute__((unused));
 const struct corunner_key *unused_corunner_key __attribute__((unused));
 const struct corunner_val *unused_corunner_val __attribute__((unused));
+const struct trace_config *unused_trace_config __attribute__((unused));
 
 static __always_inline bool maybe_watched(__u32 tid)
 {
@@ -224,17 +237,37 @@ static __always_inline int rq_throttled(struct task_struct *t)
 	return -1;
 }
 
-static __always_inline bool events_enabled(void)
+// watched_stats returns the entry of a watched thread, bringing it into the
+// current epoch: an interval that was open when the programs were last
+// detached ended unseen, so it is dropped rather than measured across the
+// gap.
+static __always_inline struct thread_stats *watched_stats(__u32 tid, __u32 epoch)
 {
-	__u32 zero = 0;
-	__u32 *on = bpf_map_lookup_elem(&config, &zero);
-	return on && *on;
+	struct thread_stats *s = bpf_map_lookup_elem(&watched, &tid);
+	if (s && s->epoch != epoch) {
+		s->epoch = epoch;
+		s->switch_in_ns = 0;
+		s->switch_out_ns = 0;
+		s->wake_ns = 0;
+		s->on_cpu = 0;
+		s->out_preempted = 0;
+		s->in_throttle = 0;
+		s->quota_armed = 0;
+		s->run_since_throttle_ns = 0;
+	}
+	return s;
 }
 
-static __always_inline void emit(struct thread_stats *s, __u64 now, __u64 off, __u32 tid,
-				 __u32 tgid, bool waited)
+static __always_inline struct trace_config *get_config(void)
 {
-	if (!events_enabled())
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
+static __always_inline void emit(const struct trace_config *cfg, struct thread_stats *s, __u64 now,
+				 __u64 off, __u32 tid, __u32 tgid, bool waited)
+{
+	if (!cfg->events)
 		return;
 	struct switch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -274,14 +307,24 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	__u32 prev_tid = (__u32)prev_id;
 	__u32 next_tid = BPF_CORE_READ(next, pid);
 	struct thread_stats *s;
-	// Read the clock only once a watched thread is involved: most
-	// switches on a host are not, and must cost no more than the lookups.
+	// Read the clock and the config only once a watched thread is
+	// involved: most switches on a host are not, and must cost no more
+	// than the bit tests.
 	__u64 now = 0;
 
 	// pid 0 is the idle task of every CPU: never a watched thread, and
 	// the key would collide across CPUs.
-	if (prev_tid != 0 && maybe_watched(prev_tid)) {
-		s = bpf_map_lookup_elem(&watched, &prev_tid);
+	bool prev_w = prev_tid != 0 && maybe_watched(prev_tid);
+	bool next_w = next_tid != 0 && maybe_watched(next_tid);
+	if (!prev_w && !next_w)
+		return;
+	struct trace_config *cfg = get_config();
+	if (!cfg)
+		return;
+	__u32 epoch = cfg->epoch;
+
+	if (prev_w) {
+		s = watched_stats(prev_tid, epoch);
 		if (s) {
 			now = bpf_ktime_get_ns();
 			bool preempted = task_runnable(prev);
@@ -310,10 +353,11 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			if (thr) {
 				s->in_throttle = 1;
 				s->throttles++;
-				// The first throttle ends a partial interval
-				// (watching began mid-period): not a sample.
-				if (s->throttles > 1)
+				// The first throttle of an epoch ends a partial
+				// interval (tracing began mid-period): not a sample.
+				if (s->quota_armed)
 					hist_add(s->quota_run_hist, s->run_since_throttle_ns);
+				s->quota_armed = 1;
 				s->run_since_throttle_ns = 0;
 			}
 			s->out_throttled = thr != 0;
@@ -332,8 +376,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		}
 	}
 
-	if (next_tid != 0 && maybe_watched(next_tid)) {
-		s = bpf_map_lookup_elem(&watched, &next_tid);
+	if (next_w) {
+		s = watched_stats(next_tid, epoch);
 		if (s) {
 			if (!now)
 				now = bpf_ktime_get_ns();
@@ -379,7 +423,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switch_in_ns = now;
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
-			emit(s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
+			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
 		}
 	}
 }
@@ -389,7 +433,10 @@ static __always_inline void on_wakeup(struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	if (tid == 0 || !maybe_watched(tid))
 		return;
-	struct thread_stats *s = bpf_map_lookup_elem(&watched, &tid);
+	struct trace_config *cfg = get_config();
+	if (!cfg)
+		return;
+	struct thread_stats *s = watched_stats(tid, cfg->epoch);
 	if (!s)
 		return;
 	s->wakeups++;

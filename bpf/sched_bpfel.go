@@ -61,6 +61,8 @@ type SchedThreadStats struct {
 	ReplacerTgid       uint32
 	InThrottle         uint32
 	OutThrottled       uint32
+	Epoch              uint32
+	QuotaArmed         uint32
 	LastRunNs          uint64
 	ReplacerComm       [16]int8
 	RunHist            [128]uint64
@@ -68,6 +70,12 @@ type SchedThreadStats struct {
 	OffcpuHist         [128]uint64
 	WakeHist           [128]uint64
 	QuotaRunHist       [128]uint64
+}
+
+type SchedTraceConfig struct {
+	_      structs.HostLayout
+	Events uint32
+	Epoch  uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -90,6 +98,7 @@ const (
 	SchedVarUnusedCorunnerVal  = "unused_corunner_val"
 	SchedVarUnusedSwitchEvent  = "unused_switch_event"
 	SchedVarUnusedThreadStats  = "unused_thread_stats"
+	SchedVarUnusedTraceConfig  = "unused_trace_config"
 )
 
 // LoadSched returns the embedded CollectionSpec for Sched.
@@ -162,6 +171,7 @@ type SchedVariableSpecs struct {
 	UnusedCorunnerVal *ebpf.VariableSpec `ebpf:"unused_corunner_val"`
 	UnusedSwitchEvent *ebpf.VariableSpec `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.VariableSpec `ebpf:"unused_thread_stats"`
+	UnusedTraceConfig *ebpf.VariableSpec `ebpf:"unused_trace_config"`
 }
 
 // SchedObjects contains all objects after they have been loaded into the kernel.
@@ -211,6 +221,7 @@ type SchedVariables struct {
 	UnusedCorunnerVal *ebpf.Variable `ebpf:"unused_corunner_val"`
 	UnusedSwitchEvent *ebpf.Variable `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.Variable `ebpf:"unused_thread_stats"`
+	UnusedTraceConfig *ebpf.Variable `ebpf:"unused_trace_config"`
 }
 
 // SchedPrograms contains all programs after they have been loaded into the kernel.

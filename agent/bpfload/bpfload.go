@@ -51,11 +51,16 @@ type Options struct {
 	Log        zerolog.Logger
 }
 
-// Probe is the loaded and attached program set. Close detaches everything.
+// Probe is the loaded program set. Load attaches it; Detach and Attach
+// take the programs off the tracepoints and put them back (a detached
+// program costs the host nothing), keeping every map. Close detaches
+// everything and frees the maps.
 type Probe struct {
 	maps   bpf.SchedMaps
 	progs  []*ebpf.Program
 	links  []link.Link
+	attach func(i int, prog *ebpf.Program) (link.Link, error)
+	config bpf.SchedTraceConfig
 	reader *ringbuf.Reader
 	mode   string
 	drain  time.Duration
@@ -129,15 +134,16 @@ func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, events bool) error {
 	}
 	p.maps = objs.SchedMaps
 	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
-	if err := p.setEvents(events); err != nil {
-		return err
-	}
-	for i, prog := range p.progs {
+	p.attach = func(i int, prog *ebpf.Program) (link.Link, error) {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			return fmt.Errorf("attaching tp_btf/%s: %w", tracepoints[i], err)
+			return nil, fmt.Errorf("attaching tp_btf/%s: %w", tracepoints[i], err)
 		}
-		p.links = append(p.links, l)
+		return l, nil
+	}
+	p.config.Events = boolU32(events)
+	if err := p.Attach(); err != nil {
+		return err
 	}
 	p.mode = ModeTPBTF
 	return nil
@@ -153,30 +159,67 @@ func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
 	}
 	p.maps = objs.SchedMaps
 	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
-	if err := p.setEvents(events); err != nil {
-		return err
-	}
-	for i, prog := range p.progs {
+	p.attach = func(i int, prog *ebpf.Program) (link.Link, error) {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoints[i], Program: prog})
 		if err != nil {
-			return fmt.Errorf("attaching raw_tp/%s: %w", tracepoints[i], err)
+			return nil, fmt.Errorf("attaching raw_tp/%s: %w", tracepoints[i], err)
 		}
-		p.links = append(p.links, l)
+		return l, nil
+	}
+	p.config.Events = boolU32(events)
+	if err := p.Attach(); err != nil {
+		return err
 	}
 	p.mode = ModeRawTP
 	return nil
 }
 
-func (p *Probe) setEvents(on bool) error {
-	var v uint32
-	if on {
-		v = 1
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
 	}
-	if err := p.maps.Config.Update(uint32(0), v, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("setting event config: %w", err)
+	return 0
+}
+
+// Attach puts the programs on their tracepoints in a new epoch: the
+// intervals each thread had open when they were detached are forgotten at
+// its first event, so nothing is measured across the gap. Attaching
+// attached programs does nothing. Not safe for concurrent use with Detach.
+func (p *Probe) Attach() error {
+	if len(p.links) > 0 {
+		return nil
+	}
+	p.config.Epoch++
+	if err := p.maps.Config.Update(uint32(0), &p.config, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("writing trace config: %w", err)
+	}
+	for i, prog := range p.progs {
+		l, err := p.attach(i, prog)
+		if err != nil {
+			p.Detach()
+			return err
+		}
+		p.links = append(p.links, l)
 	}
 	return nil
 }
+
+// Detach takes the programs off their tracepoints; the maps and what they
+// hold stay.
+func (p *Probe) Detach() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detaching programs: %w", err)
+	}
+	return nil
+}
+
+// Attached reports whether the programs are on their tracepoints.
+func (p *Probe) Attached() bool { return len(p.links) > 0 }
 
 // classify wraps a load/attach error with the sentinel the caller needs to
 // tell "run as root" from "this kernel cannot do it", keeping only the
@@ -342,10 +385,7 @@ func (p *Probe) Close() error {
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
-	for _, l := range p.links {
-		errs = append(errs, l.Close())
-	}
-	p.links = nil
+	errs = append(errs, p.Detach())
 	for _, prog := range p.progs {
 		if prog != nil {
 			errs = append(errs, prog.Close())

@@ -15,6 +15,10 @@ var (
 		"Threads watched.", nil, nil)
 	infoGauge = prometheus.NewDesc(prometheus.BuildFQName(namespace, "agent", "info"),
 		"How the BPF programs are attached (tp_btf or raw_tp).", []string{"attach_mode"}, nil)
+	tracedTotal = prometheus.NewDesc(prometheus.BuildFQName(namespace, "agent", "traced_seconds_total"),
+		"Time the BPF programs were attached (trace windows): what histograms and traced_ counters cover.", nil, nil)
+	tracingGauge = prometheus.NewDesc(prometheus.BuildFQName(namespace, "agent", "tracing"),
+		"1 while the BPF programs are attached (in a trace window), 0 between windows.", nil, nil)
 )
 
 // agentCollector exports the agent's own state.
@@ -27,6 +31,8 @@ func (agentCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- targetsGauge
 	ch <- threadsGauge
 	ch <- infoGauge
+	ch <- tracedTotal
+	ch <- tracingGauge
 }
 
 func (agentCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) error {
@@ -42,5 +48,11 @@ func (agentCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) 
 	}
 	ch <- prometheus.MustNewConstMetric(threadsGauge, prometheus.GaugeValue, float64(threads))
 	ch <- prometheus.MustNewConstMetric(infoGauge, prometheus.GaugeValue, 1, snap.AttachMode)
+	ch <- prometheus.MustNewConstMetric(tracedTotal, prometheus.CounterValue, snap.TracedTotalSeconds)
+	tracing := 0.0
+	if snap.Tracing {
+		tracing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(tracingGauge, prometheus.GaugeValue, tracing)
 	return nil
 }

@@ -30,14 +30,15 @@ func (f fixed) Timeline(name string, last time.Duration) ([]model.TimelineEvent,
 }
 
 func testSnapshot() model.Snapshot {
-	c := &model.Counters{RunNs: 3e9, Preemptions: 7}
-	c.Run[model.Bucket(4e6)] = 500 // 500 runs of ~4 ms
-	c.Run[model.Bucket(3e9)] = 1   // one run beyond the last exported bucket
+	c := &model.Counters{}
+	c.Traced.RunNs = 3e9
+	c.Traced.Run[model.Bucket(4e6)] = 500 // 500 runs of ~4 ms
+	c.Traced.Run[model.Bucket(3e9)] = 1   // one run beyond the last exported bucket
 	slice := 4000.0
-	return model.Snapshot{AttachMode: "raw_tp", EventDrops: 3, Targets: []model.Target{{
+	return model.Snapshot{AttachMode: "raw_tp", EventDrops: 3, TracedTotalSeconds: 12.5, Targets: []model.Target{{
 		Name: "vm1", Kind: "domain",
 		Threads: []model.Thread{
-			{TID: 11, VCPU: 0, Cumulative: c, ExpectedSliceUS: &slice, RemainingSliceUS: &slice,
+			{TID: 11, VCPU: 0, Preemptions: 7, Cumulative: c, ExpectedSliceUS: &slice, RemainingSliceUS: &slice,
 				Corunners: []model.Corunner{{TGID: 5, Comm: "stress", WaitedSeconds: 1.5}, {TGID: 6, Comm: "stress", WaitedSeconds: 0.5}}},
 			// Same vCPU index twice and a non-vCPU thread: labels must
 			// stay unique.
@@ -81,7 +82,9 @@ vgpu_probe_agent_ring_drops_total 3
 		`vgpu_probe_vcpu_run_seconds_sum{domain="vm1",vcpu="0"} 3`,
 		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="0"} 0.004`,
 		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="tid:12"} +Inf`,
-		`vgpu_probe_vcpu_corunner_wait_seconds_total{corunner="stress",domain="vm1",vcpu="0"} 1.5`,
+		`vgpu_probe_vcpu_traced_corunner_wait_seconds_total{corunner="stress",domain="vm1",vcpu="0"} 1.5`,
+		`vgpu_probe_agent_traced_seconds_total 12.5`,
+		`vgpu_probe_agent_tracing 0`,
 		`vgpu_probe_scrape_collector_success{collector="vcpu"} 1`,
 	} {
 		if !strings.Contains(body, line+"\n") {

@@ -18,19 +18,22 @@ func vcpuDesc(name, help string, extra ...string) *prometheus.Desc {
 }
 
 var (
-	runHist      = vcpuDesc("run_seconds", "On-CPU intervals of a vCPU (or watched) thread.")
-	offCPUHist   = vcpuDesc("offcpu_seconds", "Off-CPU intervals (descheduled or asleep) of a vCPU thread.")
-	sliceHist    = vcpuDesc("slice_seconds", "On-CPU intervals that ended in an involuntary preemption: the slice the thread gets under contention.")
-	wakeHist     = vcpuDesc("wake_latency_seconds", "Time from wake-up to running.")
+	// Histograms and the traced_ counters hold what the BPF programs saw
+	// in trace windows (vgpu_probe_agent_traced_seconds_total of them);
+	// the other counters are the kernel's and miss nothing.
+	runHist      = vcpuDesc("run_seconds", "On-CPU intervals of a vCPU (or watched) thread, seen in trace windows.")
+	offCPUHist   = vcpuDesc("offcpu_seconds", "Off-CPU intervals (descheduled or asleep) of a vCPU thread, seen in trace windows.")
+	sliceHist    = vcpuDesc("slice_seconds", "On-CPU intervals that ended in an involuntary preemption, seen in trace windows: the slice the thread gets under contention.")
+	wakeHist     = vcpuDesc("wake_latency_seconds", "Time from wake-up to running, seen in trace windows.")
 	waitTotal    = vcpuDesc("runnable_wait_seconds_total", "Time runnable but not running (host-side steal).")
 	preemptTotal = vcpuDesc("preemptions_total", "Switch-outs while still runnable (involuntary).")
 	switchTotal  = vcpuDesc("switches_total", "Switch-ins.")
-	wakeTotal    = vcpuDesc("wakeups_total", "Wake-ups.")
-	throtTotal   = vcpuDesc("throttles_total", "Switch-outs because the CPU bandwidth quota ran out.")
+	wakeTotal    = vcpuDesc("wakeups_total", "Voluntary switch-outs (sleeps), each ended by a wake-up.")
+	throtTotal   = vcpuDesc("traced_throttles_total", "Switch-outs because the CPU bandwidth quota ran out, seen in trace windows.")
 	stealRatio   = vcpuDesc("steal_ratio", "Share of wall time spent runnable but not running, over the agent's window.")
 	expSlice     = vcpuDesc("expected_slice_seconds", "Expected run length once on CPU (+Inf when nothing competes for its CPUs).")
-	remSlice     = vcpuDesc("remaining_slice_seconds", "Estimated time left before the thread loses its CPU (+Inf when nothing competes).")
-	corunWait    = vcpuDesc("corunner_wait_seconds_total", "Runnable wait that followed a preemption, by the command that took the CPU (top 5 per vCPU; swapper = throttled).", "corunner")
+	remSlice     = vcpuDesc("remaining_slice_seconds", "Estimated time left before the thread loses its CPU (+Inf when nothing competes; the whole expected slice between trace windows).")
+	corunWait    = vcpuDesc("traced_corunner_wait_seconds_total", "Runnable wait that followed a preemption, by the command that took the CPU, seen in trace windows (top 5 per vCPU; swapper = throttled).", "corunner")
 )
 
 // vcpuCollector exports per-thread discontinuity.
@@ -58,15 +61,16 @@ func (vcpuCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) e
 				continue
 			}
 			lv := []string{tg.Name, vcpuLabel(th, used)}
-			ch <- histogram(runHist, &c.Run, float64(c.RunNs)/1e9, lv)
-			ch <- histogram(offCPUHist, &c.OffCPU, float64(c.OffCPUNs)/1e9, lv)
-			ch <- histogram(sliceHist, &c.Slice, math.NaN(), lv)
-			ch <- histogram(wakeHist, &c.Wake, math.NaN(), lv)
-			ch <- prometheus.MustNewConstMetric(waitTotal, prometheus.CounterValue, float64(c.RunnableWaitNs)/1e9, lv...)
-			ch <- prometheus.MustNewConstMetric(preemptTotal, prometheus.CounterValue, float64(c.Preemptions), lv...)
-			ch <- prometheus.MustNewConstMetric(switchTotal, prometheus.CounterValue, float64(c.Switches), lv...)
-			ch <- prometheus.MustNewConstMetric(wakeTotal, prometheus.CounterValue, float64(c.Wakeups), lv...)
-			ch <- prometheus.MustNewConstMetric(throtTotal, prometheus.CounterValue, float64(c.Throttles), lv...)
+			tr := &c.Traced
+			ch <- histogram(runHist, &tr.Run, float64(tr.RunNs)/1e9, lv)
+			ch <- histogram(offCPUHist, &tr.OffCPU, float64(tr.OffCPUNs)/1e9, lv)
+			ch <- histogram(sliceHist, &tr.Slice, math.NaN(), lv)
+			ch <- histogram(wakeHist, &tr.Wake, math.NaN(), lv)
+			ch <- prometheus.MustNewConstMetric(waitTotal, prometheus.CounterValue, th.RunnableWaitSeconds, lv...)
+			ch <- prometheus.MustNewConstMetric(preemptTotal, prometheus.CounterValue, float64(th.Preemptions), lv...)
+			ch <- prometheus.MustNewConstMetric(switchTotal, prometheus.CounterValue, float64(th.Switches), lv...)
+			ch <- prometheus.MustNewConstMetric(wakeTotal, prometheus.CounterValue, float64(th.Wakeups), lv...)
+			ch <- prometheus.MustNewConstMetric(throtTotal, prometheus.CounterValue, float64(th.Throttles), lv...)
 			ch <- prometheus.MustNewConstMetric(stealRatio, prometheus.GaugeValue, th.StealFraction, lv...)
 			ch <- prometheus.MustNewConstMetric(expSlice, prometheus.GaugeValue, usOrInf(th.ExpectedSliceUS), lv...)
 			ch <- prometheus.MustNewConstMetric(remSlice, prometheus.GaugeValue, usOrInf(th.RemainingSliceUS), lv...)

@@ -3,11 +3,30 @@ package model
 import (
 	"math"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 )
 
-// Counters are the cumulative counters of one watched thread, as the BPF
-// programs keep them (nanoseconds, CLOCK_MONOTONIC timestamps).
+// Counters are the cumulative counters of one watched thread at one
+// moment, from its two sources.
 type Counters struct {
+	// Kernel is the kernel's own accounting: exact and continuous. Totals
+	// and rates come from it.
+	Kernel procstat.Counters
+	// Traced is what the BPF programs saw during trace windows: the
+	// distributions, co-runners and throttles.
+	Traced Traced
+}
+
+// Sub returns the counters accumulated between prev and c.
+func (c *Counters) Sub(prev *Counters) Counters {
+	return Counters{Kernel: c.Kernel.Sub(prev.Kernel), Traced: c.Traced.Sub(&prev.Traced)}
+}
+
+// Traced are the counters the BPF programs keep for a thread (nanoseconds,
+// CLOCK_MONOTONIC timestamps); they grow only while the programs are
+// attached.
+type Traced struct {
 	RunNs, OffCPUNs, RunnableWaitNs uint64
 	Switches, Preemptions, Wakeups  uint64
 	Throttles                       uint64 // switch-outs for lack of bandwidth quota
@@ -18,10 +37,10 @@ type Counters struct {
 	QuotaRun                        Hist // on-CPU time between throttles
 }
 
-// Sub returns the counters accumulated between prev and c. State fields
+// Sub returns the counts accumulated between prev and c. State fields
 // (OnCPU, SwitchInNs, CPU) are taken from c.
-func (c *Counters) Sub(prev *Counters) Counters {
-	d := Counters{
+func (c *Traced) Sub(prev *Traced) Traced {
+	d := Traced{
 		RunNs:          sub(c.RunNs, prev.RunNs),
 		OffCPUNs:       sub(c.OffCPUNs, prev.OffCPUNs),
 		RunnableWaitNs: sub(c.RunnableWaitNs, prev.RunnableWaitNs),
@@ -57,9 +76,11 @@ type Corunner struct {
 }
 
 // Thread is the discontinuity of one thread in a snapshot. Totals are
-// since the thread was first watched; distributions and rates are over
-// the snapshot's window. Durations are in the unit their name says;
-// percentiles of an empty distribution are 0.
+// since the thread was first watched, from the kernel's accounting;
+// rates are over the snapshot's window, from the same; distributions,
+// co-runners and throttles are over the trace windows within the
+// snapshot's window (Snapshot.TracedSeconds of it). Durations are in the
+// unit their name says; percentiles of an empty distribution are 0.
 type Thread struct {
 	TID  int `json:"tid"`
 	VCPU int `json:"vcpu"` // -1: not a vCPU thread
@@ -69,9 +90,10 @@ type Thread struct {
 	RunnableWaitSeconds float64 `json:"runnable_wait_seconds"`
 	Switches            uint64  `json:"switches"`
 	Preemptions         uint64  `json:"preemptions"`
-	Wakeups             uint64  `json:"wakeups"`
-	// Throttles counts switch-outs because the thread's cgroup ran out
-	// of CPU bandwidth quota.
+	// Wakeups counts voluntary switch-outs (sleeps): each ends with one.
+	Wakeups uint64 `json:"wakeups"`
+	// Throttles counts switch-outs, seen while tracing, because the
+	// thread's cgroup ran out of CPU bandwidth quota.
 	Throttles uint64 `json:"throttles"`
 
 	RunP50US    float64 `json:"run_p50_us"`
@@ -102,11 +124,15 @@ type Thread struct {
 	ExpectedSliceUS  *float64 `json:"expected_slice_us"`
 	RemainingSliceUS *float64 `json:"remaining_slice_us"`
 
-	OnCPU     bool       `json:"on_cpu"`
-	CPU       int        `json:"cpu"`
+	// OnCPU is whether the thread is on a CPU now; false between trace
+	// windows (unknown), when the remaining slice is the whole expected
+	// slice. CPU is where it was last switched in while tracing.
+	OnCPU bool `json:"on_cpu"`
+	CPU   int  `json:"cpu"`
+	// Corunners took the CPU from it while tracing.
 	Corunners []Corunner `json:"corunners,omitempty"`
 
-	// Cumulative are the raw counters since the thread was first watched
+	// Cumulative are the counters since the thread was first watched
 	// (for the Prometheus histograms); not part of the JSON.
 	Cumulative *Counters `json:"-"`
 }
@@ -114,44 +140,64 @@ type Thread struct {
 // Quota is a CPU bandwidth limit (zero: none).
 type Quota struct{ PeriodUS, QuotaUS int64 }
 
-// Analyze computes the discontinuity of a thread from its cumulative
-// counters cur, the counters at the start of the window base, the window
-// length and the current CLOCK_MONOTONIC time in ns.
-func Analyze(tid, vcpu int, cur, base *Counters, window time.Duration, nowNs uint64, q Quota) Thread {
-	d := cur.Sub(base)
+// Input is what Analyze needs to know of one thread.
+type Input struct {
+	TID, VCPU int
+	// Cur are the counters now, Start when the thread was first watched,
+	// WindowStart at the start of the window.
+	Cur, Start, WindowStart *Counters
+	// Watched is the time since the thread was first watched, Window the
+	// span rates and distributions are over.
+	Watched, Window time.Duration
+	NowNs           uint64 // CLOCK_MONOTONIC
+	// Tracing: the programs are attached, so the on-CPU state in
+	// Cur.Traced is current.
+	Tracing bool
+	Quota   Quota
+}
+
+// Analyze computes the discontinuity of a thread.
+func Analyze(in Input) Thread {
+	total := in.Cur.Sub(in.Start)
+	d := in.Cur.Sub(in.WindowStart)
+	k, tr := &total.Kernel, &d.Traced
+	run := ns2s(k.RunNs)
 	t := Thread{
-		TID:                 tid,
-		VCPU:                vcpu,
-		RunSeconds:          ns2s(cur.RunNs),
-		OffCPUSeconds:       ns2s(cur.OffCPUNs),
-		RunnableWaitSeconds: ns2s(cur.RunnableWaitNs),
-		Switches:            cur.Switches,
-		Preemptions:         cur.Preemptions,
-		Wakeups:             cur.Wakeups,
-		Throttles:           cur.Throttles,
-		RunP50US:            us(d.Run.Quantile(0.5)),
-		RunP90US:            us(d.Run.Quantile(0.9)),
-		RunP99US:            us(d.Run.Quantile(0.99)),
-		OffCPUP50US:         us(d.OffCPU.Quantile(0.5)),
-		OffCPUP90US:         us(d.OffCPU.Quantile(0.9)),
-		OffCPUP99US:         us(d.OffCPU.Quantile(0.99)),
-		WakeP50US:           us(d.Wake.Quantile(0.5)),
-		WakeP90US:           us(d.Wake.Quantile(0.9)),
-		WakeP99US:           us(d.Wake.Quantile(0.99)),
-		SliceP50US:          us(d.Slice.Quantile(0.5)),
-		QuotaRunP50US:       us(d.QuotaRun.Quantile(0.5)),
-		OnCPU:               cur.OnCPU,
-		CPU:                 cur.CPU,
-		Cumulative:          cur,
+		TID:                 in.TID,
+		VCPU:                in.VCPU,
+		RunSeconds:          run,
+		OffCPUSeconds:       math.Max(0, in.Watched.Seconds()-run),
+		RunnableWaitSeconds: ns2s(k.RunDelayNs),
+		Switches:            k.Timeslices,
+		Preemptions:         k.Involuntary,
+		Wakeups:             k.Voluntary,
+		Throttles:           total.Traced.Throttles,
+		RunP50US:            us(tr.Run.Quantile(0.5)),
+		RunP90US:            us(tr.Run.Quantile(0.9)),
+		RunP99US:            us(tr.Run.Quantile(0.99)),
+		OffCPUP50US:         us(tr.OffCPU.Quantile(0.5)),
+		OffCPUP90US:         us(tr.OffCPU.Quantile(0.9)),
+		OffCPUP99US:         us(tr.OffCPU.Quantile(0.99)),
+		WakeP50US:           us(tr.Wake.Quantile(0.5)),
+		WakeP90US:           us(tr.Wake.Quantile(0.9)),
+		WakeP99US:           us(tr.Wake.Quantile(0.99)),
+		SliceP50US:          us(tr.Slice.Quantile(0.5)),
+		QuotaRunP50US:       us(tr.QuotaRun.Quantile(0.5)),
+		OnCPU:               in.Tracing && in.Cur.Traced.OnCPU,
+		CPU:                 in.Cur.Traced.CPU,
+		Cumulative:          &total,
 	}
-	if w := window.Seconds(); w > 0 {
-		t.PreemptionsPerSecond = float64(d.Preemptions) / w
-		t.StealFraction = math.Min(1, ns2s(d.RunnableWaitNs)/w)
+	if w := in.Window.Seconds(); w > 0 {
+		t.PreemptionsPerSecond = float64(d.Kernel.Involuntary) / w
+		t.StealFraction = math.Min(1, ns2s(d.Kernel.RunDelayNs)/w)
 	}
-	exp, ok := ExpectedSlice(&d, q)
+	exp, ok := ExpectedSlice(tr, in.Quota)
 	t.Contended = ok
 	if ok {
-		rem := RemainingSlice(exp, cur, nowNs)
+		rem := exp
+		if t.OnCPU {
+			rem = RemainingSlice(exp, &in.Cur.Traced, in.NowNs)
+		}
 		e, r := exp.Seconds()*1e6, rem.Seconds()*1e6
 		t.ExpectedSliceUS, t.RemainingSliceUS = &e, &r
 	}
@@ -159,13 +205,13 @@ func Analyze(tid, vcpu int, cur, base *Counters, window time.Duration, nowNs uin
 }
 
 // ExpectedSlice is how long the thread can expect to run once it is on
-// CPU, from the window's counters d: the median run length that ended in
-// a preemption, capped by the bandwidth quota per period (the configured
-// one, and the on-CPU time between throttles seen in the window). ok is
-// false when nothing preempted the thread in the window (nothing else is
-// runnable on its CPUs and no quota throttled it): the slice is then
-// infinite.
-func ExpectedSlice(d *Counters, q Quota) (exp time.Duration, ok bool) {
+// CPU, from the window's traced counters d: the median run length that
+// ended in a preemption, capped by the bandwidth quota per period (the
+// configured one, and the on-CPU time between throttles seen in the
+// window). ok is false when nothing preempted the thread while it was
+// traced in the window (nothing else is runnable on its CPUs and no quota
+// throttled it): the slice is then infinite.
+func ExpectedSlice(d *Traced, q Quota) (exp time.Duration, ok bool) {
 	if d.Preemptions == 0 || d.Slice.Count() == 0 {
 		return 0, false
 	}
@@ -182,7 +228,7 @@ func ExpectedSlice(d *Counters, q Quota) (exp time.Duration, ok bool) {
 // RemainingSlice is what is left of the expected slice now: all of it when
 // the thread is off CPU (it gets a fresh slice when it runs), the rest
 // after the time since its switch-in otherwise, never below 0.
-func RemainingSlice(exp time.Duration, cur *Counters, nowNs uint64) time.Duration {
+func RemainingSlice(exp time.Duration, cur *Traced, nowNs uint64) time.Duration {
 	if !cur.OnCPU || cur.SwitchInNs == 0 || nowNs < cur.SwitchInNs {
 		return exp
 	}
@@ -217,6 +263,13 @@ type Target struct {
 type Snapshot struct {
 	Time          time.Time `json:"time"`
 	WindowSeconds float64   `json:"window_seconds"`
+	// TracedSeconds is how much of the window the BPF programs were
+	// attached: distributions are over that much time.
+	TracedSeconds float64 `json:"traced_seconds"`
+	// TracedTotalSeconds is the same since the agent started.
+	TracedTotalSeconds float64 `json:"traced_total_seconds"`
+	// Tracing is whether the programs are attached now.
+	Tracing bool `json:"tracing"`
 	// AttachMode is how the programs are attached: tp_btf or raw_tp.
 	AttachMode string `json:"attach_mode"`
 	// EventDrops counts switch events lost because the ring buffer was

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 )
 
 func TestBucketBoundsContainValue(t *testing.T) {
@@ -51,18 +53,18 @@ func TestQuantile(t *testing.T) {
 
 func TestExpectedSliceInfiniteWhenUncontended(t *testing.T) {
 	var d Counters
-	d.Run[Bucket(5e6)] = 10
-	if _, ok := ExpectedSlice(&d, Quota{}); ok {
+	d.Traced.Run[Bucket(5e6)] = 10
+	if _, ok := ExpectedSlice(&d.Traced, Quota{}); ok {
 		t.Fatal("thread never preempted has a finite slice")
 	}
-	th := Analyze(1, 0, &d, &Counters{}, time.Second, 0, Quota{})
+	th := Analyze(Input{TID: 1, Cur: &d, Start: &Counters{}, WindowStart: &Counters{}, Watched: time.Second, Window: time.Second, Tracing: true})
 	if th.Contended || th.ExpectedSliceUS != nil || th.RemainingSliceUS != nil {
 		t.Fatalf("uncontended thread: %+v", th)
 	}
 }
 
 func TestExpectedAndRemainingSlice(t *testing.T) {
-	var cur Counters
+	var cur Traced
 	cur.Preemptions = 100
 	for i := 0; i < 100; i++ {
 		cur.Slice[Bucket(4e6)]++
@@ -88,17 +90,46 @@ func TestExpectedAndRemainingSlice(t *testing.T) {
 	}
 }
 
-func TestAnalyzeRatesOverWindow(t *testing.T) {
-	base := Counters{Preemptions: 10, RunnableWaitNs: 1e9}
-	cur := Counters{Preemptions: 110, RunnableWaitNs: 1.5e9, RunNs: 2e9}
-	th := Analyze(7, 3, &cur, &base, time.Second, 0, Quota{})
+// Totals are since the thread was first watched and rates over the
+// window, both from the kernel's counters.
+func TestAnalyzeTotalsAndRates(t *testing.T) {
+	start := Counters{Kernel: procstat.Counters{Involuntary: 5, RunDelayNs: 0.5e9, RunNs: 1e9}}
+	base := Counters{Kernel: procstat.Counters{Involuntary: 10, RunDelayNs: 1e9, RunNs: 2e9}}
+	cur := Counters{Kernel: procstat.Counters{Involuntary: 110, RunDelayNs: 1.5e9, RunNs: 3e9, Timeslices: 40, Voluntary: 4}}
+	th := Analyze(Input{TID: 7, VCPU: 3, Cur: &cur, Start: &start, WindowStart: &base, Watched: 5 * time.Second, Window: time.Second})
 	if th.PreemptionsPerSecond != 100 {
 		t.Fatalf("preemptions/s = %g, want 100", th.PreemptionsPerSecond)
 	}
 	if th.StealFraction != 0.5 {
 		t.Fatalf("steal = %g, want 0.5", th.StealFraction)
 	}
-	if th.Preemptions != 110 || th.RunSeconds != 2 {
-		t.Fatalf("totals not cumulative: %+v", th)
+	if th.Preemptions != 105 || th.RunSeconds != 2 || th.OffCPUSeconds != 3 || th.RunnableWaitSeconds != 1 || th.Switches != 40 || th.Wakeups != 4 {
+		t.Fatalf("totals since watched: %+v", th)
+	}
+}
+
+// Between trace windows the on-CPU state is unknown: the thread is
+// reported off CPU with its whole expected slice left, however old the
+// last switch-in the programs saw.
+func TestAnalyzeStateUnknownBetweenWindows(t *testing.T) {
+	var cur Counters
+	cur.Kernel.Involuntary = 10
+	cur.Traced.Preemptions = 10
+	cur.Traced.Slice[Bucket(4e6)] = 10
+	cur.Traced.OnCPU, cur.Traced.SwitchInNs = true, 1e9
+	in := Input{Cur: &cur, Start: &Counters{}, WindowStart: &Counters{}, Watched: time.Second, Window: time.Second, NowNs: 1e9 + 3e6}
+	for _, tracing := range []bool{true, false} {
+		in.Tracing = tracing
+		th := Analyze(in)
+		if th.ExpectedSliceUS == nil || th.RemainingSliceUS == nil {
+			t.Fatalf("tracing=%v: contended thread without a slice: %+v", tracing, th)
+		}
+		want := *th.ExpectedSliceUS - 3000 // 3 ms into it
+		if !tracing {
+			want = *th.ExpectedSliceUS
+		}
+		if th.OnCPU != tracing || math.Abs(*th.RemainingSliceUS-want) > 1 {
+			t.Errorf("tracing=%v: on_cpu %v remaining %.0f µs, want %.0f", tracing, th.OnCPU, *th.RemainingSliceUS, want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
@@ -32,6 +33,8 @@ type Probe interface {
 	Drops() (uint64, error)
 	ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error
 	Mode() string
+	Attach() error
+	Detach() error
 }
 
 var _ Probe = (*bpfload.Probe)(nil)
@@ -45,6 +48,11 @@ type Options struct {
 	Window time.Duration
 	// TimelineEvents bounds the switch events kept for timelines.
 	TimelineEvents int
+	// TraceEvery and TraceWindow: the programs are attached for
+	// TraceWindow out of every TraceEvery and detached in between, where
+	// they cost the host nothing. 0 for TraceEvery (the default), or a
+	// window as long as the period, keeps them attached.
+	TraceEvery, TraceWindow time.Duration
 }
 
 func (o *Options) defaults() {
@@ -62,7 +70,8 @@ func (o *Options) defaults() {
 type watch struct {
 	refs    int
 	vcpu    int
-	sinceNs uint64 // CLOCK_MONOTONIC when first watched
+	sinceNs uint64          // CLOCK_MONOTONIC when first watched
+	start   *model.Counters // the kernel's counters then
 }
 
 type sample struct {
@@ -80,6 +89,7 @@ type Monitor struct {
 	targets map[string]targets.Target // by Key(); guarded by mu
 	watched map[uint32]*watch         // guarded by mu
 	history []sample                  // oldest first; guarded by mu
+	traced  traceLog                  // guarded by mu
 
 	timeline *timeline
 }
@@ -111,6 +121,12 @@ func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
 		})
 	}
 	go m.readEvents()
+	m.mu.Lock()
+	m.traced.start(monoNow()) // Load attached the programs
+	m.mu.Unlock()
+	if e, w := m.opts.TraceEvery, m.opts.TraceWindow; e > 0 && w < e {
+		wg.Go(func() { m.traceWindows(ctx, w, e) })
+	}
 	t := time.NewTicker(m.opts.SampleEvery)
 	defer t.Stop()
 	for {
@@ -122,6 +138,47 @@ func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
 			m.sample()
 		}
 	}
+}
+
+// traceWindows detaches the programs after each window and attaches them
+// again at the start of the next period, until ctx is done.
+func (m *Monitor) traceWindows(ctx context.Context, window, every time.Duration) {
+	t := time.NewTimer(window)
+	defer t.Stop()
+	on := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		on = !on
+		if err := m.setTracing(on); err != nil {
+			// The programs stay as they were; the next period retries.
+			m.log.Error().Err(err).Bool("attach", on).Msg("switching trace window")
+			on = !on
+		}
+		if on {
+			t.Reset(window)
+		} else {
+			t.Reset(every - window)
+		}
+	}
+}
+
+func (m *Monitor) setTracing(on bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := monoNow()
+	if !on {
+		m.traced.stop(now)
+		return m.probe.Detach()
+	}
+	if err := m.probe.Attach(); err != nil {
+		return err
+	}
+	m.traced.start(now)
+	return nil
 }
 
 // Apply adds, updates or removes a target and watches or unwatches its
@@ -164,12 +221,18 @@ func (m *Monitor) ref(tid uint32, vcpu int) {
 		}
 		return
 	}
+	k, err := procstat.Read(int(tid))
+	if err != nil {
+		// Exited between discovery and now.
+		m.log.Debug().Err(err).Uint32("tid", tid).Msg("cannot read thread counters")
+		return
+	}
 	if err := m.probe.Watch(tid); err != nil {
-		// A full map or a vanished thread: the rest still works.
+		// A full map: the rest still works.
 		m.log.Warn().Err(err).Uint32("tid", tid).Msg("cannot watch thread")
 		return
 	}
-	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, sinceNs: monoNow()}
+	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, sinceNs: monoNow(), start: &model.Counters{Kernel: k}}
 }
 
 func (m *Monitor) unref(tid uint32) {
@@ -221,24 +284,30 @@ func (m *Monitor) sample() {
 		i++
 	}
 	m.history = slices.Delete(m.history, 0, i)
+	m.traced.trim(cut)
 }
 
-// readAll must be called with mu held.
+// readAll must be called with mu held. A thread that exited is left out.
 func (m *Monitor) readAll() map[uint32]*model.Counters {
 	out := make(map[uint32]*model.Counters, len(m.watched))
 	var raw bpf.SchedThreadStats
 	for tid := range m.watched {
+		k, err := procstat.Read(int(tid))
+		if err != nil {
+			m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading kernel counters")
+			continue
+		}
 		if err := m.probe.Stats(tid, &raw); err != nil {
 			m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading counters")
 			continue
 		}
-		out[tid] = countersOf(&raw)
+		out[tid] = &model.Counters{Kernel: k, Traced: tracedOf(&raw)}
 	}
 	return out
 }
 
-func countersOf(s *bpf.SchedThreadStats) *model.Counters {
-	return &model.Counters{
+func tracedOf(s *bpf.SchedThreadStats) model.Traced {
+	return model.Traced{
 		RunNs:          s.RunNs,
 		OffCPUNs:       s.OffcpuNs,
 		RunnableWaitNs: s.RqWaitNs,
@@ -263,7 +332,8 @@ func (m *Monitor) Snapshot() model.Snapshot {
 	defer m.mu.Unlock()
 	now := monoNow()
 	cur := m.readAll()
-	snap := model.Snapshot{Time: time.Now().UTC(), AttachMode: m.probe.Mode(), Targets: []model.Target{}}
+	snap := model.Snapshot{Time: time.Now().UTC(), AttachMode: m.probe.Mode(), Targets: []model.Target{},
+		Tracing: m.traced.on, TracedTotalSeconds: m.traced.total(now).Seconds()}
 	if d, err := m.probe.Drops(); err == nil {
 		snap.EventDrops = d
 	}
@@ -280,10 +350,19 @@ func (m *Monitor) Snapshot() model.Snapshot {
 			if !ok || w == nil {
 				continue
 			}
-			base, fromNs := m.base(tid, w.sinceNs)
+			base, fromNs := m.base(tid, w)
 			window := time.Duration(now - fromNs)
-			snap.WindowSeconds = max(snap.WindowSeconds, window.Seconds())
-			mth := model.Analyze(th.TID, th.VCPU, c, base, window, now, model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS})
+			if window.Seconds() > snap.WindowSeconds {
+				snap.WindowSeconds = window.Seconds()
+				snap.TracedSeconds = m.traced.since(fromNs, now).Seconds()
+			}
+			mth := model.Analyze(model.Input{
+				TID: th.TID, VCPU: th.VCPU,
+				Cur: c, Start: w.start, WindowStart: base,
+				Watched: time.Duration(now - w.sinceNs), Window: window, NowNs: now,
+				Tracing: m.traced.on,
+				Quota:   model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS},
+			})
 			mth.Corunners = topCorunners(corunners[tid], 5)
 			mt.Threads = append(mt.Threads, mth)
 		}
@@ -296,15 +375,15 @@ func (m *Monitor) Snapshot() model.Snapshot {
 }
 
 // base returns the counters at the start of the window for tid and when
-// that was: the oldest kept sample that has the thread, or zero counters
-// at the time it was first watched.
-func (m *Monitor) base(tid uint32, sinceNs uint64) (*model.Counters, uint64) {
+// that was: the oldest kept sample that has the thread, or the counters
+// when it was first watched.
+func (m *Monitor) base(tid uint32, w *watch) (*model.Counters, uint64) {
 	for _, s := range m.history {
-		if c, ok := s.stats[tid]; ok && s.monoNs >= sinceNs {
+		if c, ok := s.stats[tid]; ok && s.monoNs >= w.sinceNs {
 			return c, s.monoNs
 		}
 	}
-	return &model.Counters{}, sinceNs
+	return w.start, w.sinceNs
 }
 
 func topCorunners(cs []bpfload.Corunner, n int) []model.Corunner {

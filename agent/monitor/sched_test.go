@@ -22,6 +22,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
@@ -54,34 +55,21 @@ func (s schedStat) sub(o schedStat) schedStat {
 
 func readSchedstat(t *testing.T, tid int) schedStat {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", tid))
+	c, err := procstat.Read(tid)
 	if err != nil {
-		t.Fatalf("reading schedstat: %v", err)
+		t.Fatal(err)
 	}
-	var s schedStat
-	if _, err := fmt.Sscanf(string(b), "%d %d %d", &s.runNs, &s.delayNs, &s.slices); err != nil {
-		t.Fatalf("parsing schedstat %q: %v", b, err)
-	}
-	return s
+	return schedStat{c.RunNs, c.RunDelayNs, c.Timeslices}
 }
 
 // nivcsw returns the kernel's count of involuntary context switches.
 func nivcsw(t *testing.T, tid int) uint64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", tid))
+	c, err := procstat.Read(tid)
 	if err != nil {
-		t.Fatalf("reading status: %v", err)
+		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "nonvoluntary_ctxt_switches:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no nonvoluntary_ctxt_switches in status")
-	return 0
+	return c.Involuntary
 }
 
 func findThread(t *testing.T, snap model.Snapshot, tid int) model.Thread {
@@ -176,32 +164,13 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 		other := uint32(a + b - tid)
 		th := findThread(t, snap, tid)
 		k := readSchedstat(t, tid).sub(k0[tid])
-		ivcs := float64(nivcsw(t, tid) - ivcs0[tid])
-		kernelMeanRun := float64(k.runNs) / float64(max(1, k.slices)) / 1e3
-		ourMeanRun := th.RunSeconds * 1e6 / float64(max(1, th.Switches))
-		t.Logf("tid %d: run %.3fs (kernel %.3fs) runnable-wait %.3fs (kernel %.3fs) off %.3fs switches %d (kernel %d) preempt %d (kernel %.0f) mean run %.0fus (kernel %.0fus) run p50/p90 %.0f/%.0fus steal %.2f corunners %+v",
-			tid, th.RunSeconds, float64(k.runNs)/1e9, th.RunnableWaitSeconds, float64(k.delayNs)/1e9, th.OffCPUSeconds, th.Switches, k.slices,
-			th.Preemptions, ivcs, ourMeanRun, kernelMeanRun, th.RunP50US, th.RunP90US, th.StealFraction, th.Corunners)
-
-		if th.Preemptions < 50 {
-			t.Errorf("tid %d: %d preemptions in 2s of sharing a CPU, want many", tid, th.Preemptions)
+		ivcs := nivcsw(t, tid) - ivcs0[tid]
+		// The snapshot's totals are the kernel's since watching began.
+		if th.RunnableWaitSeconds != float64(k.delayNs)/1e9 || th.Preemptions != ivcs || th.Switches != k.slices {
+			t.Errorf("tid %d: totals wait %.4fs preempt %d switches %d, kernel %.4fs %d %d", tid, th.RunnableWaitSeconds, th.Preemptions, th.Switches, float64(k.delayNs)/1e9, ivcs, k.slices)
 		}
-		if !within(float64(th.Preemptions), ivcs, 0.05) {
-			t.Errorf("tid %d: %d preemptions, kernel counted %.0f involuntary switches", tid, th.Preemptions, ivcs)
-		}
-		if !within(th.RunnableWaitSeconds, float64(k.delayNs)/1e9, 0.05) {
-			t.Errorf("tid %d: runnable wait %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.RunnableWaitSeconds, float64(k.delayNs)/1e9)
-		}
-		// A busy loop only sleeps while stopped, and the stopped
-		// intervals are still open: all its off-CPU time is runnable wait.
-		if !within(th.OffCPUSeconds, float64(k.delayNs)/1e9, 0.05) {
-			t.Errorf("tid %d: off-CPU %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, th.OffCPUSeconds, float64(k.delayNs)/1e9)
-		}
-		// Run intervals: the kernel's own mean slice (run time / number
-		// of times it ran) and ours agree...
-		if !within(ourMeanRun, kernelMeanRun, 0.05) {
-			t.Errorf("tid %d: mean run %.0fus, kernel's %.0fus", tid, ourMeanRun, kernelMeanRun)
-		}
+		checkTraced(t, tid, &th.Cumulative.Traced, k, ivcs)
+		t.Logf("tid %d: run p50/p90 %.0f/%.0fus steal %.2f corunners %+v", tid, th.RunP50US, th.RunP90US, th.StealFraction, th.Corunners)
 		// ...and are a scheduler slice: EEVDF's base slice (0.75-3 ms)
 		// enforced at the tick (1-10 ms); never the whole 2 s.
 		if th.RunP50US < 300 || th.RunP90US > 30000 {
@@ -215,12 +184,138 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 		}
 		// The timeline has an interval for every switch-in counted (none
 		// were dropped: the ring is far from full).
-		if snap.EventDrops == 0 && ins[uint32(tid)] != th.Switches {
-			t.Errorf("tid %d: %d switch-in events in the timeline, %d counted", tid, ins[uint32(tid)], th.Switches)
+		if sw := th.Cumulative.Traced.Switches; snap.EventDrops == 0 && ins[uint32(tid)] != sw {
+			t.Errorf("tid %d: %d switch-in events in the timeline, %d counted", tid, ins[uint32(tid)], sw)
 		}
 	}
 	if _, err := m.Timeline("nope", time.Second); !errors.Is(err, ErrUnknownTarget) {
 		t.Fatalf("timeline of unknown target: %v", err)
+	}
+}
+
+// checkTraced compares what the programs measured for a busy loop that
+// was stopped whenever tracing started or ended with the kernel's
+// accounting over the same time (k, ivcs).
+func checkTraced(t *testing.T, tid int, tr *model.Traced, k schedStat, ivcs uint64) {
+	t.Helper()
+	kernelMeanRun := float64(k.runNs) / float64(max(1, k.slices)) / 1e3
+	ourMeanRun := float64(tr.RunNs) / 1e3 / float64(max(1, tr.Switches))
+	t.Logf("tid %d traced: run %.3fs (kernel %.3fs) runnable-wait %.3fs (kernel %.3fs) off %.3fs switches %d (kernel %d) preempt %d (kernel %d) mean run %.0fus (kernel %.0fus)",
+		tid, float64(tr.RunNs)/1e9, float64(k.runNs)/1e9, float64(tr.RunnableWaitNs)/1e9, float64(k.delayNs)/1e9, float64(tr.OffCPUNs)/1e9,
+		tr.Switches, k.slices, tr.Preemptions, ivcs, ourMeanRun, kernelMeanRun)
+	if tr.Preemptions < 50 {
+		t.Errorf("tid %d: %d preemptions traced while sharing a CPU, want many", tid, tr.Preemptions)
+	}
+	if !within(float64(tr.Preemptions), float64(ivcs), 0.05) {
+		t.Errorf("tid %d: %d preemptions traced, kernel counted %d involuntary switches", tid, tr.Preemptions, ivcs)
+	}
+	if !within(float64(tr.RunnableWaitNs), float64(k.delayNs), 0.05) {
+		t.Errorf("tid %d: runnable wait %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, float64(tr.RunnableWaitNs)/1e9, float64(k.delayNs)/1e9)
+	}
+	// A busy loop only sleeps while stopped, and the stopped intervals
+	// are open when tracing starts and ends: all its off-CPU time is
+	// runnable wait.
+	if !within(float64(tr.OffCPUNs), float64(k.delayNs), 0.05) {
+		t.Errorf("tid %d: off-CPU %.4fs, schedstat run_delay %.4fs: differ by more than 5%%", tid, float64(tr.OffCPUNs)/1e9, float64(k.delayNs)/1e9)
+	}
+	// Run intervals: the kernel's own mean slice (run time / number of
+	// times it ran) and ours agree.
+	if !within(ourMeanRun, kernelMeanRun, 0.05) {
+		t.Errorf("tid %d: mean run %.0fus, kernel's %.0fus", tid, ourMeanRun, kernelMeanRun)
+	}
+}
+
+// Trace windows: the programs are detached while the pair goes on
+// running, then attached again. What they measure covers the windows and
+// nothing of the gap (each attach forgets the intervals left open), and
+// agrees with the kernel's accounting over the windows alone.
+func TestTraceWindowsSkipTheGap(t *testing.T) {
+	p := loadProbe(t)
+	m := New(p, Options{Log: zerolog.Nop()})
+	cpu := runtime.NumCPU() - 1
+	dir := makeCgroup(t, "windows", 0, 0)
+	ca, cb := busyProcess(t, cpu), busyProcess(t, cpu)
+	a, b := ca.Process.Pid, cb.Process.Pid
+	for _, pid := range []int{a, b} {
+		write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+	}
+	signalAndWait(t, unix.SIGSTOP, true, ca, cb)
+	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
+		Kind: targets.KindPID, Name: "pair",
+		Threads: []targets.Thread{{TID: a, VCPU: 0}, {TID: b, VCPU: 1}},
+	}})
+	inWindows := map[int]schedStat{}
+	ivcs := map[int]uint64{}
+	run := func(traced bool) {
+		k0 := map[int]schedStat{a: readSchedstat(t, a), b: readSchedstat(t, b)}
+		iv0 := map[int]uint64{a: nivcsw(t, a), b: nivcsw(t, b)}
+		if err := m.setTracing(traced); err != nil {
+			t.Fatal(err)
+		}
+		signalAndWait(t, unix.SIGCONT, false, ca, cb)
+		time.Sleep(time.Second)
+		signalAndWait(t, unix.SIGSTOP, true, ca, cb)
+		if !traced {
+			return
+		}
+		for _, tid := range []int{a, b} {
+			d := readSchedstat(t, tid).sub(k0[tid])
+			w := inWindows[tid]
+			inWindows[tid] = schedStat{w.runNs + d.runNs, w.delayNs + d.delayNs, w.slices + d.slices}
+			ivcs[tid] += nivcsw(t, tid) - iv0[tid]
+		}
+	}
+	m.traced.start(monoNow()) // what Run does
+	run(true)
+	run(false)
+	run(true)
+	if err := m.setTracing(false); err != nil {
+		t.Fatal(err)
+	}
+	snap := m.Snapshot()
+	if snap.Tracing || snap.TracedSeconds < 1.9 || snap.TracedSeconds > snap.WindowSeconds-0.9 {
+		t.Errorf("tracing %v, traced %.2fs of %.2fs: want two 1 s windows and a 1 s gap", snap.Tracing, snap.TracedSeconds, snap.WindowSeconds)
+	}
+	for _, tid := range []int{a, b} {
+		th := findThread(t, snap, tid)
+		checkTraced(t, tid, &th.Cumulative.Traced, inWindows[tid], ivcs[tid])
+		if th.OnCPU {
+			t.Errorf("tid %d: on CPU between windows", tid)
+		}
+	}
+}
+
+// A periodic trace schedule attaches and detaches the programs by
+// itself: distributions keep coming while the programs are attached only
+// part of the time.
+func TestTraceSchedule(t *testing.T) {
+	p := loadProbe(t)
+	m := New(p, Options{Log: zerolog.Nop(), TraceEvery: 300 * time.Millisecond, TraceWindow: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cpu := runtime.NumCPU() - 1
+	ca, cb := busyProcess(t, cpu), busyProcess(t, cpu)
+	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
+		Kind: targets.KindPID, Name: "pair",
+		Threads: []targets.Thread{{TID: ca.Process.Pid, VCPU: 0}, {TID: cb.Process.Pid, VCPU: 1}},
+	}})
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	time.Sleep(3 * time.Second)
+	snap := m.Snapshot()
+	cancel()
+	<-done
+	// A third of 3 s, give or take late timers on a loaded machine.
+	if snap.TracedSeconds < 0.5 || snap.TracedSeconds > 2 {
+		t.Errorf("traced %.2fs of %.2fs, want about a third", snap.TracedSeconds, snap.WindowSeconds)
+	}
+	for _, tg := range snap.Targets {
+		for _, th := range tg.Threads {
+			tr := th.Cumulative.Traced
+			if th.RunP50US <= 0 || tr.Switches == 0 || tr.Switches >= th.Switches {
+				t.Errorf("tid %d: run p50 %.0fus, %d switches traced of %d: want some, not all", th.TID, th.RunP50US, tr.Switches, th.Switches)
+			}
+		}
 	}
 }
 
@@ -268,14 +363,16 @@ func TestSleeperIsNotPreempted(t *testing.T) {
 	}
 	th := findThread(t, m.Snapshot(), tid)
 	ivcs := nivcsw(t, tid) - ivcs0
-	t.Logf("sleeper: switches %d wakeups %d preemptions %d (kernel %d) wake p50 %.1fus off p50 %.0fus", th.Switches, th.Wakeups, th.Preemptions, ivcs, th.WakeP50US, th.OffCPUP50US)
+	tr := th.Cumulative.Traced
+	t.Logf("sleeper: switches %d wakeups %d preemptions %d (kernel %d), traced %d %d %d, wake p50 %.1fus off p50 %.0fus",
+		th.Switches, th.Wakeups, th.Preemptions, ivcs, tr.Switches, tr.Wakeups, tr.Preemptions, th.WakeP50US, th.OffCPUP50US)
 	// A sleep whose timer fires before the thread gets to sleep makes no
 	// switch: a few of the 500 may be missing.
-	if th.Switches < 490 || th.Wakeups < 490 {
-		t.Fatalf("switches %d wakeups %d: the sleeps were not seen", th.Switches, th.Wakeups)
+	if th.Switches < 490 || th.Wakeups < 490 || tr.Switches < 490 || tr.Wakeups < 490 {
+		t.Fatalf("switches %d wakeups %d, traced %d %d: the sleeps were not seen", th.Switches, th.Wakeups, tr.Switches, tr.Wakeups)
 	}
-	if th.Preemptions != 0 || ivcs != 0 {
-		t.Errorf("sleeping thread: %d involuntary preemptions (kernel counted %d)", th.Preemptions, ivcs)
+	if tr.Preemptions != 0 || ivcs != 0 {
+		t.Errorf("sleeping thread: %d involuntary preemptions traced (kernel counted %d)", tr.Preemptions, ivcs)
 	}
 	if th.WakeP50US <= 0 {
 		t.Errorf("wake p50 %.1fus: no wake-to-run latency measured", th.WakeP50US)

@@ -48,6 +48,8 @@ type Options struct {
 	JSON       bool
 	Window     time.Duration
 	NVML       bool
+	// TraceEvery and TraceWindow: see monitor.Options.
+	TraceEvery, TraceWindow time.Duration
 
 	Ctx context.Context
 	Out io.Writer
@@ -72,6 +74,13 @@ eBPF programs on the scheduler's switch and wake-up tracepoints. Per thread
 it measures run and off-CPU intervals, involuntary preemptions, wake-up
 latency, bandwidth throttling and who took the CPU, and estimates the
 expected and remaining time slice.
+
+Totals and rates (run and wait time, switches, preemptions, steal) come
+from the kernel's own per-thread accounting and miss nothing. The eBPF
+programs, which cost a little at every context switch of the host, are
+attached only --trace-window out of every --trace-every (1 s in 10 by
+default: distributions, co-runners, throttles and timelines are sampled
+from those windows). --trace-every 0 keeps them attached; --once does too.
 
 It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 /api/v1/timeline?domain=NAME&seconds=N on --listen until stopped; with
@@ -100,6 +109,8 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.DurationVar(&o.Once, "once", 0, "measure for this long, print a snapshot and exit")
 	f.BoolVar(&o.JSON, "json", false, "with --once: print the snapshot as JSON")
 	f.DurationVar(&o.Window, "window", time.Minute, "span over which distributions and rates are computed")
+	f.DurationVar(&o.TraceEvery, "trace-every", 10*time.Second, "attach the eBPF programs once per this period (0: keep them attached)")
+	f.DurationVar(&o.TraceWindow, "trace-window", time.Second, "for this long each period")
 	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
 	return cmd
 }
@@ -117,6 +128,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Window <= 0 {
 		return usage.Errorf("--window %v: must be positive", o.Window)
+	}
+	if o.TraceEvery < 0 || (o.TraceEvery > 0 && o.TraceWindow <= 0) {
+		return usage.Errorf("--trace-every %v --trace-window %v: want a period of 0 (always attached) or a positive period and window", o.TraceEvery, o.TraceWindow)
+	}
+	if o.TraceEvery > 0 && o.TraceEvery > o.Window {
+		return usage.Errorf("--trace-every %v is longer than --window %v: some windows would hold no trace", o.TraceEvery, o.Window)
 	}
 	if o.Once == 0 {
 		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
@@ -174,7 +191,12 @@ func Run(o *Options) error {
 
 	ctx, cancel := context.WithCancel(o.Ctx)
 	defer cancel()
-	m := monitor.New(probe, monitor.Options{Log: o.Log, Window: o.Window, SampleEvery: min(10*time.Second, o.Window/6)})
+	mo := monitor.Options{Log: o.Log, Window: o.Window, SampleEvery: min(10*time.Second, o.Window/6),
+		TraceEvery: o.TraceEvery, TraceWindow: o.TraceWindow}
+	if o.Once > 0 {
+		mo.TraceEvery = 0 // a one-off measurement traces all of it
+	}
+	m := monitor.New(probe, mo)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -29,6 +29,8 @@ func TestNewCmdFlags(t *testing.T) {
 		{"--cgroup /a --cgroup b", func(o *Options) bool { return fmt.Sprint(o.Cgroups) == "[/a b]" }},
 		{"--libvirt-uri qemu:///system --listen :1", func(o *Options) bool { return o.LibvirtURI == "qemu:///system" && o.Listen == ":1" }},
 		{"--pid 1 --once 5s --json", func(o *Options) bool { return o.Once == 5*time.Second && o.JSON }},
+		{"--pid 1", func(o *Options) bool { return o.TraceEvery == 10*time.Second && o.TraceWindow == time.Second }},
+		{"--pid 1 --trace-every 0", func(o *Options) bool { return o.TraceEvery == 0 }},
 	}
 	for _, tt := range tests {
 		var got *Options
@@ -52,6 +54,9 @@ func TestValidate(t *testing.T) {
 		{PIDs: []int{-4}, Listen: DefaultListen, Window: time.Minute},                    // bad pid
 		{PIDs: []int{1}, Once: -time.Second, Listen: DefaultListen, Window: time.Minute}, // negative once
 		{PIDs: []int{1}, Listen: DefaultListen},                                          // no window
+		{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, TraceEvery: -time.Second},
+		{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, TraceEvery: time.Second},                               // no trace window
+		{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, TraceEvery: 2 * time.Minute, TraceWindow: time.Second}, // period > window
 	} {
 		if err := o.Validate(); !errors.Is(err, usage.ErrBadInput) {
 			t.Errorf("%+v: got %v, want a usage error", o, err)

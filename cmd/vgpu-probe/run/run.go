@@ -366,7 +366,8 @@ func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(),
 		return run, err
 	}
 	pids := append([]int{runnerPid}, corunners...)
-	args := []string{"agent", "--listen", "127.0.0.1:0"}
+	// Trace continuously: the timelines must cover every step.
+	args := []string{"agent", "--listen", "127.0.0.1:0", "--trace-every", "0"}
 	for _, pid := range pids {
 		args = append(args, "--pid", strconv.Itoa(pid))
 	}
