@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The agent's cost, measured on the real process: `vgpu-probe agent --pid`
-# watching a ping-pong pair (two threads of one process handing a byte over
+# (the default trace schedule, unless the flags say otherwise) watching a
+# ping-pong pair (two threads of one process handing a byte over
 # pipes on the last CPU, each spinning SPIN_US µs per hand-off: 30 gives
 # ~30k switches/s, 0 as many as the kernel can), scraped every SCRAPE_EVERY
 # seconds like Prometheus. Prints the agent's CPU (utime+stime of its
@@ -27,7 +28,8 @@ ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 # -1: no bpftool, BPF time not measured.
 bpfns() {
 	command -v bpftool >/dev/null || { echo -1; return; }
-	bpftool prog show | grep -o 'run_time_ns [0-9]*' | awk '{s+=$2} END{print s+0}'
+	# No program has run yet (detached between trace windows): no match.
+	bpftool prog show | { grep -o 'run_time_ns [0-9]*' || true; } | awk '{s+=$2} END{print s+0}'
 }
 switches() { cat /proc/$pp/task/*/schedstat | awk '{s+=$3} END{print s}'; }
 echo 1 > /proc/sys/kernel/bpf_stats_enabled
