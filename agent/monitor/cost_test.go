@@ -162,6 +162,30 @@ func switches(b *testing.B, tids []targets.Thread) uint64 {
 // The agent's default trace schedule (cmd/vgpu-probe/agent).
 const defaultTraceEvery, defaultTraceWindow = 10 * time.Second, time.Second
 
+// watchPingPong starts the ping-pong pair and a monitor (run until the
+// benchmark ends) that watches it.
+func watchPingPong(b *testing.B, p Probe, spinUS int, opts Options) (*Monitor, []targets.Thread) {
+	b.Helper()
+	child := startPingPong(b, spinUS)
+	src, err := targets.NewPID(child.Process.Pid, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.Log = zerolog.Nop()
+	m := New(p, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go m.Run(ctx, src)
+	if err := m.WaitTargets(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	tg, err := src.Scan()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m, tg.Threads
+}
+
 // BenchmarkAgentCost: the whole agent (events on, the monitor reading the
 // ring buffer into its timeline, a snapshot and a sample every second like
 // a 1 s Prometheus scrape) while two watched threads switch tens of
@@ -186,26 +210,14 @@ func BenchmarkAgentCost(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := benchProbe(b, bpfload.Options{Events: true})
-			child := startPingPong(b, c.spinUS)
-			src, err := targets.NewPID(child.Process.Pid, time.Second)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m := New(p, Options{Log: zerolog.Nop(), SampleEvery: time.Second, TraceEvery: c.every, TraceWindow: defaultTraceWindow})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go m.Run(ctx, src)
-			if err := m.WaitTargets(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			tg, _ := src.Scan()
+			m, threads := watchPingPong(b, p, c.spinUS, Options{SampleEvery: time.Second, TraceEvery: c.every, TraceWindow: defaultTraceWindow})
 			dur := costSeconds()
 			if c.every > 0 {
 				// Whole periods, so the windows are their share.
 				dur = max(2, (dur+c.every-1)/c.every) * c.every
 			}
 			for i := 0; i < b.N; i++ {
-				sw0 := switches(b, tg.Threads)
+				sw0 := switches(b, threads)
 				traced0 := m.Snapshot().TracedTotalSeconds
 				bpf0, runs0, _ := p.ProgramStats()
 				cpu0, t0 := rusage(b), time.Now()
@@ -216,7 +228,7 @@ func BenchmarkAgentCost(b *testing.B) {
 				wall := time.Since(t0)
 				cpu := rusage(b) - cpu0
 				bpfT, runs, _ := p.ProgramStats()
-				sw := switches(b, tg.Threads) - sw0
+				sw := switches(b, threads) - sw0
 				drops, _ := p.Drops()
 				b.ReportMetric((m.Snapshot().TracedTotalSeconds-traced0)/wall.Seconds(), "traced-fraction")
 				b.ReportMetric(float64(sw)/wall.Seconds(), "watched-switches/s")
@@ -304,27 +316,15 @@ func BenchmarkSwitchCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close() })
-	child := startPingPong(b, 0)
-	src, err := targets.NewPID(child.Process.Pid, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := New(p, Options{Log: zerolog.Nop()})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go m.Run(ctx, src)
-	if err := m.WaitTargets(ctx, 1); err != nil {
-		b.Fatal(err)
-	}
-	tg, _ := src.Scan()
+	m, threads := watchPingPong(b, p, 0, Options{})
 	rate := func(attached bool) float64 {
 		if err := m.setTracing(attached); err != nil {
 			b.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond) // settle
-		sw0, t0 := switches(b, tg.Threads), time.Now()
+		sw0, t0 := switches(b, threads), time.Now()
 		time.Sleep(time.Second)
-		return float64(switches(b, tg.Threads)-sw0) / time.Since(t0).Seconds()
+		return float64(switches(b, threads)-sw0) / time.Since(t0).Seconds()
 	}
 	blocks := max(3, int(costSeconds()/(2*time.Second)))
 	for i := 0; i < b.N; i++ {

@@ -127,23 +127,8 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx) // no sources: targets come from Apply; Run reads events
-	cpu := runtime.NumCPU() - 1
-
-	dir := makeCgroup(t, "pair", 0, 0)
-	ca, cb := busyProcess(t, cpu), busyProcess(t, cpu)
+	ca, cb := stoppedPair(t, m)
 	a, b := ca.Process.Pid, cb.Process.Pid
-	for _, pid := range []int{a, b} {
-		write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
-	}
-
-	// Start watching while both are stopped: no wait is in flight, so
-	// the kernel's counters and ours cover the same intervals. Stop them
-	// again before reading, for the same reason.
-	signalAndWait(t, unix.SIGSTOP, true, ca, cb)
-	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
-		Kind: targets.KindPID, Name: "pair",
-		Threads: []targets.Thread{{TID: a, VCPU: 0}, {TID: b, VCPU: 1}},
-	}})
 	k0 := map[int]schedStat{a: readSchedstat(t, a), b: readSchedstat(t, b)}
 	ivcs0 := map[int]uint64{a: nivcsw(t, a), b: nivcsw(t, b)}
 	signalAndWait(t, unix.SIGCONT, false, ca, cb)
@@ -193,6 +178,26 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 	}
 }
 
+// stoppedPair starts two busy loops on the last CPU and has m watch them
+// as target "pair" while they are stopped: no wait is in flight, so the
+// kernel's counters and the programs' cover the same intervals. Tests stop
+// them again before reading, for the same reason.
+func stoppedPair(t *testing.T, m *Monitor) (a, b *exec.Cmd) {
+	t.Helper()
+	cpu := runtime.NumCPU() - 1
+	dir := makeCgroup(t, "pair", 0, 0)
+	a, b = busyProcess(t, cpu), busyProcess(t, cpu)
+	for _, c := range []*exec.Cmd{a, b} {
+		write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(c.Process.Pid))
+	}
+	signalAndWait(t, unix.SIGSTOP, true, a, b)
+	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
+		Kind: targets.KindPID, Name: "pair",
+		Threads: []targets.Thread{{TID: a.Process.Pid, VCPU: 0}, {TID: b.Process.Pid, VCPU: 1}},
+	}})
+	return a, b
+}
+
 // checkTraced compares what the programs measured for a busy loop that
 // was stopped whenever tracing started or ended with the kernel's
 // accounting over the same time (k, ivcs).
@@ -232,18 +237,8 @@ func checkTraced(t *testing.T, tid int, tr *model.Traced, k schedStat, ivcs uint
 func TestTraceWindowsSkipTheGap(t *testing.T) {
 	p := loadProbe(t)
 	m := New(p, Options{Log: zerolog.Nop()})
-	cpu := runtime.NumCPU() - 1
-	dir := makeCgroup(t, "windows", 0, 0)
-	ca, cb := busyProcess(t, cpu), busyProcess(t, cpu)
+	ca, cb := stoppedPair(t, m)
 	a, b := ca.Process.Pid, cb.Process.Pid
-	for _, pid := range []int{a, b} {
-		write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
-	}
-	signalAndWait(t, unix.SIGSTOP, true, ca, cb)
-	m.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{
-		Kind: targets.KindPID, Name: "pair",
-		Threads: []targets.Thread{{TID: a, VCPU: 0}, {TID: b, VCPU: 1}},
-	}})
 	inWindows := map[int]schedStat{}
 	ivcs := map[int]uint64{}
 	run := func(traced bool) {
