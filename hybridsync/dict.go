@@ -176,24 +176,6 @@ func (e *entry) bound(u int64) {
 	}
 }
 
-// exact folds an exactly observed completion time x into k's timing. One
-// far below what was learned (more than the tolerance a prediction is
-// spun through) shows the timing was learned from late observations:
-// learning restarts from x.
-func (e *entry) exact(x int64) {
-	for {
-		old := e.timing.Load()
-		t := unpack(old)
-		next := t.next(x)
-		if t.N > 0 && x+2*t.Dev+tolFloor < t.Mean {
-			next = Timing{Mean: x, N: 1}
-		}
-		if e.timing.CompareAndSwap(old, pack(next)) {
-			return
-		}
-	}
-}
-
 // Len returns how many kernels the dictionary holds.
 func (d *Dict) Len() int {
 	n := 0

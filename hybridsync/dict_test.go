@@ -167,20 +167,3 @@ func FuzzConfigFromEnv(f *testing.F) {
 		}
 	})
 }
-
-// An exact observation far below what was learned restarts learning; one
-// within the learned spread is an ordinary sample.
-func TestExactRestartsLateLearning(t *testing.T) {
-	var e entry
-	for range 10 {
-		e.update(130_000)
-	}
-	e.exact(128_000)
-	if got := unpack(e.timing.Load()); got.N != 11 {
-		t.Fatalf("a close exact sample restarted learning: %+v", got)
-	}
-	e.exact(50_000)
-	if got := unpack(e.timing.Load()); got.N != 1 || got.Mean != 50_000 {
-		t.Fatalf("after an exact 50 µs under a 130 µs mean: %+v, want a restart at 50 µs", got)
-	}
-}

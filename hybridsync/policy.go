@@ -95,8 +95,7 @@ func (paper) wait(c *call) error {
 //     blocking is 2-competitive) and it fits in the remaining time slice.
 //     Where B is large (a vCPU the hypervisor must wake) this spins long;
 //     where it is small (a bare process) it almost never does;
-//   - block: when neither applies, or the kernel is unknown; while a
-//     kernel is young, after spinning for a wake-up's cost.
+//   - block: when neither applies, or the kernel is unknown.
 type hybrid struct{}
 
 const (
@@ -116,20 +115,11 @@ const (
 )
 
 func (hybrid) wait(c *call) error {
-	if c.e == nil || c.launch == 0 {
-		return c.block() // nothing to learn: no kernel name, or the dictionary is full
+	t, ok := c.timing()
+	if !ok || t.N < warmup {
+		return c.block()
 	}
-	t, seen := c.timing()
 	now := Now()
-	if !seen || t.N < warmup {
-		// Learning: spin for what a blocking wake-up costs, then block
-		// (the ski-rental rule: never more than twice the better of the
-		// two). A kernel shorter than a wake-up is then learned from
-		// exact spin samples; learned from blocked ones, late by a
-		// wake-up cost the device may not let us measure, it would look
-		// too long to spin for, and block for good.
-		return c.spinThenBlock(now+min(c.s.blockLate.typical(defaultLate), c.spinCap(now)), endSpin)
-	}
 	pred := c.launch + t.Mean
 	tol := 2*t.Dev + tolFloor
 	lead := c.s.sleepLate.typical(defaultLate)
@@ -143,31 +133,8 @@ func (hybrid) wait(c *call) error {
 		return c.spinThenBlock(deadline, endSleepSpin)
 	}
 	window := pred + tol - now
-	late := c.s.blockLate.typical(defaultLate)
-	if window > c.spinCap(now) {
-		return c.block()
-	}
-	if window > late+tol {
-		if c.reprobe(window, late, now) {
-			return c.spinThenBlock(now+late, endSpin)
-		}
+	if window > c.s.blockLate.typical(defaultLate)+tol || window > c.spinCap(now) {
 		return c.block()
 	}
 	return c.spinThenBlock(now+window, endSpin)
-}
-
-// reprobeEvery: one call in this many re-checks a kernel that looks too
-// long to spin for (see reprobe).
-const reprobeEvery = 16
-
-// reprobe reports whether this call should spin for a wake-up's cost before
-// blocking although the prediction says block. Where the device cannot say
-// when work completed, a blocked wait learns the kernel's time late by the
-// wake-up cost, so a kernel a little shorter than a wake-up looks a little
-// longer, is blocked for, is learned longer still: it would never be
-// spun for again. Now and then a spin for the wake-up's cost sees it
-// complete, and the exact sample restarts its learning (learn).
-func (c *call) reprobe(window, late, now int64) bool {
-	return c.s.blockLate.n.Load() == 0 && window <= 4*late && late <= c.spinCap(now) &&
-		c.e.stats.calls.Load()%reprobeEvery == reprobeEvery-1
 }

@@ -251,11 +251,8 @@ func (c *call) learn() {
 	}
 	switch {
 	case c.seen-c.notBefore <= gapNs:
-		// A spin saw it go from not done to done: exact, and the
-		// ground truth blocked samples (late by the wake-up) are not.
-		if c.e != nil && c.launch != 0 {
-			c.e.exact(c.seen - c.launch)
-		}
+		// A spin saw it go from not done to done.
+		c.sample(c.seen)
 	case c.end == endBlock:
 		// The blocking wait returned some wake-up cost after completion,
 		// and the work was still running at notBefore.
