@@ -45,12 +45,16 @@ static CUresult c_launch(void *f, CUfunction fn, CUstream s, uint64_t ns)
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -160,7 +164,26 @@ func Open(mode hybridsync.Mode) (workload.Device, workload.Waiter, func(), error
 	cfg.Mode = mode
 	s := hybridsync.New(cfg.Config)
 	// The context and module live as long as the cell's process.
-	return &d, s.Sync, func() {}, nil
+	return &d, s.Sync, statsWriter(s, cfg.StatsPath), nil
+}
+
+// statsWriter returns what writes the cell's wait statistics where
+// HYBRIDSYNC_STATS says (%p: the cell process's pid), as the library does
+// at exit: per kernel, how each wait ended and what was learned.
+func statsWriter(s *hybridsync.Syncer, pattern string) func() {
+	if pattern == "" {
+		return func() {}
+	}
+	path := strings.ReplaceAll(pattern, "%p", strconv.Itoa(os.Getpid()))
+	return func() {
+		b, err := json.Marshal(s.Stats(nil))
+		if err == nil {
+			err = results.WriteAtomic(path, b)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", hybridsync.EnvStats, err)
+		}
+	}
 }
 
 // Launch runs the spin kernel for dur and records the device's event after

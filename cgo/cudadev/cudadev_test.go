@@ -1,12 +1,17 @@
 package cudadev
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
 
 // Without a GPU the device must refuse with a clear error, not crash (the
@@ -29,4 +34,30 @@ func TestRegistered(t *testing.T) {
 		}
 	}
 	t.Fatalf("cuda not among %v", workload.Devices())
+}
+
+// A cell's statistics land where HYBRIDSYNC_STATS says, one file per
+// process, in the library's format; unset, nothing is written.
+func TestStatsWriter(t *testing.T) {
+	s := hybridsync.New(hybridsync.Config{Mode: hybridsync.ModeBlock})
+	dev := simdev.New(1)
+	for range 3 {
+		if err := s.Sync(dev.Launch(0, 100*time.Microsecond), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	statsWriter(s, filepath.Join(dir, "stats-%p.json"))()
+	b, err := os.ReadFile(filepath.Join(dir, "stats-"+strconv.Itoa(os.Getpid())+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st hybridsync.Stats
+	if err := json.Unmarshal(b, &st); err != nil || st.Calls != 3 || st.Mode != hybridsync.ModeBlock.String() || len(st.Kernels) != 1 {
+		t.Fatalf("stats %s: %+v %v", b, st, err)
+	}
+	statsWriter(s, "")()
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("%d files, want the one", len(ents))
+	}
 }
