@@ -68,7 +68,11 @@ amount of real CPU work (--host-us, calibrated once), one kernel launch
 
 Wall time is reported per cell (median of --reps) and as a ratio to spin with
 no contention. Needs root for the cap settings. Everything bench starts or
-creates (co-runners, cgroups) is removed when it ends, also on Ctrl-C.`,
+creates (co-runners, cgroups) is removed when it ends, also on Ctrl-C.
+
+With --device cuda the waits are configured from HYBRIDSYNC_* as the library
+is; HYBRIDSYNC_STATS=DIR/stats-%p.json writes each cell's per-kernel wait
+statistics (one file per cell process).`,
 		Example: `  vgpu-probe bench
   vgpu-probe bench --contention none,while1,cap --reps 5 --json
   vgpu-probe bench --profile mixed --modes hybrid,block`,
