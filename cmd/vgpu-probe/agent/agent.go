@@ -27,6 +27,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
@@ -175,6 +176,11 @@ func Run(o *Options) error {
 	}
 	if o.Geteuid() != 0 {
 		return usage.Errorf("vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads")
+	}
+	// Totals and rates come from the kernel's per-thread accounting: a
+	// kernel without it would leave every thread unwatched.
+	if _, err := procstat.Read(os.Getpid()); err != nil {
+		return fmt.Errorf("reading the kernel's per-thread scheduler counters (needs CONFIG_SCHED_INFO): %w", err)
 	}
 	sources, closeSources, err := o.sources()
 	if err != nil {
