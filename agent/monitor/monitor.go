@@ -284,7 +284,7 @@ func (m *Monitor) sample() {
 		i++
 	}
 	m.history = slices.Delete(m.history, 0, i)
-	m.traced.trim(cut)
+	m.traced.trim(m.history[0].monoNs) // the oldest window start kept
 }
 
 // readAll must be called with mu held. A thread that exited is left out.
