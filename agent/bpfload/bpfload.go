@@ -141,12 +141,7 @@ func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, events bool) error {
 		}
 		return l, nil
 	}
-	p.config.Events = boolU32(events)
-	if err := p.Attach(); err != nil {
-		return err
-	}
-	p.mode = ModeTPBTF
-	return nil
+	return p.attachAll(events, ModeTPBTF)
 }
 
 func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
@@ -166,19 +161,20 @@ func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
 		}
 		return l, nil
 	}
-	p.config.Events = boolU32(events)
+	return p.attachAll(events, ModeRawTP)
+}
+
+// attachAll sets whether the programs emit events and attaches them the
+// first time.
+func (p *Probe) attachAll(events bool, mode string) error {
+	if events {
+		p.config.Events = 1
+	}
 	if err := p.Attach(); err != nil {
 		return err
 	}
-	p.mode = ModeRawTP
+	p.mode = mode
 	return nil
-}
-
-func boolU32(b bool) uint32 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Attach puts the programs on their tracepoints in a new epoch: the
@@ -218,8 +214,6 @@ func (p *Probe) Detach() error {
 	return nil
 }
 
-// Attached reports whether the programs are on their tracepoints.
-func (p *Probe) Attached() bool { return len(p.links) > 0 }
 
 // classify wraps a load/attach error with the sentinel the caller needs to
 // tell "run as root" from "this kernel cannot do it", keeping only the
