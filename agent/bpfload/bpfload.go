@@ -214,7 +214,6 @@ func (p *Probe) Detach() error {
 	return nil
 }
 
-
 // classify wraps a load/attach error with the sentinel the caller needs to
 // tell "run as root" from "this kernel cannot do it", keeping only the
 // verifier's last line so the error stays one line.
