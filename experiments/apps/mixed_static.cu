@@ -1,0 +1,54 @@
+// Unmodified CUDA user code (no hybridsync), built with nvcc's default static
+// cudart, so an interposer reaches it only through the driver
+// (cuGetProcAddress). Per step: kernels of mixed lengths (~20, ~100, ~500 µs,
+// busy-waiting on %globaltimer) with a cudaEventSynchronize on an event
+// recorded mid-step and a cudaStreamSynchronize at the end, plus a little
+// host work between them.
+// Usage: mixed_static [--seconds S | --steps N]; prints one JSON line.
+#include <cuda_runtime.h>
+#include "args.h"
+#include "../device/spin_kernel.cuh"
+
+__global__ void k20(uint64_t ns) { spin_kernel_body(ns, nullptr); }
+__global__ void k100(uint64_t ns) { spin_kernel_body(ns, nullptr); }
+__global__ void k500(uint64_t ns) { spin_kernel_body(ns, nullptr); }
+
+static volatile unsigned long sink;
+static void host_work(long n) { unsigned long x = sink | 1; for (long i = 0; i < n; i++) x = x * 6364136223846793005ul + 1442695040888963407ul; sink = x; }
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "mixed_static: %s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
+
+static int step(cudaStream_t s, cudaEvent_t ev)
+{
+	k20<<<1, 1, 0, s>>>(20000);
+	k100<<<1, 1, 0, s>>>(100000);
+	k20<<<1, 1, 0, s>>>(20000);
+	CHECK(cudaEventRecord(ev, s));
+	CHECK(cudaEventSynchronize(ev));
+	host_work(20000);
+	k500<<<1, 1, 0, s>>>(500000);
+	k20<<<1, 1, 0, s>>>(20000);
+	k100<<<1, 1, 0, s>>>(100000);
+	CHECK(cudaStreamSynchronize(s));
+	host_work(20000);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct loop_args a = parse_args(argc, argv, "mixed_static");
+	cudaStream_t s;
+	cudaEvent_t ev;
+	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+	for (int i = 0; i < 20; i++)
+		if (step(s, ev)) return 1;
+	long n = 0;
+	double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	do {
+		if (step(s, ev)) return 1;
+		n++;
+	} while (!loop_done(a, n, t0));
+	print_result("mixed_static", n, clock_s(CLOCK_MONOTONIC) - t0, clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
+	return 0;
+}
