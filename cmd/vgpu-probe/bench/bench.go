@@ -17,7 +17,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -48,7 +47,7 @@ type Options struct {
 }
 
 // Contention settings: what shares the benchmark's CPU.
-var contentions = []string{"none", "while1", "cap", "cap+while1"}
+var contentions = corunner.Contentions
 
 // NewCmd returns the bench command; runF replaces the run in tests.
 func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
@@ -210,22 +209,12 @@ func run(ctx context.Context, o *Options) error {
 // runContention sets up one contention setting, runs every mode and
 // repetition under it, and tears the setting down again.
 func runContention(ctx context.Context, o *Options, contention string, work int64, bar *progressbar.ProgressBar) ([]Row, error) {
-	var cg *cgroup.Group
-	if strings.HasPrefix(contention, "cap") {
-		g, err := cgroup.Create(fmt.Sprintf("vgpu-probe-bench-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (the cap settings need root)", contention, err)
-		}
-		defer g.Remove()
-		cg = g
+	setting, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-bench-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
+	if err != nil {
+		return nil, err
 	}
-	if strings.HasSuffix(contention, "while1") {
-		p, err := corunner.Start("while1", []int{o.CPU})
-		if err != nil {
-			return nil, err
-		}
-		defer p.Stop()
-	}
+	defer setting.Close()
+	cg := setting.Group
 	results := make([][]workload.Result, len(o.modes))
 	// Modes interleave within each repetition, so that a slow patch of the
 	// machine hits every mode alike.

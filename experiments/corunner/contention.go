@@ -1,0 +1,72 @@
+package corunner
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+)
+
+// Contentions are the CPU contention settings that bench and apps measure
+// under, on the one CPU the program runs on:
+//
+//	none        the program alone
+//	while1      a busy-loop co-runner pinned to the same CPU
+//	cap         the program in a cgroup with a CPU bandwidth limit
+//	cap+while1  both: capped program, uncapped co-runner outside its cgroup
+var Contentions = []string{"none", "while1", "cap", "cap+while1"}
+
+// ValidContention reports whether name is one of Contentions.
+func ValidContention(name string) bool {
+	for _, c := range Contentions {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Setting is a contention setting in place: the cgroup the program must be
+// put in (nil without a cap) and the co-runner (nil without one).
+type Setting struct {
+	Group *cgroup.Group
+	co    *Process
+}
+
+// Setup puts the contention setting name in place on cpu: for the cap
+// settings a cgroup called cgName limited to quota per period, for the
+// while1 settings a busy loop pinned to cpu. Close undoes it.
+func Setup(name string, cpu int, cgName string, quota, period time.Duration) (*Setting, error) {
+	if !ValidContention(name) {
+		return nil, fmt.Errorf("unknown contention setting %q (want %s)", name, strings.Join(Contentions, ", "))
+	}
+	s := &Setting{}
+	if strings.HasPrefix(name, "cap") {
+		g, err := cgroup.Create(cgName, quota, period)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (the cap settings need root)", name, err)
+		}
+		s.Group = g
+	}
+	if strings.HasSuffix(name, "while1") {
+		p, err := Start("while1", []int{cpu})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.co = p
+	}
+	return s, nil
+}
+
+// Close stops the co-runner and removes the cgroup; safe to call twice.
+func (s *Setting) Close() error {
+	if s.co != nil {
+		s.co.Stop()
+	}
+	if s.Group != nil {
+		return s.Group.Remove()
+	}
+	return nil
+}
