@@ -25,6 +25,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
@@ -49,6 +50,8 @@ type Options struct {
 	JSON       bool
 	Window     time.Duration
 	NVML       bool
+	// Mitigate is --mitigate (mitigate.go): "" is off.
+	Mitigate string
 	// TraceEvery and TraceWindow: see monitor.Options.
 	TraceEvery, TraceWindow time.Duration
 
@@ -61,6 +64,7 @@ type Options struct {
 	LoadProbe  func(bpfload.Options) (*bpfload.Probe, error)
 	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
 	OpenNVML   func() gonvml.Interface
+	Sched      mitigate.Sched // nil: the kernel's
 }
 
 // NewCmd returns the agent command; runF replaces the run in tests.
@@ -113,6 +117,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.DurationVar(&o.TraceEvery, "trace-every", 10*time.Second, "attach the eBPF programs once per this period (0: keep them attached)")
 	f.DurationVar(&o.TraceWindow, "trace-window", time.Second, "for this long each period")
 	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
+	addMitigateFlag(f, o)
 	return cmd
 }
 
@@ -140,6 +145,9 @@ func (o *Options) Validate() error {
 		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 			return usage.Errorf("--listen %q: want HOST:PORT", o.Listen)
 		}
+	}
+	if err := o.validateMitigate(); err != nil {
+		return err
 	}
 	for _, p := range o.PIDs {
 		if p <= 0 {
@@ -187,6 +195,11 @@ func Run(o *Options) error {
 		return err
 	}
 	defer closeSources()
+	sources, stopMitigation, err := o.mitigateSources(sources)
+	if err != nil {
+		return err
+	}
+	defer stopMitigation() // after the monitor stops (defers run last first)
 
 	probe, err := o.LoadProbe(bpfload.Options{Events: true, Log: o.Log})
 	if err != nil {
