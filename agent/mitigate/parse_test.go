@@ -8,12 +8,12 @@ import (
 
 func TestParse(t *testing.T) {
 	good := map[string]time.Duration{
-		"slice=100us":  100 * time.Microsecond,
-		"slice=100µs":  100 * time.Microsecond,
-		"slice=250μs":  250 * time.Microsecond,
-		"slice=1ms":    time.Millisecond,
-		"slice=0.5ms":  500 * time.Microsecond,
-		"slice=100ms":  100 * time.Millisecond,
+		"slice=100us": 100 * time.Microsecond,
+		"slice=100µs": 100 * time.Microsecond,
+		"slice=250μs": 250 * time.Microsecond,
+		"slice=1ms":   time.Millisecond,
+		"slice=0.5ms": 500 * time.Microsecond,
+		"slice=100ms": 100 * time.Millisecond,
 		" slice=2ms ": 2 * time.Millisecond,
 	}
 	for in, want := range good {
