@@ -20,6 +20,7 @@ import (
 
 	_ "github.com/vgpu-probe/vgpu-probe/cgo/cudadev" // registers --device cuda
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/apps"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
@@ -40,6 +41,7 @@ host thread shares CPUs with other tenants: late kernel launches and late
 notice of kernel completion.
 
   agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
+  apps     unmodified GPU programs: CUDA default, CUDA blocking-sync, libhybridsync, under contention
   bench    NAMD-like sync benchmark, every wait mode, under CPU contention
   report   interference report: results or live agents; table, JSON, HTML, Perfetto
   run      the paper's experiments: shared1/shared2/baseline x vCPUs x co-runners x modes`,
@@ -59,6 +61,7 @@ notice of kernel completion.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
 	root.AddCommand(
 		agent.NewCmd(nil),
+		apps.NewCmd(nil),
 		bench.NewCmd(nil),
 		report.NewCmd(nil),
 		runcmd.NewCmd(nil),

@@ -1,0 +1,331 @@
+package apps
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+)
+
+func init() { reexec.Register("apps-exec", execMain) }
+
+// envSpec carries a run's spec to the exec stub; the stub drops it.
+const envSpec = "VGPU_PROBE_APPS_SPEC"
+
+// spec is what the exec stub needs: the CPU to pin to, the program, and
+// the environment the program gets on top of the stub's own. LD_PRELOAD
+// goes here, not into the stub's environment, so that the shim is loaded
+// into the program and never into the (Go) stub.
+type spec struct {
+	CPU  int      `json:"cpu"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+}
+
+// execMain runs in the stub: pin this thread (the one that execs, whose
+// affinity the program inherits), wait until the parent has put us in the
+// program's cgroup (stdin closes), then exec the program.
+func execMain() int {
+	var s spec
+	if err := json.Unmarshal([]byte(os.Getenv(envSpec)), &s); err != nil || len(s.Argv) == 0 {
+		fmt.Fprintln(os.Stderr, "apps exec: bad spec:", err)
+		return 2
+	}
+	runtime.LockOSThread()
+	if err := corunner.Pin(s.CPU); err != nil {
+		fmt.Fprintln(os.Stderr, "apps exec:", err)
+		return 1
+	}
+	var buf [1]byte
+	for {
+		if _, err := os.Stdin.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	env := make([]string, 0, len(os.Environ())+len(s.Env))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envSpec+"=") && !strings.HasPrefix(kv, "VGPU_PROBE_REEXEC=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, s.Env...)
+	err := syscall.Exec(s.Argv[0], s.Argv, env)
+	fmt.Fprintf(os.Stderr, "apps exec: %s: %v\n", s.Argv[0], err)
+	return 127
+}
+
+// armEnv returns the environment an arm adds to the program's.
+func (o *Options) armEnv(arm, statsFile string) []string {
+	preload := func(lib string) string {
+		if cur := os.Getenv("LD_PRELOAD"); cur != "" {
+			return "LD_PRELOAD=" + cur + ":" + lib
+		}
+		return "LD_PRELOAD=" + lib
+	}
+	switch arm {
+	case "cuda-blocking":
+		return []string{preload(o.Blocksync)}
+	case "hybridsync":
+		env := []string{preload(o.Lib)}
+		if statsFile != "" {
+			env = append(env, "HYBRIDSYNC_STATS="+statsFile)
+		}
+		return env
+	}
+	return nil
+}
+
+// rotate returns arms starting at position k, wrapping around.
+func rotate(arms []string, k int) []string {
+	n := len(arms)
+	out := make([]string, n)
+	for i := range arms {
+		out[i] = arms[(i+k)%n]
+	}
+	return out
+}
+
+// Summary is the JSON output and summary.json.
+type Summary struct {
+	CPU      int    `json:"cpu"`
+	Reps     int    `json:"reps"`
+	Results  []Row  `json:"results"`
+	Failures []Run  `json:"failures"`
+	Out      string `json:"out"`
+}
+
+func run(ctx context.Context, o *Options) error {
+	out := o.OutDir
+	if out == "" {
+		out = filepath.Join("results", "apps-"+time.Now().Format("20060102-150405"))
+	}
+	if _, err := os.Stat(filepath.Join(out, "runs.jsonl")); err == nil {
+		return usage.Errorf("--out %s: has a runs.jsonl already; pick another directory", out)
+	}
+	if err := os.MkdirAll(filepath.Join(out, "stats"), 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	jf, err := os.OpenFile(filepath.Join(out, "runs.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer jf.Close()
+
+	var runs []Run
+	total := o.Reps * len(o.progs) * len(o.Contention) * len(o.Arms)
+	for rep := range o.Reps {
+		for pi, p := range o.progs {
+			for ci, c := range o.Contention {
+				rs, err := o.runCell(ctx, p, c, rep, rotate(o.Arms, rep+pi+ci), out, len(runs), total)
+				for _, r := range rs {
+					b, _ := json.Marshal(r)
+					jf.Write(append(b, '\n'))
+				}
+				runs = append(runs, rs...)
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	names := make([]string, len(o.progs))
+	for i, p := range o.progs {
+		names[i] = p.Name
+	}
+	sum := Summary{CPU: o.CPU, Reps: o.Reps, Results: Summarize(runs, names, o.Contention, o.Arms), Failures: []Run{}, Out: out}
+	for _, r := range runs {
+		if !r.OK() {
+			sum.Failures = append(sum.Failures, r)
+		}
+	}
+	if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(out, "summary.json"), append(b, '\n'), 0o644)
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			return err
+		}
+	} else if err := PrintTable(o.Out, sum.Results); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, "runs.jsonl"))
+	if len(sum.Failures) > 0 {
+		for _, r := range sum.Failures {
+			fmt.Fprintf(o.Err, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
+		}
+		return fmt.Errorf("%d of %d runs failed (left out of the medians)", len(sum.Failures), len(runs))
+	}
+	return nil
+}
+
+// runCell puts one contention setting in place, runs the program in each
+// arm in the order given, and takes the setting down again.
+func (o *Options) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
+	setting, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
+	if err != nil {
+		return nil, err
+	}
+	defer setting.Close()
+	var runs []Run
+	for i, arm := range arms {
+		stats := ""
+		if arm == "hybridsync" {
+			stats, _ = filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", p.Name, contention, rep+1)))
+		}
+		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
+		err := o.runOne(ctx, p, arm, stats, setting, &r)
+		if err != nil {
+			return runs, err
+		}
+		if stats != "" {
+			if _, err := os.Stat(stats); err == nil {
+				r.Stats = stats
+			}
+		}
+		runs = append(runs, r)
+		line := fmt.Sprintf("wall %.3f s  cpu %.3f s  steps %d", r.WallS, r.CPUS, r.Steps)
+		if !r.OK() {
+			line = "FAILED: " + r.Error
+		}
+		fmt.Fprintf(o.Err, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
+	}
+	return runs, nil
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	b   []byte
+	max int
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// runOne runs the program once and fills r. A failure of the program is
+// recorded in r; the error returned is for the run's machinery (and
+// Ctrl-C), which ends the whole matrix.
+func (o *Options) runOne(ctx context.Context, p Program, arm, stats string, setting *corunner.Setting, r *Run) error {
+	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: p.args(o.Seconds), Env: o.armEnv(arm, stats)})
+	if err != nil {
+		return err
+	}
+	cmd, err := reexec.Command("apps-exec")
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(cmd.Env, envSpec+"="+string(sp))
+	cmd.Dir = o.Dir
+	stdout := &tailWriter{max: 1 << 20}
+	stderr := &tailWriter{max: 4096}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A child the program leaves behind holding its stdout must not hang us.
+	cmd.WaitDelay = 2 * time.Second
+	start, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(o.Timeout, func() { timedOut.Store(true); kill() })
+	defer timer.Stop()
+	stop := context.AfterFunc(ctx, kill)
+	defer stop()
+	if g := setting.Group; g != nil {
+		if err := g.Add(cmd.Process.Pid); err != nil {
+			kill()
+			cmd.Wait()
+			return err
+		}
+	}
+	start.Close() // the stub's signal to exec the program
+	werr := cmd.Wait()
+	timer.Stop()
+	// The program's own children (e.g. compiler workers) must not outlive it.
+	kill()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if u, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.RusageCPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
+	}
+	r.ExitStatus = cmd.ProcessState.ExitCode()
+	var ee *exec.ExitError
+	switch {
+	case timedOut.Load():
+		r.Error = fmt.Sprintf("timed out after %v", o.Timeout)
+	case werr != nil && !errors.As(werr, &ee):
+		r.Error = werr.Error()
+	case werr != nil:
+		r.Error = fmt.Sprintf("%v%s", werr, lastLine(stderr.b))
+	default:
+		if err := parseResult(stdout.b, r); err != nil {
+			r.Error = err.Error() + lastLine(stderr.b)
+		}
+	}
+	return nil
+}
+
+// lastLine returns ": " and the last non-empty line of b, or "".
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if l := strings.TrimSpace(lines[len(lines)-1]); l != "" {
+		return ": " + l
+	}
+	return ""
+}
+
+// parseResult reads the program's JSON line: the last non-empty line of
+// its stdout.
+func parseResult(out []byte, r *Run) error {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return errors.New("no JSON result line on stdout")
+	}
+	var res struct {
+		Steps *int     `json:"steps"`
+		WallS *float64 `json:"wall_s"`
+		CPUS  *float64 `json:"cpu_s"`
+	}
+	if err := json.Unmarshal([]byte(last), &res); err != nil {
+		return fmt.Errorf("no JSON result line on stdout (last line %q)", truncate(last, 80))
+	}
+	if res.WallS == nil || res.CPUS == nil || *res.WallS <= 0 || *res.CPUS < 0 {
+		return fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))
+	}
+	r.WallS, r.CPUS = *res.WallS, *res.CPUS
+	if res.Steps != nil {
+		r.Steps = *res.Steps
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,245 @@
+package apps
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Run is one run of one program in one arm under one contention setting:
+// a row of runs.jsonl.
+type Run struct {
+	Program    string  `json:"program"`
+	Arm        string  `json:"arm"`
+	Contention string  `json:"contention"`
+	Rep        int     `json:"rep"`
+	Order      int     `json:"order"` // position among the arms of its cell, from 0
+	Steps      int     `json:"steps"`
+	WallS      float64 `json:"wall_s"`
+	CPUS       float64 `json:"cpu_s"`
+	// RusageCPUS is the whole process's CPU time, warm-up included.
+	RusageCPUS float64 `json:"rusage_cpu_s"`
+	ExitStatus int     `json:"exit_status"`
+	Error      string  `json:"error,omitempty"`
+	Stats      string  `json:"stats,omitempty"`
+	Start      string  `json:"start"`
+}
+
+// OK reports whether the run counts in the medians.
+func (r Run) OK() bool { return r.Error == "" }
+
+// ArmResult is one arm of a row: medians over its good runs.
+type ArmResult struct {
+	Arm    string  `json:"arm"`
+	Runs   int     `json:"runs"`
+	Failed int     `json:"failed"`
+	WallS  float64 `json:"wall_s"`
+	CPUS   float64 `json:"cpu_s"`
+	Steps  int     `json:"steps"`
+	// Ratios of wall time to the program's cuda-default median alone;
+	// absent when that was not measured.
+	Ratio    *float64 `json:"ratio,omitempty"`
+	RatioMin *float64 `json:"ratio_min,omitempty"`
+	RatioMax *float64 `json:"ratio_max,omitempty"`
+}
+
+// Row is one program under one contention setting.
+type Row struct {
+	Program    string      `json:"program"`
+	Contention string      `json:"contention"`
+	Arms       []ArmResult `json:"arms"`
+	Best       string      `json:"best,omitempty"`
+	// With hybridsync and a CUDA arm measured: hybridsync's median wall
+	// time over the better CUDA arm's and over cuda-default's, and
+	// whether it meets the targets (within 3% of the better CUDA arm,
+	// not slower than cuda-default).
+	HSVsBestCUDA *float64 `json:"hybridsync_vs_best_cuda,omitempty"`
+	HSVsDefault  *float64 `json:"hybridsync_vs_default,omitempty"`
+	HSWithin3Pct *bool    `json:"hybridsync_within_3pct,omitempty"`
+	HSNotSlower  *bool    `json:"hybridsync_not_slower,omitempty"`
+}
+
+// Summarize computes the table from runs, rows in the order of programs
+// and contentions, arms in the order of arms.
+func Summarize(runs []Run, programs, contentions, arms []string) []Row {
+	type key struct{ p, c, a string }
+	by := map[key][]Run{}
+	for _, r := range runs {
+		k := key{r.Program, r.Contention, r.Arm}
+		by[k] = append(by[k], r)
+	}
+	base := map[string]float64{}
+	for _, p := range programs {
+		if w, _ := medians(by[key{p, "none", "cuda-default"}]); w > 0 {
+			base[p] = w
+		}
+	}
+	var rows []Row
+	for _, p := range programs {
+		for _, c := range contentions {
+			row := Row{Program: p, Contention: c}
+			wall := map[string]float64{}
+			for _, a := range arms {
+				rs := by[key{p, c, a}]
+				ar := ArmResult{Arm: a}
+				var walls []float64
+				for _, r := range rs {
+					if r.OK() {
+						ar.Runs++
+						walls = append(walls, r.WallS)
+					} else {
+						ar.Failed++
+					}
+				}
+				ar.WallS, ar.CPUS = medians(rs)
+				ar.Steps = medianSteps(rs)
+				if b := base[p]; b > 0 && ar.Runs > 0 {
+					lo, hi := minMax(walls)
+					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(ar.WallS/b), ptr(lo/b), ptr(hi/b)
+				}
+				if ar.Runs > 0 {
+					wall[a] = ar.WallS
+					if row.Best == "" || ar.WallS < wall[row.Best] {
+						row.Best = a
+					}
+				}
+				row.Arms = append(row.Arms, ar)
+			}
+			if hs, ok := wall["hybridsync"]; ok {
+				bestCUDA := math.Inf(1)
+				for _, a := range []string{"cuda-default", "cuda-blocking"} {
+					if w, ok := wall[a]; ok && w < bestCUDA {
+						bestCUDA = w
+					}
+				}
+				if !math.IsInf(bestCUDA, 1) {
+					row.HSVsBestCUDA = ptr(hs / bestCUDA)
+					row.HSWithin3Pct = ptr(hs <= 1.03*bestCUDA)
+				}
+				if d, ok := wall["cuda-default"]; ok {
+					row.HSVsDefault = ptr(hs / d)
+					row.HSNotSlower = ptr(hs <= d)
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// medians returns the median wall and CPU seconds of the good runs in rs
+// (0 when there are none).
+func medians(rs []Run) (wall, cpu float64) {
+	var w, c []float64
+	for _, r := range rs {
+		if r.OK() {
+			w = append(w, r.WallS)
+			c = append(c, r.CPUS)
+		}
+	}
+	return median(w), median(c)
+}
+
+func medianSteps(rs []Run) int {
+	var s []float64
+	for _, r := range rs {
+		if r.OK() {
+			s = append(s, float64(r.Steps))
+		}
+	}
+	return int(math.Round(median(s)))
+}
+
+// median of xs; the mean of the middle two for an even count; 0 if empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func minMax(xs []float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, x := range xs {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	return lo, hi
+}
+
+// PrintTable writes rows as one table: per arm, the wall-time ratio to
+// the program's cuda-default run alone with [min-max] (or the median wall
+// seconds when that base was not measured) and the median CPU seconds.
+func PrintTable(w io.Writer, rows []Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"program", "contention"}
+	for _, a := range rows[0].Arms {
+		head = append(head, a.Arm+" wall", "cpu s")
+	}
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "target", "failed")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		cols := []string{r.Program, r.Contention}
+		failed := 0
+		for _, a := range r.Arms {
+			failed += a.Failed
+			switch {
+			case a.Runs == 0:
+				cols = append(cols, "-", "-")
+				continue
+			case a.Ratio != nil:
+				cols = append(cols, fmt.Sprintf("%.2f [%.2f-%.2f]", *a.Ratio, *a.RatioMin, *a.RatioMax))
+			default:
+				cols = append(cols, fmt.Sprintf("%.3f s", a.WallS))
+			}
+			cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
+		}
+		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault), target(r), fmt.Sprint(failed))
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pct(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", (*r-1)*100)
+}
+
+func target(r Row) string {
+	var miss []string
+	if r.HSWithin3Pct == nil && r.HSNotSlower == nil {
+		return "-"
+	}
+	if r.HSWithin3Pct != nil && !*r.HSWithin3Pct {
+		miss = append(miss, ">3% behind")
+	}
+	if r.HSNotSlower != nil && !*r.HSNotSlower {
+		miss = append(miss, "slower than default")
+	}
+	if len(miss) == 0 {
+		return "met"
+	}
+	return "MISSED: " + strings.Join(miss, ", ")
+}
