@@ -81,14 +81,17 @@ type Stats struct {
 	TimerLateP75US float64 `json:"timer_late_p75_us"`
 	// WakeLateUS: how late the blocking wait returned after completion
 	// (only where the device reports completion times).
-	WakeLateUS     float64       `json:"wake_late_us"`
-	WakeLateDevUS  float64       `json:"wake_late_dev_us"`
-	WakeLateP75US  float64       `json:"wake_late_p75_us"`
-	SliceUS        float64       `json:"slice_us"` // learned time slice, 0 if none seen
-	Deschedulings  uint64        `json:"deschedulings"`
-	DictDropped    uint64        `json:"dict_dropped"`
-	UnknownKernels Counts        `json:"unknown_kernels"`
-	Kernels        []KernelStats `json:"kernels"`
+	WakeLateUS    float64 `json:"wake_late_us"`
+	WakeLateDevUS float64 `json:"wake_late_dev_us"`
+	WakeLateP75US float64 `json:"wake_late_p75_us"`
+	SliceUS       float64 `json:"slice_us"` // learned time slice, 0 if none seen
+	Deschedulings uint64  `json:"deschedulings"`
+	DictDropped   uint64  `json:"dict_dropped"`
+	// Contention counts the waits that had to wait by what the
+	// contention signal said: free, throttled, shared, unknown.
+	Contention     map[string]uint64 `json:"contention"`
+	UnknownKernels Counts            `json:"unknown_kernels"`
+	Kernels        []KernelStats     `json:"kernels"`
 }
 
 // StatsVersion is the format version of Stats.
@@ -114,6 +117,10 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	st.TimerLateUS, st.TimerLateDevUS, st.TimerLateP75US = us(m), us(d), us(q)
 	m, d, q = s.blockLate.snapshot()
 	st.WakeLateUS, st.WakeLateDevUS, st.WakeLateP75US = us(m), us(d), us(q)
+	st.Contention = map[string]uint64{}
+	for i := range s.byState {
+		st.Contention[Contention(i).String()] = s.byState[i].Load()
+	}
 	if g, ok := s.thr.(*GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()
 	}

@@ -2,6 +2,7 @@ package hybridsync
 
 import (
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,9 @@ type Config struct {
 	// Dict is the timing dictionary; nil means a new one of
 	// DefaultDictSize. Share one between Syncers to share what they learn.
 	Dict *Dict
+	// Contention tells whether a waiting thread competes for its CPU;
+	// nil means a SchedSignal (the kernel's own accounting).
+	Contention ContentionSource
 }
 
 // DefaultMaxSpin is the paper's max_threshold: 10 ms, a typical hypervisor
@@ -38,11 +42,13 @@ type Syncer struct {
 	dict    *Dict
 	thr     ThresholdSource
 	gaps    gapObserver // thr, when it learns from spin loops
+	cont    ContentionSource
 	maxSpin int64
 
 	sleepLate lateness // how late timed sleeps wake after their deadline
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
+	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
 }
 
 // New returns a Syncer for cfg.
@@ -55,6 +61,9 @@ func New(cfg Config) *Syncer {
 		s.thr = &GuestEstimator{}
 	}
 	s.gaps, _ = s.thr.(gapObserver)
+	if s.cont = cfg.Contention; s.cont == nil {
+		s.cont = &SchedSignal{}
+	}
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
@@ -160,8 +169,8 @@ func (c *call) spin(deadline int64) bool {
 	for {
 		done, err := c.ev.Query()
 		now := Now()
-		if now-last > gapNs && c.s.gaps != nil {
-			c.s.gaps.Gap(c.tid, last, now)
+		if now-last > gapNs {
+			c.gap(last, now)
 		}
 		if done {
 			c.spun += now - start
@@ -175,6 +184,29 @@ func (c *call) spin(deadline int64) bool {
 		}
 		last = now
 	}
+}
+
+// gap reports that the thread did not run from start to end while it
+// spun: to the slice estimator, and, when it is long enough to be another
+// task's turn, to the contention signal, which then samples at once.
+func (c *call) gap(start, end int64) {
+	if c.s.gaps != nil {
+		c.s.gaps.Gap(c.tid, start, end)
+	}
+	if d, ok := c.s.cont.(interface{ Descheduled(int) }); ok && end-start >= minDescheduleNs {
+		d.Descheduled(c.tid)
+	}
+}
+
+// contention asks the contention source about the calling thread and
+// counts the answer for the stats.
+func (c *call) contention(now int64) Contention {
+	st := c.s.cont.Contention(c.tid, now)
+	if st < 0 || int(st) >= len(c.s.byState) {
+		st = ContentionUnknown
+	}
+	c.s.byState[st].Add(1)
+	return st
 }
 
 // block waits in the device's blocking wait.

@@ -1,0 +1,43 @@
+package hybridsync
+
+// Contention is what a thread's CPU looks like right now, as far as the
+// choice between spinning and blocking is concerned.
+type Contention int
+
+const (
+	// ContentionUnknown: no signal yet; the policy does what CUDA's
+	// better mode would do without one.
+	ContentionUnknown Contention = iota
+	// ContentionFree: the thread gets its CPU whenever it is runnable.
+	// Spinning costs only CPU nobody else wants.
+	ContentionFree
+	// ContentionThrottled: the thread waits for CPU because of a
+	// bandwidth quota (cgroup cpu.max, libvirt <cputune> quota), not
+	// because another task competes for it. Spinning spends quota.
+	ContentionThrottled
+	// ContentionShared: another runnable task competes for the thread's
+	// CPU (a co-runner, another VM's vCPU on the same physical CPU).
+	// Every spin is CPU taken from the thread's own fair share.
+	ContentionShared
+)
+
+func (c Contention) String() string {
+	switch c {
+	case ContentionFree:
+		return "free"
+	case ContentionThrottled:
+		return "throttled"
+	case ContentionShared:
+		return "shared"
+	}
+	return "unknown"
+}
+
+// ContentionSource tells whether the thread tid is waiting for a CPU
+// (from its own scheduler statistics, the VM's steal time, or the host's
+// hint page). Implementations are called on every wait that does not find
+// the work complete, so they must be cheap: sample the underlying counters
+// every few ms, not per call.
+type ContentionSource interface {
+	Contention(tid int, now int64) Contention
+}

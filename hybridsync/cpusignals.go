@@ -1,0 +1,217 @@
+package hybridsync
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// throttleReader follows the CPU bandwidth throttling of the cgroups the
+// process is in: the sum of throttled time (ns) of every cgroup on its path
+// that has a quota. The path is re-read now and then: a benchmark or a
+// container runtime may move the process after it started. The counters
+// themselves are read fresh for every sample, so that they cover the same
+// window as the thread's run delay they are subtracted from.
+type throttleReader struct {
+	mu      sync.Mutex
+	scanned int64
+	files   atomic.Pointer[[]string] // cpu.stat files of the cgroups with a quota
+}
+
+const (
+	cgroupRescan = 500_000_000
+	cgroupRoot   = "/sys/fs/cgroup"
+)
+
+// throttled returns the throttled time in ns now.
+func (r *throttleReader) throttled(now int64) int64 {
+	if r.mu.TryLock() {
+		if r.files.Load() == nil || now-r.scanned > cgroupRescan {
+			f := quotaStatFiles()
+			r.files.Store(&f)
+			r.scanned = now
+		}
+		r.mu.Unlock()
+	}
+	files := r.files.Load()
+	if files == nil {
+		return 0
+	}
+	var sum int64
+	for _, f := range *files {
+		sum += readThrottled(f)
+	}
+	return sum
+}
+
+// quotaStatFiles lists the cpu.stat files of the process's cgroups (its own
+// and their ancestors) that have a CPU quota, for cgroup v2 and v1.
+func quotaStatFiles() []string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var base string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			base = cgroupRoot
+			if _, err := os.Stat(cgroupRoot + "/cgroup.controllers"); err != nil {
+				continue // a v2 hierarchy without controllers (hybrid setups)
+			}
+		case hasController(parts[1], "cpu"):
+			base = cgroupRoot + "/" + parts[1]
+			if _, err := os.Stat(base); err != nil {
+				base = cgroupRoot + "/cpu"
+			}
+		default:
+			continue
+		}
+		for dir := parts[2]; ; dir = parentDir(dir) {
+			if hasQuota(base + dir) {
+				out = append(out, base+dir+"/cpu.stat")
+			}
+			if dir == "/" || dir == "" {
+				break
+			}
+		}
+	}
+	return out
+}
+
+func hasController(list, name string) bool {
+	for _, c := range strings.Split(list, ",") {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+func parentDir(d string) string {
+	i := strings.LastIndexByte(d, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return d[:i]
+}
+
+// hasQuota: v2 cpu.max "QUOTA PERIOD" (not "max ..."), v1 cpu.cfs_quota_us
+// not -1.
+func hasQuota(dir string) bool {
+	if b, err := os.ReadFile(dir + "/cpu.max"); err == nil {
+		return !bytes.HasPrefix(b, []byte("max"))
+	}
+	if b, err := os.ReadFile(dir + "/cpu.cfs_quota_us"); err == nil {
+		return strings.TrimSpace(string(b)) != "-1"
+	}
+	return false
+}
+
+// readThrottled reads throttled time from cpu.stat in ns: v2 says
+// throttled_usec, v1 throttled_time (ns).
+func readThrottled(path string) int64 {
+	var buf [1024]byte
+	n, err := readSmall(path, buf[:])
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(buf[:n], []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(" "))
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(k) {
+		case "throttled_usec":
+			return x * 1000
+		case "throttled_time":
+			return x
+		}
+	}
+	return 0
+}
+
+// stealReader follows steal time per CPU from /proc/stat: in a VM, the
+// time the host ran something else on the physical CPU behind a vCPU. The
+// counters tick in 10 ms units, so the rate is smoothed over about 100 ms
+// instead of judged per sampling window.
+type stealReader struct {
+	mu     sync.Mutex
+	readAt int64
+	ticks  []int64   // last counter per CPU
+	frac   []float64 // smoothed steal fraction per CPU
+	none   bool      // no steal column: not worth reading again
+}
+
+const (
+	stealPeriod = 25_000_000
+	// userHZ is the unit of /proc/stat (USER_HZ is 100 on every Linux ABI).
+	userHZ = 100
+)
+
+// fraction returns the recent steal fraction of the CPU the caller runs on.
+func (r *stealReader) fraction(now int64) float64 {
+	var cpu, node uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0); e != 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.none && now-r.readAt >= stealPeriod {
+		r.refresh(now)
+	}
+	if int(cpu) < len(r.frac) {
+		return r.frac[cpu]
+	}
+	return 0
+}
+
+func (r *stealReader) refresh(now int64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		r.none = true
+		return
+	}
+	dt := now - r.readAt
+	first := r.readAt == 0
+	r.readAt = now
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "cpu") || strings.HasPrefix(line, "cpu ") {
+			continue
+		}
+		f := strings.Fields(line)
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 || cpu > 1<<16 {
+			continue
+		}
+		if len(f) < 9 {
+			r.none = true // a kernel without the steal column
+			return
+		}
+		ticks, _ := strconv.ParseInt(f[8], 10, 64)
+		for len(r.ticks) <= cpu {
+			r.ticks = append(r.ticks, 0)
+			r.frac = append(r.frac, 0)
+		}
+		if !first && dt > 0 {
+			x := float64(ticks-r.ticks[cpu]) * (1e9 / userHZ) / float64(dt)
+			r.frac[cpu] += (x - r.frac[cpu]) / 4
+		}
+		r.ticks[cpu] = ticks
+	}
+}

@@ -1,0 +1,201 @@
+package hybridsync
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// SchedSignal tells whether a thread competes for its CPU from the kernel's
+// own accounting, which does not depend on the policy's spins (short spins
+// rarely see the thread descheduled, so a signal learned from them says
+// "free" exactly when spinning hurts):
+//
+//   - /proc/self/task/<tid>/schedstat: run_delay, the time the thread was
+//     runnable but not running, and how many times it was scheduled in;
+//   - the CPU bandwidth throttling of the process's cgroups (cpu.stat): a
+//     quota makes the thread wait too, but with no competitor;
+//   - steal time of the thread's CPU (/proc/stat), which is how a guest
+//     sees the host scheduler run another vCPU or VM on its physical CPU.
+//
+// Each thread is sampled at most every samplePeriod, on its own waits; the
+// decision holds for a while after the last evidence (hysteresis), because
+// blocking under contention hides most of the evidence that led to it.
+//
+// The zero value is ready to use.
+type SchedSignal struct {
+	threads  [estimatorThreads]threadSched
+	overflow threadSched
+	cg       throttleReader
+	steal    stealReader
+}
+
+const (
+	// samplePeriod bounds the cost: a sample is three syscalls (a few µs).
+	samplePeriod = 4_000_000
+	// sharedDelayFrac: run delay above this fraction of wall time, beyond
+	// what throttling explains, is another task taking the CPU.
+	sharedDelayFrac = 0.02
+	// sharedDelayPerRun: and each scheduling-in waited this long on
+	// average. Alone, a wake-up is scheduled in within a few µs; behind
+	// a CPU-bound co-runner it waits for wake-up preemption or a tick.
+	sharedDelayPerRun = 30_000
+	// sharedHold, throttledHold: how long a verdict lasts without fresh
+	// evidence. Throttling recurs once per quota period (100 ms by
+	// default), so it is held longer.
+	sharedHold = 50_000_000
+	// stealShared: a smoothed steal fraction above this is a contended
+	// physical CPU (a VM on a quiet host shows well under 1%).
+	stealShared   = 0.05
+	throttledHold = 250_000_000
+)
+
+// threadSched is one thread's last sample. tid is claimed once by CAS;
+// busy serialises samplers (the owner thread, normally alone).
+type threadSched struct {
+	tid  atomic.Int64
+	busy atomic.Bool
+	path atomic.Pointer[string]
+
+	last                 atomic.Int64 // time of the last sample, 0: none
+	delay, runs          atomic.Int64 // schedstat at the last sample
+	throttled            atomic.Int64 // cgroup throttled time at the last sample
+	sharedTo, throttleTo atomic.Int64 // verdicts hold until these times
+}
+
+func (g *SchedSignal) thread(tid int) *threadSched {
+	h := uint64(tid) * 0x9E3779B97F4A7C15 >> 56
+	for i := uint64(0); i < estimatorThreads; i++ {
+		t := &g.threads[(h+i)%estimatorThreads]
+		cur := t.tid.Load()
+		if cur == int64(tid) || (cur == 0 && t.tid.CompareAndSwap(0, int64(tid))) || t.tid.Load() == int64(tid) {
+			return t
+		}
+	}
+	return &g.overflow
+}
+
+// Contention returns the verdict for thread tid at now, sampling the
+// kernel's counters if the last sample is older than samplePeriod.
+func (g *SchedSignal) Contention(tid int, now int64) Contention {
+	t := g.thread(tid)
+	if now-t.last.Load() >= samplePeriod && t.busy.CompareAndSwap(false, true) {
+		g.sample(t, tid, now)
+		t.busy.Store(false)
+	}
+	if t.last.Load() == 0 {
+		return ContentionUnknown
+	}
+	switch {
+	case now < t.sharedTo.Load():
+		return ContentionShared
+	case now < t.throttleTo.Load():
+		return ContentionThrottled
+	}
+	return ContentionFree
+}
+
+// Descheduled reports that thread tid lost its CPU while spinning: the next
+// Contention call samples at once instead of waiting for the period.
+func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
+
+func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
+	p := t.path.Load()
+	if p == nil {
+		s := "/proc/self/task/" + strconv.Itoa(tid) + "/schedstat"
+		p = &s
+		t.path.Store(p)
+	}
+	delay, runs, ok := readSchedstat(*p)
+	if !ok {
+		return
+	}
+	thr := g.cg.throttled(now)
+	if prev := t.last.Load(); prev > 1 {
+		judge(t, now, schedWindow{dt: now - prev, delay: delay - t.delay.Load(), runs: runs - t.runs.Load(),
+			throttled: thr - t.throttled.Load(), steal: g.steal.fraction(now)})
+	}
+	t.delay.Store(delay)
+	t.runs.Store(runs)
+	t.throttled.Store(thr)
+	t.last.Store(now)
+}
+
+// judge turns one sampling window into verdicts. Throttling shows as run
+// delay too (the thread stays queued on its throttled group), so only the
+// delay beyond the throttled time counts as a competitor. Steal cannot tell
+// a host quota from another vCPU: it counts as a competitor, which errs
+// towards blocking, CUDA's better mode under contention.
+func judge(t *threadSched, now int64, w schedWindow) {
+	if w.shared() {
+		t.sharedTo.Store(now + sharedHold)
+	}
+	if w.throttled > 0 {
+		t.throttleTo.Store(now + throttledHold)
+	}
+}
+
+// schedWindow is what one thread's counters did between two samples (ns).
+type schedWindow struct {
+	dt, delay, runs, throttled int64
+	steal                      float64 // smoothed steal fraction of its CPU
+}
+
+func (w schedWindow) shared() bool {
+	excess := max(w.delay-w.throttled, 0)
+	perRun := excess
+	if w.runs > 0 {
+		perRun = excess / w.runs
+	}
+	return float64(excess) > sharedDelayFrac*float64(w.dt) && perRun > sharedDelayPerRun ||
+		w.steal > stealShared
+}
+
+// readSchedstat reads "run_time run_delay timeslices" without allocating.
+func readSchedstat(path string) (delay, runs int64, ok bool) {
+	var buf [96]byte
+	n, err := readSmall(path, buf[:])
+	if err != nil {
+		return 0, 0, false
+	}
+	f := fields(buf[:n])
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	d, e1 := strconv.ParseInt(string(f[1]), 10, 64)
+	r, e2 := strconv.ParseInt(string(f[2]), 10, 64)
+	return d, r, e1 == nil && e2 == nil && d >= 0 && r >= 0
+}
+
+func readSmall(path string, buf []byte) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.Read(fd, buf)
+}
+
+// fields splits b on spaces and newlines (at most 8 fields).
+func fields(b []byte) [][]byte {
+	var out [][]byte
+	start := -1
+	for i, c := range b {
+		sep := c == ' ' || c == '\n' || c == '\t'
+		switch {
+		case sep && start >= 0:
+			out = append(out, b[start:i])
+			start = -1
+		case !sep && start < 0:
+			start = i
+		}
+		if len(out) == 8 {
+			return out
+		}
+	}
+	if start >= 0 {
+		out = append(out, b[start:])
+	}
+	return out
+}

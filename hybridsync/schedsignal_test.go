@@ -1,0 +1,191 @@
+package hybridsync_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// The contention signal against real contention on this machine: a
+// thread alone on its CPU, two threads sharing one CPU, and a thread
+// under a cgroup CPU quota with nothing else on its CPU.
+
+// lastCPU is the CPU the tests pin to: the one least likely to carry the
+// Go runtime's and the system's other work.
+func lastCPU(t *testing.T) int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for i := range 1024 {
+		if set.IsSet(i) {
+			last = i
+		}
+	}
+	return last
+}
+
+func pin(t testing.TB, cpu int) {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func burn(d time.Duration) {
+	end := hybridsync.Now() + d.Nanoseconds()
+	for hybridsync.Now() < end {
+	}
+}
+
+// verdicts runs step on the calling (pinned) thread for dur and asks sig
+// about it after every step, counting the answers after a warm-up.
+func verdicts(sig hybridsync.ContentionSource, dur time.Duration, step func()) map[hybridsync.Contention]int {
+	tid := unix.Gettid()
+	got := map[hybridsync.Contention]int{}
+	start := hybridsync.Now()
+	for hybridsync.Now()-start < dur.Nanoseconds() {
+		step()
+		v := sig.Contention(tid, hybridsync.Now())
+		if hybridsync.Now()-start > dur.Nanoseconds()/4 {
+			got[v]++
+		}
+	}
+	return got
+}
+
+func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
+	n := 0
+	for _, k := range got {
+		n += k
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(got[c]) / float64(n)
+}
+
+func TestSchedSignalAlone(t *testing.T) {
+	cpu := lastCPU(t)
+	done := make(chan map[hybridsync.Contention]int)
+	go func() {
+		pin(t, cpu)
+		defer runtime.UnlockOSThread()
+		// A wait loop: some host work, then a sleep as a blocked wait.
+		done <- verdicts(&hybridsync.SchedSignal{}, 600*time.Millisecond, func() {
+			burn(200 * time.Microsecond)
+			time.Sleep(300 * time.Microsecond)
+		})
+	}()
+	got := <-done
+	t.Logf("alone on CPU %d: %v", cpu, got)
+	if s := share(got, hybridsync.ContentionShared); s > 0.2 {
+		t.Errorf("alone on its CPU, %.0f%% of verdicts say shared: %v", 100*s, got)
+	}
+	if share(got, hybridsync.ContentionFree) < 0.5 {
+		t.Errorf("alone on its CPU, too few free verdicts: %v", got)
+	}
+}
+
+func TestSchedSignalSharedCPU(t *testing.T) {
+	cpu := lastCPU(t)
+	var stop atomic.Bool
+	go func() { // the co-runner: while(1) on the same CPU
+		pin(t, cpu)
+		defer runtime.UnlockOSThread()
+		for !stop.Load() {
+		}
+	}()
+	defer stop.Store(true)
+	for _, c := range []struct {
+		name string
+		step func()
+	}{
+		{"spinning waiter", func() { burn(200 * time.Microsecond) }},
+		{"blocking waiter", func() { burn(200 * time.Microsecond); time.Sleep(300 * time.Microsecond) }},
+	} {
+		done := make(chan map[hybridsync.Contention]int)
+		go func() {
+			pin(t, cpu)
+			defer runtime.UnlockOSThread()
+			done <- verdicts(&hybridsync.SchedSignal{}, 600*time.Millisecond, c.step)
+		}()
+		got := <-done
+		t.Logf("%s sharing CPU %d with a busy loop: %v", c.name, cpu, got)
+		if share(got, hybridsync.ContentionShared) < 0.6 {
+			t.Errorf("%s sharing its CPU with a busy loop: too few shared verdicts: %v", c.name, got)
+		}
+	}
+}
+
+// TestSchedSignalThrottled runs the waiter in a child process inside a
+// cgroup with a 10 ms per 20 ms quota: throttled, not shared.
+func TestSchedSignalThrottled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a cgroup with a CPU quota (CI runs as root)")
+	}
+	if _, err := cgroup.Detect(); err != nil {
+		t.Skipf("no usable cgroup CPU controller: %v", err)
+	}
+	g, err := cgroup.Create(fmt.Sprintf("hybridsync-test-%d", os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSchedSignalChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "HYBRIDSYNC_SIGNAL_CHILD="+strconv.Itoa(lastCPU(t)))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	outc := make(chan error)
+	go func() { out, err = cmd.CombinedOutput(); outc <- err }()
+	for cmd.Process == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		<-outc
+		t.Fatal(err)
+	}
+	stdin.Close() // the child starts once it is in the cgroup
+	if err := <-outc; err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestSchedSignalChild is the child of TestSchedSignalThrottled.
+func TestSchedSignalChild(t *testing.T) {
+	cpuStr := os.Getenv("HYBRIDSYNC_SIGNAL_CHILD")
+	if cpuStr == "" {
+		t.Skip("runs only as the child of TestSchedSignalThrottled")
+	}
+	cpu, _ := strconv.Atoi(cpuStr)
+	var b [1]byte
+	os.Stdin.Read(b[:]) // EOF once the parent has moved us
+	pin(t, cpu)
+	defer runtime.UnlockOSThread()
+	got := verdicts(&hybridsync.SchedSignal{}, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
+	t.Logf("spinning under a 10/20 ms quota on CPU %d: %v", cpu, got)
+	if share(got, hybridsync.ContentionThrottled) < 0.6 {
+		t.Errorf("under a quota: too few throttled verdicts: %v", got)
+	}
+	if s := share(got, hybridsync.ContentionShared); s > 0.2 {
+		t.Errorf("under a quota with no competitor, %.0f%% of verdicts say shared: %v", 100*s, got)
+	}
+}
