@@ -145,6 +145,7 @@ func runErr(env []string, prog string, args ...string) (result, error) {
 // stats is the part of the stats JSON the tests read.
 type stats struct {
 	PID     int    `json:"pid"`
+	Engaged bool   `json:"engaged"`
 	Version int    `json:"version"`
 	Mode    string `json:"mode"`
 	Calls   uint64 `json:"calls"`
@@ -170,8 +171,8 @@ func readStats(t *testing.T, path string) stats {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("stats file %s: %v\n%s", path, err, b)
 	}
-	if s.Version != 1 || s.PID <= 0 {
-		t.Fatalf("stats file %s: version %d pid %d", path, s.Version, s.PID)
+	if s.Version != 1 || s.PID <= 0 || !s.Engaged {
+		t.Fatalf("stats file %s: version %d pid %d engaged %v", path, s.Version, s.PID, s.Engaged)
 	}
 	return s
 }
@@ -217,36 +218,76 @@ func TestExplicitAPI(t *testing.T) {
 	}
 }
 
+// unengaged reads the stats file of a library that could not start.
+func unengaged(t *testing.T, path string) (reason string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("stats file of a library that could not start: %v", err)
+	}
+	var s struct {
+		Engaged *bool  `json:"engaged"`
+		Reason  string `json:"reason"`
+		PID     int    `json:"pid"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("stats file %s: %v\n%s", path, err, b)
+	}
+	if s.Engaged == nil || *s.Engaged || s.Reason == "" || s.PID <= 0 {
+		t.Fatalf("stats file %s: want engaged false with a reason: %s", path, b)
+	}
+	return s.Reason
+}
+
 func TestNoDriver(t *testing.T) {
 	need(t)
 	for _, prog := range links {
 		t.Run(prog, func(t *testing.T) {
-			r := run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1"}, prog, "nocuda")
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			r := run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_STATS=" + stats}, prog, "nocuda")
 			if r.stderr != "" {
 				t.Errorf("stderr without HYBRIDSYNC_LOG: %q", r.stderr)
 			}
-			r = run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_LOG=error"}, prog, "nocuda")
+			if why := unengaged(t, stats); !strings.Contains(why, "cannot load the CUDA driver") {
+				t.Errorf("reason %q", why)
+			}
+			r = run(t, []string{"HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_LOG=info"}, prog, "nocuda")
 			if !strings.Contains(r.stderr, "cannot load the CUDA driver /nonexistent/libcuda.so.1") {
-				t.Errorf("HYBRIDSYNC_LOG=error: stderr %q", r.stderr)
+				t.Errorf("HYBRIDSYNC_LOG=info: stderr %q", r.stderr)
 			}
 		})
 	}
 }
 
+// TestBadConfig: a bad HYBRIDSYNC_* value is a user error: one line on
+// stderr even with no HYBRIDSYNC_LOG (none with HYBRIDSYNC_LOG=off), and
+// the stats file says the library is not engaged, and why.
 func TestBadConfig(t *testing.T) {
 	need(t)
+	const msg = `HYBRIDSYNC_MODE: unknown mode "bogus"`
 	for _, prog := range links {
 		t.Run(prog, func(t *testing.T) {
 			r := run(t, []string{"HYBRIDSYNC_MODE=bogus"}, prog, "badconfig")
-			if r.stderr != "" {
-				t.Errorf("stderr without HYBRIDSYNC_LOG: %q", r.stderr)
+			if !strings.Contains(r.stderr, msg) || !strings.HasPrefix(r.stderr, "hybridsync[") {
+				t.Errorf("stderr %q, want a line saying %s", r.stderr, msg)
 			}
-			r = run(t, []string{"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=warn"}, prog, "badconfig")
-			if !strings.Contains(r.stderr, `HYBRIDSYNC_MODE: unknown mode "bogus"`) {
-				t.Errorf("HYBRIDSYNC_LOG=warn: stderr %q", r.stderr)
+			r = run(t, []string{"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=off"}, prog, "badconfig")
+			if r.stderr != "" {
+				t.Errorf("HYBRIDSYNC_LOG=off: stderr %q", r.stderr)
 			}
 		})
 	}
+	t.Run("preload", func(t *testing.T) {
+		stats := filepath.Join(t.TempDir(), "stats.json")
+		so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+		r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_STATS=" + stats}, "rtapp_dyn", "5", "1")
+		if strings.Count(r.stderr, msg) != 1 {
+			t.Errorf("stderr %q, want the bad value said once", r.stderr)
+		}
+		if why := unengaged(t, stats); !strings.Contains(why, msg) {
+			t.Errorf("reason %q", why)
+		}
+	})
 }
 
 func TestThreads(t *testing.T) {

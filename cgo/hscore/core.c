@@ -41,6 +41,7 @@ int64_t hs_now(void)
 }
 
 static _Atomic int log_level;
+static atomic_int log_off; /* HYBRIDSYNC_LOG=off, said explicitly */
 static atomic_int forked;
 
 int hs_parse_log_level(const char *s)
@@ -56,24 +57,43 @@ int hs_parse_log_level(const char *s)
 
 void hs_set_log_level(int level) { atomic_store(&log_level, level); }
 
-void hs_log(int level, const char *fmt, ...)
+/* One write(2) per line, to stderr only, and no stdio: the host program
+ * owns stdout and stdio's locks. */
+static void vlog(const char *fmt, va_list ap)
 {
-	if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
-		return;
-	/* One write(2) per line, to stderr only, and no stdio: the host
-	 * program owns stdout and stdio's locks. */
 	char buf[512];
 	int n = snprintf(buf, sizeof buf, "hybridsync[%d]: ", (int)getpid());
-	va_list ap;
-	va_start(ap, fmt);
 	int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
-	va_end(ap);
 	if (m < 0)
 		return;
 	n += m < (int)(sizeof buf - n - 1) ? m : (int)(sizeof buf - n - 2);
 	buf[n++] = '\n';
 	ssize_t w = write(2, buf, n);
 	(void)w;
+}
+
+void hs_log(int level, const char *fmt, ...)
+{
+	if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+static void log_forced(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+void hs_log_user(const char *msg)
+{
+	if (!atomic_load(&log_off))
+		log_forced("%s", msg);
 }
 
 /* A child of fork() has none of the Go runtime's threads: it must never
@@ -84,8 +104,10 @@ int hs_in_forked_child(void) { return atomic_load_explicit(&forked, memory_order
 
 __attribute__((constructor)) static void core_init(void)
 {
-	int l = hs_parse_log_level(getenv("HYBRIDSYNC_LOG"));
+	const char *v = getenv("HYBRIDSYNC_LOG");
+	int l = hs_parse_log_level(v);
 	hs_set_log_level(l < 0 ? HS_LOG_ERROR : l);
+	atomic_store(&log_off, v != NULL && strcmp(v, "off") == 0);
 	pthread_atfork(NULL, NULL, on_fork_child);
 }
 

@@ -78,5 +78,8 @@ void hs_set_log_level(int level);
 enum { HS_LOG_OFF = 0, HS_LOG_ERROR, HS_LOG_WARN, HS_LOG_INFO, HS_LOG_DEBUG };
 int hs_parse_log_level(const char *s);
 void hs_log_str(int level, const char *msg);
+/* hs_log_user reports a user error (a bad HYBRIDSYNC_* value): one line on
+ * stderr whatever the log level, unless HYBRIDSYNC_LOG=off was asked for. */
+void hs_log_user(const char *msg);
 
 #endif

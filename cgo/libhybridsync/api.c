@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_cgo_export.h"
 #include "core.h"
@@ -35,7 +37,7 @@ static int init_locked(const struct hs_config *cfg)
 			   (char *)empty_to_null[2], err, sizeof err);
 	if (rc != 0) {
 		snprintf(last_err, sizeof last_err, "configuration: %s", err);
-		hs_log(HS_LOG_ERROR, "%s", last_err);
+		hs_log_user(last_err);
 		atomic_store(&state, 2);
 		return HS_ERR_CONFIG;
 	}
@@ -222,12 +224,65 @@ const char *hs_strerror(int code)
 	return "unknown hybridsync status";
 }
 
+/* write_unengaged writes the stats file of a library that tried to start
+ * and could not (no driver, a bad HYBRIDSYNC_* value): "engaged": false and
+ * why, so that a user who asked for stats is told rather than left to
+ * wonder why the numbers are missing. Plain C: the Go side was never
+ * configured. Written whole or not at all (temporary file, rename). */
+static void write_unengaged(void)
+{
+	const char *path = getenv("HYBRIDSYNC_STATS");
+	if (path == NULL || *path == 0)
+		return;
+	char file[4096], tmp[4200], reason[1100];
+	size_t n = 0;
+	for (const char *p = path; *p && n < sizeof file - 16; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n += snprintf(file + n, sizeof file - n, "%d", (int)getpid());
+			p++;
+		} else {
+			file[n++] = *p;
+		}
+	}
+	file[n] = 0;
+	size_t k = 0;
+	for (const char *p = last_err; *p && k < sizeof reason - 8; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"' || c == '\\')
+			reason[k++] = '\\', reason[k++] = (char)c;
+		else if (c >= 0x20)
+			reason[k++] = (char)c;
+	}
+	reason[k] = 0;
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", file, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		hs_log(HS_LOG_ERROR, "stats: cannot write %s", tmp);
+		return;
+	}
+	fprintf(f, "{\"version\":1,\"pid\":%d,\"engaged\":false,\"reason\":\"%s\"}\n", (int)getpid(), reason);
+	if (fclose(f) != 0 || rename(tmp, file) != 0) {
+		hs_log(HS_LOG_ERROR, "stats: cannot write %s", file);
+		unlink(tmp);
+	}
+}
+
 /* The stats file at exit: only in the process that initialised (a forked
  * child that exits must not overwrite its parent's file, nor call into a
- * Go runtime whose threads it does not have). */
+ * Go runtime whose threads it does not have). A process whose first wait
+ * found the library unable to start says so; one that never waited writes
+ * nothing (it may never have used CUDA at all). */
 __attribute__((destructor)) static void write_stats_at_exit(void)
 {
-	if (hs_in_forked_child() || atomic_load(&state) != 1)
+	if (hs_in_forked_child())
 		return;
-	hsgo_write_stats();
+	switch (atomic_load(&state)) {
+	case 1:
+		hsgo_write_stats();
+		break;
+	case 2:
+		if (last_err[0])
+			write_unengaged();
+		break;
+	}
 }

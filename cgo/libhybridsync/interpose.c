@@ -58,7 +58,10 @@ static int interpose_on(void) { return atomic_load_explicit(&interposing, memory
 
 /* Set while the library itself calls CUDA (cudart calling back into the
  * driver replacements, our own waits): those calls go straight through. */
-static __thread int in_hook;
+/* initial-exec: read on every launch, so no __tls_get_addr call; the
+ * library is loaded at start (LD_PRELOAD or linked), where static TLS is
+ * available. */
+static __thread int in_hook __attribute__((tls_model("initial-exec")));
 
 static int bypass(void) { return in_hook || !interpose_on() || hs_in_forked_child(); }
 

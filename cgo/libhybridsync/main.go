@@ -143,15 +143,18 @@ func kernelName(id hybridsync.KernelID) string {
 }
 
 // statsDoc is the stats file: hybridsync's Stats and the process.
+// Engaged is always true here; a library that could not start writes
+// "engaged": false and the reason from C (api.c).
 type statsDoc struct {
-	PID int `json:"pid"`
+	PID     int  `json:"pid"`
+	Engaged bool `json:"engaged"`
 	hybridsync.Stats
 }
 
 func statsJSON(l *lib) ([]byte, error) {
 	st := l.s.Stats(kernelName)
 	addFast(&st)
-	return json.Marshal(statsDoc{PID: os.Getpid(), Stats: st})
+	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st})
 }
 
 // addFast merges the waits the C fast path counted (already complete when
