@@ -1,7 +1,9 @@
 // Per-call cost of waiting for an event that has already completed:
 // cudaEventQuery and cuEventQuery (the floor), hs_sync (explicit API), and
 // cudaEventSynchronize (interposed when run under LD_PRELOAD). Median of 9
-// rounds of 200000 calls; prints JSON to stdout.
+// rounds of 200000 calls. And the host-side cost of one kernel launch
+// (interposed under LD_PRELOAD): batches of 256 empty kernels, timed
+// without the synchronize that drains each batch. Prints JSON to stdout.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -46,8 +48,21 @@ int main()
 	double hs = per_call([&] { hs_sync(ev, k); });
 	double hs0 = per_call([&] { hs_sync(ev, 0); });
 	double es = per_call([&] { cudaEventSynchronize(ev); });
+	double launch[9];
+	for (int k = 0; k < 9; k++) {
+		double sum = 0;
+		for (int b = 0; b < 100; b++) {
+			double t0 = now();
+			for (int i = 0; i < 256; i++)
+				empty<<<1, 1>>>();
+			sum += now() - t0;
+			cudaDeviceSynchronize();
+		}
+		launch[k] = sum / (100 * 256);
+	}
+	std::sort(launch, launch + 9);
 	printf("{\"cudaEventQuery_ns\":%.1f,\"cuEventQuery_ns\":%.1f,\"hs_sync_ns\":%.1f,\"hs_sync_unknown_kernel_ns\":%.1f,"
-	       "\"cudaEventSynchronize_ns\":%.1f,\"hs_sync_over_cudaEventQuery_ns\":%.1f}\n",
-	       q, dq, hs, hs0, es, hs - q);
+	       "\"cudaEventSynchronize_ns\":%.1f,\"hs_sync_over_cudaEventQuery_ns\":%.1f,\"launch_ns\":%.1f}\n",
+	       q, dq, hs, hs0, es, hs - q, launch[4]);
 	return 0;
 }
