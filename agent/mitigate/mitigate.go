@@ -91,7 +91,7 @@ func (m *Mitigator) Apply(ev targets.Event) {
 		m.unref(tid)
 	}
 	if added > 0 {
-		m.log.Info().Str("target", key).Int("threads", added).Dur("slice", time.Duration(m.slice)).Msg("mitigation: short EEVDF slice set")
+		m.log.Info().Str("target", key).Int("threads", added).Str("slice", time.Duration(m.slice).String()).Msg("mitigation: short EEVDF slice set")
 	}
 }
 
