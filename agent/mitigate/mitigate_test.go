@@ -22,6 +22,15 @@ import (
 
 const slice = 100 * time.Microsecond
 
+func init() {
+	if os.Getenv("MITIGATE_TEST_CHILD") != "" {
+		// Keeps the main goroutine on the main thread, so that the
+		// threads the child starts and ends are never the main thread,
+		// which Go never lets exit.
+		runtime.LockOSThread()
+	}
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv("MITIGATE_TEST_CHILD") != "" {
 		os.Exit(threadsChild())
