@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
@@ -38,12 +39,17 @@ type Options struct {
 	CapPeriod  time.Duration
 	CPU        int
 	JSON       bool
+	// Mitigate is --mitigate (mitigate.go): "" is off.
+	Mitigate string
 
 	Out, Err io.Writer
 
 	// Resolved by complete.
 	modes   []hybridsync.Mode
 	profile simdev.Profile
+
+	// Set by run with --mitigate.
+	mitigator *mitigate.Mitigator
 }
 
 // Contention settings: what shares the benchmark's CPU.
@@ -101,6 +107,7 @@ statistics (one file per cell process).`,
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
+	addMitigateFlag(f, o)
 	return cmd
 }
 
@@ -139,6 +146,9 @@ func (o *Options) complete() error {
 		o.CPU = cpus[len(cpus)-1]
 	} else if !contains(cpus, o.CPU) {
 		return fmt.Errorf("--cpu %d: not one this process may use (%v)", o.CPU, cpus)
+	}
+	if err := o.parseMitigate(); err != nil {
+		return err
 	}
 	return o.resolveProfile()
 }
@@ -184,6 +194,9 @@ type Row struct {
 }
 
 func run(ctx context.Context, o *Options) error {
+	if err := o.startMitigation(); err != nil {
+		return err
+	}
 	work := workload.CalibrateOn(o.CPU, time.Duration(o.HostUS*1e3))
 	bar := newProgress(o.Err, len(o.Contention)*len(o.modes)*o.Reps)
 	var rows []Row
@@ -222,7 +235,7 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 		for i, m := range o.modes {
 			bar.Describe(fmt.Sprintf("%-10s %-9s", contention, m))
 			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1}, Mode: m, Device: o.Device, CPU: o.CPU}
-			r, err := workload.RunCell(ctx, cell, cg)
+			r, err := o.runCell(ctx, cell, cg)
 			if err != nil {
 				return nil, err
 			}
