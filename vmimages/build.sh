@@ -5,17 +5,24 @@
 # Output (default OUTDIR: vmimages/cache, git-ignored):
 #   vmlinuz            Debian's cloud kernel, taken from the .deb without
 #                      installing it (dpkg -x), so the host kernel is untouched
-#   initramfs.cpio.gz  busybox-static + /init (below) + a few virtio modules
+#   initramfs.cpio.gz  busybox-static + /init (below) + a few virtio modules,
+#                      and /bin/vgpu-probe when $VGPU_GUEST_BIN names a static
+#                      build of it (make vmimage does; see Makefile.inc)
 #   kernel.version     the kernel package it came from
-#   stamp              hash of this script; a rebuild happens when it changes
+#   stamp              hashes of this script and of the guest binary; a
+#                      rebuild happens when either changes
 #
 # The guest's /init mounts /proc and /sys, prints the ready line
 # "vgpu-probe-guest: ready", then idles. Kernel command line switches:
 #   vgpu.busy=1    one busy loop per vCPU (a CPU-bound guest)
 #   vgpu.virtio=1  load virtio_pci + virtio_console (virtio-serial channels)
+#   vgpu.job=JOB   run `vgpu-probe vm-job` (the libvirt experiment backend's
+#                  job, base64url JSON), then power off; implies vgpu.virtio=1
 #
 # Idempotent: when the outputs exist and the stamp matches it exits at once,
 # without touching the network. VGPU_VMIMAGE_REBUILD=1 forces a rebuild.
+# Reproducible: the same packages and guest binary give the same bytes
+# (sorted cpio entries, owner 0, mtimes 0, gzip without a name or time).
 # Needs: root (mknod /dev/console), apt (Debian 12), busybox-static, cpio.
 set -eu
 
@@ -27,10 +34,23 @@ SELF=$0
 log() { echo "vmimages: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+GUEST_BIN=${VGPU_GUEST_BIN:-}
+if [ -n "$GUEST_BIN" ]; then
+	[ -x "$GUEST_BIN" ] || die "VGPU_GUEST_BIN=$GUEST_BIN is not an executable"
+	file_type=$(od -An -c -N4 "$GUEST_BIN" | tr -d ' ')
+	[ "$file_type" = "177ELF" ] || die "VGPU_GUEST_BIN=$GUEST_BIN is not an ELF binary"
+fi
+# The stamp is the script's hash, then the guest binary's (or "none"). A
+# build that is given no binary accepts an image with any binary: the
+# tests that only boot the guest (agent/libvirt) must not throw away the
+# one that make vmimage built for the experiments.
 stamp=$(sha256sum "$SELF" | cut -d' ' -f1)
+bin_stamp=none
+[ -z "$GUEST_BIN" ] || bin_stamp=$(sha256sum "$GUEST_BIN" | cut -d' ' -f1)
 if [ "${VGPU_VMIMAGE_REBUILD:-0}" != 1 ] &&
 	[ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.cpio.gz" ] &&
-	[ "$(cat "$OUT/stamp" 2>/dev/null)" = "$stamp" ]; then
+	[ "$(sed -n 1p "$OUT/stamp" 2>/dev/null)" = "$stamp" ] &&
+	{ [ -z "$GUEST_BIN" ] || [ "$(sed -n 2p "$OUT/stamp" 2>/dev/null)" = "$bin_stamp" ]; }; then
 	exit 0
 fi
 
@@ -67,6 +87,10 @@ kver=${vmlinuz##*/vmlinuz-}
 R="$WORK/root"
 mkdir -p "$R/bin" "$R/dev" "$R/proc" "$R/sys" "$R/tmp" "$R/lib/modules"
 cp /bin/busybox "$R/bin/busybox"
+if [ -n "$GUEST_BIN" ]; then
+	cp "$GUEST_BIN" "$R/bin/vgpu-probe"
+	chmod 755 "$R/bin/vgpu-probe"
+fi
 ln -s busybox "$R/bin/sh"
 # The kernel opens /dev/console for init's stdio before anything is mounted.
 mknod -m 600 "$R/dev/console" c 5 1
@@ -92,10 +116,12 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 ncpu=$(grep -c '^processor' /proc/cpuinfo)
 busy=0
 virtio=0
+job=0
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	vgpu.busy=1) busy=1 ;;
 	vgpu.virtio=1) virtio=1 ;;
+	vgpu.job=*) job=1 virtio=1 ;;
 	esac
 done
 if [ "$virtio" = 1 ] && [ -f /lib/modules/order ]; then
@@ -109,11 +135,23 @@ if [ "$busy" = 1 ]; then
 	done
 fi
 echo "vgpu-probe-guest: ready cpus=$ncpu busy=$busy"
+if [ "$job" = 1 ]; then
+	# The job talks to the host over virtio-serial; its errors go to the
+	# console (the serial log) too. Power off when it is done, so the
+	# domain (on_poweroff=destroy) goes away by itself.
+	if [ -x /bin/vgpu-probe ]; then
+		/bin/vgpu-probe vm-job || echo "vgpu-probe-guest: job failed"
+	else
+		echo "vgpu-probe-guest: no /bin/vgpu-probe in this image (build it with make vmimage)"
+	fi
+	poweroff -f
+fi
 while :; do sleep 3600; done
 EOF
 chmod 755 "$R/init"
 
-(cd "$R" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9 >"$WORK/initramfs.cpio.gz")
+find "$R" -exec touch -h -d @0 {} +
+(cd "$R" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --reproducible --quiet | gzip -n -6 >"$WORK/initramfs.cpio.gz")
 [ -s "$WORK/initramfs.cpio.gz" ] || die "empty initramfs"
 
 # Publish: files first, stamp last, so a half-built cache is never "done".
@@ -122,5 +160,5 @@ chmod 644 "$WORK/vmlinuz" "$WORK/initramfs.cpio.gz"
 mv -f "$WORK/vmlinuz" "$OUT/vmlinuz"
 mv -f "$WORK/initramfs.cpio.gz" "$OUT/initramfs.cpio.gz"
 echo "$image $kver" >"$OUT/kernel.version"
-echo "$stamp" >"$OUT/stamp"
+printf '%s\n%s\n' "$stamp" "$bin_stamp" >"$OUT/stamp"
 log "built $OUT (kernel $kver, initramfs $(du -k "$OUT/initramfs.cpio.gz" | cut -f1) KiB)"

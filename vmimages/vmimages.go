@@ -151,10 +151,30 @@ type Domain struct {
 	Shmem    *Shmem
 	// SerialLog is an absolute file path that receives the guest console.
 	SerialLog string
+	// Type is the libvirt domain type: "" or TypeQEMU (TCG) or TypeKVM.
+	Type string
+	// Channel is a virtio-serial port to a unix socket on the host.
+	Channel *Channel
+	// HostDevs are PCI devices passed through ("0000:65:00.0"), a GPU.
+	HostDevs []string
+}
+
+// Domain types.
+const (
+	TypeQEMU = "qemu" // TCG: works everywhere, slowly
+	TypeKVM  = "kvm"
+)
+
+// Channel is a virtio-serial port. QEMU listens on Socket (mode bind);
+// the guest sees the port under /sys/class/virtio-ports with Name.
+type Channel struct {
+	Socket string // absolute path
+	Name   string // e.g. org.vgpu-probe.job.0
 }
 
 var (
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	pciRE  = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$`)
 	uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
@@ -222,6 +242,22 @@ func (d Domain) Validate() error {
 	}
 	if d.QuotaUS != 0 && d.QuotaUS != -1 && (d.QuotaUS < minQuotaUS || d.QuotaUS > maxQuotaUS) {
 		return fmt.Errorf("domain %s: quota %d us: want -1 or %d..%d", d.Name, d.QuotaUS, minQuotaUS, int64(maxQuotaUS))
+	}
+	if d.Type != "" && d.Type != TypeQEMU && d.Type != TypeKVM {
+		return fmt.Errorf("domain %s: type %q: want %s or %s", d.Name, d.Type, TypeQEMU, TypeKVM)
+	}
+	if c := d.Channel; c != nil {
+		if err := checkPath(c.Socket, true); err != nil {
+			return fmt.Errorf("domain %s: channel socket: %w", d.Name, err)
+		}
+		if !ValidName(c.Name) {
+			return fmt.Errorf("domain %s: channel name %q: want 1-64 characters of [A-Za-z0-9._-]", d.Name, c.Name)
+		}
+	}
+	for _, h := range d.HostDevs {
+		if !pciRE.MatchString(h) {
+			return fmt.Errorf("domain %s: hostdev %q: want a PCI address like 0000:65:00.0", d.Name, h)
+		}
 	}
 	if s := d.Shmem; s != nil {
 		if !ValidName(s.Name) {
@@ -302,6 +338,25 @@ func (v view) FullCmdline() string {
 		parts = append(parts, c)
 	}
 	return strings.Join(parts, " ")
+}
+
+func (v view) DomainType() string {
+	if v.Type == "" {
+		return TypeQEMU
+	}
+	return v.Type
+}
+
+// pciAddr is a hostdev address split the way libvirt's XML wants it.
+type pciAddr struct{ Domain, Bus, Slot, Function string }
+
+func (v view) HostDevs() []pciAddr {
+	var out []pciAddr
+	for _, h := range v.Domain.HostDevs {
+		m := pciRE.FindStringSubmatch(h)
+		out = append(out, pciAddr{m[1], m[2], m[3], m[4]})
+	}
+	return out
 }
 
 func (v view) HasCputune() bool {

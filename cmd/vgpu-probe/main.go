@@ -25,6 +25,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/vmjob"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
 
@@ -65,6 +66,7 @@ notice of kernel completion.
 		bench.NewCmd(nil),
 		report.NewCmd(nil),
 		runcmd.NewCmd(nil),
+		vmjob.NewCmd(),
 	)
 	return root
 }

@@ -1,0 +1,157 @@
+// Package job is the protocol between the libvirt experiment backend on the
+// host and `vgpu-probe vm-job` in the guest, and the guest's side of it.
+//
+// The host names the guest's first job on the kernel command line
+// (vgpu.job=BASE64), so that a guest needs no host-side action to start a
+// co-runner. Everything else goes over one virtio-serial port named
+// PortName: the host writes Job lines, the guest answers with Reply lines,
+// one JSON object per line, the same workload.Result rows the local backend
+// produces. A guest that fails says so in an error Reply before it exits.
+package job
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// PortName is the virtio-serial port name (libvirt <target name=...>).
+const PortName = "org.vgpu-probe.job.0"
+
+// CmdlineKey is the kernel command line parameter carrying the first job.
+const CmdlineKey = "vgpu.job"
+
+// Kinds of jobs.
+const (
+	// Serve answers "ready", then runs the jobs the host sends until a
+	// Poweroff job or the port closes.
+	Serve = "serve"
+	// Loop runs the NAMD-like loop on the simulated GPU, one thread per
+	// vCPU, and answers with its workload.Result.
+	Loop = "loop"
+	// Calibrate answers with the amount of host work (workload.Spin
+	// units) that takes HostNs on this vCPU, measured here, alone.
+	Calibrate = "calibrate"
+	// Gaps spins on every vCPU for Seconds and answers with the gaps in
+	// the guest's clock: the time each vCPU was not running, as a guest
+	// without steal time can see it.
+	Gaps = "gaps"
+	// Corunner runs a co-runner on every vCPU until the guest is
+	// destroyed; it answers "ready" once the loops run.
+	Corunner = "corunner"
+	// Ping answers at once with the guest's clock, to relate it to the
+	// host's.
+	Ping = "ping"
+	// Poweroff ends Serve; the guest's init then powers it off.
+	Poweroff = "poweroff"
+)
+
+// Job is one thing for the guest to do.
+type Job struct {
+	ID   int    `json:"id"`
+	Kind string `json:"kind"`
+	// Loop.
+	Config workload.Config `json:"config,omitzero"`
+	Mode   string          `json:"mode,omitempty"`
+	// Calibrate.
+	HostNs int64 `json:"host_ns,omitempty"`
+	// Gaps.
+	Seconds float64 `json:"seconds,omitempty"`
+	// Corunner: while1, matmul or stream.
+	Corunner string `json:"corunner,omitempty"`
+}
+
+// Validate rejects a job the guest cannot run, before it is sent.
+func (j Job) Validate() error {
+	switch j.Kind {
+	case Serve, Ping, Poweroff:
+	case Loop:
+		if _, err := hybridsync.ParseMode(j.Mode); err != nil {
+			return err
+		}
+		if j.Config.Steps <= 0 || j.Config.Work < 0 || len(j.Config.Profile.Kernels) == 0 {
+			return errors.New("loop job: want steps > 0, work >= 0 and a kernel")
+		}
+	case Calibrate:
+		if j.HostNs <= 0 {
+			return errors.New("calibrate job: want host_ns > 0")
+		}
+	case Gaps:
+		if j.Seconds <= 0 || j.Seconds > 600 {
+			return errors.New("gaps job: want 0 < seconds <= 600")
+		}
+	case Corunner:
+		if !corunner.Valid(j.Corunner) {
+			return fmt.Errorf("corunner job: unknown co-runner %q (want one of %v)", j.Corunner, corunner.Kinds)
+		}
+	default:
+		return fmt.Errorf("unknown job kind %q", j.Kind)
+	}
+	return nil
+}
+
+// Cmdline returns "vgpu.job=BASE64" for the kernel command line. The
+// encoding has no spaces or quotes, which the kernel would split on.
+func (j Job) Cmdline() (string, error) {
+	if err := j.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", err
+	}
+	return CmdlineKey + "=" + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ParseCmdlineValue decodes the value of vgpu.job=.
+func ParseCmdlineValue(v string) (Job, error) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return Job{}, fmt.Errorf("%s: not base64url: %w", CmdlineKey, err)
+	}
+	var j Job
+	if err := json.Unmarshal(b, &j); err != nil {
+		return Job{}, fmt.Errorf("%s: %w", CmdlineKey, err)
+	}
+	return j, j.Validate()
+}
+
+// Reply types.
+const (
+	TypeReady  = "ready"
+	TypeResult = "result"
+	TypeError  = "error"
+)
+
+// Reply is one line from the guest.
+type Reply struct {
+	Type string `json:"type"`
+	ID   int    `json:"id"` // the job's
+	// GuestNs is the guest's CLOCK_MONOTONIC when the reply was made.
+	GuestNs int64  `json:"guest_ns"`
+	CPUs    int    `json:"cpus,omitempty"` // ready: the guest's vCPUs
+	Error   string `json:"error,omitempty"`
+	// Result of a loop job: the loop's own measurements and the guest
+	// process's CPU time.
+	Result *workload.Result `json:"result,omitempty"`
+	// Work of a calibrate job.
+	Work int64 `json:"work,omitempty"`
+	// Gaps of a gaps job, one entry per vCPU.
+	Gaps []VCPUGaps `json:"gaps,omitempty"`
+}
+
+// VCPUGaps is what one vCPU saw of its own discontinuity while spinning.
+type VCPUGaps struct {
+	VCPU    int     `json:"vcpu"`
+	StartNs int64   `json:"start_ns"` // guest CLOCK_MONOTONIC
+	EndNs   int64   `json:"end_ns"`
+	Count   int     `json:"count"`
+	TotalS  float64 `json:"total_s"` // sum of the gaps
+	MaxUS   float64 `json:"max_us"`
+	P50US   float64 `json:"p50_us"`
+}
