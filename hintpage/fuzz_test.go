@@ -1,0 +1,38 @@
+package hintpage
+
+import (
+	"testing"
+	"unsafe"
+)
+
+func unsafeBytes(words []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+}
+
+// FuzzRead: whatever the bytes, the reader returns an error or a slot that
+// passed its checks; it never panics.
+func FuzzRead(f *testing.F) {
+	w, b := newPage(f, 2, FlagVCPU)
+	s := slotFor(42)
+	w.Publish(0, &s)
+	f.Add(append([]byte(nil), b...), 1234, 0)
+	f.Add(append([]byte(nil), b[:64]...), 0, 0)
+	f.Add([]byte("VGHP"), 1, 1)
+	f.Fuzz(func(t *testing.T, data []byte, tid int, i int) {
+		p, err := Parse(data)
+		if err != nil {
+			return
+		}
+		var s Slot
+		for j := range min(p.Slots(), 64) {
+			if p.ReadSlot(j, &s) == nil {
+				if s.sane() != nil {
+					t.Fatalf("accepted an insane slot %+v", s)
+				}
+				_ = s.Check(int64(i), 1e9, 1e6)
+			}
+		}
+		_ = p.ReadSlot(i, &s)
+		_ = p.FindTID(tid, &s)
+	})
+}

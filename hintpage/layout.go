@@ -1,0 +1,140 @@
+package hintpage
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// Format constants. Every multi-byte field is little-endian; every 64-bit
+// field is 8-byte aligned so it can be read and written atomically in
+// place.
+const (
+	Magic   uint32 = 0x50484756 // "VGHP" in little-endian byte order
+	Version uint16 = 1
+
+	HeaderSize = 64 // bytes before the first slot
+	SlotSize   = 64 // one cache line per slot: writers of two slots never share a line
+	// MaxSlots bounds what a reader accepts: the 1 MiB ivshmem region
+	// holds 16383 slots, far beyond any VM's vCPU count.
+	MaxSlots = 16383
+	// PageAlign: files are rounded up to whole 4 KiB pages.
+	PageAlign = 4096
+)
+
+// Clock ids (Header.Clock): what the slot times are expressed in.
+const (
+	// ClockMonotonic: the publisher's CLOCK_MONOTONIC in ns. For a local
+	// target it is the reader's clock too; a guest must calibrate it
+	// (see docs/hints.md "Clock").
+	ClockMonotonic uint32 = 1
+)
+
+// Header flags.
+const (
+	// FlagVCPU: slot i is vCPU i of a VM; slots are found by the CPU the
+	// reading thread runs on. Without it slots belong to threads and are
+	// found by Slot.TID.
+	FlagVCPU uint32 = 1 << 0
+)
+
+// Slot states.
+const (
+	StateUnknown   uint8 = 0 // not yet seen by the publisher
+	StateRunning   uint8 = 1 // on a CPU since SwitchInNs
+	StatePreempted uint8 = 2 // off its CPU while runnable (preempted or throttled)
+	StateSleeping  uint8 = 3 // off its CPU, not runnable
+)
+
+// Run-queue contention of a slot, as the publisher judged it from the last
+// preemptions and throttles it saw.
+const (
+	ContUnknown   uint8 = 0
+	ContFree      uint8 = 1 // nothing else competes for its CPUs
+	ContThrottled uint8 = 2 // a bandwidth quota takes its CPU away
+	ContShared    uint8 = 3 // other runnable tasks share its CPUs
+)
+
+// Infinite in ExpectedSliceNs or RemainingNs: nothing is expected to take
+// the CPU away.
+const Infinite uint64 = 1<<64 - 1
+
+// Header byte offsets.
+const (
+	offMagic      = 0  // u32
+	offVersion    = 4  // u16
+	offHeaderSize = 6  // u16
+	offSlotSize   = 8  // u16
+	offSlots      = 12 // u32 number of slots
+	offClock      = 16 // u32 clock id
+	offFlags      = 20 // u32
+	offClockOff   = 24 // i64 publisher-clock offset added to slot times (0 today)
+	offHeartbeat  = 32 // u64 publisher clock at the last refresh of any slot
+	offTotalSize  = 40 // u32 bytes the publisher sized the page to
+)
+
+// Slot byte offsets, from the slot's start.
+const (
+	offSeq       = 0  // u32 seqlock: odd while the writer is inside
+	offTID       = 4  // u32 thread id (thread slots) or 0
+	offSwitchIn  = 8  // u64 last switch-in
+	offSwitchOut = 16 // u64 last switch-out (0: none seen)
+	offExpected  = 24 // u64 expected slice ns (0: unknown, Infinite)
+	offRemaining = 32 // u64 remaining slice at PublishNs (Infinite)
+	offPublish   = 40 // u64 when the slot was written
+	offQuota     = 48 // u32 bandwidth quota µs per period (0: none)
+	offPeriod    = 52 // u32 bandwidth period µs (0: none)
+	offState     = 56 // u8
+	offCont      = 57 // u8
+	offCPU       = 58 // u16 host CPU of the last switch-in
+	offSlotFlags = 60 // u32 reserved, 0
+)
+
+// Size returns the file size of a page with n slots.
+func Size(n int) int {
+	s := HeaderSize + n*SlotSize
+	return (s + PageAlign - 1) / PageAlign * PageAlign
+}
+
+// Slot is one vCPU's or thread's hint, as read from (or written to) the
+// page. Times are in the page's clock, ns.
+type Slot struct {
+	TID             uint32
+	SwitchInNs      uint64
+	SwitchOutNs     uint64
+	ExpectedSliceNs uint64
+	RemainingNs     uint64
+	PublishNs       uint64
+	QuotaUS         uint32
+	PeriodUS        uint32
+	State           uint8
+	Contention      uint8
+	CPU             uint16
+}
+
+// Header is the page's header as read.
+type Header struct {
+	Slots       int
+	Clock       uint32
+	Flags       uint32
+	ClockOffset int64
+	HeartbeatNs uint64
+	TotalSize   int
+}
+
+// Errors the reader returns; each means "do not use the page (or slot)".
+var (
+	ErrMagic   = errors.New("hint page: bad magic (not a vgpu-probe hint page)")
+	ErrVersion = errors.New("hint page: unsupported version")
+	ErrSize    = errors.New("hint page: size does not match its header")
+	ErrTorn    = errors.New("hint page: slot changed while being read")
+	ErrStale   = errors.New("hint page: slot not refreshed recently")
+	ErrAbsurd  = errors.New("hint page: slot holds impossible values")
+	ErrNoSlot  = errors.New("hint page: no slot for this thread or CPU")
+)
+
+// littleEndian is checked once: the in-place atomic accesses use the
+// machine's byte order, which must be the page's.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()

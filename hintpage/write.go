@@ -1,0 +1,204 @@
+package hintpage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Writer publishes slots into a page. One goroutine at a time may write a
+// given slot (the seqlock has a single writer); distinct slots may be
+// written concurrently.
+type Writer struct {
+	m     mem
+	n     int
+	f     *os.File
+	path  string
+	unmap func() error
+}
+
+// Init writes the header of a page with n slots into b (at least Size(n)
+// bytes, zeroed) and returns a writer over it.
+func Init(b []byte, n int, flags uint32) (*Writer, error) {
+	if n <= 0 || n > MaxSlots {
+		return nil, fmt.Errorf("hint page: %d slots: want 1 to %d", n, MaxSlots)
+	}
+	if len(b) < Size(n) {
+		return nil, fmt.Errorf("%w: %d bytes for %d slots, need %d", ErrSize, len(b), n, Size(n))
+	}
+	m := mem(b)
+	if uintptr(m.ptr(0))%8 != 0 {
+		return nil, fmt.Errorf("hint page: buffer not 8-byte aligned")
+	}
+	m.setU32(offVersion, uint32(HeaderSize)<<16|uint32(Version))
+	m.setU32(offSlotSize, SlotSize)
+	m.setU32(offSlots, uint32(n))
+	m.setU32(offClock, ClockMonotonic)
+	m.setU32(offFlags, flags)
+	m.setU64(offClockOff, 0)
+	m.setU32(offTotalSize, uint32(Size(n)))
+	// The magic last: a reader that sees it sees a complete header.
+	m.setU32(offMagic, Magic)
+	return &Writer{m: m, n: n}, nil
+}
+
+// Create makes a fresh page file at path for a local target: written in a
+// temporary file of mode 0600 owned by uid:gid, then renamed into place,
+// so a reader never maps a half-written header. A file already at path is
+// replaced (readers re-open it when its inode changes).
+func Create(path string, n int, flags uint32, uid, gid int) (*Writer, error) {
+	if n <= 0 || n > MaxSlots {
+		return nil, fmt.Errorf("hint page %s: %d slots: want 1 to %d", path, n, MaxSlots)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("creating hint page in %s: %w", filepath.Dir(path), err)
+	}
+	w, err := setup(f, n, flags, uid, gid, Size(n))
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		if w != nil {
+			w.unmap()
+		}
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("creating hint page %s: %w", path, err)
+	}
+	w.path = path
+	return w, nil
+}
+
+// OpenShared opens (or creates) the page file QEMU maps for a VM's
+// ivshmem device. QEMU may have created it already, mapped and sized it
+// (to the <shmem> size), so it is opened in place, never replaced: a new
+// inode would not reach the guest. It must be a regular file owned by
+// root or by uid (a file planted by anyone else in /dev/shm is refused);
+// it is made mode 0600 and owned by uid:gid, QEMU's user.
+func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writer, error) {
+	if size < Size(n) {
+		return nil, fmt.Errorf("hint page %s: %d bytes cannot hold %d slots", path, size, n)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening hint page %s: %w", path, err)
+	}
+	if err := checkOwner(f, uid); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hint page %s: %w", path, err)
+	}
+	w, err := setup(f, n, flags, uid, gid, size)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hint page %s: %w", path, err)
+	}
+	w.path = path
+	return w, nil
+}
+
+func checkOwner(f *os.File, uid int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || !ok {
+		return errors.New("not a regular file")
+	}
+	if st.Uid != 0 && int(st.Uid) != uid {
+		return fmt.Errorf("owned by uid %d, not root or %d: refusing to publish into it", st.Uid, uid)
+	}
+	return nil
+}
+
+// setup sizes, protects, maps and initialises the page file.
+func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error) {
+	if err := f.Chmod(0o600); err != nil {
+		return nil, fmt.Errorf("chmod 0600: %w", err)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return nil, fmt.Errorf("chown %d:%d: %w", uid, gid, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() < int64(size) {
+		if err := f.Truncate(int64(size)); err != nil {
+			return nil, fmt.Errorf("sizing to %d bytes: %w", size, err)
+		}
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	clear(b[:Size(n)]) // stale slots of an earlier run must not look fresh
+	w, err := Init(b, n, flags)
+	if err != nil {
+		unix.Munmap(b)
+		return nil, err
+	}
+	w.f = f
+	w.unmap = func() error { return unix.Munmap(b) }
+	return w, nil
+}
+
+// Path is the page file's path ("" for an in-memory page).
+func (w *Writer) Path() string { return w.path }
+
+// Slots is the number of slots.
+func (w *Writer) Slots() int { return w.n }
+
+// Publish writes slot i under its seqlock. s.PublishNs should be the
+// current time in the page's clock.
+func (w *Writer) Publish(i int, s *Slot) {
+	if i < 0 || i >= w.n {
+		return
+	}
+	b := HeaderSize + i*SlotSize
+	m := w.m
+	m.addU32(b+offSeq, 1) // odd: readers discard what they read from now on
+	m.setU32(b+offTID, s.TID)
+	m.setU64(b+offSwitchIn, s.SwitchInNs)
+	m.setU64(b+offSwitchOut, s.SwitchOutNs)
+	m.setU64(b+offExpected, s.ExpectedSliceNs)
+	m.setU64(b+offRemaining, s.RemainingNs)
+	m.setU64(b+offPublish, s.PublishNs)
+	m.setU32(b+offQuota, s.QuotaUS)
+	m.setU32(b+offPeriod, s.PeriodUS)
+	m.setU32(b+offState, uint32(s.State)|uint32(s.Contention)<<8|uint32(s.CPU)<<16)
+	m.setU32(b+offSlotFlags, 0)
+	m.addU32(b+offSeq, 1) // even again: the slot is consistent
+	m.setU64(offHeartbeat, s.PublishNs)
+}
+
+// Close unmaps the page and closes its file; the file stays (a guest or
+// reader may still map it). Remove deletes it.
+func (w *Writer) Close() error {
+	var errs []error
+	if w.unmap != nil {
+		errs = append(errs, w.unmap())
+		w.unmap = nil
+	}
+	if w.f != nil {
+		errs = append(errs, w.f.Close())
+		w.f = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Remove closes the writer and deletes its file.
+func (w *Writer) Remove() error {
+	err := w.Close()
+	if w.path != "" {
+		if rerr := os.Remove(w.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
