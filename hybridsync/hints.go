@@ -1,0 +1,305 @@
+package hybridsync
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+// EnvHints names the hint page the library reads (HYBRIDSYNC_HINTS):
+// /dev/shm/vgpu-probe-hints in a guest (made by `vgpu-probe guest`), the
+// agent's DIR/vgpu-probe-hints-TARGET for a local target.
+const EnvHints = "HYBRIDSYNC_HINTS"
+
+// HintSource is the host-hint ThresholdSource and ContentionSource: it
+// reads the page the host agent publishes about the CPU this thread runs
+// on (the guest's vCPU, or the thread itself for a local target), without
+// locks. Whenever the page is missing, replaced, torn, stale, of another
+// version or absurd, it answers from its fallbacks instead: the guest-only
+// estimate for the slice, the fallback contention source (or Unknown).
+type HintSource struct {
+	path     string
+	fallback *GuestEstimator
+	cont     ContentionSource
+
+	file    atomic.Pointer[hintpage.File]
+	checked atomic.Int64 // when the page was last (re)opened or checked for replacement
+	mu      sync.Mutex   // serialises re-opening
+
+	// offset (page clock - this clock, ns) for vCPU pages: the largest
+	// publish-minus-now seen, decaying, see calibrate.
+	offset    atomic.Int64
+	offsetAt  atomic.Int64
+	calibrate atomic.Bool // guest side: the page clock is the host's
+
+	slotCache [64]atomic.Uint64 // tid<<16 | slot+1, for thread pages
+
+	used      atomic.Uint64
+	fallbacks [fbReasons]atomic.Uint64
+}
+
+// Fallback reasons counted by HintSource (HintStats).
+const (
+	fbMissing = iota // no page, or it did not parse
+	fbTorn
+	fbStale
+	fbAbsurd
+	fbNoSlot
+	fbUnknown // the publisher has no slice estimate yet
+	fbReasons
+)
+
+var fbNames = [fbReasons]string{"missing", "torn", "stale", "absurd", "no_slot", "unknown"}
+
+// Freshness and clock tolerances (ns). The publisher refreshes every slot
+// at least every 20 ms (agent/hints), so 250 ms without one means it
+// stopped. reopenEvery bounds how often the file is stat'ed for
+// replacement: a stat costs about a µs, far more than a read.
+const (
+	hintMaxAge  = 250_000_000
+	hintSkew    = 5_000_000
+	reopenEvery = 1_000_000_000
+	// offsetDecay: ns per s the calibrated offset is lowered so that it
+	// follows a guest clock running slower than the host's (kvmclock and
+	// the host's CLOCK_MONOTONIC drift apart by a few ppm).
+	offsetDecay = 20_000
+)
+
+// NewHintSource reads the page at path, falling back to fallback (a new
+// GuestEstimator if nil) and cont (nil: ContentionUnknown). The page need
+// not exist yet: it is opened on first use and re-opened when replaced.
+func NewHintSource(path string, fallback *GuestEstimator, cont ContentionSource) *HintSource {
+	if fallback == nil {
+		fallback = &GuestEstimator{}
+	}
+	h := &HintSource{path: path, fallback: fallback, cont: cont}
+	h.reopen(Now())
+	return h
+}
+
+// HintsFromEnv returns a HintSource for HYBRIDSYNC_HINTS, or nil when it
+// is unset. A page that cannot be read now is not an error (the agent may
+// start later); an error says why it is not used yet, for the log.
+func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont ContentionSource) (*HintSource, error) {
+	path := strings.TrimSpace(getenv(EnvHints))
+	if path == "" {
+		return nil, nil
+	}
+	h := NewHintSource(path, fallback, cont)
+	if h.file.Load() == nil {
+		_, err := hintpage.Map(path)
+		return h, fmt.Errorf("%s: %w (using the guest-only estimate until it appears)", EnvHints, err)
+	}
+	return h, nil
+}
+
+var (
+	_ ThresholdSource  = (*HintSource)(nil)
+	_ ContentionSource = (*HintSource)(nil)
+	_ gapObserver      = (*HintSource)(nil)
+)
+
+// reopen maps the page again if it is missing or was replaced; at most
+// once per reopenEvery, by one thread.
+func (h *HintSource) reopen(now int64) {
+	if !h.mu.TryLock() {
+		return
+	}
+	defer h.mu.Unlock()
+	h.checked.Store(now)
+	old := h.file.Load()
+	if old != nil && !old.Replaced() {
+		return
+	}
+	f, err := hintpage.Map(h.path)
+	if err != nil {
+		f = nil
+	}
+	h.file.Store(f)
+	if f != nil {
+		h.calibrate.Store(f.Header().Flags&hintpage.FlagVCPU != 0)
+		h.offset.Store(0)
+		h.offsetAt.Store(0)
+	}
+	// The old mapping is left mapped: a reader may still be inside it, and
+	// a page is replaced only when the agent restarts.
+}
+
+// slot reads the calling thread's slot and converts now to the page's
+// clock; ok is false (with the reason counted) when it must not be used.
+func (h *HintSource) slot(tid int, now int64, s *hintpage.Slot) (pageNow int64, ok bool) {
+	if now-h.checked.Load() > reopenEvery {
+		h.reopen(now)
+	}
+	f := h.file.Load()
+	if f == nil {
+		h.fallbacks[fbMissing].Add(1)
+		return 0, false
+	}
+	var err error
+	if f.Header().Flags&hintpage.FlagVCPU != 0 {
+		err = f.ReadSlot(currentCPU(), s)
+	} else {
+		err = h.findTID(f, tid, s)
+	}
+	if err == nil {
+		pageNow = h.pageClock(now, s)
+		err = s.Check(pageNow, hintMaxAge, hintSkew)
+	}
+	if err != nil {
+		h.fallbacks[reason(err)].Add(1)
+		return 0, false
+	}
+	return pageNow, true
+}
+
+func reason(err error) int {
+	switch {
+	case errors.Is(err, hintpage.ErrTorn):
+		return fbTorn
+	case errors.Is(err, hintpage.ErrStale):
+		return fbStale
+	case errors.Is(err, hintpage.ErrNoSlot):
+		return fbNoSlot
+	case errors.Is(err, hintpage.ErrFault):
+		return fbMissing
+	}
+	return fbAbsurd
+}
+
+// findTID uses a small cache of tid -> slot so that a page of many
+// threads is not scanned on every call.
+func (h *HintSource) findTID(f *hintpage.File, tid int, s *hintpage.Slot) error {
+	c := &h.slotCache[uint(tid)%uint(len(h.slotCache))]
+	if v := c.Load(); v>>16 == uint64(tid) && v&0xffff != 0 {
+		if err := f.ReadSlot(int(v&0xffff)-1, s); err == nil && s.TID == uint32(tid) {
+			return nil
+		}
+	}
+	if err := f.FindTID(tid, s); err != nil {
+		return err
+	}
+	for i := 0; i < f.Slots() && i < 0xfffe; i++ {
+		var t hintpage.Slot
+		if f.ReadSlot(i, &t) == nil && t.TID == uint32(tid) {
+			c.Store(uint64(tid)<<16 | uint64(i+1))
+			break
+		}
+	}
+	return nil
+}
+
+// pageClock converts now (this machine's CLOCK_MONOTONIC) to the page's
+// clock. A local target shares the clock. In a guest the page holds the
+// host's CLOCK_MONOTONIC: each read learns a lower bound of host - guest
+// from the slot's publish time (it was published before now), and the
+// largest bound seen is the offset. Its error is the smallest
+// publish-to-read delay seen, which the heartbeat makes small; it only
+// makes the remaining slice look longer by that much (docs/hints.md).
+func (h *HintSource) pageClock(now int64, s *hintpage.Slot) int64 {
+	if !h.calibrate.Load() {
+		return now
+	}
+	obs := int64(min(s.PublishNs, 1<<62)) - now
+	off, at := h.offset.Load(), h.offsetAt.Load()
+	if at != 0 {
+		off -= (now - at) / 1_000_000_000 * offsetDecay
+	}
+	if at == 0 || obs > off {
+		h.offset.Store(obs)
+		h.offsetAt.Store(now)
+		off = obs
+	}
+	return now + off
+}
+
+// Remaining implements ThresholdSource: the slot's expected slice minus
+// the time since its switch-in, or the guest-only estimate when the page
+// cannot be used.
+func (h *HintSource) Remaining(tid int, now int64) int64 {
+	var s hintpage.Slot
+	pageNow, ok := h.slot(tid, now, &s)
+	if !ok {
+		return h.fallback.Remaining(tid, now)
+	}
+	switch {
+	case s.Contention == hintpage.ContFree || s.ExpectedSliceNs == hintpage.Infinite:
+		h.used.Add(1)
+		return Infinite
+	case s.ExpectedSliceNs == 0:
+		h.fallbacks[fbUnknown].Add(1)
+		return h.fallback.Remaining(tid, now)
+	}
+	h.used.Add(1)
+	// The caller is running, so its CPU was switched in. If the page still
+	// says otherwise, the switch-in is not published yet: it happened
+	// after the last switch-out, which is the earliest (so the most
+	// cautious) start to assume.
+	start := s.SwitchInNs
+	if s.State != hintpage.StateRunning {
+		start = max(s.SwitchInNs, s.SwitchOutNs)
+	}
+	return max(int64(s.ExpectedSliceNs)-(pageNow-int64(start)), 0)
+}
+
+// Contention implements ContentionSource from the slot's run-queue
+// contention.
+func (h *HintSource) Contention(tid int, now int64) Contention {
+	var s hintpage.Slot
+	if _, ok := h.slot(tid, now, &s); ok {
+		switch s.Contention {
+		case hintpage.ContFree:
+			return ContentionFree
+		case hintpage.ContThrottled:
+			return ContentionThrottled
+		case hintpage.ContShared:
+			return ContentionShared
+		}
+	}
+	if h.cont != nil {
+		return h.cont.Contention(tid, now)
+	}
+	return ContentionUnknown
+}
+
+// Gap and Resumed feed the fallback estimator, so that it is warm when
+// the page goes away.
+func (h *HintSource) Gap(tid int, start, end int64) { h.fallback.Gap(tid, start, end) }
+
+// Resumed: see Gap.
+func (h *HintSource) Resumed(tid int, now int64) { h.fallback.Resumed(tid, now) }
+
+// HintStats counts the calls answered from the page and, by reason, those
+// that fell back.
+type HintStats struct {
+	Used      uint64            `json:"used"`
+	Fallbacks map[string]uint64 `json:"fallbacks"`
+}
+
+// Stats returns the counters.
+func (h *HintSource) Stats() HintStats {
+	st := HintStats{Used: h.used.Load(), Fallbacks: map[string]uint64{}}
+	for i := range h.fallbacks {
+		st.Fallbacks[fbNames[i]] = h.fallbacks[i].Load()
+	}
+	return st
+}
+
+// currentCPU is sched_getcpu(): in a guest, the vCPU the thread runs on.
+// The answer may be stale by the time the slot is read (the thread can
+// migrate in between); the slot is then another vCPU's, which is as good a
+// guess as any while the page is fresh.
+func currentCPU() int {
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(cpu)
+}

@@ -1,0 +1,218 @@
+package hybridsync
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+func newHintPage(t testing.TB, n int, flags uint32) (*hintpage.Writer, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "vgpu-probe-hints-test")
+	w, err := hintpage.Create(path, n, flags, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, path
+}
+
+func runningSlot(tid int, now int64) hintpage.Slot {
+	return hintpage.Slot{TID: uint32(tid), State: hintpage.StateRunning, Contention: hintpage.ContShared,
+		SwitchInNs: uint64(now - 1_000_000), ExpectedSliceNs: 4_000_000, RemainingNs: 3_000_000, PublishNs: uint64(now - 1_000_000)}
+}
+
+func TestHintSourceThreadPage(t *testing.T) {
+	w, path := newHintPage(t, 4, 0)
+	now := Now()
+	s := runningSlot(77, now)
+	w.Publish(2, &s)
+	h := NewHintSource(path, nil, nil)
+	if got := h.Remaining(77, now); got != 3_000_000 {
+		t.Fatalf("Remaining = %d, want 3 ms (4 ms slice, switched in 1 ms ago)", got)
+	}
+	if got := h.Contention(77, now); got != ContentionShared {
+		t.Fatalf("Contention = %v", got)
+	}
+	// Not yet published as running: assume the switch-in came right
+	// after the switch-out.
+	s.State, s.SwitchOutNs = hintpage.StatePreempted, uint64(now-500_000)
+	w.Publish(2, &s)
+	if got := h.Remaining(77, now); got != 3_500_000 {
+		t.Fatalf("Remaining while the page lags = %d, want 3.5 ms", got)
+	}
+	s.Contention, s.ExpectedSliceNs, s.RemainingNs = hintpage.ContFree, hintpage.Infinite, hintpage.Infinite
+	w.Publish(2, &s)
+	if got, c := h.Remaining(77, now), h.Contention(77, now); got != Infinite || c != ContentionFree {
+		t.Fatalf("free CPU: Remaining %d Contention %v", got, c)
+	}
+	s = runningSlot(77, now)
+	s.Contention, s.QuotaUS, s.PeriodUS = hintpage.ContThrottled, 10_000, 20_000
+	w.Publish(2, &s)
+	if c := h.Contention(77, now); c != ContentionThrottled {
+		t.Fatalf("Contention = %v, want throttled", c)
+	}
+	if st := h.Stats(); st.Used == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestHintSourceFallsBack: each way the page can be unusable leads to the
+// guest-only estimate and the fallback contention, never a crash.
+func TestHintSourceFallsBack(t *testing.T) {
+	now := Now()
+	est := &GuestEstimator{}
+	// Three deschedulings teach the estimator a 2 ms slice.
+	for i := int64(0); i < 4; i++ {
+		start := now - 40_000_000 + i*3_000_000
+		est.Gap(5, start, start+1_000_000)
+	}
+	want := est.Remaining(5, now)
+	check := func(name string, h *HintSource, reason string) {
+		t.Helper()
+		if got := h.Remaining(5, now); got != want {
+			t.Errorf("%s: Remaining %d, want the estimator's %d", name, got, want)
+		}
+		if c := h.Contention(5, now); c != ContentionThrottled {
+			t.Errorf("%s: Contention %v, want the fallback's", name, c)
+		}
+		if st := h.Stats(); st.Fallbacks[reason] == 0 {
+			t.Errorf("%s: fallbacks %v, want some %q", name, st.Fallbacks, reason)
+		}
+	}
+	fixed := fixedContention(ContentionThrottled)
+
+	check("missing", NewHintSource(filepath.Join(t.TempDir(), "none"), est, fixed), "missing")
+
+	w, path := newHintPage(t, 1, 0)
+	s := runningSlot(5, now)
+	s.PublishNs = uint64(now - 2_000_000_000)
+	s.SwitchInNs = s.PublishNs
+	w.Publish(0, &s)
+	check("stale", NewHintSource(path, est, fixed), "stale")
+
+	s = runningSlot(6, now)
+	w.Publish(0, &s)
+	check("another thread's page", NewHintSource(path, est, fixed), "no_slot")
+
+	raw, _ := os.ReadFile(path)
+	for name, edit := range map[string]func([]byte) []byte{
+		"version 2":  func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 2); return b },
+		"truncated":  func(b []byte) []byte { return b[:100] },
+		"wrong size": func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 200); return b },
+	} {
+		p := filepath.Join(t.TempDir(), "page")
+		if err := os.WriteFile(p, edit(append([]byte(nil), raw...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		check(name, NewHintSource(p, est, fixed), "missing")
+	}
+
+	s = runningSlot(5, now)
+	s.RemainingNs = s.ExpectedSliceNs + 1
+	w.Publish(0, &s)
+	check("absurd", NewHintSource(path, est, fixed), "absurd")
+}
+
+type fixedContention Contention
+
+func (f fixedContention) Contention(int, int64) Contention { return Contention(f) }
+
+func TestHintSourceReopensReplacedPage(t *testing.T) {
+	w, path := newHintPage(t, 1, 0)
+	now := Now()
+	s := runningSlot(9, now)
+	w.Publish(0, &s)
+	h := NewHintSource(path, nil, nil)
+	if got := h.Remaining(9, now); got != 3_000_000 {
+		t.Fatalf("Remaining = %d", got)
+	}
+	w2, err := hintpage.Create(path, 1, 0, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	s.ExpectedSliceNs, s.RemainingNs = 8_000_000, 7_000_000
+	w2.Publish(0, &s)
+	if got := h.Remaining(9, now); got != 3_000_000 {
+		t.Fatalf("re-opened before reopenEvery: %d", got)
+	}
+	later := now + 2*reopenEvery
+	s.PublishNs, s.SwitchInNs = uint64(later-1_000_000), uint64(later-1_000_000)
+	w2.Publish(0, &s)
+	if got := h.Remaining(9, later); got != 7_000_000 {
+		t.Fatalf("after replacement: Remaining = %d, want 7 ms from the new page", got)
+	}
+}
+
+// TestHintSourceVCPUPage: a guest finds its slot by CPU and learns the
+// host-guest clock offset from publish times.
+func TestHintSourceVCPUPage(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	n := runtime.NumCPU()
+	w, path := newHintPage(t, n, hintpage.FlagVCPU)
+	const hostAhead = 5_000_000_000 // host clock 5 s ahead of ours
+	now := Now()
+	for i := range n {
+		s := runningSlot(0, now+hostAhead)
+		s.PublishNs = s.SwitchInNs + 100_000 // published 100 µs after the switch-in
+		w.Publish(i, &s)
+	}
+	h := NewHintSource(path, nil, nil)
+	// The offset is learned as publish - now, so 'now' reads as 100 µs
+	// after the switch-in: 3.9 ms left.
+	if got := h.Remaining(0, now); got != 3_900_000 {
+		t.Fatalf("Remaining = %d, want 3.9 ms", got)
+	}
+	if got := h.Remaining(0, now+1_000_000); got != 2_900_000 {
+		t.Fatalf("1 ms later: Remaining = %d, want 2.9 ms", got)
+	}
+}
+
+func TestHintsFromEnv(t *testing.T) {
+	if h, err := HintsFromEnv(func(string) string { return "" }, nil, nil); h != nil || err != nil {
+		t.Fatalf("unset: %v %v", h, err)
+	}
+	h, err := HintsFromEnv(func(string) string { return "/nonexistent/page" }, nil, nil)
+	if h == nil || err == nil {
+		t.Fatalf("missing page: want a source that falls back and an error to log, got %v %v", h, err)
+	}
+	_, path := newHintPage(t, 1, 0)
+	if h, err := HintsFromEnv(func(string) string { return path }, nil, nil); h == nil || err != nil {
+		t.Fatalf("good page: %v %v", h, err)
+	}
+}
+
+func BenchmarkHintRemaining(b *testing.B) {
+	w, path := newHintPage(b, 8, 0)
+	now := Now()
+	for i := range 8 {
+		s := runningSlot(100+i, now)
+		w.Publish(i, &s)
+	}
+	h := NewHintSource(path, nil, nil)
+	b.ResetTimer()
+	for range b.N {
+		h.Remaining(107, now)
+	}
+}
+
+func BenchmarkHintRemainingVCPU(b *testing.B) {
+	n := runtime.NumCPU()
+	w, path := newHintPage(b, n, hintpage.FlagVCPU)
+	now := Now()
+	for i := range n {
+		s := runningSlot(0, now)
+		w.Publish(i, &s)
+	}
+	h := NewHintSource(path, nil, nil)
+	b.ResetTimer()
+	for range b.N {
+		h.Remaining(0, now)
+	}
+}
