@@ -156,6 +156,7 @@ struct {
 struct trace_config {
 	__u32 events; // 1: emit ring buffer records; 0: counters only
 	__u32 epoch;  // bumped at every attach
+	__u32 wakeup; // 1: wake the reader at every record (the hint publisher needs each switch-in at once)
 };
 
 struct {
@@ -294,7 +295,7 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 		e->other_tgid = 0;
 		__builtin_memset(e->other_comm, 0, TASK_COMM_LEN);
 	}
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
+	__u64 flags = cfg->wakeup || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }

@@ -76,6 +76,7 @@ type SchedTraceConfig struct {
 	_      structs.HostLayout
 	Events uint32
 	Epoch  uint32
+	Wakeup uint32
 }
 
 // Names of all BPF objects in the ELF.

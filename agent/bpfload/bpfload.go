@@ -41,6 +41,11 @@ type Options struct {
 	// Events turns on the switch-event ring buffer (timelines). Counters
 	// and histograms are kept either way.
 	Events bool
+	// WakeEveryEvent wakes ReadEvent at every record instead of once
+	// 256 KiB are queued: the hint publisher must see each switch-in
+	// within microseconds, at the price of one reader wake-up per switch
+	// of a watched thread.
+	WakeEveryEvent bool
 	// ForceRawTP skips the tp_btf attempt (tests use it to exercise the
 	// fallback on kernels that have tp_btf).
 	ForceRawTP bool
@@ -97,14 +102,14 @@ func Load(opts Options) (*Probe, error) {
 	if !opts.ForceRawTP {
 		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
 			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
-		} else if err := p.loadBTF(spec, opts.Events); err != nil {
+		} else if err := p.loadBTF(spec, opts); err != nil {
 			opts.Log.Info().Err(err).Msg("tp_btf programs failed; falling back to raw tracepoints")
 			p.Close()
 			p = &Probe{}
 		}
 	}
 	if p.mode == "" {
-		if err := p.loadRaw(spec, opts.Events); err != nil {
+		if err := p.loadRaw(spec, opts); err != nil {
 			p.Close()
 			return nil, classify(err)
 		}
@@ -124,7 +129,7 @@ func Load(opts Options) (*Probe, error) {
 	return p, nil
 }
 
-func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, events bool) error {
+func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, opts Options) error {
 	var objs struct {
 		bpf.SchedMaps
 		btfPrograms
@@ -141,10 +146,10 @@ func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, events bool) error {
 		}
 		return l, nil
 	}
-	return p.attachAll(events, ModeTPBTF)
+	return p.attachAll(opts, ModeTPBTF)
 }
 
-func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
+func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, opts Options) error {
 	var objs struct {
 		bpf.SchedMaps
 		rawPrograms
@@ -161,14 +166,17 @@ func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, events bool) error {
 		}
 		return l, nil
 	}
-	return p.attachAll(events, ModeRawTP)
+	return p.attachAll(opts, ModeRawTP)
 }
 
 // attachAll sets whether the programs emit events and attaches them the
 // first time.
-func (p *Probe) attachAll(events bool, mode string) error {
-	if events {
+func (p *Probe) attachAll(opts Options, mode string) error {
+	if opts.Events {
 		p.config.Events = 1
+	}
+	if opts.WakeEveryEvent {
+		p.config.Wakeup = 1
 	}
 	if err := p.Attach(); err != nil {
 		return err

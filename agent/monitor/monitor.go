@@ -53,6 +53,9 @@ type Options struct {
 	// they cost the host nothing. 0 for TraceEvery (the default), or a
 	// window as long as the period, keeps them attached.
 	TraceEvery, TraceWindow time.Duration
+	// OnEvent, when set, sees every switch event as soon as it is read
+	// (the hint publisher); it must not block.
+	OnEvent func(*bpf.SchedSwitchEvent)
 }
 
 func (o *Options) defaults() {
@@ -419,5 +422,8 @@ func (m *Monitor) readEvents() {
 			continue
 		}
 		m.timeline.add(&ev)
+		if m.opts.OnEvent != nil {
+			m.opts.OnEvent(&ev)
+		}
 	}
 }
