@@ -138,3 +138,35 @@ var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
+
+// FilePrefix starts every page file's name: DIR/vgpu-probe-hints-TARGET.
+const FilePrefix = "vgpu-probe-hints-"
+
+// FileName is the page file name of a target (a domain name, a pid, a
+// cgroup path): FilePrefix and the name with every byte outside
+// [A-Za-z0-9._-] replaced by '_', so that it is one file in DIR and a valid
+// libvirt <shmem> name.
+func FileName(target string) string {
+	b := []byte(target)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return FilePrefix + string(b)
+}
+
+// ShmemSizeMiB is the ivshmem region a VM's page lives in: libvirt wants a
+// power of two in MiB, and 1 MiB holds MaxSlots vCPUs.
+const ShmemSizeMiB = 1
+
+// ShmemXML is the libvirt <devices> element that maps the page of domain
+// into the guest as an ivshmem-plain PCI device (1af4:1110, BAR2): QEMU
+// opens /dev/shm/FileName(domain), which the agent publishes into.
+func ShmemXML(domain string) string {
+	return "<shmem name='" + FileName(domain) + "'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"
+}

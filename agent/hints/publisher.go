@@ -1,0 +1,401 @@
+package hints
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+// DefaultDir is where pages go: libvirt's <shmem> maps /dev/shm/NAME.
+const DefaultDir = "/dev/shm"
+
+// RefreshEvery is how often every slot is re-published from the BPF
+// counters (switch-outs, threads that ran on without a switch): well
+// within the readers' 250 ms freshness limit.
+const RefreshEvery = 20 * time.Millisecond
+
+// threadPageSlots: a local target's page holds at least this many thread
+// slots (one 4 KiB page), so threads can come and go without a new file.
+const threadPageSlots = 63
+
+// Counters is what the refresh reads from the BPF programs
+// (*bpfload.Probe).
+type Counters interface {
+	Stats(tid uint32, out *bpf.SchedThreadStats) error
+}
+
+// Options configures a Publisher.
+type Options struct {
+	Dir string
+	Log zerolog.Logger
+	// Counters refreshes the state of threads between switches; nil
+	// publishes from events only.
+	Counters Counters
+	// Owner returns the uid and gid the page of a target whose thread is
+	// tid must belong to; default: the thread's, from /proc.
+	Owner func(tid int) (uid, gid int, err error)
+}
+
+// Publisher keeps one page per target. Safe for concurrent use.
+type Publisher struct {
+	opts Options
+
+	mu      sync.Mutex
+	pages   map[string]*page   // by target key
+	files   map[string]string  // file name -> target key: never shared
+	threads map[uint32]*thread // by tid
+	lag     lagLog
+}
+
+type page struct {
+	key, file     string
+	vcpu          bool
+	w             *hintpage.Writer
+	quota, period uint32
+	free          []int // unused thread slots
+	threads       map[int]*thread
+}
+
+// CheckDir tells whether pages can be created in dir: one clear error for
+// a missing or read-only directory, at start rather than per target.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("hints directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("hints directory %s: not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".vgpu-probe-hints-check-*")
+	if err != nil {
+		return fmt.Errorf("hints directory %s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// New returns a publisher writing into opts.Dir, which must be writable.
+func New(opts Options) (*Publisher, error) {
+	if opts.Dir == "" {
+		opts.Dir = DefaultDir
+	}
+	if err := CheckDir(opts.Dir); err != nil {
+		return nil, err
+	}
+	if opts.Owner == nil {
+		opts.Owner = procOwner
+	}
+	return &Publisher{opts: opts, pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{}}, nil
+}
+
+// Path returns the page file of a target name in the publisher's
+// directory.
+func (p *Publisher) Path(target string) string {
+	return filepath.Join(p.opts.Dir, hintpage.FileName(target))
+}
+
+// Tee passes src's events on and applies them to the publisher first.
+func Tee(src targets.Source, p *Publisher) targets.Source { return tee{src, p} }
+
+type tee struct {
+	src targets.Source
+	p   *Publisher
+}
+
+func (t tee) Run(ctx context.Context) <-chan targets.Event {
+	in := t.src.Run(ctx)
+	out := make(chan targets.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			t.p.Apply(ev)
+			out <- ev
+		}
+	}()
+	return out
+}
+
+// Apply creates, updates or removes the page of a target.
+func (p *Publisher) Apply(ev targets.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := ev.Target.Key()
+	pg := p.pages[key]
+	if ev.Kind == targets.Removed {
+		if pg != nil {
+			p.drop(pg)
+		}
+		return
+	}
+	if pg != nil && !pg.fits(ev.Target) {
+		p.drop(pg)
+		pg = nil
+	}
+	if pg == nil {
+		var err error
+		if pg, err = p.create(ev.Target); err != nil {
+			p.opts.Log.Error().Err(err).Str("target", key).Msg("no hint page for this target")
+			return
+		}
+	}
+	pg.quota, pg.period = clampU32(ev.Target.QuotaUS), clampU32(ev.Target.PeriodUS)
+	p.assign(pg, ev.Target)
+}
+
+func clampU32(v int64) uint32 { return uint32(max(0, min(v, 1<<31))) }
+
+// fits: a domain page has a slot per vCPU index; a thread page has room.
+func (pg *page) fits(t targets.Target) bool {
+	if !pg.vcpu {
+		return len(t.Threads) <= pg.w.Slots()
+	}
+	for _, th := range t.Threads {
+		if th.VCPU >= pg.w.Slots() {
+			return false
+		}
+	}
+	return true
+}
+
+// create must be called with mu held.
+func (p *Publisher) create(t targets.Target) (*page, error) {
+	if len(t.Threads) == 0 {
+		return nil, errors.New("no threads yet")
+	}
+	file := hintpage.FileName(t.Name)
+	if other, ok := p.files[file]; ok && other != t.Key() {
+		return nil, fmt.Errorf("page file %s already belongs to %s", file, other)
+	}
+	uid, gid, err := p.opts.Owner(t.Threads[0].TID)
+	if err != nil {
+		return nil, fmt.Errorf("owner of %s: %w", t.Key(), err)
+	}
+	path := filepath.Join(p.opts.Dir, file)
+	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}}
+	if pg.vcpu {
+		n := 1
+		for _, th := range t.Threads {
+			n = max(n, th.VCPU+1)
+		}
+		pg.w, err = hintpage.OpenShared(path, n, hintpage.FlagVCPU, uid, gid, hintpage.ShmemSizeMiB<<20)
+	} else {
+		n := max(threadPageSlots, 2*len(t.Threads))
+		pg.w, err = hintpage.Create(path, min(n, hintpage.MaxSlots), 0, uid, gid)
+		for i := pg.w.Slots() - 1; err == nil && i >= 0; i-- {
+			pg.free = append(pg.free, i)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.pages[pg.key], p.files[file] = pg, pg.key
+	l := p.opts.Log.Info().Str("target", pg.key).Str("page", path).Int("uid", uid).Int("slots", pg.w.Slots())
+	if pg.vcpu {
+		l = l.Str("shmem", hintpage.ShmemXML(t.Name))
+		if p.opts.Dir != DefaultDir {
+			p.opts.Log.Warn().Str("dir", p.opts.Dir).Msg("libvirt maps <shmem> pages from /dev/shm only: this page will not reach the guest")
+		}
+	}
+	l.Msg("publishing hint page")
+	return pg, nil
+}
+
+// assign gives each of t's threads its slot and forgets threads that left.
+func (p *Publisher) assign(pg *page, t targets.Target) {
+	now := monoNow()
+	seen := map[int]bool{}
+	for _, th := range t.Threads {
+		seen[th.TID] = true
+		if _, ok := pg.threads[th.TID]; ok {
+			continue
+		}
+		slot := th.VCPU
+		if !pg.vcpu {
+			if len(pg.free) == 0 {
+				continue
+			}
+			slot, pg.free = pg.free[len(pg.free)-1], pg.free[:len(pg.free)-1]
+		} else if slot < 0 {
+			continue // not a vCPU thread
+		}
+		tt := &thread{tid: th.TID, slot: slot, page: pg, since: now}
+		if pg.vcpu {
+			tt.tid = 0 // vCPU slots are found by CPU, not tid
+		}
+		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
+		p.publish(tt, now)
+	}
+	for tid, tt := range pg.threads {
+		if !seen[tid] {
+			p.forget(pg, tid, tt)
+		}
+	}
+}
+
+func (p *Publisher) forget(pg *page, tid int, tt *thread) {
+	delete(pg.threads, tid)
+	delete(p.threads, uint32(tid))
+	if !pg.vcpu {
+		pg.w.Publish(tt.slot, &hintpage.Slot{}) // TID 0: no reader finds it
+		pg.free = append(pg.free, tt.slot)
+	}
+}
+
+// drop removes a page and its file. Must be called with mu held.
+func (p *Publisher) drop(pg *page) {
+	for tid, tt := range pg.threads {
+		p.forget(pg, tid, tt)
+	}
+	if err := pg.w.Remove(); err != nil {
+		p.opts.Log.Warn().Err(err).Str("target", pg.key).Msg("removing hint page")
+	}
+	delete(p.pages, pg.key)
+	delete(p.files, pg.file)
+}
+
+// publish must be called with mu held.
+func (p *Publisher) publish(t *thread, now uint64) {
+	s := t.render(now, t.page.quota, t.page.period)
+	t.page.w.Publish(t.slot, &s)
+}
+
+// OnEvent publishes the switch-in an event reports (monitor.Options.OnEvent).
+func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.threads[ev.Tid]
+	if t == nil {
+		return
+	}
+	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.Cpu)
+	now := monoNow()
+	p.publish(t, now)
+	p.lag.add(now - min(now, ev.InNs))
+}
+
+// Run refreshes every slot each RefreshEvery until ctx is done, then
+// removes the pages.
+func (p *Publisher) Run(ctx context.Context) {
+	tk := time.NewTicker(RefreshEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.Close()
+			return
+		case <-tk.C:
+			p.refresh()
+		}
+	}
+}
+
+func (p *Publisher) refresh() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var st bpf.SchedThreadStats
+	now := monoNow()
+	for tid, t := range p.threads {
+		if p.opts.Counters != nil && p.opts.Counters.Stats(tid, &st) == nil {
+			t.observe(&st)
+		}
+		p.publish(t, now)
+	}
+}
+
+// observe takes the thread's state from the BPF counters, which are ahead
+// of the events (the kernel writes them at the switch itself).
+func (t *thread) observe(st *bpf.SchedThreadStats) {
+	switch {
+	case st.OnCpu != 0 && st.SwitchInNs >= t.switchIn:
+		t.switchIn, t.state, t.cpu = st.SwitchInNs, hintpage.StateRunning, uint16(st.Cpu)
+	case st.OnCpu == 0 && st.SwitchOutNs >= t.switchIn && st.SwitchOutNs > 0:
+		t.switchOut = st.SwitchOutNs
+		t.state = hintpage.StateSleeping
+		if st.OutPreempted != 0 {
+			t.state = hintpage.StatePreempted
+		}
+	}
+}
+
+// Close removes every page.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pg := range p.pages {
+		p.drop(pg)
+	}
+}
+
+// Lag returns the delays from switch-in (kernel time) to the page holding
+// it, of the latest publishes (ns, oldest first).
+func (p *Publisher) Lag() []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lag.samples()
+}
+
+// lagLog keeps the latest switch-in-to-publish delays.
+type lagLog struct {
+	ring [4096]uint64
+	n    int
+}
+
+func (l *lagLog) add(v uint64) { l.ring[l.n%len(l.ring)] = v; l.n++ }
+
+func (l *lagLog) samples() []uint64 {
+	if l.n <= len(l.ring) {
+		return slices.Clone(l.ring[:l.n])
+	}
+	i := l.n % len(l.ring)
+	return append(slices.Clone(l.ring[i:]), l.ring[:i]...)
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail
+	return uint64(ts.Nano())
+}
+
+// procOwner reads the real uid and gid of a thread from /proc: QEMU's
+// user for a vCPU thread, the target process's for a local one.
+func procOwner(tid int) (int, int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	uid, gid := -1, -1
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		switch k {
+		case "Uid":
+			uid, _ = strconv.Atoi(fs[0])
+		case "Gid":
+			gid, _ = strconv.Atoi(fs[0])
+		}
+	}
+	if uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("no Uid/Gid in /proc/%d/status", tid)
+	}
+	return uid, gid, nil
+}

@@ -1,0 +1,131 @@
+package hints
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+func newPublisher(t *testing.T) *Publisher {
+	t.Helper()
+	p, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(),
+		Owner: func(int) (int, int, error) { return os.Getuid(), os.Getgid(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func added(kind targets.Kind, name string, tids ...int) targets.Event {
+	t := targets.Target{Kind: kind, Name: name}
+	for i, tid := range tids {
+		vcpu := -1
+		if kind == targets.KindDomain {
+			vcpu = i
+		}
+		t.Threads = append(t.Threads, targets.Thread{TID: tid, VCPU: vcpu})
+	}
+	return targets.Event{Kind: targets.Added, Target: t}
+}
+
+func TestOnePagePerTarget0600(t *testing.T) {
+	p := newPublisher(t)
+	p.Apply(added(targets.KindPID, "100", 100, 101))
+	p.Apply(added(targets.KindPID, "200", 200))
+	for _, name := range []string{"100", "200"} {
+		fi, err := os.Stat(p.Path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v, want 0600", name, fi.Mode())
+		}
+	}
+	// Thread 200 is not on page 100, and the reverse.
+	a, _ := hintpage.Map(p.Path("100"))
+	defer a.Close()
+	var s hintpage.Slot
+	if err := a.FindTID(200, &s); !errors.Is(err, hintpage.ErrNoSlot) {
+		t.Fatalf("page of 100 has thread 200: %v", err)
+	}
+	if err := a.FindTID(101, &s); err != nil {
+		t.Fatalf("page of 100 lacks 101: %v", err)
+	}
+	// A cgroup named like a pid target would share its file: refused.
+	p.Apply(added(targets.KindCgroup, "100", 300))
+	if _, ok := p.pages["cgroup/100"]; ok {
+		t.Fatal("two targets share one page file")
+	}
+	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindPID, Name: "200"}})
+	if _, err := os.Stat(p.Path("200")); !os.IsNotExist(err) {
+		t.Fatalf("page of a removed target still there: %v", err)
+	}
+}
+
+func TestSwitchEventsPublish(t *testing.T) {
+	p := newPublisher(t)
+	p.Apply(added(targets.KindPID, "7", 7))
+	f, err := hintpage.Map(p.Path("7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	now := monoNow()
+	// Five 4 ms slices, each preempted by a co-runner.
+	for i := range 5 {
+		in := now - uint64(5-i)*8_000_000
+		p.OnEvent(&bpf.SchedSwitchEvent{InNs: in, OffNs: 4_000_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1})
+	}
+	var s hintpage.Slot
+	if err := f.FindTID(7, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.State != hintpage.StateRunning || s.Contention != hintpage.ContShared || s.ExpectedSliceNs != 4_000_000 {
+		t.Fatalf("slot %+v", s)
+	}
+	if s.SwitchInNs != now-8_000_000 || s.RemainingNs != 0 {
+		t.Fatalf("switch-in %d remaining %d: want the last switch-in, 8 ms ago, slice overdue", s.SwitchInNs, s.RemainingNs)
+	}
+	if len(p.Lag()) != 5 {
+		t.Fatalf("lag samples %d", len(p.Lag()))
+	}
+	p.OnEvent(&bpf.SchedSwitchEvent{InNs: now, OffNs: 1, Tid: 99}) // unwatched: ignored
+}
+
+func TestDomainPageByVCPU(t *testing.T) {
+	p := newPublisher(t)
+	p.Apply(added(targets.KindDomain, "guest 1", 40, 41))
+	path := filepath.Join(p.opts.Dir, "vgpu-probe-hints-guest_1")
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != 1<<20 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("domain page: %v %v", fi, err)
+	}
+	f, _ := hintpage.Map(path)
+	defer f.Close()
+	if h := f.Header(); h.Slots != 2 || h.Flags&hintpage.FlagVCPU == 0 {
+		t.Fatalf("header %+v", h)
+	}
+	if want := "<shmem name='vgpu-probe-hints-guest_1'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"; hintpage.ShmemXML("guest 1") != want {
+		t.Fatalf("xml %s", hintpage.ShmemXML("guest 1"))
+	}
+}
+
+func TestCheckDir(t *testing.T) {
+	if err := CheckDir(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Fatal("missing dir accepted")
+	}
+	// /proc refuses new files even to root.
+	if err := CheckDir("/proc"); err == nil {
+		t.Fatal("/proc accepted as a hints directory")
+	} else {
+		t.Log(err)
+	}
+}
