@@ -399,3 +399,11 @@ func procOwner(tid int) (int, int, error) {
 	}
 	return uid, gid, nil
 }
+
+// SetCounters sets where the refresh reads thread state (the loaded
+// probe, which exists only after the targets' pages).
+func (p *Publisher) SetCounters(c Counters) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts.Counters = c
+}

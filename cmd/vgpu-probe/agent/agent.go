@@ -52,6 +52,8 @@ type Options struct {
 	NVML       bool
 	// Mitigate is --mitigate (mitigate.go): "" is off.
 	Mitigate string
+	// Hints is --hints (hints.go): the page directory, "" is off.
+	Hints string
 	// TraceEvery and TraceWindow: see monitor.Options.
 	TraceEvery, TraceWindow time.Duration
 
@@ -118,6 +120,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.DurationVar(&o.TraceWindow, "trace-window", time.Second, "for this long each period")
 	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
 	addMitigateFlag(f, o)
+	addHints(cmd, o)
 	return cmd
 }
 
@@ -200,8 +203,12 @@ func Run(o *Options) error {
 		return err
 	}
 	defer stopMitigation() // after the monitor stops (defers run last first)
+	sources, pub, err := o.hintSources(sources)
+	if err != nil {
+		return err
+	}
 
-	probe, err := o.LoadProbe(bpfload.Options{Events: true, Log: o.Log})
+	probe, err := o.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: pub != nil, Log: o.Log})
 	if err != nil {
 		return fmt.Errorf("loading eBPF programs: %w", err)
 	}
@@ -215,6 +222,7 @@ func Run(o *Options) error {
 	if o.Once > 0 {
 		mo.TraceEvery = 0 // a one-off measurement traces all of it
 	}
+	defer startHints(ctx, &mo, pub, probe)()
 	m := monitor.New(probe, mo)
 	done := make(chan struct{})
 	go func() {
