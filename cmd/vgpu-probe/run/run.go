@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,7 @@ type Options struct {
 	Resume        bool
 	WithAgent     bool
 	Backend       string
+	Libvirt       LibvirtOptions
 	NVMLInterval  time.Duration
 	// NVML opens the NVML library; nil means the real one. Tests pass
 	// go-nvml's mock.
@@ -141,7 +143,8 @@ is removed when it ends, on Ctrl-C too.`,
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
 	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "sample GPU utilisation, clocks and memory with NVML this often during the run, into --out DIR/nvml-*.json (0: off; a host without a GPU is noted once)")
 	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
-	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups)")
+	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups) or libvirt (real VMs booted from vmimages/)")
+	o.Libvirt.addFlags(f)
 	return cmd
 }
 
@@ -171,8 +174,14 @@ func (o *Options) corunnerLabel() string {
 
 // Validate rejects bad input before anything starts.
 func (o *Options) Validate() error {
-	if o.Backend != "local" {
-		return fmt.Errorf("--backend %q: want local (libvirt comes later)", o.Backend)
+	switch o.Backend {
+	case "local":
+	case "libvirt":
+		if err := o.validateLibvirt(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--backend %q: want local or libvirt", o.Backend)
 	}
 	if err := o.matrix.Validate(len(o.cpus)); err != nil {
 		return err
@@ -275,8 +284,14 @@ func (o *Options) config() results.Config {
 // Run runs the experiment and prints the slowdown table.
 func Run(ctx context.Context, o *Options) error {
 	p := newProgress(o.Err)
+	var be backend.Backend = local.Backend{}
+	agentFn := runAgent
+	if o.Backend == "libvirt" {
+		lb := o.libvirtBackend(p)
+		be, agentFn = lb, libvirtAgent(lb, o.Libvirt.URI)
+	}
 	ro := runner.Options{
-		Backend: local.Backend{},
+		Backend: be,
 		Matrix:  o.matrix,
 		Load:    backend.Load{Kind: o.Corunner, Cmd: o.CorunnerCmd},
 		Workload: backend.Workload{
@@ -295,7 +310,7 @@ func Run(ctx context.Context, o *Options) error {
 		Progress:      p,
 	}
 	if o.WithAgent {
-		ro.Agent = runAgent
+		ro.Agent = agentFn
 	}
 	stopGPU := o.sampleGPUs(ctx)
 	f, err := runner.Run(ctx, ro)
@@ -360,17 +375,24 @@ func (o *Options) sampleGPUs(ctx context.Context) (stop func()) {
 // closes, it takes the agent's snapshot and each process's switch
 // timeline, and stops it.
 func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(), done <-chan struct{}) (runner.AgentRun, error) {
+	var args, keys []string
+	for _, pid := range append([]int{runnerPid}, corunners...) {
+		args = append(args, "--pid", strconv.Itoa(pid))
+		keys = append(keys, strconv.Itoa(pid))
+	}
+	return watchWithAgent(ctx, args, keys, ready, done)
+}
+
+// watchWithAgent runs the agent with targetArgs; keys name its targets
+// (the runner's first) as its timeline endpoint knows them.
+func watchWithAgent(ctx context.Context, targetArgs, keys []string, ready func(), done <-chan struct{}) (runner.AgentRun, error) {
 	var run runner.AgentRun
 	self, err := os.Executable()
 	if err != nil {
 		return run, err
 	}
-	pids := append([]int{runnerPid}, corunners...)
 	// Trace continuously: the timelines must cover every step.
-	args := []string{"agent", "--listen", "127.0.0.1:0", "--trace-every", "0"}
-	for _, pid := range pids {
-		args = append(args, "--pid", strconv.Itoa(pid))
-	}
+	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--trace-every", "0"}, targetArgs...)
 	cmd := exec.Command(self, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -391,7 +413,7 @@ func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(),
 	addrCh, readyCh, last := make(chan string, 1), make(chan struct{}), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		watching, line := 0, ""
+		seen, line := map[string]bool{}, ""
 		for sc.Scan() {
 			line = strings.TrimSpace(sc.Text())
 			if i := strings.Index(line, "listen="); i >= 0 {
@@ -401,8 +423,12 @@ func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(),
 				}
 			}
 			if strings.Contains(line, "watching target") {
-				if watching++; watching == len(pids) {
-					close(readyCh)
+				for _, k := range keys {
+					if strings.Contains(line+" ", "/"+k+" ") && !seen[k] {
+						if seen[k] = true; len(seen) == len(keys) {
+							close(readyCh)
+						}
+					}
 				}
 			}
 		}
@@ -446,7 +472,7 @@ func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(),
 		return run, err
 	}
 	secs := strconv.FormatFloat(math.Ceil(time.Since(started).Seconds())+1, 'f', 0, 64)
-	for i, pid := range pids {
+	for i, key := range keys {
 		var tl struct {
 			Events []struct {
 				InMonoNs uint64  `json:"in_mono_ns"`
@@ -455,7 +481,7 @@ func runAgent(ctx context.Context, runnerPid int, corunners []int, ready func(),
 				OffUS    float64 `json:"off_us"`
 			} `json:"events"`
 		}
-		if err := get("/api/v1/timeline?domain="+strconv.Itoa(pid)+"&seconds="+secs, &tl); err != nil {
+		if err := get("/api/v1/timeline?domain="+url.QueryEscape(key)+"&seconds="+secs, &tl); err != nil {
 			return run, err
 		}
 		// Each event is one off-CPU interval, after a run of RunUS.

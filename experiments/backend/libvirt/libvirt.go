@@ -57,6 +57,9 @@ type Backend struct {
 	HostDevs []string
 	// Shmem, when set, names the runner's hint page device.
 	Shmem *vmimages.Shmem
+	// Log, when set, is told what the backend is doing (boots take
+	// seconds under TCG).
+	Log func(msg string)
 
 	mu    sync.Mutex
 	work  int64 // calibrated; 0 until the first runner booted
@@ -113,6 +116,12 @@ func (b *Backend) domainType() string {
 	}
 	t, _ := vmimages.ProbeType()
 	return t
+}
+
+func (b *Backend) logf(format string, args ...any) {
+	if b.Log != nil {
+		b.Log(fmt.Sprintf(format, args...))
+	}
 }
 
 func or(d, def time.Duration) time.Duration {
@@ -216,6 +225,7 @@ func (b *Backend) calibrate(ctx context.Context, g *guestVM) error {
 // boot creates one domain for vm, connects to its job channel and waits
 // for the guest's ready line.
 func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm backend.VM, period time.Duration, first job.Job, runner bool) (*guestVM, error) {
+	t0 := time.Now()
 	cmdline, err := first.Cmdline()
 	if err != nil {
 		return nil, err
@@ -257,6 +267,7 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 		g.close()
 		return nil, err
 	}
+	e.b.logf("domain %s up in %.1fs (%s, vCPUs on CPUs %v)", name, time.Since(t0).Seconds(), d.Type, vm.CPUs)
 	e.b.mu.Lock()
 	if e.b.names == nil {
 		e.b.names = map[int]string{}

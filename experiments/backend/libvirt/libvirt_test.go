@@ -74,7 +74,7 @@ func loop(steps int) workload.Config {
 func TestCreateRunDestroy(t *testing.T) {
 	l := libvirttest.Connect(t)
 	dir := jobImage(t)
-	b := &Backend{ImageDir: dir, HostWork: 200 * time.Microsecond}
+	b := &Backend{ImageDir: dir, HostWork: 200 * time.Microsecond, Log: func(m string) { t.Log(m) }}
 	cpus := lastCPU(t)
 	topo := backend.Topology{Runner: backend.VM{Name: "runner", CPUs: cpus, QuotaCPUs: 0.5},
 		Corunners: []backend.VM{{Name: "corunner1", CPUs: cpus, QuotaCPUs: 0.5}}, Period: 20 * time.Millisecond}
