@@ -61,7 +61,14 @@ pid_alive() { # pidfile comm
 up() {
 	[ "$(id -u)" = 0 ] || die "must run as root (libvirtd system daemon)"
 	install_pkgs
-	"$ROOT/vmimages/build.sh"
+	# With Go at hand, the image carries a static vgpu-probe for the
+	# libvirt experiment backend (make vmimage); without, the bare guest
+	# the agent's tests boot.
+	if command -v go >/dev/null 2>&1 && command -v make >/dev/null 2>&1; then
+		make -s -C "$ROOT" vmimage >&2 || die "make vmimage failed"
+	else
+		"$ROOT/vmimages/build.sh"
+	fi
 
 	# Without udev, /dev/kvm stays root:root 0600. libvirt then sees that the
 	# QEMU user (libvirt-qemu, group kvm) cannot open it, declares its cached
@@ -133,7 +140,7 @@ down() {
 	# libvirtd keeps transient domains running after it exits (QEMU is
 	# its own process); destroy the ones tests may have leaked first.
 	if answers; then
-		for d in $(virsh -c "$URI" list --name 2>/dev/null | grep '^vgpu-probe-test-' || true); do
+		for d in $(virsh -c "$URI" list --name 2>/dev/null | grep -E '^vgpu-probe-(test|run)-' || true); do
 			log "destroying leftover domain $d"
 			virsh -c "$URI" destroy "$d" >/dev/null 2>&1 || true
 		done

@@ -43,13 +43,19 @@ func lastCPU(t *testing.T) []int {
 // ours lists the running domains this process made.
 func ours(t *testing.T, l *lv.Libvirt) []string {
 	t.Helper()
+	return running(t, l, Prefix(os.Getpid()))
+}
+
+// running lists the running domains named prefix*.
+func running(t *testing.T, l *lv.Libvirt, prefix string) []string {
+	t.Helper()
 	doms, _, err := l.ConnectListAllDomains(1, lv.ConnectListDomainsActive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, d := range doms {
-		if strings.HasPrefix(d.Name, Prefix(os.Getpid())) {
+		if strings.HasPrefix(d.Name, prefix) {
 			names = append(names, d.Name)
 		}
 	}

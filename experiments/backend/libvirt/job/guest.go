@@ -183,6 +183,9 @@ func cpuTime() time.Duration {
 // under a microsecond even under TCG; a guest timer interrupt costs a few.
 const GapThreshold = 30 * time.Microsecond
 
+// LongGap is the shortest gap counted in VCPUGaps.LongS.
+const LongGap = time.Millisecond
+
 // gaps spins on every vCPU for d, reading the clock, and sums the jumps.
 func (g *guest) gaps(d time.Duration) ([]VCPUGaps, error) {
 	out := make([]VCPUGaps, len(g.cpus))
@@ -215,11 +218,14 @@ func spinGaps(vcpu int, d time.Duration) VCPUGaps {
 		last = now
 	}
 	v := VCPUGaps{VCPU: vcpu, StartNs: start, EndNs: last, Count: len(gaps)}
-	var sum int64
+	var sum, long int64
 	for _, x := range gaps {
 		sum += x
+		if x >= int64(LongGap) {
+			long += x
+		}
 	}
-	v.TotalS = float64(sum) / 1e9
+	v.TotalS, v.LongS = float64(sum)/1e9, float64(long)/1e9
 	if len(gaps) > 0 {
 		slices.Sort(gaps)
 		v.MaxUS = float64(gaps[len(gaps)-1]) / 1e3

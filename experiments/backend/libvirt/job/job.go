@@ -152,6 +152,10 @@ type VCPUGaps struct {
 	EndNs   int64   `json:"end_ns"`
 	Count   int     `json:"count"`
 	TotalS  float64 `json:"total_s"` // sum of the gaps
+	// LongS sums the gaps of LongGap or more: whole host scheduling
+	// slices, leaving out the guest's own interrupt handling, which under
+	// TCG takes tens to hundreds of µs of the vCPU's time.
+	LongS float64 `json:"long_s"`
 	MaxUS   float64 `json:"max_us"`
 	P50US   float64 `json:"p50_us"`
 }
