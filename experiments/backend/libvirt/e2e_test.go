@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-		"net/http"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"

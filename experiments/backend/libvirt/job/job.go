@@ -156,6 +156,6 @@ type VCPUGaps struct {
 	// slices, leaving out the guest's own interrupt handling, which under
 	// TCG takes tens to hundreds of µs of the vCPU's time.
 	LongS float64 `json:"long_s"`
-	MaxUS   float64 `json:"max_us"`
-	P50US   float64 `json:"p50_us"`
+	MaxUS float64 `json:"max_us"`
+	P50US float64 `json:"p50_us"`
 }
