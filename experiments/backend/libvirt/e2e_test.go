@@ -208,3 +208,41 @@ func offCPU(t *testing.T, addr, domain string, tid int, start, end int64) (float
 	}
 	return float64(sum) / 1e9, float64(long) / 1e9
 }
+
+// Ctrl-C while the guests run: the run says it was interrupted and every
+// domain and file it made is gone.
+func TestE2EInterrupt(t *testing.T) {
+	bin := e2e(t)
+	l := libvirttest.Connect(t)
+	jobImage(t)
+	cmd := exec.Command(bin, "run", "--backend", "libvirt", "--scenario", "shared1", "--vcpus", "1",
+		"--modes", "spin", "--reps", "50", "--steps", "3000", "--nvml-interval", "0", "--out", filepath.Join(t.TempDir(), "run"))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := Prefix(cmd.Process.Pid)
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(running(t, l, prefix)) < 2 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no domains of %s after 2 minutes: %s", prefix, out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // into the measurements
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if err == nil || !strings.Contains(out.String(), "interrupted") {
+		t.Errorf("run after SIGINT: %v, output %q", err, out.String())
+	}
+	if n := running(t, l, prefix); len(n) > 0 {
+		t.Errorf("domains left after SIGINT: %v", n)
+	}
+	if d, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*")); len(d) > 0 {
+		t.Errorf("files left after SIGINT: %v", d)
+	}
+}
