@@ -1,6 +1,7 @@
 package hybridsync_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,7 +54,7 @@ func burn(d time.Duration) {
 
 // verdicts runs step on the calling (pinned) thread for dur and asks sig
 // about it after every step, counting the answers after a warm-up.
-func verdicts(sig hybridsync.ContentionSource, dur time.Duration, step func()) map[hybridsync.Contention]int {
+func verdicts(sig *hybridsync.SchedSignal, dur time.Duration, step func()) map[hybridsync.Contention]int {
 	tid := unix.Gettid()
 	got := map[hybridsync.Contention]int{}
 	start := hybridsync.Now()
@@ -64,6 +65,7 @@ func verdicts(sig hybridsync.ContentionSource, dur time.Duration, step func()) m
 			got[v]++
 		}
 	}
+	fmt.Printf("    signal totals: %+v\n", sig.Totals())
 	return got
 }
 
@@ -151,22 +153,21 @@ func TestSchedSignalThrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []byte
-	outc := make(chan error)
-	go func() { out, err = cmd.CombinedOutput(); outc <- err }()
-	for cmd.Process == nil {
-		time.Sleep(time.Millisecond)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
 	if err := g.Add(cmd.Process.Pid); err != nil {
 		cmd.Process.Kill()
-		<-outc
+		cmd.Wait()
 		t.Fatal(err)
 	}
 	stdin.Close() // the child starts once it is in the cgroup
-	if err := <-outc; err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
 	}
-	t.Logf("%s", out)
+	t.Logf("%s", out.String())
 }
 
 // TestSchedSignalChild is the child of TestSchedSignalThrottled.

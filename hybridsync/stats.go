@@ -89,9 +89,12 @@ type Stats struct {
 	DictDropped   uint64  `json:"dict_dropped"`
 	// Contention counts the waits that had to wait by what the
 	// contention signal said: free, throttled, shared, unknown.
-	Contention     map[string]uint64 `json:"contention"`
-	UnknownKernels Counts            `json:"unknown_kernels"`
-	Kernels        []KernelStats     `json:"kernels"`
+	Contention map[string]uint64 `json:"contention"`
+	// Sched is what the default contention signal saw (absent with
+	// another source).
+	Sched          *SchedTotals  `json:"sched,omitempty"`
+	UnknownKernels Counts        `json:"unknown_kernels"`
+	Kernels        []KernelStats `json:"kernels"`
 }
 
 // StatsVersion is the format version of Stats.
@@ -120,6 +123,10 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	st.Contention = map[string]uint64{}
 	for i := range s.byState {
 		st.Contention[Contention(i).String()] = s.byState[i].Load()
+	}
+	if g, ok := s.cont.(*SchedSignal); ok {
+		t := g.Totals()
+		st.Sched = &t
 	}
 	if g, ok := s.thr.(*GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()
