@@ -90,7 +90,7 @@ func Find(dir string) (Image, error) {
 	for _, f := range []string{img.Kernel, img.Initrd} {
 		st, err := os.Stat(f)
 		if err != nil || st.Size() == 0 {
-			return Image{}, fmt.Errorf("%w: %s missing (run vmimages/build.sh %s)", ErrNotBuilt, f, abs)
+			return Image{}, fmt.Errorf("%w: %s missing (build it with make vmimage, or vmimages/build.sh %s)", ErrNotBuilt, f, abs)
 		}
 	}
 	return img, nil
