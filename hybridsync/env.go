@@ -20,6 +20,9 @@ type EnvConfig struct {
 	Config
 	StatsPath string
 	LogLevel  string
+	// Notice says why a part of the configuration is not in use yet (a
+	// hint page that does not exist yet): for the log, not an error.
+	Notice string
 }
 
 // ConfigFromEnv reads the HYBRIDSYNC_* variables through getenv (os.Getenv in
@@ -42,6 +45,19 @@ func ConfigFromEnv(getenv func(string) string) (EnvConfig, error) {
 		c.MaxSpin = ns
 		// An explicit cap is the paper's static max_threshold.
 		c.Threshold = Static(ns)
+	}
+	// The host's hint page, when named, answers both how much slice is
+	// left and whether the CPU is contended; where it cannot (missing,
+	// stale, torn) the guest-only estimate and the kernel's accounting do.
+	fallback := &GuestEstimator{}
+	if hs, err := HintsFromEnv(getenv, fallback, &SchedSignal{}); hs != nil {
+		if c.Threshold == nil {
+			c.Threshold = hs
+		}
+		c.Contention = hs
+		if err != nil {
+			c.Notice = err.Error()
+		}
 	}
 	c.StatsPath = getenv(EnvStats)
 	c.LogLevel = strings.TrimSpace(getenv(EnvLog))

@@ -92,7 +92,10 @@ type Stats struct {
 	Contention map[string]uint64 `json:"contention"`
 	// Sched is what the default contention signal saw (absent with
 	// another source).
-	Sched          *SchedTotals  `json:"sched,omitempty"`
+	Sched *SchedTotals `json:"sched,omitempty"`
+	// Hints counts the calls the host's hint page answered, and those
+	// that fell back, by reason (HYBRIDSYNC_HINTS only).
+	Hints          *HintStats    `json:"hints,omitempty"`
 	UnknownKernels Counts        `json:"unknown_kernels"`
 	Kernels        []KernelStats `json:"kernels"`
 }
@@ -124,9 +127,13 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	for i := range s.byState {
 		st.Contention[Contention(i).String()] = s.byState[i].Load()
 	}
-	if g, ok := s.cont.(*SchedSignal); ok {
-		t := g.Totals()
+	switch c := s.cont.(type) {
+	case *SchedSignal:
+		t := c.Totals()
 		st.Sched = &t
+	case *HintSource:
+		h := c.Stats()
+		st.Hints = &h
 	}
 	if g, ok := s.thr.(*GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()

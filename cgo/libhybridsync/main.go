@@ -101,6 +101,9 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	C.hs_fast_reset()
 	current.Store(&lib{s: hybridsync.New(cfg.Config), statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
+	if cfg.Notice != "" {
+		logf(C.HS_LOG_INFO, "%s", cfg.Notice)
+	}
 	return 0
 }
 
