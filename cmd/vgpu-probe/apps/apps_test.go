@@ -1,0 +1,574 @@
+package apps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init()
+	if os.Getenv("APPS_STANDIN") != "" {
+		os.Exit(standinMain())
+	}
+	os.Exit(m.Run())
+}
+
+var sink uint64
+
+// standinMain is a stand-in for a GPU program: a fixed amount of CPU work,
+// then the one JSON line. It records where it ran (CPU affinity, cgroup,
+// LD_PRELOAD) in a file under --info, for the tests to check.
+func standinMain() int {
+	fs := flag.NewFlagSet("standin", flag.ContinueOnError)
+	work := fs.Int("work", 10_000_000, "loop iterations")
+	info := fs.String("info", "", "directory for a file about this run")
+	fail := fs.Bool("fail", false, "exit 3")
+	failPreloaded := fs.String("fail-preloaded", "", "exit 4 when LD_PRELOAD contains this")
+	nojson := fs.Bool("nojson", false, "print no JSON line")
+	hang := fs.Bool("hang", false, "sleep for a minute")
+	seconds := fs.Float64("seconds", 0, "recorded only")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if *info != "" {
+		var set unix.CPUSet
+		unix.SchedGetaffinity(0, &set)
+		var cpus []int
+		for c := 0; c < 1024; c++ {
+			if set.IsSet(c) {
+				cpus = append(cpus, c)
+			}
+		}
+		cg, _ := os.ReadFile("/proc/self/cgroup")
+		b, _ := json.Marshal(map[string]any{
+			"cpus": cpus, "cgroup": string(cg), "ld_preload": os.Getenv("LD_PRELOAD"),
+			"stats": os.Getenv("HYBRIDSYNC_STATS"), "seconds": *seconds, "reexec": os.Getenv("VGPU_PROBE_REEXEC"),
+		})
+		os.WriteFile(filepath.Join(*info, strconv.Itoa(os.Getpid())+".json"), b, 0o644)
+	}
+	if s := os.Getenv("HYBRIDSYNC_STATS"); s != "" {
+		os.WriteFile(s, []byte("{}\n"), 0o644)
+	}
+	if *fail {
+		fmt.Fprintln(os.Stderr, "standin: failing as asked")
+		return 3
+	}
+	if *failPreloaded != "" && strings.Contains(os.Getenv("LD_PRELOAD"), *failPreloaded) {
+		return 4
+	}
+	if *hang {
+		time.Sleep(time.Minute)
+	}
+	cpu := func() float64 {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts)
+		return float64(ts.Nano()) / 1e9
+	}
+	t0, c0 := time.Now(), cpu()
+	x := sink | 1
+	for i := 0; i < *work; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	sink = x
+	wall, c := time.Since(t0).Seconds(), cpu()-c0
+	if *nojson {
+		fmt.Println("done, no JSON here")
+		return 0
+	}
+	fmt.Printf("{\"program\":\"standin\",\"steps\":%d,\"wall_s\":%.6f,\"cpu_s\":%.6f}\n", *work, wall, c)
+	return 0
+}
+
+// standin returns a --program value that runs the stand-in with args.
+func standin(t *testing.T, name string, args ...string) string {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GORACE: a race-enabled binary otherwise sleeps a second at exit.
+	return name + "=env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " " + strings.Join(args, " ")
+}
+
+// shims returns two preloadable libraries with different names standing in
+// for blocksync.so and libhybridsync.so: the real blocksync.c built with gcc
+// (it finds no libcuda here, says so on stderr and changes nothing), or
+// empty files that the dynamic loader ignores with a warning.
+func shims(t *testing.T) (blocksync, lib string) {
+	dir := t.TempDir()
+	blocksync, lib = filepath.Join(dir, "blocksync.so"), filepath.Join(dir, "libhybridsync.so")
+	src := filepath.Join("..", "..", "..", "experiments", "apps", "blocksync.c")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", blocksync, src, "-ldl").CombinedOutput(); err != nil {
+		t.Logf("gcc blocksync.c: %v %s; using empty files as shims", err, out)
+		os.WriteFile(blocksync, nil, 0o644)
+	}
+	b, _ := os.ReadFile(blocksync)
+	os.WriteFile(lib, b, 0o644)
+	return blocksync, lib
+}
+
+type infoFile struct {
+	CPUs      []int   `json:"cpus"`
+	Cgroup    string  `json:"cgroup"`
+	LDPreload string  `json:"ld_preload"`
+	Stats     string  `json:"stats"`
+	Seconds   float64 `json:"seconds"`
+	Reexec    string  `json:"reexec"`
+}
+
+func readInfos(t *testing.T, dir string) []infoFile {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var out []infoFile
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var i infoFile
+		if err := json.Unmarshal(b, &i); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+func readRuns(t *testing.T, path string) []Run {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []Run
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r Run
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("runs.jsonl line %q: %v", l, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// canCap reports whether the cap settings can run here, and says why not.
+func canCap(t *testing.T) bool {
+	if os.Geteuid() != 0 {
+		t.Log("not root: the cap settings are not tested (CI runs as root)")
+		return false
+	}
+	if _, err := cgroup.Detect(); err != nil {
+		t.Logf("no cgroup cpu controller: the cap settings are not tested: %v", err)
+		return false
+	}
+	return true
+}
+
+// checkNothingLeft fails if a child process of the test or the apps cgroup
+// is still there.
+func checkNothingLeft(t *testing.T) {
+	t.Helper()
+	me := os.Getpid()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, s := range stats {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(me) {
+			t.Errorf("child process left behind: %s: %.80s", s, b)
+		}
+	}
+	for _, d := range []string{filepath.Join(cgroup.Root, fmt.Sprintf("vgpu-probe-apps-%d", me)), filepath.Join(cgroup.Root, "cpu", fmt.Sprintf("vgpu-probe-apps-%d", me))} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup left behind: %s", d)
+		}
+	}
+}
+
+func execute(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var o, e bytes.Buffer
+	cmd := NewCmd(nil)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetOut(&o)
+	cmd.SetErr(&e)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(ctx)
+	return o.String(), e.String(), err
+}
+
+// TestRunMatrix runs the whole matrix with a stand-in program for real:
+// every arm under every contention setting (the cap ones as root), 3
+// repetitions, and checks the interleaving, what each run saw (pinned to
+// the one CPU, in the cgroup under cap, the arm's LD_PRELOAD and stats
+// file), that the co-runner and the cap took CPU from the program, the
+// table and JSON, and that nothing is left behind.
+func TestRunMatrix(t *testing.T) {
+	blocksync, lib := shims(t)
+	contention := []string{"none", "while1"}
+	if canCap(t) {
+		contention = append(contention, "cap", "cap+while1")
+	}
+	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	const reps = 3
+	stdout, stderr, err := execute(context.Background(), "--program", standin(t, "burn", "--info", info),
+		"--lib", lib, "--blocksync", blocksync, "--contention", strings.Join(contention, ","),
+		"--reps", strconv.Itoa(reps), "--seconds", "1.5", "--out", out, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	checkNothingLeft(t)
+
+	var sum Summary
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sum); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if len(sum.Results) != len(contention) || len(sum.Failures) != 0 {
+		t.Fatalf("%d rows, %d failures, want %d and 0: %s", len(sum.Results), len(sum.Failures), len(contention), stdout)
+	}
+	share := map[string]float64{}
+	for i, row := range sum.Results {
+		if row.Program != "burn" || row.Contention != contention[i] || len(row.Arms) != 3 {
+			t.Errorf("row %d: %+v", i, row)
+		}
+		for j, a := range row.Arms {
+			if a.Arm != Arms[j] || a.Runs != reps || a.Failed != 0 || a.Ratio == nil || a.WallS <= 0 {
+				t.Errorf("%s/%s: %+v", row.Contention, a.Arm, a)
+			}
+		}
+		if row.Best == "" || row.HSWithin3Pct == nil || row.HSNotSlower == nil {
+			t.Errorf("%s: no verdict: %+v", row.Contention, row)
+		}
+		if row.Contention == "none" && math.Abs(*row.Arms[0].Ratio-1) > 1e-9 {
+			t.Errorf("cuda-default alone has ratio %v, want 1", *row.Arms[0].Ratio)
+		}
+		share[row.Contention] = row.Arms[0].CPUS / row.Arms[0].WallS
+	}
+	// The program gets at most half the CPU against a busy loop on it, and
+	// at most 10 ms per 20 ms under the cap.
+	for _, c := range contention[1:] {
+		if share[c] > 0.8 {
+			t.Errorf("under %s the program had %.0f%% of the CPU: the contention did not reach it", c, share[c]*100)
+		}
+	}
+
+	runs := readRuns(t, filepath.Join(out, "runs.jsonl"))
+	if len(runs) != reps*len(contention)*3 {
+		t.Fatalf("%d runs in runs.jsonl", len(runs))
+	}
+	first := map[string]map[string]bool{}
+	for i, r := range runs {
+		cell := i / 3
+		wantRep, wantCont := cell/len(contention), contention[cell%len(contention)]
+		if r.Rep != wantRep || r.Contention != wantCont || r.Order != i%3 || !r.OK() {
+			t.Errorf("run %d: %+v, want rep %d %s order %d", i, r, wantRep, wantCont, i%3)
+		}
+		if r.Order == 0 {
+			if first[r.Contention] == nil {
+				first[r.Contention] = map[string]bool{}
+			}
+			first[r.Contention][r.Arm] = true
+		}
+		if (r.Arm == "hybridsync") != (r.Stats != "") {
+			t.Errorf("run %d: arm %s, stats %q", i, r.Arm, r.Stats)
+		}
+		if r.Stats != "" && r.Stats != filepath.Join(out, "stats", fmt.Sprintf("burn-%s-%d.json", r.Contention, r.Rep+1)) {
+			t.Errorf("stats file %s", r.Stats)
+		}
+	}
+	for c, arms := range first {
+		if len(arms) != 3 {
+			t.Errorf("under %s only %v ran first: the order does not rotate", c, arms)
+		}
+	}
+
+	infos := readInfos(t, info)
+	if len(infos) != len(runs) {
+		t.Fatalf("%d stand-in runs recorded, want %d", len(infos), len(runs))
+	}
+	perArm := map[string]int{}
+	capped := 0
+	for _, in := range infos {
+		if len(in.CPUs) != 1 || in.CPUs[0] != sum.CPU {
+			t.Errorf("program ran on CPUs %v, want only %d", in.CPUs, sum.CPU)
+		}
+		if in.Seconds != 1.5 || in.Reexec != "" {
+			t.Errorf("program got --seconds %v, VGPU_PROBE_REEXEC %q", in.Seconds, in.Reexec)
+		}
+		switch {
+		case in.LDPreload == "" && in.Stats == "":
+			perArm["cuda-default"]++
+		case in.LDPreload == blocksync && in.Stats == "":
+			perArm["cuda-blocking"]++
+		case in.LDPreload == lib && strings.HasPrefix(in.Stats, filepath.Join(out, "stats")):
+			perArm["hybridsync"]++
+		default:
+			t.Errorf("unexpected environment: LD_PRELOAD %q HYBRIDSYNC_STATS %q", in.LDPreload, in.Stats)
+		}
+		if strings.Contains(in.Cgroup, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid())) {
+			capped++
+		}
+	}
+	n := reps * len(contention)
+	if perArm["cuda-default"] != n || perArm["cuda-blocking"] != n || perArm["hybridsync"] != n {
+		t.Errorf("runs per arm %v, want %d each", perArm, n)
+	}
+	if wantCapped := reps * 3 * (len(contention) - 2); capped != wantCapped {
+		t.Errorf("%d runs in the cap cgroup, want %d", capped, wantCapped)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
+		t.Error(err)
+	}
+	if got := strings.Count(stderr, "] rep "); got != len(runs) {
+		t.Errorf("%d progress lines for %d runs:\n%s", got, len(runs), stderr)
+	}
+
+	// The table: one header and one line per contention setting.
+	stdout, stderr, err = execute(context.Background(), "--program", standin(t, "burn", "--work", "1000"),
+		"--arms", "cuda-default,hybridsync", "--lib", lib, "--contention", "none,while1", "--reps", "1", "--out", filepath.Join(t.TempDir(), "o"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "program") || !strings.Contains(lines[0], "hybridsync wall") ||
+		strings.Contains(lines[0], "cuda-blocking") || !strings.HasPrefix(lines[1], "burn") || !strings.Contains(lines[1], "1.00 [1.00-1.00]") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	checkNothingLeft(t)
+}
+
+// TestFailures: a run that exits non-zero, prints no JSON, or runs past
+// --timeout is recorded with its error, left out of the medians, listed,
+// and the command fails after printing the table; nothing is left behind.
+func TestFailures(t *testing.T) {
+	blocksync, _ := shims(t)
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, stderr, err := execute(context.Background(),
+		"--program", standin(t, "ok", "--work", "1000"),
+		"--program", standin(t, "exits", "--fail"),
+		"--program", standin(t, "silent", "--nojson"),
+		"--program", standin(t, "hangs", "--hang"),
+		"--program", standin(t, "noblock", "--work", "1000", "--fail-preloaded", "blocksync"),
+		"--arms", "cuda-default,cuda-blocking", "--blocksync", blocksync,
+		"--contention", "none,while1", "--reps", "2", "--timeout", "2s", "--out", out)
+	if err == nil || errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), "28 of 40 runs failed") {
+		t.Fatalf("err = %v", err)
+	}
+	checkNothingLeft(t)
+	for _, want := range []string{"exit status 3: standin: failing as asked", "no JSON result line", "timed out after 2s", "exit status 4"} {
+		if !strings.Contains(stderr, "FAILED") || !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 1+5*2 {
+		t.Fatalf("table:\n%s", stdout)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		failed := f[len(f)-1]
+		switch f[0] {
+		case "ok":
+			if failed != "0" {
+				t.Errorf("ok failed: %s", l)
+			}
+		case "noblock":
+			// cuda-default is measured, cuda-blocking failed twice.
+			if failed != "2" || !strings.Contains(l, "cuda-default") {
+				t.Errorf("noblock: %s", l)
+			}
+		default:
+			if failed != "4" || !strings.Contains(l, " - ") {
+				t.Errorf("%s: %s", f[0], l)
+			}
+		}
+	}
+	var sum Summary
+	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Failures) != 28 {
+		t.Errorf("%d failures in summary.json", len(sum.Failures))
+	}
+	for _, row := range sum.Results {
+		if row.Program == "noblock" && (row.Arms[0].Runs != 2 || row.Arms[1].Runs != 0 || row.Arms[1].Failed != 2 || row.Best != "cuda-default") {
+			t.Errorf("noblock %s: %+v", row.Contention, row)
+		}
+	}
+	runs := readRuns(t, filepath.Join(out, "runs.jsonl"))
+	for _, r := range runs {
+		if r.Program == "exits" && r.ExitStatus != 3 {
+			t.Errorf("exit status %d recorded, want 3", r.ExitStatus)
+		}
+	}
+}
+
+// TestInterrupt: Ctrl-C (a cancelled context) in the middle of a run under
+// cap+while1 kills the program and the co-runner and removes the cgroup.
+func TestInterrupt(t *testing.T) {
+	contention := "while1"
+	if canCap(t) {
+		contention = "cap+while1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out")
+	start := time.Now()
+	_, _, err := execute(ctx, "--program", standin(t, "hangs", "--hang"), "--arms", "cuda-default",
+		"--contention", contention, "--reps", "1", "--out", out)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("took %v to stop", time.Since(start))
+	}
+	checkNothingLeft(t)
+}
+
+func TestBadInput(t *testing.T) {
+	blocksync, lib := shims(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"programs": [`), 0o644)
+	os.WriteFile(filepath.Join(dir, "empty.json"), []byte(`[]`), 0o644)
+	os.WriteFile(filepath.Join(dir, "noname.json"), []byte(`[{"command":"true"}]`), 0o644)
+	os.WriteFile(filepath.Join(dir, "notexec"), []byte("x"), 0o644)
+	ok := "p=true"
+	both := []string{"--lib", lib, "--blocksync", blocksync}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--program", ok, "--arms", "cuda-default,fast"}, `unknown arm "fast"`},
+		{[]string{"--program", ok, "--arms", "cuda-default,cuda-default"}, "given twice"},
+		{[]string{"--program", ok, "--arms", "cuda-default", "--contention", "none,noisy"}, `unknown setting "noisy"`},
+		{[]string{"--program", ok}, "needs --blocksync"},
+		{[]string{"--program", ok, "--arms", "hybridsync"}, "needs --lib"},
+		{[]string{"--program", ok, "--arms", "hybridsync", "--lib", filepath.Join(dir, "nope.so")}, "--lib"},
+		{append([]string{"--program", "p=no-such-program-here"}, both...), "not found"},
+		{append([]string{"--program", "p=./no-such"}, both...), "not found"},
+		{append([]string{"--program", "p=./notexec", "--dir", dir}, both...), "not an executable"},
+		{append([]string{"--program", "p=sh missing.sh", "--dir", dir}, both...), "missing.sh: not found"},
+		{append([]string{"--program", "p"}, both...), "want NAME=COMMAND"},
+		{append([]string{"--program", "a b=true"}, both...), "program name"},
+		{append([]string{"--program", ok, "--program", ok}, both...), "given twice"},
+		{append([]string{"--program", "p=sh -c 'x"}, both...), "unterminated"},
+		{append([]string{"--program", "p="}, both...), "empty command"},
+		{both, "no programs"},
+		{append([]string{"--suite", filepath.Join(dir, "bad.json")}, both...), "--suite"},
+		{append([]string{"--suite", filepath.Join(dir, "empty.json")}, both...), "no programs"},
+		{append([]string{"--suite", filepath.Join(dir, "noname.json")}, both...), "needs a name"},
+		{append([]string{"--suite", filepath.Join(dir, "absent.json")}, both...), "--suite"},
+		{append([]string{"--program", ok, "--reps", "0"}, both...), "--reps"},
+		{append([]string{"--program", ok, "--cpu", "100000"}, both...), "--cpu"},
+		{append([]string{"--program", ok, "--dir", filepath.Join(dir, "nodir")}, both...), "--dir"},
+		{append([]string{"--program", ok, "--cap-quota", "30ms"}, both...), "--cap-quota"},
+		{append([]string{"--program", ok, "--timeout", "0s"}, both...), "--timeout"},
+	} {
+		ran := false
+		cmd := NewCmd(func(context.Context, *Options) error { ran = true; return nil })
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.Execute()
+		if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || ran {
+			t.Errorf("%q: err = %v, want a one-line bad-input error with %q", tc.args, err, tc.want)
+		}
+	}
+	// An --out that already holds results is refused before anything runs.
+	out := t.TempDir()
+	os.WriteFile(filepath.Join(out, "runs.jsonl"), []byte("{}\n"), 0o644)
+	_, _, err := execute(context.Background(), "--program", ok, "--arms", "cuda-default", "--out", out)
+	if !errors.Is(err, usage.ErrBadInput) {
+		t.Errorf("existing results: err = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "runs.jsonl")); string(b) != "{}\n" {
+		t.Errorf("existing results overwritten: %q", b)
+	}
+}
+
+func TestFlagsAndSuite(t *testing.T) {
+	var got *Options
+	cmd := NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--program", `x=sh -c "exit 0" 'a b'`, "--arms", "cuda-default", "--seconds", "0.5"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Contention) != 4 || got.Reps != 5 || got.CPU < 0 || len(got.progs) != 1 {
+		t.Errorf("defaults: %+v", got)
+	}
+	args := got.progs[0].args(got.Seconds)
+	if len(args) != 6 || !filepath.IsAbs(args[0]) || args[2] != "exit 0" || args[3] != "a b" || args[4] != "--seconds" || args[5] != "0.5" {
+		t.Errorf("args %q", args)
+	}
+	no := false
+	p := Program{argv: []string{"/bin/x"}, Seconds: &no}
+	if a := p.args(2); len(a) != 1 {
+		t.Errorf("a program that takes no --seconds got %q", a)
+	}
+
+	// The committed suite names the five programs.
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "experiments", "apps", "suite.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := ParseSuite(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	for _, want := range []string{"torch_infer", "torch_train", "cupy_stencil", "mixed_static", "launch_bound"} {
+		if !contains(names, want) {
+			t.Errorf("suite.json lacks %s: %v", want, names)
+		}
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		"a b  c":                  {"a", "b", "c"},
+		`python3 'x y.py' --n 1`:  {"python3", "x y.py", "--n", "1"},
+		`a "b \"c\" \$d \n" e\ f`: {"a", `b "c" $d \n`, "e f"},
+		`''`:                      {""},
+		"  ":                      nil,
+	} {
+		got, err := SplitWords(in)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) || len(got) != len(want) {
+			t.Errorf("SplitWords(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`a 'b`, `a "b`, `a\`} {
+		if _, err := SplitWords(bad); err == nil {
+			t.Errorf("SplitWords(%q): no error", bad)
+		}
+	}
+}
+
+func TestRotate(t *testing.T) {
+	for k, want := range []string{"[a b c]", "[b c a]", "[c a b]", "[a b c]"} {
+		if got := fmt.Sprint(rotate([]string{"a", "b", "c"}, k)); got != want {
+			t.Errorf("rotate %d = %s, want %s", k, got, want)
+		}
+	}
+}

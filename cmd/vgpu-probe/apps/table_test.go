@@ -1,0 +1,94 @@
+package apps
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func near(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) < 1e-9 }
+
+// TestSummarize computes the table from known runs: medians (odd and even
+// counts), ratios to cuda-default alone with min-max, failed runs left out,
+// the best arm, and the verdicts.
+func TestSummarize(t *testing.T) {
+	var runs []Run
+	add := func(p, c, a string, walls []float64, cpus []float64) {
+		for i, w := range walls {
+			runs = append(runs, Run{Program: p, Contention: c, Arm: a, Rep: i, WallS: w, CPUS: cpus[i], Steps: 100 + i})
+		}
+	}
+	add("p", "none", "cuda-default", []float64{2.0, 1.9, 2.2}, []float64{2, 2, 2})
+	add("p", "none", "cuda-blocking", []float64{2.1, 2.3, 1.95}, []float64{1, 1.2, 0.8})
+	add("p", "none", "hybridsync", []float64{2.04, 2.0, 2.5, 1.9}, []float64{1, 2, 3, 4}) // even: (2.0+2.04)/2
+	// A failed run with a tiny wall time must not count.
+	runs = append(runs, Run{Program: "p", Contention: "none", Arm: "hybridsync", WallS: 0.01, Error: "exit status 1", ExitStatus: 1})
+	add("p", "while1", "cuda-default", []float64{4, 3.6, 3.8}, []float64{1, 1, 1})
+	add("p", "while1", "cuda-blocking", []float64{2.4, 2.6, 2.5}, []float64{1, 1, 1})
+	add("p", "while1", "hybridsync", []float64{2.6, 2.7, 2.55}, []float64{1, 1, 1})
+	// q has no cuda-default run alone: no ratios, wall seconds instead.
+	add("q", "none", "hybridsync", []float64{3, 1}, []float64{1, 1})
+
+	rows := Summarize(runs, []string{"p", "q"}, []string{"none", "while1"}, Arms)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	none, w1 := rows[0], rows[1]
+	d, b, h := none.Arms[0], none.Arms[1], none.Arms[2]
+	if d.WallS != 2.0 || !near(d.Ratio, 1) || !near(d.RatioMin, 0.95) || !near(d.RatioMax, 1.1) || d.CPUS != 2 || d.Runs != 3 || d.Steps != 101 {
+		t.Errorf("cuda-default alone: %+v", d)
+	}
+	if b.WallS != 2.1 || !near(b.Ratio, 1.05) || !near(b.RatioMin, 0.975) || !near(b.RatioMax, 1.15) || b.CPUS != 1 {
+		t.Errorf("cuda-blocking alone: %+v", b)
+	}
+	if math.Abs(h.WallS-2.02) > 1e-9 || h.Runs != 4 || h.Failed != 1 || !near(h.Ratio, 1.01) || !near(h.RatioMin, 0.95) || !near(h.RatioMax, 1.25) || h.CPUS != 2.5 {
+		t.Errorf("hybridsync alone: %+v", h)
+	}
+	// Alone: cuda-default best (2.0); hybridsync 1% behind it: within 3%, but slower.
+	if none.Best != "cuda-default" || !near(none.HSVsBestCUDA, 1.01) || !near(none.HSVsDefault, 1.01) || !*none.HSWithin3Pct || *none.HSNotSlower {
+		t.Errorf("alone: %+v", none)
+	}
+	// while1: blocking 2.5 best; hybridsync 2.6 is 4% behind it, faster than default 3.8.
+	if w1.Best != "cuda-blocking" || !near(w1.HSVsBestCUDA, 2.6/2.5) || *w1.HSWithin3Pct || !*w1.HSNotSlower || !near(w1.Arms[2].Ratio, 1.3) {
+		t.Errorf("while1: %+v", w1)
+	}
+	q := rows[2]
+	if q.Arms[2].WallS != 2 || q.Arms[2].Ratio != nil || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil {
+		t.Errorf("q: %+v", q)
+	}
+	if r := rows[3]; r.Best != "" || r.Arms[0].Runs != 0 {
+		t.Errorf("nothing measured: %+v", r)
+	}
+
+	var out bytes.Buffer
+	if err := PrintTable(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i := range lines {
+		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
+	}
+	for i, want := range []string{
+		"cuda-default wall",
+		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% MISSED: slower than default 1",
+		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% MISSED: >3% behind 0",
+		"q none - - - - 2.000 s 1.000 hybridsync - - - 0",
+		"q while1 - - - - - - - - - - 0",
+	} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("table line %d lacks %q:\n%s", i, want, out.String())
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
