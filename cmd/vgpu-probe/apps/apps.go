@@ -45,6 +45,7 @@ type Program struct {
 type Options struct {
 	Programs   []string
 	Suite      string
+	Only       []string
 	Dir        string
 	Arms       []string
 	Contention []string
@@ -116,6 +117,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f := cmd.Flags()
 	f.StringArrayVar(&o.Programs, "program", nil, "a program as NAME=COMMAND (shell words; repeatable)")
 	f.StringVar(&o.Suite, "suite", "", "a JSON file listing programs: [{\"name\":..,\"command\":..}, ...]")
+	f.StringSliceVar(&o.Only, "only", nil, "run only these programs (names from --suite or --program)")
 	f.StringVar(&o.Dir, "dir", ".", "directory the programs run in; relative paths in their commands are resolved there")
 	f.StringSliceVar(&o.Arms, "arms", Arms, "arms: "+strings.Join(Arms, ", "))
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
@@ -206,6 +208,22 @@ func (o *Options) complete() error {
 	}
 	if len(o.progs) == 0 {
 		return errors.New("no programs: give --suite or --program")
+	}
+	if len(o.Only) > 0 {
+		var names []string
+		for _, p := range o.progs {
+			names = append(names, p.Name)
+		}
+		if err := uniqueIn("--only", "program", o.Only, names); err != nil {
+			return err
+		}
+		var keep []Program
+		for _, p := range o.progs {
+			if contains(o.Only, p.Name) {
+				keep = append(keep, p)
+			}
+		}
+		o.progs = keep
 	}
 	seen := map[string]bool{}
 	for i := range o.progs {

@@ -478,6 +478,7 @@ func TestBadInput(t *testing.T) {
 		{append([]string{"--suite", filepath.Join(dir, "noname.json")}, both...), "needs a name"},
 		{append([]string{"--suite", filepath.Join(dir, "absent.json")}, both...), "--suite"},
 		{append([]string{"--program", ok, "--reps", "0"}, both...), "--reps"},
+		{append([]string{"--program", ok, "--only", "q"}, both...), `unknown program "q"`},
 		{append([]string{"--program", ok, "--cpu", "100000"}, both...), "--cpu"},
 		{append([]string{"--program", ok, "--dir", filepath.Join(dir, "nodir")}, both...), "--dir"},
 		{append([]string{"--program", ok, "--cap-quota", "30ms"}, both...), "--cap-quota"},
@@ -523,6 +524,20 @@ func TestFlagsAndSuite(t *testing.T) {
 	p := Program{argv: []string{"/bin/x"}, Seconds: &no}
 	if a := p.args(2); len(a) != 1 {
 		t.Errorf("a program that takes no --seconds got %q", a)
+	}
+
+	// --only picks programs from a suite, in the suite's order; the
+	// others are not resolved, so they need not exist.
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite.json")
+	os.WriteFile(suite, []byte(`{"programs": [{"name": "a", "command": "true"}, {"name": "b", "command": "./absent"}, {"name": "c", "command": "sh -c :", "seconds": false}]}`), 0o644)
+	cmd = NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--suite", suite, "--only", "c,a", "--arms", "cuda-default", "--dir", dir})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.progs) != 2 || got.progs[0].Name != "a" || got.progs[1].Name != "c" || len(got.progs[1].args(2)) != 3 {
+		t.Errorf("--only: %+v", got.progs)
 	}
 
 	// The committed suite names the five programs.
