@@ -82,6 +82,8 @@ func build(dir string) error {
 		// nvcc's default: the runtime compiled into the program, the
 		// driver reached through dlopen + cuGetProcAddress.
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "rtapp_static", filepath.Join(pr, "rtapp.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_dyn", filepath.Join(pr, "launchbench.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_static", filepath.Join(pr, "launchbench.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
 	}
 	for _, s := range steps {
 		if err := sh(dir, s[0], s[1:]...); err != nil {

@@ -448,6 +448,8 @@ void hs_reg_launch(void *stream, uint64_t kernel, int64_t t)
 		reg_put(reg_kernels, kernel, kernel, t);
 }
 
+void hs_reg_observed(void *stream, uint64_t kernel, int64_t t) { reg_put(reg_streams, stream_key(stream), kernel, t); }
+
 void hs_reg_record(void *event, void *stream)
 {
 	uint64_t k;
@@ -480,7 +482,31 @@ struct kname {
 #define KPROBE 16
 static struct kname knames[KNAMES];
 
+/* The last launch of this thread: a program launches the same few kernels
+ * over and over, and the id's hashing and name registration need not be
+ * repeated for each. */
+static __thread struct {
+	const void *fn;
+	unsigned g[3], b[3];
+	uint64_t id;
+} last_kernel __attribute__((tls_model("initial-exec")));
+
+static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
+
 uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
+{
+	if (last_kernel.id && last_kernel.fn == fn && last_kernel.g[0] == gx && last_kernel.g[1] == gy &&
+	    last_kernel.g[2] == gz && last_kernel.b[0] == bx && last_kernel.b[1] == by && last_kernel.b[2] == bz)
+		return last_kernel.id;
+	uint64_t id = kernel_id(fn, gx, gy, gz, bx, by, bz);
+	last_kernel.fn = fn;
+	last_kernel.g[0] = gx, last_kernel.g[1] = gy, last_kernel.g[2] = gz;
+	last_kernel.b[0] = bx, last_kernel.b[1] = by, last_kernel.b[2] = bz;
+	last_kernel.id = id;
+	return id;
+}
+
+static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
 {
 	uint64_t h = mix((uintptr_t)fn);
 	h = mix(h ^ ((uint64_t)gx << 32 | gy));

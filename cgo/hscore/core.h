@@ -60,6 +60,9 @@ int hs_core_finish(struct hs_wait *w);
 /* The launch registry (lock-free, bounded; a lost entry only means an
  * unknown kernel for one wait). */
 void hs_reg_launch(void *stream, uint64_t kernel, int64_t t);
+/* hs_reg_observed is hs_reg_launch for an interposed launch: only the
+ * stream's last launch is kept (by-kernel lookups serve the explicit API). */
+void hs_reg_observed(void *stream, uint64_t kernel, int64_t t);
 void hs_reg_record(void *event, void *stream);
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);
