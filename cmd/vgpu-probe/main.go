@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/apps"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/guest"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
@@ -44,6 +45,7 @@ notice of kernel completion.
   agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
   apps     unmodified GPU programs: CUDA default, CUDA blocking-sync, libhybridsync, under contention
   bench    NAMD-like sync benchmark, every wait mode, under CPU contention
+  guest    inside a VM: expose the host's hint page to local processes
   report   interference report: results or live agents; table, JSON, HTML, Perfetto
   run      the paper's experiments: shared1/shared2/baseline x vCPUs x co-runners x modes`,
 		Version:       version,
@@ -64,6 +66,7 @@ notice of kernel completion.
 		agent.NewCmd(nil),
 		apps.NewCmd(nil),
 		bench.NewCmd(nil),
+		guest.NewCmd(nil),
 		report.NewCmd(nil),
 		runcmd.NewCmd(nil),
 		vmjob.NewCmd(),

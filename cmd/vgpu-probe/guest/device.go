@@ -1,0 +1,116 @@
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+// SysPCI is where the kernel lists PCI devices; a variable so that tests
+// point it at a fake tree.
+var SysPCI = "/sys/bus/pci/devices"
+
+// The ivshmem-plain device QEMU gives a libvirt <shmem> element.
+const (
+	vendorIvshmem = "0x1af4"
+	deviceIvshmem = "0x1110"
+)
+
+// ErrNoDevice: no ivshmem-plain device in the guest.
+var ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <shmem> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain")
+
+var bdfRE = regexp.MustCompile(`^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
+// deviceDir returns the sysfs directory of the device to expose: bdf's,
+// checked to be an ivshmem device, or the one found.
+func deviceDir(root, bdf string) (string, error) {
+	if bdf == "" {
+		return findDevice(root)
+	}
+	bdf = strings.ToLower(bdf)
+	if !bdfRE.MatchString(bdf) {
+		return "", usage.Errorf("--device %q: want a PCI address like 0000:00:05.0", bdf)
+	}
+	if len(bdf) == 7 {
+		bdf = "0000:" + bdf
+	}
+	dir := filepath.Join(root, bdf)
+	if _, err := os.Stat(dir); err != nil {
+		return "", usage.Errorf("--device %s: no such PCI device under %s", bdf, root)
+	}
+	if !isIvshmem(dir) {
+		return "", usage.Errorf("--device %s is not an ivshmem device (PCI 1af4:1110)", bdf)
+	}
+	return dir, nil
+}
+
+// findDevice picks the ivshmem device holding a hint page; with one
+// ivshmem device and no page on it yet (agent not started), that one.
+func findDevice(root string) (string, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return "", fmt.Errorf("listing PCI devices: %w", err)
+	}
+	var found []string
+	for _, e := range ents {
+		if dir := filepath.Join(root, e.Name()); isIvshmem(dir) {
+			found = append(found, dir)
+		}
+	}
+	sort.Strings(found)
+	for _, dir := range found {
+		if f, err := hintpage.Map(filepath.Join(dir, "resource2")); err == nil {
+			f.Close()
+			return dir, nil
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", ErrNoDevice
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%d ivshmem devices and none holds a hint page yet: pick one with --device", len(found))
+}
+
+func isIvshmem(dir string) bool {
+	return readID(dir, "vendor") == vendorIvshmem && readID(dir, "device") == deviceIvshmem
+}
+
+func readID(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSpace(string(b)))
+}
+
+// enable turns the device's memory decoding on: a device no driver has
+// claimed is left disabled, and its BAR then reads as all ones.
+func enable(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "enable"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("enabling %s: %w", filepath.Base(dir), err)
+	}
+	return nil
+}
+
+// checkBAR returns the BAR2 file of dir, refused when it cannot hold a
+// one-slot page.
+func checkBAR(dir string) (string, error) {
+	res := filepath.Join(dir, "resource2")
+	fi, err := os.Stat(res)
+	if err != nil {
+		return "", fmt.Errorf("BAR2 of %s: %w", filepath.Base(dir), err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() < int64(hintpage.Size(1)) {
+		return "", fmt.Errorf("BAR2 of %s is %d bytes: a hint page needs at least %d", filepath.Base(dir), fi.Size(), hintpage.Size(1))
+	}
+	return res, nil
+}
