@@ -16,11 +16,11 @@ p.add_argument("--n", type=int, default=512)
 a = p.parse_args()
 
 laplace = cp.ElementwiseKernel(
-    "raw T u, int32 n", "T out",
+    "raw T u, int32 w", "T out",
     """
-    int r = i / n, c = i % n;
-    if (r == 0 || c == 0 || r == n - 1 || c == n - 1) { out = u[i]; }
-    else { out = u[i - n] + u[i + n] + u[i - 1] + u[i + 1] - 4 * u[i]; }
+    int r = i / w, c = i % w;
+    if (r == 0 || c == 0 || r == w - 1 || c == w - 1) { out = u[i]; }
+    else { out = u[i - w] + u[i + w] + u[i - 1] + u[i + 1] - 4 * u[i]; }
     """, "laplace")
 clip = cp.ElementwiseKernel("T x, T lo, T hi", "T y", "y = x < lo ? lo : (x > hi ? hi : x)", "clip01")
 
@@ -35,11 +35,11 @@ with stream:
 def step():
     global u, v
     with stream:
-        laplace(u, cp.int32(n), lap, size=n * n)      # 1
+        laplace(u, cp.int32(n), lap)      # 1
         cp.multiply(lap, cp.float32(0.2), out=lap)     # 2
         cp.add(u, lap, out=v)                          # 3
         clip(v, cp.float32(0.0), cp.float32(1.0), v)   # 4
-        laplace(v, cp.int32(n), lap, size=n * n)       # 5
+        laplace(v, cp.int32(n), lap)       # 5
         cp.multiply(lap, cp.float32(0.2), out=lap)     # 6
         cp.add(v, lap, out=u)                          # 7
         clip(u, cp.float32(0.0), cp.float32(1.0), u)   # 8
