@@ -88,8 +88,10 @@ Each program prints one JSON line {"program","steps","wall_s","cpu_s"} at
 the end, timed around its own loop. For each repetition, program and
 contention setting, the arms run back to back in an order that rotates, so
 no arm always runs first. The table gives, per program and setting, each
-arm's median wall time as a ratio to the program's cuda-default run alone
-(min-max in brackets) and its median CPU seconds, the best arm, and whether
+arm's median wall time per step as a ratio to the program's cuda-default
+run alone (min-max in brackets; per step because a program run for
+--seconds does as many steps as fit) and its median CPU seconds (runs.jsonl
+and --json have the time and CPU per step too), the best arm, and whether
 hybridsync is within 3% of the better CUDA mode and never slower than
 cuda-default. A run that fails (exit status, no JSON line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.

@@ -31,6 +31,17 @@ type Run struct {
 // OK reports whether the run counts in the medians.
 func (r Run) OK() bool { return r.Error == "" }
 
+// perStep is the run's wall time per step, the measure arms are compared
+// by: a program run for --seconds does as many steps as fit, so its wall
+// time is about the same in every arm. A program that reports no steps is
+// compared by its wall time.
+func (r Run) perStep() float64 {
+	if r.Steps > 0 {
+		return r.WallS / float64(r.Steps)
+	}
+	return r.WallS
+}
+
 // ArmResult is one arm of a row: medians over its good runs.
 type ArmResult struct {
 	Arm    string  `json:"arm"`
@@ -39,8 +50,12 @@ type ArmResult struct {
 	WallS  float64 `json:"wall_s"`
 	CPUS   float64 `json:"cpu_s"`
 	Steps  int     `json:"steps"`
-	// Ratios of wall time to the program's cuda-default median alone;
-	// absent when that was not measured.
+	// Medians of wall and CPU time per step (per run where steps are
+	// not reported).
+	StepUS    float64 `json:"step_us"`
+	CPUStepUS float64 `json:"cpu_step_us"`
+	// Ratios of the wall time per step to the program's cuda-default
+	// median alone; absent when that was not measured.
 	Ratio    *float64 `json:"ratio,omitempty"`
 	RatioMin *float64 `json:"ratio_min,omitempty"`
 	RatioMax *float64 `json:"ratio_max,omitempty"`
@@ -73,7 +88,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	}
 	base := map[string]float64{}
 	for _, p := range programs {
-		if w, _ := medians(by[key{p, "none", "cuda-default"}]); w > 0 {
+		if w, _ := perStepMedians(by[key{p, "none", "cuda-default"}]); w > 0 {
 			base[p] = w
 		}
 	}
@@ -89,22 +104,24 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				for _, r := range rs {
 					if r.OK() {
 						ar.Runs++
-						walls = append(walls, r.WallS)
+						walls = append(walls, r.perStep())
 					} else {
 						ar.Failed++
 					}
 				}
 				ar.WallS, ar.CPUS = medians(rs)
 				ar.Steps = medianSteps(rs)
+				step, cpuStep := perStepMedians(rs)
+				ar.StepUS, ar.CPUStepUS = step*1e6, cpuStep*1e6
 				if b := base[p]; b > 0 && ar.Runs > 0 {
 					lo, hi := minMax(walls)
-					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(ar.WallS/b), ptr(lo/b), ptr(hi/b)
+					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(step/b), ptr(lo/b), ptr(hi/b)
 				}
 				if ar.Runs > 0 {
-					wall[a] = ar.WallS
-					if row.Best == "" || ar.WallS < wall[row.Best] {
+					if row.Best == "" || step < wall[row.Best] {
 						row.Best = a
 					}
+					wall[a] = step
 				}
 				row.Arms = append(row.Arms, ar)
 			}
@@ -145,6 +162,19 @@ func medians(rs []Run) (wall, cpu float64) {
 	return median(w), median(c)
 }
 
+// perStepMedians returns the median wall and CPU time per step of the
+// good runs in rs.
+func perStepMedians(rs []Run) (wall, cpu float64) {
+	var w, c []float64
+	for _, r := range rs {
+		if r.OK() {
+			w = append(w, r.perStep())
+			c = append(c, r.CPUS*r.perStep()/r.WallS)
+		}
+	}
+	return median(w), median(c)
+}
+
 func medianSteps(rs []Run) int {
 	var s []float64
 	for _, r := range rs {
@@ -177,9 +207,10 @@ func minMax(xs []float64) (lo, hi float64) {
 	return lo, hi
 }
 
-// PrintTable writes rows as one table: per arm, the wall-time ratio to
-// the program's cuda-default run alone with [min-max] (or the median wall
-// seconds when that base was not measured) and the median CPU seconds.
+// PrintTable writes rows as one table: per arm, the ratio of wall time
+// per step to the program's cuda-default run alone with [min-max] (or the
+// median wall time per step when that base was not measured) and the
+// median CPU seconds.
 func PrintTable(w io.Writer, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -203,7 +234,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 			case a.Ratio != nil:
 				cols = append(cols, fmt.Sprintf("%.2f [%.2f-%.2f]", *a.Ratio, *a.RatioMin, *a.RatioMax))
 			default:
-				cols = append(cols, fmt.Sprintf("%.3f s", a.WallS))
+				cols = append(cols, fmt.Sprintf("%.1f µs/step", a.StepUS))
 			}
 			cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
 		}

@@ -11,12 +11,13 @@ func near(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) 
 
 // TestSummarize computes the table from known runs: medians (odd and even
 // counts), ratios to cuda-default alone with min-max, failed runs left out,
-// the best arm, and the verdicts.
+// the best arm, and the verdicts. All runs here do 1000 steps, so the
+// ratios of time per step are those of wall time.
 func TestSummarize(t *testing.T) {
 	var runs []Run
 	add := func(p, c, a string, walls []float64, cpus []float64) {
 		for i, w := range walls {
-			runs = append(runs, Run{Program: p, Contention: c, Arm: a, Rep: i, WallS: w, CPUS: cpus[i], Steps: 100 + i})
+			runs = append(runs, Run{Program: p, Contention: c, Arm: a, Rep: i, WallS: w, CPUS: cpus[i], Steps: 1000})
 		}
 	}
 	add("p", "none", "cuda-default", []float64{2.0, 1.9, 2.2}, []float64{2, 2, 2})
@@ -36,7 +37,7 @@ func TestSummarize(t *testing.T) {
 	}
 	none, w1 := rows[0], rows[1]
 	d, b, h := none.Arms[0], none.Arms[1], none.Arms[2]
-	if d.WallS != 2.0 || !near(d.Ratio, 1) || !near(d.RatioMin, 0.95) || !near(d.RatioMax, 1.1) || d.CPUS != 2 || d.Runs != 3 || d.Steps != 101 {
+	if d.WallS != 2.0 || !near(d.Ratio, 1) || !near(d.RatioMin, 0.95) || !near(d.RatioMax, 1.1) || d.CPUS != 2 || d.Runs != 3 || d.Steps != 1000 || math.Abs(d.StepUS-2000) > 1e-6 || math.Abs(d.CPUStepUS-2000) > 1e-6 {
 		t.Errorf("cuda-default alone: %+v", d)
 	}
 	if b.WallS != 2.1 || !near(b.Ratio, 1.05) || !near(b.RatioMin, 0.975) || !near(b.RatioMax, 1.15) || b.CPUS != 1 {
@@ -73,12 +74,35 @@ func TestSummarize(t *testing.T) {
 		"cuda-default wall",
 		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% MISSED: slower than default 1",
 		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% MISSED: >3% behind 0",
-		"q none - - - - 2.000 s 1.000 hybridsync - - - 0",
+		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - 0",
 		"q while1 - - - - - - - - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("table line %d lacks %q:\n%s", i, want, out.String())
 		}
+	}
+}
+
+// TestSummarizePerStep: programs run for a fixed time do as many steps as
+// fit, so arms are compared by wall time per step, not by wall time.
+func TestSummarizePerStep(t *testing.T) {
+	runs := []Run{
+		{Program: "p", Contention: "none", Arm: "cuda-default", WallS: 2, CPUS: 2, Steps: 1000},
+		{Program: "p", Contention: "while1", Arm: "cuda-default", WallS: 2.1, CPUS: 1, Steps: 500},
+		{Program: "p", Contention: "while1", Arm: "cuda-blocking", WallS: 2, CPUS: 0.5, Steps: 800},
+		{Program: "p", Contention: "while1", Arm: "hybridsync", WallS: 2.5, CPUS: 1, Steps: 1000},
+	}
+	rows := Summarize(runs, []string{"p"}, []string{"while1"}, Arms)
+	r := rows[0]
+	if !near(r.Arms[0].Ratio, 2.1) || !near(r.Arms[1].Ratio, 1.25) || !near(r.Arms[2].Ratio, 1.25) {
+		t.Errorf("ratios %v %v %v, want 2.1 1.25 1.25", *r.Arms[0].Ratio, *r.Arms[1].Ratio, *r.Arms[2].Ratio)
+	}
+	if math.Abs(r.Arms[1].CPUStepUS-625) > 1e-6 || math.Abs(r.Arms[2].StepUS-2500) > 1e-6 {
+		t.Errorf("per step: %+v", r.Arms)
+	}
+	// hybridsync ties blocking per step (the first of equals stays best).
+	if r.Best != "cuda-blocking" || !near(r.HSVsBestCUDA, 1) || !*r.HSWithin3Pct || !*r.HSNotSlower {
+		t.Errorf("%+v", r)
 	}
 }
 
