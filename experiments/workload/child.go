@@ -27,6 +27,11 @@ type Cell struct {
 	Mode   hybridsync.Mode `json:"mode"`
 	Device string          `json:"device"` // a name registered with RegisterDevice
 	CPU    int             `json:"cpu"`    // pin the loop's thread here; -1: don't
+	// Threshold is where the Syncer takes the remaining slice from
+	// (Threshold*); "" leaves it to the HYBRIDSYNC_* environment.
+	Threshold string `json:"threshold,omitempty"`
+	// HintPage is the page for ThresholdHints.
+	HintPage string `json:"hint_page,omitempty"`
 }
 
 // Opener opens a device and the waiter for a mode; close releases both.
@@ -49,7 +54,11 @@ func Devices() []string {
 
 // openSim is the simulated GPU with the Go primitive.
 func openSim(mode hybridsync.Mode) (Device, Waiter, func(), error) {
-	s := hybridsync.New(hybridsync.Config{Mode: mode})
+	cfg, err := simConfig(mode)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s := hybridsync.New(cfg)
 	return SimDevice{Dev: simdev.New(1)}, s.Sync, func() {}, nil
 }
 
@@ -61,8 +70,20 @@ func init() { reexec.Register("workload-cell", cellMain) }
 // result with the CPU time the whole process used. The child starts its
 // loop only once it is in the cgroup. Cancelling ctx kills it.
 func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
+	return RunCellStarted(ctx, c, cg, nil)
+}
+
+// RunCellStarted is RunCell calling started, when not nil, with the
+// child's pid before the loop begins (the loop runs on the child's main
+// thread, whose tid is the pid): a hint publisher watches it from its
+// first step.
+func RunCellStarted(ctx context.Context, c Cell, cg *cgroup.Group, started func(pid int) error) (Result, error) {
 	if _, ok := devices[c.Device]; !ok {
 		return Result{}, fmt.Errorf("unknown device %q (want one of %v)", c.Device, Devices())
+	}
+	env, err := thresholdEnv(c)
+	if err != nil {
+		return Result{}, err
 	}
 	spec, err := json.Marshal(c)
 	if err != nil {
@@ -72,7 +93,7 @@ func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cmd.Env = append(cmd.Env, envCell+"="+string(spec))
+	cmd.Env = append(append(cmd.Env, env...), envCell+"="+string(spec))
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	start, err := cmd.StdinPipe()
@@ -84,12 +105,10 @@ func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
 	}
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer stop()
-	if cg != nil {
-		if err := cg.Add(cmd.Process.Pid); err != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-			return Result{}, err
-		}
+	if err := place(cmd.Process.Pid, cg, started); err != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		return Result{}, err
 	}
 	start.Close() // the child's signal to begin
 	if err := cmd.Wait(); err != nil {
@@ -105,6 +124,19 @@ func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
 	u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	r.CPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
 	return r, nil
+}
+
+// place puts the child in cg and tells started about it.
+func place(pid int, cg *cgroup.Group, started func(int) error) error {
+	if cg != nil {
+		if err := cg.Add(pid); err != nil {
+			return err
+		}
+	}
+	if started != nil {
+		return started(pid)
+	}
+	return nil
 }
 
 // cellMain runs in the child.

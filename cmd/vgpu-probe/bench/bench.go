@@ -41,6 +41,9 @@ type Options struct {
 	JSON       bool
 	// Mitigate is --mitigate (mitigate.go): "" is off.
 	Mitigate string
+	// Thresholds and HintsPage are --threshold and --hints-page (hints.go).
+	Thresholds []string
+	HintsPage  string
 
 	Out, Err io.Writer
 
@@ -50,6 +53,8 @@ type Options struct {
 
 	// Set by run with --mitigate.
 	mitigator *mitigate.Mitigator
+	// Set by run with --threshold hints and no --hints-page.
+	feed *feed
 }
 
 // Contention settings: what shares the benchmark's CPU.
@@ -75,12 +80,18 @@ Wall time is reported per cell (median of --reps) and as a ratio to spin with
 no contention. Needs root for the cap settings. Everything bench starts or
 creates (co-runners, cgroups) is removed when it ends, also on Ctrl-C.
 
+--threshold runs every cell once per source of the remaining time slice:
+guest (the guest-only estimate, the default), static (the paper's fixed
+10 ms max_threshold) and hints (the host agent's hint page: bench publishes
+it in-process for each cell, as root, or reads --hints-page).
+
 With --device cuda the waits are configured from HYBRIDSYNC_* as the library
-is; HYBRIDSYNC_STATS=DIR/stats-%p.json writes each cell's per-kernel wait
+is (--threshold overrides HYBRIDSYNC_HINTS and HYBRIDSYNC_MAX_SPIN_US); HYBRIDSYNC_STATS=DIR/stats-%p.json writes each cell's per-kernel wait
 statistics (one file per cell process).`,
 		Example: `  vgpu-probe bench
   vgpu-probe bench --contention none,while1,cap --reps 5 --json
-  vgpu-probe bench --profile mixed --modes hybrid,block`,
+  vgpu-probe bench --profile mixed --modes hybrid,block
+  sudo vgpu-probe bench --contention while1,cap --threshold hints,guest,static --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -108,6 +119,7 @@ statistics (one file per cell process).`,
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
 	addMitigateFlag(f, o)
+	addThresholdFlags(f, o)
 	return cmd
 }
 
@@ -150,6 +162,9 @@ func (o *Options) complete() error {
 	if err := o.parseMitigate(); err != nil {
 		return err
 	}
+	if err := o.parseThresholds(); err != nil {
+		return err
+	}
 	return o.resolveProfile()
 }
 
@@ -184,6 +199,7 @@ func contains[T comparable](list []T, v T) bool {
 type Row struct {
 	Contention   string  `json:"contention"`
 	Mode         string  `json:"mode"`
+	Threshold    string  `json:"threshold"`
 	WallS        float64 `json:"wall_s"`
 	CPUS         float64 `json:"cpu_s"`
 	Steps        int     `json:"steps"`
@@ -197,8 +213,13 @@ func run(ctx context.Context, o *Options) error {
 	if err := o.startMitigation(); err != nil {
 		return err
 	}
+	stopHints, err := o.startHints(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopHints()
 	work := workload.CalibrateOn(o.CPU, time.Duration(o.HostUS*1e3))
-	bar := newProgress(o.Err, len(o.Contention)*len(o.modes)*o.Reps)
+	bar := newProgress(o.Err, len(o.Contention)*len(o.Thresholds)*len(o.modes)*o.Reps)
 	var rows []Row
 	for _, c := range o.Contention {
 		rs, err := runContention(ctx, o, c, work, bar)
@@ -228,14 +249,18 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 	}
 	defer setting.Close()
 	cg := setting.Group
-	results := make([][]workload.Result, len(o.modes))
-	// Modes interleave within each repetition, so that a slow patch of the
-	// machine hits every mode alike.
+	o.feed.setQuota(cg, o.CapQuota.Microseconds(), o.CapPeriod.Microseconds())
+	n := len(o.Thresholds) * len(o.modes)
+	results := make([][]workload.Result, n)
+	// Modes and thresholds interleave within each repetition, so that a
+	// slow patch of the machine hits every one alike.
 	for range o.Reps {
-		for i, m := range o.modes {
-			bar.Describe(fmt.Sprintf("%-10s %-9s", contention, m))
-			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1}, Mode: m, Device: o.Device, CPU: o.CPU}
-			r, err := o.runCell(ctx, cell, cg)
+		for i := range n {
+			thr, m := o.Thresholds[i/len(o.modes)], o.modes[i%len(o.modes)]
+			bar.Describe(fmt.Sprintf("%-10s %-9s %-6s", contention, m, thr))
+			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1},
+				Mode: m, Device: o.Device, CPU: o.CPU, Threshold: thr}
+			r, err := o.runCell(ctx, o.hintCell(cell), cg)
 			if err != nil {
 				return nil, err
 			}
@@ -243,10 +268,11 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 			bar.Add(1)
 		}
 	}
-	rows := make([]Row, len(o.modes))
-	for i, m := range o.modes {
+	rows := make([]Row, n)
+	for i := range n {
 		r := workload.Median(results[i])
-		rows[i] = Row{Contention: contention, Mode: m.String(), WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps,
+		rows[i] = Row{Contention: contention, Mode: o.modes[i%len(o.modes)].String(), Threshold: o.Thresholds[i/len(o.modes)],
+			WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps,
 			ReceiveP50US: r.ReceiveP50US, ReceiveP99US: r.ReceiveP99US, LaunchP50US: r.LaunchP50US, LaunchP99US: r.LaunchP99US}
 	}
 	return rows, nil
@@ -267,18 +293,18 @@ func newProgress(w io.Writer, n int) *progressbar.ProgressBar {
 func printTable(w io.Writer, rows []Row) error {
 	base := 0.0
 	for _, r := range rows {
-		if r.Contention == "none" && r.Mode == "spin" {
+		if r.Contention == "none" && r.Mode == "spin" && base == 0 {
 			base = r.WallS
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contention\tmode\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\t")
+	fmt.Fprintln(tw, "contention\tmode\tthreshold\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\t")
 	for _, r := range rows {
 		ratio := "-"
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f", r.WallS/base)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Contention, r.Mode, r.WallS, ratio, r.CPUS,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Contention, r.Mode, r.Threshold, r.WallS, ratio, r.CPUS,
 			r.ReceiveP50US, r.ReceiveP99US, r.LaunchP50US, r.LaunchP99US)
 	}
 	return tw.Flush()

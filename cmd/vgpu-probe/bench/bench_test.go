@@ -60,7 +60,7 @@ func TestRunJSON(t *testing.T) {
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"contention", "mode", "wall_s", "cpu_s", "steps", "receive_p50_us", "receive_p99_us", "launch_p50_us", "launch_p99_us"}
+	want := []string{"contention", "mode", "threshold", "wall_s", "cpu_s", "steps", "receive_p50_us", "receive_p99_us", "launch_p50_us", "launch_p99_us"}
 	wall := map[string]float64{}
 	for _, r := range doc.Results {
 		if len(r) != len(want) {

@@ -48,12 +48,12 @@ func (o *Options) startMitigation() error {
 // (CUDA's included) have it from the start, and only for the cell's life.
 func (o *Options) runCell(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (workload.Result, error) {
 	if o.mitigator == nil {
-		return workload.RunCell(ctx, cell, cg)
+		return o.runOne(ctx, cell, cg)
 	}
 	var r workload.Result
 	err := o.mitigator.Inherit(func() error {
 		var err error
-		r, err = workload.RunCell(ctx, cell, cg)
+		r, err = o.runOne(ctx, cell, cg)
 		return err
 	})
 	return r, err
