@@ -37,6 +37,49 @@ func lastCPU(t *testing.T) int {
 	return last
 }
 
+// quietCPU returns the CPU on which a spinning thread waits least for the
+// CPU, and skips the test when even that one is busy with other work: a
+// test of the "alone" verdicts needs a CPU that is alone.
+func quietCPU(t *testing.T) int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	best, bestFrac := -1, 1.0
+	for cpu := range 1024 {
+		if !set.IsSet(cpu) {
+			continue
+		}
+		frac := make(chan float64)
+		go func() {
+			pin(t, cpu)
+			defer runtime.UnlockOSThread()
+			tid := unix.Gettid()
+			path := fmt.Sprintf("/proc/self/task/%d/schedstat", tid)
+			d0, start := readDelay(t, path), hybridsync.Now()
+			burn(60 * time.Millisecond)
+			frac <- float64(readDelay(t, path)-d0) / float64(hybridsync.Now()-start)
+		}()
+		if f := <-frac; f < bestFrac {
+			best, bestFrac = cpu, f
+		}
+	}
+	if bestFrac > 0.05 {
+		t.Skipf("every CPU is busy with other work (a spinning thread waits %.0f%% of the time on the quietest): cannot test a thread alone", 100*bestFrac)
+	}
+	return best
+}
+
+func readDelay(t *testing.T, path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run, delay int64
+	fmt.Sscan(string(b), &run, &delay)
+	return delay
+}
+
 func pin(t testing.TB, cpu int) {
 	runtime.LockOSThread()
 	var set unix.CPUSet
@@ -81,7 +124,7 @@ func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
 }
 
 func TestSchedSignalAlone(t *testing.T) {
-	cpu := lastCPU(t)
+	cpu := quietCPU(t)
 	done := make(chan map[hybridsync.Contention]int)
 	go func() {
 		pin(t, cpu)
@@ -113,11 +156,12 @@ func TestSchedSignalSharedCPU(t *testing.T) {
 	}()
 	defer stop.Store(true)
 	for _, c := range []struct {
-		name string
-		step func()
+		name   string
+		blocks bool
+		step   func()
 	}{
-		{"spinning waiter", func() { burn(200 * time.Microsecond) }},
-		{"blocking waiter", func() { burn(200 * time.Microsecond); time.Sleep(300 * time.Microsecond) }},
+		{"spinning waiter", false, func() { burn(200 * time.Microsecond) }},
+		{"blocking waiter", true, func() { burn(200 * time.Microsecond); time.Sleep(300 * time.Microsecond) }},
 	} {
 		done := make(chan map[hybridsync.Contention]int)
 		go func() {
@@ -127,6 +171,13 @@ func TestSchedSignalSharedCPU(t *testing.T) {
 		}()
 		got := <-done
 		t.Logf("%s sharing CPU %d with a busy loop: %v", c.name, cpu, got)
+		// A waiter that blocks is owed the CPU when it wakes and, where
+		// wake-up preemption works (the H100 machine), barely waits: it
+		// is not hurt, and the verdict may rightly be free. One that
+		// spins loses whole slices, and must be told.
+		if c.blocks {
+			continue
+		}
 		if share(got, hybridsync.ContentionShared) < 0.6 {
 			t.Errorf("%s sharing its CPU with a busy loop: too few shared verdicts: %v", c.name, got)
 		}
@@ -148,7 +199,8 @@ func TestSchedSignalThrottled(t *testing.T) {
 	}
 	defer g.Remove()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSchedSignalChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "HYBRIDSYNC_SIGNAL_CHILD="+strconv.Itoa(lastCPU(t)))
+	// Throttled and not shared: the CPU must have no other work.
+	cmd.Env = append(os.Environ(), "HYBRIDSYNC_SIGNAL_CHILD="+strconv.Itoa(quietCPU(t)))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -29,14 +29,17 @@ func (k *kernelCounters) add(c *call) {
 
 // Counts are the stats of one kernel, or of all.
 type Counts struct {
-	Calls         uint64  `json:"calls"`
-	Ready         uint64  `json:"ready"`           // already complete when Sync was called
-	SpinHits      uint64  `json:"spin_hits"`       // completed while spinning
-	SleepSpinHits uint64  `json:"sleep_spin_hits"` // completed while spinning after a timed sleep
-	Blocks        uint64  `json:"blocks"`          // ended in the blocking wait
-	SpinSeconds   float64 `json:"spin_seconds"`
-	SleepSeconds  float64 `json:"sleep_seconds"`
-	BlockSeconds  float64 `json:"block_seconds"`
+	Calls         uint64 `json:"calls"`
+	Ready         uint64 `json:"ready"`           // already complete when Sync was called
+	SpinHits      uint64 `json:"spin_hits"`       // completed while spinning
+	SleepSpinHits uint64 `json:"sleep_spin_hits"` // completed while spinning after a timed sleep
+	Blocks        uint64 `json:"blocks"`          // ended in the blocking wait
+	// Delegated: left to the device's own wait, as short (the C library
+	// counts them; Sync never sees them).
+	Delegated    uint64  `json:"delegated"`
+	SpinSeconds  float64 `json:"spin_seconds"`
+	SleepSeconds float64 `json:"sleep_seconds"`
+	BlockSeconds float64 `json:"block_seconds"`
 }
 
 func (k *kernelCounters) counts() Counts {
@@ -47,8 +50,10 @@ func (k *kernelCounters) counts() Counts {
 	}
 }
 
-func (a *Counts) plus(b Counts) {
+// Plus adds b to a.
+func (a *Counts) Plus(b Counts) {
 	a.Calls += b.Calls
+	a.Delegated += b.Delegated
 	a.Ready += b.Ready
 	a.SpinHits += b.SpinHits
 	a.SleepSpinHits += b.SleepSpinHits
@@ -115,7 +120,7 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 		if names != nil {
 			ks.Name = names(k)
 		}
-		st.Counts.plus(ks.Counts)
+		st.Counts.Plus(ks.Counts)
 		st.Kernels = append(st.Kernels, ks)
 	})
 	sort.Slice(st.Kernels, func(i, j int) bool { return st.Kernels[i].ID < st.Kernels[j].ID })

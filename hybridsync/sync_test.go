@@ -315,3 +315,29 @@ func TestNamesAreStable(t *testing.T) {
 		t.Errorf("Name = %q", got)
 	}
 }
+
+// TestShortWaits: a kernel learned to complete within 150 µs of launch is
+// left to the device's own wait (default mode only); a long one is not,
+// nor one not yet learned.
+func TestShortWaits(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	if s.ShortWaits(1) {
+		t.Error("an unknown kernel counted as short")
+	}
+	for range 20 {
+		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(dev.Launch(0, 600*time.Microsecond), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.ShortWaits(1) || s.ShortWaits(2) {
+		t.Errorf("short(30 µs kernel) = %v, short(600 µs kernel) = %v; want true, false", s.ShortWaits(1), s.ShortWaits(2))
+	}
+	spin := hybridsync.New(hybridsync.Config{Mode: hybridsync.ModeSpin, Dict: s.Dict()})
+	if spin.ShortWaits(1) {
+		t.Error("spin mode delegates")
+	}
+}

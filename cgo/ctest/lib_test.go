@@ -153,6 +153,7 @@ type stats struct {
 	Calls   uint64 `json:"calls"`
 	Ready   uint64 `json:"ready"`
 	Blocks  uint64 `json:"blocks"`
+	Deleg   uint64 `json:"delegated"`
 	Unknown struct {
 		Ready uint64 `json:"ready"`
 	} `json:"unknown_kernels"`
@@ -401,6 +402,27 @@ func TestPreload(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPreloadShortWaitsToCUDA: in the default mode, once a kernel's waits
+// are learned to be short, most of them go to CUDA's own wait (which
+// busy-waits on the stand-in's plain events) and the policy sees only a
+// sample; an explicit mode never delegates.
+func TestPreloadShortWaitsToCUDA(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, mode := range []string{"hybrid", "spin"} {
+		path := filepath.Join(t.TempDir(), "stats.json")
+		r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=" + mode, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", "120", "1", "20000")
+		_, spins := standin(t, r.stderr)
+		st := readStats(t, path)
+		switch {
+		case mode == "hybrid" && (st.Deleg < 40 || spins == 0):
+			t.Errorf("hybrid, 20-50 µs kernels: %d waits delegated, %d spun in CUDA; want most of 120", st.Deleg, spins)
+		case mode != "hybrid" && st.Deleg != 0:
+			t.Errorf("%s: %d waits delegated, want none", mode, st.Deleg)
+		}
 	}
 }
 

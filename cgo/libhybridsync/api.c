@@ -80,34 +80,85 @@ static int ensure_init(void)
  * the stats by hsgo_stats_json). Crossing into Go costs more than the
  * query itself; this keeps hs_sync on a completed event within tens of ns
  * of cuEventQuery. Such a wait teaches the timing dictionary nothing: the
- * completion time is unknown, only bounded. */
+ * completion time is unknown, only bounded.
+ *
+ * Nor do short waits, in the default mode: once the policy has learned
+ * that a kernel's waits are short (hs_delegate_set, from Go), they go to
+ * CUDA's own synchronize, with the context's own schedule, as if the
+ * library were not there; one in delegateSample still goes through the
+ * policy, so that a kernel that grows long is noticed. Measured on real
+ * PyTorch and launch-bound programs (docs/BENCHMARKS.md): a policy that
+ * spun for such waits itself cost 12 µs of CPU per step, 15% of a
+ * launch-bound loop, and under a co-runner blocking for them lost to
+ * CUDA's default. Waits with no known kernel are CUDA's too. */
 struct fast {
 	_Atomic uint64_t id; /* kernel id + 1, so that kernel 0 has a slot */
-	atomic_ulong n;
+	atomic_ulong n;      /* already complete */
+	atomic_ulong deleg;  /* left to CUDA's own wait */
+	atomic_uint on;      /* delegate this kernel's waits */
+	atomic_uint seq;     /* picks the waits that still go to the policy */
 };
 #define FAST_SLOTS 1024
 #define FAST_PROBE 16
+#define DELEGATE_SAMPLE 16
 static struct fast fast[FAST_SLOTS];
 static atomic_ulong fast_lost;
+static atomic_int delegating; /* the default mode is configured */
 
-static void fast_count(uint64_t kernel)
+/* fast_slot finds (or, with create, claims) the kernel's slot; NULL when
+ * its probe window is full, which only loses counts. */
+static struct fast *fast_slot(uint64_t kernel, int create)
 {
 	uint64_t key = kernel + 1;
 	for (int i = 0; i < FAST_PROBE; i++) {
 		struct fast *f = &fast[((key * 0x9e3779b97f4a7c15ull >> 54) + i) & (FAST_SLOTS - 1)];
 		uint64_t cur = atomic_load_explicit(&f->id, memory_order_relaxed);
-		if (cur == 0 && atomic_compare_exchange_strong(&f->id, &cur, key))
+		if (cur == 0 && create && atomic_compare_exchange_strong(&f->id, &cur, key))
 			cur = key;
-		if (cur == key) {
-			atomic_fetch_add_explicit(&f->n, 1, memory_order_relaxed);
-			return;
-		}
+		if (cur == key)
+			return f;
+		if (cur == 0)
+			return NULL;
 	}
-	atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
+	return NULL;
 }
 
-/* hs_fast_get reads slot i: 1 and (kernel, count) when used. */
-__attribute__((visibility("hidden"))) int hs_fast_get(int i, uint64_t *kernel, unsigned long *n)
+static void fast_count(uint64_t kernel)
+{
+	struct fast *f = fast_slot(kernel, 1);
+	if (f)
+		atomic_fetch_add_explicit(&f->n, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
+}
+
+/* delegated reports whether this wait goes to CUDA's own wait, and counts
+ * it if so. */
+static int delegated(uint64_t kernel)
+{
+	if (!atomic_load_explicit(&delegating, memory_order_relaxed))
+		return 0;
+	struct fast *f = fast_slot(kernel, kernel == 0);
+	if (f == NULL)
+		return kernel == 0;
+	if (kernel != 0 && (!atomic_load_explicit(&f->on, memory_order_relaxed) ||
+			    atomic_fetch_add_explicit(&f->seq, 1, memory_order_relaxed) % DELEGATE_SAMPLE == 0))
+		return 0;
+	atomic_fetch_add_explicit(&f->deleg, 1, memory_order_relaxed);
+	return 1;
+}
+
+__attribute__((visibility("hidden"))) void hs_delegate_mode(int on) { atomic_store(&delegating, on); }
+
+__attribute__((visibility("hidden"))) void hs_delegate_set(uint64_t kernel, int on)
+{
+	struct fast *f = fast_slot(kernel, 1);
+	if (f && (int)atomic_load_explicit(&f->on, memory_order_relaxed) != on)
+		atomic_store_explicit(&f->on, on, memory_order_relaxed);
+}
+
+/* hs_fast_get reads slot i: 1 and (kernel, counts) when used. */
+__attribute__((visibility("hidden"))) int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg)
 {
 	if (i < 0 || i >= FAST_SLOTS)
 		return 0;
@@ -116,13 +167,17 @@ __attribute__((visibility("hidden"))) int hs_fast_get(int i, uint64_t *kernel, u
 		return 0;
 	*kernel = id - 1;
 	*n = atomic_load(&fast[i].n);
+	*deleg = atomic_load(&fast[i].deleg);
 	return 1;
 }
 
 __attribute__((visibility("hidden"))) void hs_fast_reset(void)
 {
-	for (int i = 0; i < FAST_SLOTS; i++)
+	for (int i = 0; i < FAST_SLOTS; i++) {
 		atomic_store(&fast[i].n, 0);
+		atomic_store(&fast[i].deleg, 0);
+		atomic_store(&fast[i].on, 0);
+	}
 }
 
 __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
@@ -136,6 +191,8 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 		fast_count(w->kernel);
 		return 0;
 	}
+	if (delegated(w->kernel))
+		return hs_core_autowait(w);
 	int r = hsgo_sync(w);
 	/* Not configured (shut down meanwhile): CUDA's own wait. An error,
 	 * or a context-wide wait (whose query covers only the legacy

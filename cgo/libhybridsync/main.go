@@ -99,7 +99,9 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	initMu.Lock()
 	defer initMu.Unlock()
 	C.hs_fast_reset()
-	current.Store(&lib{s: hybridsync.New(cfg.Config), statsPath: cfg.StatsPath})
+	s := hybridsync.New(cfg.Config)
+	C.hs_delegate_mode(boolInt(s.Mode() == hybridsync.ModeHybrid))
+	current.Store(&lib{s: s, statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	if cfg.Notice != "" {
 		logf(C.HS_LOG_INFO, "%s", cfg.Notice)
@@ -123,7 +125,19 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 		return -1
 	}
 	hw := (*hscore.Wait)(unsafe.Pointer(w))
-	return C.int(hscore.CodeOf(l.s.Sync(hw, hw.Kernel())))
+	k := hw.Kernel()
+	err := l.s.Sync(hw, k)
+	if k != 0 && l.s.Mode() == hybridsync.ModeHybrid {
+		C.hs_delegate_set(C.uint64_t(k), boolInt(l.s.ShortWaits(k)))
+	}
+	return C.int(hscore.CodeOf(err))
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 //export hsgo_kernel
@@ -161,33 +175,35 @@ func statsJSON(l *lib) ([]byte, error) {
 }
 
 // addFast merges the waits the C fast path counted (already complete when
-// called) into st, as Sync itself counts them: a call and a ready for a
-// kernel, only a ready for an unknown one.
+// called, or left to CUDA's own wait) into st, as Sync itself counts them:
+// calls of a known kernel; only the ready and delegated counts of an
+// unknown one.
 func addFast(st *hybridsync.Stats) {
 	for i := range C.HS_FAST_SLOTS {
 		var k C.uint64_t
-		var n C.ulong
-		if C.hs_fast_get(C.int(i), &k, &n) == 0 || n == 0 {
+		var n, d C.ulong
+		if C.hs_fast_get(C.int(i), &k, &n, &d) == 0 || n+d == 0 {
 			continue
 		}
-		id, cnt := hybridsync.KernelID(k), uint64(n)
-		st.Ready += cnt
+		id, c := hybridsync.KernelID(k), hybridsync.Counts{Ready: uint64(n), Delegated: uint64(d)}
+		st.Ready += c.Ready
+		st.Delegated += c.Delegated
 		if id == 0 {
-			st.UnknownKernels.Ready += cnt
+			st.UnknownKernels.Ready += c.Ready
+			st.UnknownKernels.Delegated += c.Delegated
 			continue
 		}
-		st.Calls += cnt
+		c.Calls = c.Ready + c.Delegated
+		st.Calls += c.Calls
 		found := false
 		for j := range st.Kernels {
 			if st.Kernels[j].ID == id {
-				st.Kernels[j].Calls += cnt
-				st.Kernels[j].Ready += cnt
+				st.Kernels[j].Counts.Plus(c)
 				found = true
 			}
 		}
 		if !found {
-			st.Kernels = append(st.Kernels, hybridsync.KernelStats{ID: id, Name: kernelName(id),
-				Counts: hybridsync.Counts{Calls: cnt, Ready: cnt}})
+			st.Kernels = append(st.Kernels, hybridsync.KernelStats{ID: id, Name: kernelName(id), Counts: c})
 		}
 	}
 	sort.Slice(st.Kernels, func(i, j int) bool { return st.Kernels[i].ID < st.Kernels[j].ID })
