@@ -25,6 +25,7 @@ test:
 # there were taken).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
+	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./cgo/ctest
 
 lint:
 	$(GO) vet ./...
