@@ -41,3 +41,10 @@ func (c Contention) String() string {
 type ContentionSource interface {
 	Contention(tid int, now int64) Contention
 }
+
+// FixedContention always gives the same answer: for tests, and for a
+// deployment that knows its CPUs are (or are not) shared.
+type FixedContention Contention
+
+// Contention returns the fixed value.
+func (f FixedContention) Contention(int, int64) Contention { return Contention(f) }

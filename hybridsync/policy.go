@@ -84,26 +84,31 @@ func (paper) wait(c *call) error {
 
 // hybrid is the cost model of DESIGN.md. It first asks whether the thread
 // competes for its CPU (ContentionSource, from the kernel's accounting, not
-// from its own spins), then chooses between
+// from its own spins), then:
 //
-//   - sleep-then-spin, for a predictable kernel with time left to sleep
-//     through: sleep on a timer until just before the predicted completion
-//     (early by the typical timer lateness), then spin through the
-//     prediction's uncertainty. Almost no CPU, and the wake-up is paid
-//     while the kernel still runs. Whatever the contention;
-//   - otherwise, what CUDA's better mode would do in that contention:
-//     free (or no signal yet): spin, as CUDA's default does, up to the
-//     remaining slice, then block; spinning costs only CPU nobody wants.
-//     shared (a co-runner, another vCPU): block at once, as CUDA's
-//     blocking-sync mode does; every spin is taken from the thread's own
-//     fair share, and a thread that sleeps is owed the CPU when it wakes.
-//     throttled (a bandwidth quota, no competitor): spin only as long as
-//     blocking would cost (2-competitive), since spinning spends quota.
+//   - shared (a co-runner, another vCPU on the same CPU): block at once,
+//     as CUDA's blocking-sync mode does. Every spin is taken from the
+//     thread's own fair share, and a thread that sleeps is owed the CPU
+//     when it wakes. Sleeping until just before a predicted completion
+//     and spinning the rest lost to plain blocking here too (H100, this
+//     session's bench and mixed_static: docs/BENCHMARKS.md): the spin
+//     after the timer lands exactly when the co-runner wants the CPU;
+//   - otherwise, for a predictable kernel with time left to sleep
+//     through: sleep on a timer until just before the predicted
+//     completion (early by the typical timer lateness), then spin through
+//     the prediction's uncertainty. Almost no CPU, and the wake-up is
+//     paid while the kernel still runs;
+//   - otherwise free (or no signal yet): spin, as CUDA's default does, up
+//     to the remaining slice, then block; spinning costs only CPU nobody
+//     wants. Throttled (a bandwidth quota, no competitor): spin only as
+//     long as blocking would cost (2-competitive), since spinning spends
+//     quota.
 //
 // Measured on real PyTorch and CuPy programs (docs/BENCHMARKS.md), a
 // policy that judged contention from its own spins spun under a co-runner
 // (short spins rarely see the thread lose its CPU) and lost to CUDA's
-// blocking mode by up to 2x; hence the separate signal.
+// blocking mode by up to 2x; hence the separate signal. Under LD_PRELOAD,
+// waits learned to be short do not reach the policy at all (ShortWaits).
 type hybrid struct{}
 
 const (
@@ -123,19 +128,17 @@ const (
 func (hybrid) wait(c *call) error {
 	now := Now()
 	state := c.contention(now)
+	if state == ContentionShared {
+		return c.block()
+	}
 	if t, ok := c.timing(); ok && t.N >= warmup {
 		if slept, err := c.sleepFirst(t, now, state); slept {
 			return err
 		}
 	}
-	var budget int64
-	switch state {
-	case ContentionShared:
-		budget = 0
-	case ContentionThrottled:
-		budget = min(c.s.blockLate.typical(defaultLate), c.spinCap(now))
-	default:
-		budget = c.spinCap(now)
+	budget := c.spinCap(now)
+	if state == ContentionThrottled {
+		budget = min(c.s.blockLate.typical(defaultLate), budget)
 	}
 	if budget <= 0 {
 		return c.block()

@@ -108,7 +108,7 @@ var thresholds = []func() hybridsync.ThresholdSource{
 // machine), spins.
 func TestHybridStopsBlockingOnceLearned(t *testing.T) {
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
 	const k = 7
 	for range 200 {
 		if err := s.Sync(dev.Launch(0, 500*time.Microsecond), k); err != nil {
@@ -145,7 +145,7 @@ func TestHybridStopsBlockingOnceLearned(t *testing.T) {
 func TestHybridSpinsShortKernels(t *testing.T) {
 	dev := simdev.New(1)
 	dev.InterruptDelay = 200 * time.Microsecond
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
 	for range 100 {
 		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
 			t.Fatal(err)
@@ -154,6 +154,32 @@ func TestHybridSpinsShortKernels(t *testing.T) {
 	st := s.Stats(nil)
 	if st.SpinHits+st.Ready < 80 {
 		t.Errorf("spin hits %d + ready %d of 100; blocks %d", st.SpinHits, st.Ready, st.Blocks)
+	}
+}
+
+// free: the hybrid tests that check what it does on a CPU of its own say
+// so, rather than depend on how busy the test machine is.
+var free = hybridsync.FixedContention(hybridsync.ContentionFree)
+
+// TestHybridBlocksWhenShared: on a shared CPU hybrid blocks, for short and
+// for learned long kernels alike.
+func TestHybridBlocksWhenShared(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded,
+		Contention: hybridsync.FixedContention(hybridsync.ContentionShared)})
+	for i := range 60 {
+		d, k := 30*time.Microsecond, hybridsync.KernelID(1)
+		if i%2 == 1 {
+			d, k = 500*time.Microsecond, 2
+		}
+		if err := s.Sync(dev.Launch(0, d), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats(nil)
+	if st.SpinHits+st.SleepSpinHits != 0 || st.Blocks+st.Ready != 60 || st.Contention["shared"] != st.Blocks {
+		t.Errorf("spin hits %d, sleep-spin hits %d, blocks %d, ready %d, contention %v; want only blocks",
+			st.SpinHits, st.SleepSpinHits, st.Blocks, st.Ready, st.Contention)
 	}
 }
 
