@@ -90,9 +90,10 @@ func (paper) wait(c *call) error {
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
 //     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too (H100, this
-//     session's bench and mixed_static: docs/BENCHMARKS.md): the spin
-//     after the timer lands exactly when the co-runner wants the CPU;
+//     and spinning the rest lost to plain blocking here too (H100: the
+//     NAMD-like bench's fixed and mixed profiles, and mixed_static;
+//     docs/BENCHMARKS.md): the spin after the timer lands exactly when the
+//     co-runner wants the CPU;
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
