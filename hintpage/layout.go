@@ -160,6 +160,10 @@ func FileName(target string) string {
 	return FilePrefix + string(b)
 }
 
+// GuestPath is where `vgpu-probe guest` exposes a VM's page inside the
+// guest, and so what HYBRIDSYNC_HINTS names there.
+const GuestPath = "/dev/shm/vgpu-probe-hints"
+
 // ShmemSizeMiB is the ivshmem region a VM's page lives in: libvirt wants a
 // power of two in MiB, and 1 MiB holds MaxSlots vCPUs.
 const ShmemSizeMiB = 1

@@ -250,23 +250,36 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 }
 
 // Contention implements ContentionSource from the slot's run-queue
-// contention.
+// contention. Its answers count as used, and its fallbacks by reason, as
+// Remaining's do: a policy that blocks at once on a shared CPU asks this
+// far more often than how much slice is left.
 func (h *HintSource) Contention(tid int, now int64) Contention {
 	var s hintpage.Slot
 	if _, ok := h.slot(tid, now, &s); ok {
-		switch s.Contention {
-		case hintpage.ContFree:
-			return ContentionFree
-		case hintpage.ContThrottled:
-			return ContentionThrottled
-		case hintpage.ContShared:
-			return ContentionShared
+		if c, known := hintContention(s.Contention); known {
+			h.used.Add(1)
+			return c
 		}
+		h.fallbacks[fbUnknown].Add(1)
 	}
 	if h.cont != nil {
 		return h.cont.Contention(tid, now)
 	}
 	return ContentionUnknown
+}
+
+// hintContention maps a slot's contention onto the Syncer's; known is
+// false for a slot that does not know yet.
+func hintContention(c uint8) (Contention, bool) {
+	switch c {
+	case hintpage.ContFree:
+		return ContentionFree, true
+	case hintpage.ContThrottled:
+		return ContentionThrottled, true
+	case hintpage.ContShared:
+		return ContentionShared, true
+	}
+	return ContentionUnknown, false
 }
 
 // Gap and Resumed feed the fallback estimator, so that it is warm when

@@ -61,6 +61,30 @@ func TestHintSourceThreadPage(t *testing.T) {
 	}
 }
 
+// A policy that blocks at once on a shared CPU asks the page only about
+// contention: those answers count as used, a slot that does not know yet
+// as a fallback.
+func TestHintSourceCountsContention(t *testing.T) {
+	w, path := newHintPage(t, 1, 0)
+	now := Now()
+	s := runningSlot(77, now)
+	w.Publish(0, &s)
+	h := NewHintSource(path, nil, fixedContention(ContentionThrottled))
+	for range 3 {
+		if c := h.Contention(77, now); c != ContentionShared {
+			t.Fatalf("Contention = %v, want shared", c)
+		}
+	}
+	s.Contention = hintpage.ContUnknown
+	w.Publish(0, &s)
+	if c := h.Contention(77, now); c != ContentionThrottled {
+		t.Fatalf("Contention of an unknown slot = %v, want the fallback's", c)
+	}
+	if st := h.Stats(); st.Used != 3 || st.Fallbacks["unknown"] != 1 {
+		t.Fatalf("stats %+v, want 3 used and 1 unknown", st)
+	}
+}
+
 // TestHintSourceFallsBack: each way the page can be unusable leads to the
 // guest-only estimate and the fallback contention, never a crash.
 func TestHintSourceFallsBack(t *testing.T) {

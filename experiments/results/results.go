@@ -55,6 +55,8 @@ type Config struct {
 	Profile   string   `json:"profile,omitempty"`
 	// PeriodUS is the CPU bandwidth period of shared2's quotas.
 	PeriodUS int64 `json:"period_us,omitempty"`
+	// Hints: the runner's waits read the host's hint page (run --hints).
+	Hints bool `json:"hints,omitempty"`
 	// Notes says what the run changed from what was asked, and why
 	// (e.g. shared2 skipped without the rights to create cgroups).
 	Notes []string `json:"notes,omitempty"`

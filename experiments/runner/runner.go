@@ -125,11 +125,12 @@ func sameWorkload(old, cfg results.Config, path string) error {
 		steps                               int
 		host, kernel                        float64
 		profile                             string
+		hints                               bool
 	}
-	a := w{old.Backend, old.Corunner, old.Device, old.Workload, old.Steps, old.HostUS, old.KernelUS, old.Profile}
-	b := w{cfg.Backend, cfg.Corunner, cfg.Device, cfg.Workload, cfg.Steps, cfg.HostUS, cfg.KernelUS, cfg.Profile}
+	a := w{old.Backend, old.Corunner, old.Device, old.Workload, old.Steps, old.HostUS, old.KernelUS, old.Profile, old.Hints}
+	b := w{cfg.Backend, cfg.Corunner, cfg.Device, cfg.Workload, cfg.Steps, cfg.HostUS, cfg.KernelUS, cfg.Profile, cfg.Hints}
 	if a != b {
-		return fmt.Errorf("%s was made with another workload, co-runner or backend (%+v, now %+v): resume into another --out", path, a, b)
+		return fmt.Errorf("%s was made with another workload, co-runner, backend or hint setting (%+v, now %+v): resume into another --out", path, a, b)
 	}
 	return nil
 }

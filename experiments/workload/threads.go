@@ -48,11 +48,19 @@ func ThreadOpenerFor(name string, mode hybridsync.Mode, n int) (ThreadOpener, er
 		return nil, fmt.Errorf("unknown device %q (want one of %v)", name, Devices())
 	}
 	if name == "sim" {
-		s := hybridsync.New(hybridsync.Config{Mode: mode})
-		d := SimDevice{Dev: simdev.New(max(n, 1))}
-		return func(int) (Device, Waiter, func(), error) { return d, s.Sync, func() {}, nil }, nil
+		open, _ := SimThreadOpener(hybridsync.Config{Mode: mode}, n)
+		return open, nil
 	}
 	return func(int) (Device, Waiter, func(), error) { return open(mode) }, nil
+}
+
+// SimThreadOpener is the simulated GPU's ThreadOpener for n threads, all
+// waiting with one Syncer configured by cfg, which it returns so that the
+// caller can read what the waits saw (Syncer.Stats).
+func SimThreadOpener(cfg hybridsync.Config, n int) (ThreadOpener, *hybridsync.Syncer) {
+	s := hybridsync.New(cfg)
+	d := SimDevice{Dev: simdev.New(max(n, 1))}
+	return func(int) (Device, Waiter, func(), error) { return d, s.Sync, func() {}, nil }, s
 }
 
 // Wait kinds a step's Wait field takes: what the waiting thread did, as

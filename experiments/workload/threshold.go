@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
@@ -46,9 +47,35 @@ func thresholdEnv(c Cell) ([]string, error) {
 // asked for, the threshold and contention sources from the environment
 // (thresholdEnv).
 func simConfig(mode hybridsync.Mode) (hybridsync.Config, error) {
-	ec, err := hybridsync.ConfigFromEnv(os.Getenv)
+	return SimConfigFor(mode, "", "")
+}
+
+// SimConfigFor is the Syncer configuration a cell child with threshold
+// source threshold (and page, for ThresholdHints) would build from its
+// environment, built here without changing this process's environment:
+// the libvirt backend's guest runs its loops in-process. An empty
+// threshold leaves it to the environment.
+func SimConfigFor(mode hybridsync.Mode, threshold, page string) (hybridsync.Config, error) {
+	env, err := thresholdEnv(Cell{Threshold: threshold, HintPage: page})
+	if err != nil {
+		return hybridsync.Config{}, err
+	}
+	ec, err := hybridsync.ConfigFromEnv(overlay(env, os.Getenv))
 	if err != nil {
 		return hybridsync.Config{}, err
 	}
 	return hybridsync.Config{Mode: mode, MaxSpin: ec.MaxSpin, Threshold: ec.Threshold, Contention: ec.Contention}, nil
+}
+
+// overlay looks KEY=VALUE settings up before getenv, as a child's
+// environment built by appending them would (the last setting wins).
+func overlay(env []string, getenv func(string) string) func(string) string {
+	return func(key string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+				return v
+			}
+		}
+		return getenv(key)
+	}
 }

@@ -65,6 +65,10 @@ type Result struct {
 	StartNs int64 `json:"start_ns,omitempty"`
 	// TIDs are the loop threads' thread ids, vCPU i first; RunThreads only.
 	TIDs []int `json:"tids,omitempty"`
+	// Hints counts the calls the host's hint page answered and, by
+	// reason, those that fell back, where the loop read one (the libvirt
+	// backend's guest under run --hints).
+	Hints *hybridsync.HintStats `json:"hints,omitempty"`
 }
 
 // Run runs the loop on the calling thread (callers pin it first).

@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultOut is where local processes find the page.
-const DefaultOut = "/dev/shm/vgpu-probe-hints"
+const DefaultOut = hintpage.GuestPath
 
 // Options are guest's flags.
 type Options struct {

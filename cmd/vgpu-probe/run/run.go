@@ -60,6 +60,7 @@ type Options struct {
 	OutDir        string
 	Resume        bool
 	WithAgent     bool
+	Hints         bool
 	Backend       string
 	Libvirt       LibvirtOptions
 	NVMLInterval  time.Duration
@@ -143,6 +144,7 @@ is removed when it ends, on Ctrl-C too.`,
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
 	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "sample GPU utilisation, clocks and memory with NVML this often during the run, into --out DIR/nvml-*.json (0: off; a host without a GPU is noted once)")
 	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
+	f.BoolVar(&o.Hints, "hints", false, "--backend libvirt: publish the runner VM's hint page (the agent's, in-process; root) and have its guest's waits read it (HYBRIDSYNC_HINTS)")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups) or libvirt (real VMs booted from vmimages/)")
 	o.Libvirt.addFlags(f)
 	return cmd
@@ -219,6 +221,9 @@ func (o *Options) Validate() error {
 	if o.TimelineSteps < 0 {
 		return fmt.Errorf("--timeline-steps must be at least 0")
 	}
+	if err := o.checkHints(); err != nil {
+		return err
+	}
 	if o.Resume && !o.outGiven {
 		return fmt.Errorf("--resume needs --out DIR, the run to continue")
 	}
@@ -272,7 +277,7 @@ func isShellWord(w string) bool {
 // config is what results.json records as asked for.
 func (o *Options) config() results.Config {
 	c := results.Config{Backend: o.Backend, Scenarios: o.Scenarios, Corunner: o.corunnerLabel(), Corunners: o.Corunners,
-		VCPUs: o.VCPUs, Modes: o.Modes, Reps: o.Reps, PeriodUS: o.Period.Microseconds()}
+		VCPUs: o.VCPUs, Modes: o.Modes, Reps: o.Reps, PeriodUS: o.Period.Microseconds(), Hints: o.Hints}
 	if o.WorkloadCmd != "" {
 		c.Workload = o.WorkloadCmd
 	} else {
@@ -289,6 +294,14 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Backend == "libvirt" {
 		lb := o.libvirtBackend(p)
 		be, agentFn = lb, libvirtAgent(lb, o.Libvirt.URI)
+		if o.Hints {
+			f, err := startHintFeed(ctx)
+			if err != nil {
+				return err
+			}
+			defer f.close()
+			lb.Hints = f
+		}
 	}
 	ro := runner.Options{
 		Backend: be,

@@ -101,6 +101,7 @@ func TestBadInput(t *testing.T) {
 		"existing results":     {"--out", existing},
 		"unknown backend":      {"--backend", "xen"},
 		"agent not built in":   {"--with-agent"},
+		"hints on local":       {"--hints"},
 		"unknown flag":         {"--vcpu", "1"},
 		"argument":             {"extra"},
 	} {

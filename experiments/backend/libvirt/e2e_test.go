@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt/job"
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
 // e2e returns the vgpu-probe binary to test, or skips: the end-to-end
@@ -77,6 +78,44 @@ func TestE2ERun(t *testing.T) {
 	}
 	if d, _ := filepath.Glob(filepath.Join(os.TempDir(), "vgpu-probe-run-*")); len(d) > 0 {
 		t.Errorf("files left behind by run: %v", d)
+	}
+}
+
+// `vgpu-probe run --backend libvirt --hints`: the host publishes the
+// gpurunner's hint page into its ivshmem device, the guest's init exposes
+// it, and the hybrid loop's waits must have read it (answered calls in
+// the result), beside a while1 co-runner on the same CPU. The page's file
+// must be gone afterwards.
+func TestE2EHints(t *testing.T) {
+	bin := e2e(t)
+	l := libvirttest.Connect(t)
+	jobImage(t)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--backend", "libvirt", "--hints",
+		"--scenario", "shared1", "--vcpus", "1", "--corunner", "while1", "--modes", "hybrid",
+		"--reps", "1", "--steps", "300", "--nvml-interval", "0", "--out", out)
+	b, err := cmd.CombinedOutput()
+	t.Logf("%s", b)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	f, err := results.Read(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cells) != 1 || !f.Config.Hints {
+		t.Fatalf("%d cells (hints %v), want 1 with hints", len(f.Cells), f.Config.Hints)
+	}
+	for _, r := range f.Cells[0].Reps {
+		if r.Hints == nil || r.Hints.Used == 0 {
+			t.Errorf("the guest's waits read no hints: %+v", r.Hints)
+			continue
+		}
+		t.Logf("hint page answered %d calls; fell back: %v", r.Hints.Used, r.Hints.Fallbacks)
+	}
+	checkClean(t, l)
+	if p, _ := filepath.Glob("/dev/shm/" + hintpage.FilePrefix + "vgpu-probe-run-*"); len(p) > 0 {
+		t.Errorf("hint pages left behind by run: %v", p)
 	}
 }
 

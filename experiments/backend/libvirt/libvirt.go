@@ -26,6 +26,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt/job"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 
@@ -57,6 +58,11 @@ type Backend struct {
 	HostDevs []string
 	// Shmem, when set, names the runner's hint page device.
 	Shmem *vmimages.Shmem
+	// Hints, when set, publishes each runner domain's hint page: the
+	// runner gets the <shmem> device the page lives in (named after the
+	// domain, hintpage.FileName; it replaces Shmem), its guest exposes
+	// it (vgpu-probe guest), and its loops read it (threshold hints).
+	Hints HintPublisher
 	// Log, when set, is told what the backend is doing (boots take
 	// seconds under TCG).
 	Log func(msg string)
@@ -65,6 +71,15 @@ type Backend struct {
 	work  int64 // calibrated; 0 until the first runner booted
 	seq   int
 	names map[int]string // QEMU pid -> domain name
+}
+
+// HintPublisher publishes the hint page of a domain whose vCPU i runs on
+// host thread tids[i], into /dev/shm/hintpage.FileName(domain), the file
+// QEMU made for the domain's <shmem> (in place: a new file would not reach
+// the guest). Unwatch stops before the domain is destroyed.
+type HintPublisher interface {
+	Watch(domain string, tids []int, quotaUS, periodUS int64) error
+	Unwatch(domain string)
 }
 
 var (
@@ -139,7 +154,9 @@ type env struct {
 	created   []string
 	runner    *guestVM
 	corunners []*guestVM
-	offset    int64 // host CLOCK_MONOTONIC - the runner guest's
+	shmem     string // the runner's <shmem> file in /dev/shm; "" if none
+	published bool   // Hints publishes the runner's page
+	offset    int64  // host CLOCK_MONOTONIC - the runner guest's
 	once      sync.Once
 	err       error
 }
@@ -241,7 +258,10 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 	}
 	d := vmimages.Corunner(r)
 	if runner {
-		d = vmimages.GPURunner(r, e.b.Shmem, e.b.HostDevs)
+		d = vmimages.GPURunner(r, e.runnerShmem(name), e.b.HostDevs)
+		if d.Shmem != nil {
+			e.shmem = d.Shmem.Name
+		}
 	}
 	x, err := vmimages.Render(d)
 	if err != nil {
@@ -267,6 +287,13 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 		g.close()
 		return nil, err
 	}
+	if runner && e.b.Hints != nil {
+		if err := e.b.Hints.Watch(name, g.tids, r.QuotaUS, r.PeriodUS); err != nil {
+			g.close()
+			return nil, err
+		}
+		e.published = true
+	}
 	e.b.logf("domain %s up in %.1fs (%s, vCPUs on CPUs %v)", name, time.Since(t0).Seconds(), d.Type, vm.CPUs)
 	e.b.mu.Lock()
 	if e.b.names == nil {
@@ -275,6 +302,15 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 	e.b.names[g.pid] = name
 	e.b.mu.Unlock()
 	return g, nil
+}
+
+// runnerShmem is the runner's hint page device: named after the domain
+// when the backend publishes pages, so that each domain has its own.
+func (e *env) runnerShmem(name string) *vmimages.Shmem {
+	if e.b.Hints != nil {
+		return &vmimages.Shmem{Name: hintpage.FileName(name), SizeMiB: hintpage.ShmemSizeMiB}
+	}
+	return e.b.Shmem
 }
 
 // Run runs the loop in the runner guest. The result is the guest's, with
@@ -288,6 +324,9 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 		return workload.Result{}, fmt.Errorf("libvirt backend: device %q: the guest has the simulated GPU only", w.Device)
 	}
 	j := job.Job{Kind: job.Loop, Config: w.Config, Mode: w.Mode}
+	if e.b.Hints != nil {
+		j.Threshold = workload.ThresholdHints
+	}
 	e.b.mu.Lock()
 	if e.b.work > 0 {
 		j.Config.Work = e.b.work
@@ -358,14 +397,17 @@ func (e *env) Destroy() error {
 				g.close()
 			}
 		}
+		if e.published {
+			e.b.Hints.Unwatch(e.runner.name)
+		}
 		for _, name := range e.created {
 			if err := destroy(e.l, e.b.URI, name); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if e.b.Shmem != nil && len(e.created) > 0 {
+		if e.shmem != "" && len(e.created) > 0 {
 			// QEMU makes the backing file; libvirt leaves it behind.
-			os.Remove(filepath.Join("/dev/shm", e.b.Shmem.Name))
+			os.Remove(filepath.Join("/dev/shm", e.shmem))
 		}
 		if e.dir != "" {
 			if err := os.RemoveAll(e.dir); err != nil {

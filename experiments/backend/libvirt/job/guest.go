@@ -159,16 +159,18 @@ func (g *guest) do(j Job) Reply {
 // backend's runner process does, and adds the CPU time it took.
 func (g *guest) loop(j Job) (*workload.Result, error) {
 	mode, _ := hybridsync.ParseMode(j.Mode)
-	open, err := workload.ThreadOpenerFor("sim", mode, len(g.cpus))
+	cfg, err := workload.SimConfigFor(mode, j.Threshold, HintPage)
 	if err != nil {
 		return nil, err
 	}
+	open, s := workload.SimThreadOpener(cfg, len(g.cpus))
 	cpu0 := cpuTime()
 	r, err := workload.RunThreads(j.Config, g.cpus, open, nil)
 	if err != nil {
 		return nil, err
 	}
 	r.CPUS = (cpuTime() - cpu0).Seconds()
+	r.Hints = s.Stats(nil).Hints
 	return &r, nil
 }
 

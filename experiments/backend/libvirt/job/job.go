@@ -14,14 +14,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // PortName is the virtio-serial port name (libvirt <target name=...>).
 const PortName = "org.vgpu-probe.job.0"
+
+// HintPage is where the guest's loop reads the host's hint page: where
+// its init mounts it with `vgpu-probe guest --once`.
+const HintPage = hintpage.GuestPath
 
 // CmdlineKey is the kernel command line parameter carrying the first job.
 const CmdlineKey = "vgpu.job"
@@ -58,6 +64,10 @@ type Job struct {
 	// Loop.
 	Config workload.Config `json:"config,omitzero"`
 	Mode   string          `json:"mode,omitempty"`
+	// Threshold is where the loop's waits take the remaining slice from
+	// (workload.Threshold*): hints reads HintPage, the page `vgpu-probe
+	// guest` exposes; "" leaves it to the guest's environment.
+	Threshold string `json:"threshold,omitempty"`
 	// Calibrate.
 	HostNs int64 `json:"host_ns,omitempty"`
 	// Gaps.
@@ -73,6 +83,9 @@ func (j Job) Validate() error {
 	case Loop:
 		if _, err := hybridsync.ParseMode(j.Mode); err != nil {
 			return err
+		}
+		if j.Threshold != "" && !slices.Contains(workload.Thresholds, j.Threshold) {
+			return fmt.Errorf("loop job: unknown threshold %q (want one of %v)", j.Threshold, workload.Thresholds)
 		}
 		if j.Config.Steps <= 0 || j.Config.Work < 0 || len(j.Config.Profile.Kernels) == 0 {
 			return errors.New("loop job: want steps > 0, work >= 0 and a kernel")

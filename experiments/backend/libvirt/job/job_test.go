@@ -41,6 +41,7 @@ func TestValidateRejects(t *testing.T) {
 		{Kind: "reboot"},
 		{Kind: Loop, Mode: "nap", Config: loopJob().Config},
 		{Kind: Loop, Mode: "spin"},
+		{Kind: Loop, Mode: "hybrid", Config: loopJob().Config, Threshold: "oracle"},
 		{Kind: Calibrate},
 		{Kind: Gaps, Seconds: -1},
 		{Kind: Corunner, Corunner: "fork-bomb"},
