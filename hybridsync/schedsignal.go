@@ -25,10 +25,9 @@ import (
 //
 // The zero value is ready to use.
 type SchedSignal struct {
-	threads  [estimatorThreads]threadSched
-	overflow threadSched
-	cg       throttleReader
-	steal    stealReader
+	threads threadSlots[threadSched]
+	cg      throttleReader
+	steal   stealReader
 }
 
 const (
@@ -55,10 +54,9 @@ const (
 	throttledHold = 250_000_000
 )
 
-// threadSched is one thread's last sample. tid is claimed once by CAS;
-// busy serialises samplers (the owner thread, normally alone).
+// threadSched is one thread's last sample. busy serialises samplers (the
+// owner thread, normally alone).
 type threadSched struct {
-	tid  atomic.Int64
 	busy atomic.Bool
 	path atomic.Pointer[string]
 
@@ -71,17 +69,7 @@ type threadSched struct {
 	sumDt, sumDelay, sumRuns, sumThrottled atomic.Int64
 }
 
-func (g *SchedSignal) thread(tid int) *threadSched {
-	h := uint64(tid) * 0x9E3779B97F4A7C15 >> 56
-	for i := uint64(0); i < estimatorThreads; i++ {
-		t := &g.threads[(h+i)%estimatorThreads]
-		cur := t.tid.Load()
-		if cur == int64(tid) || (cur == 0 && t.tid.CompareAndSwap(0, int64(tid))) || t.tid.Load() == int64(tid) {
-			return t
-		}
-	}
-	return &g.overflow
-}
+func (g *SchedSignal) thread(tid int) *threadSched { return g.threads.get(tid) }
 
 // Contention returns the verdict for thread tid at now, sampling the
 // kernel's counters if the last sample is older than samplePeriod.
@@ -229,10 +217,7 @@ func (g *SchedSignal) Totals() SchedTotals {
 		runs += t.sumRuns.Load()
 		thr += t.sumThrottled.Load()
 	}
-	for i := range g.threads {
-		add(&g.threads[i])
-	}
-	add(&g.overflow)
+	g.threads.each(add)
 	st := SchedTotals{Seconds: sec(dt), RunDelaySeconds: sec(delay), Runs: runs, ThrottledSeconds: sec(thr)}
 	if runs > 0 {
 		st.DelayPerRunUS = us(delay / runs)

@@ -100,7 +100,10 @@ type Stats struct {
 	Sched *SchedTotals `json:"sched,omitempty"`
 	// Hints counts the calls the host's hint page answered, and those
 	// that fell back, by reason (HYBRIDSYNC_HINTS only).
-	Hints          *HintStats    `json:"hints,omitempty"`
+	Hints *HintStats `json:"hints,omitempty"`
+	// Outcomes: the epochs of each arm where the C library's default
+	// mode checks its choices against their outcomes (absent elsewhere).
+	Outcomes       *OutcomeStats `json:"outcomes,omitempty"`
 	UnknownKernels Counts        `json:"unknown_kernels"`
 	Kernels        []KernelStats `json:"kernels"`
 }
@@ -139,6 +142,9 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	case *HintSource:
 		h := c.Stats()
 		st.Hints = &h
+	}
+	if o := s.outcomes.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
+		st.Outcomes = &o
 	}
 	if g, ok := s.thr.(*GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()

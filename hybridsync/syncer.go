@@ -49,6 +49,7 @@ type Syncer struct {
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
+	outcomes  *Outcomes
 }
 
 // New returns a Syncer for cfg.
@@ -67,6 +68,7 @@ func New(cfg Config) *Syncer {
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
+	s.outcomes = newOutcomes(s.cont)
 	s.policy = policies[cfg.Mode]
 	if s.policy == nil {
 		s.policy = policies[ModeHybrid]
@@ -77,6 +79,13 @@ func New(cfg Config) *Syncer {
 
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }
+
+// Epoch reports the end (or progress) of thread tid's epoch to the
+// Outcomes check and returns how its waits go next; see Outcomes.Report.
+// The C library calls it from its own wait path in the default mode.
+func (s *Syncer) Epoch(tid int, waits uint64, now, cpu int64) Epoch {
+	return s.outcomes.Report(tid, waits, now, cpu)
+}
 
 // Dict returns the timing dictionary.
 func (s *Syncer) Dict() *Dict { return s.dict }

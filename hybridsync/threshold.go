@@ -50,19 +50,12 @@ type GuestEstimator struct {
 	slice atomic.Int64 // EWMA of run lengths (ns), 0 until the first gap
 	gaps  atomic.Uint64
 
-	threads  [estimatorThreads]threadRun
-	overflow threadRun
+	threads threadSlots[threadRun]
 }
 
-// estimatorThreads bounds the per-thread table: more host threads than this
-// calling Sync is far beyond NAMD's or GROMACS's one per GPU per rank.
-const estimatorThreads = 256
-
-// threadRun is one thread's current run. tid is claimed once by CAS; the
-// other fields are written only by that thread (or, in the overflow slot,
-// racily by several, which only blurs the estimate).
+// threadRun is one thread's current run, written only by that thread (or,
+// in the overflow slot, racily by several, which only blurs the estimate).
 type threadRun struct {
-	tid      atomic.Int64
 	runStart atomic.Int64 // start of the current run (ns)
 	lastGap  atomic.Int64 // end of the most recent gap (ns)
 	recent   atomic.Int64 // gaps since the thread last went staleAfter without one
@@ -92,21 +85,7 @@ const minDescheduleNs = 250_000
 // throttling periods of cgroup bandwidth control (100 ms by default).
 const staleAfter = 500_000_000
 
-func (g *GuestEstimator) thread(tid int) *threadRun {
-	h := uint64(tid) * 0x9E3779B97F4A7C15 >> 56 // top 8 bits: 0..255
-	for i := uint64(0); i < estimatorThreads; i++ {
-		t := &g.threads[(h+i)%estimatorThreads]
-		switch cur := t.tid.Load(); {
-		case cur == int64(tid):
-			return t
-		case cur == 0 && t.tid.CompareAndSwap(0, int64(tid)):
-			return t
-		case t.tid.Load() == int64(tid):
-			return t
-		}
-	}
-	return &g.overflow
-}
+func (g *GuestEstimator) thread(tid int) *threadRun { return g.threads.get(tid) }
 
 // Gap records that thread tid was off the CPU from start to end. Gaps
 // shorter than minDescheduleNs are part of the run.

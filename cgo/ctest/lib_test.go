@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // built is what TestMain built once for every test.
@@ -157,6 +159,11 @@ type stats struct {
 	Unknown struct {
 		Ready uint64 `json:"ready"`
 	} `json:"unknown_kernels"`
+	Outcomes *struct {
+		Epochs       map[string]uint64 `json:"epochs"`
+		Explorations uint64            `json:"explorations"`
+		Chosen       map[string]uint64 `json:"chosen"`
+	} `json:"outcomes"`
 	Kernels []struct {
 		Name   string  `json:"name"`
 		Calls  uint64  `json:"calls"`
@@ -424,6 +431,46 @@ func TestPreloadShortWaitsToCUDA(t *testing.T) {
 			t.Errorf("%s: %d waits delegated, want none", mode, st.Deleg)
 		}
 	}
+}
+
+// TestPreloadChecksOutcomes: an unmodified program sharing its CPU with a
+// busy loop (both pinned to one CPU: real contention, seen through the
+// kernel's scheduler statistics) has its waits alternate between CUDA's
+// own wait and the policy's, and the library keeps the better: the stats
+// show explorations and epochs of both arms. The program checks that no
+// wait returned early or with the wrong code, in either arm.
+func TestPreloadChecksOutcomes(t *testing.T) {
+	need(t)
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Fatalf("taskset (util-linux) is needed to pin the program and its co-runner: %v", err)
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpu = c
+		}
+	}
+	cpuArg := strconv.Itoa(cpu)
+	loop := exec.Command(taskset, "-c", cpuArg, "/bin/sh", "-c", "while :; do :; done")
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { loop.Process.Kill(); loop.Wait() }()
+
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, taskset, "-c", cpuArg, filepath.Join(built.dir, "rtapp_dyn"), "6000", "1", "100000")
+	st := readStats(t, path)
+	o := st.Outcomes
+	if o == nil || o.Explorations == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] == 0 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
 }
 
 // TestPreloadElsewhere: a program that never uses CUDA is untouched, and

@@ -132,19 +132,64 @@ static void fast_count(uint64_t kernel)
 		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
 }
 
-/* delegated reports whether this wait goes to CUDA's own wait, and counts
- * it if so. */
-static int delegated(uint64_t kernel)
+static void count_delegated(uint64_t kernel)
+{
+	struct fast *f = fast_slot(kernel, 1);
+	if (f)
+		atomic_fetch_add_explicit(&f->deleg, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
+}
+
+/* short_wait reports whether this wait is one the model leaves to CUDA's
+ * own wait: no known kernel, or a kernel learned to be short (but for one
+ * in DELEGATE_SAMPLE). */
+static int short_wait(uint64_t kernel)
+{
+	if (kernel == 0)
+		return 1;
+	struct fast *f = fast_slot(kernel, 0);
+	return f && atomic_load_explicit(&f->on, memory_order_relaxed) &&
+	       atomic_fetch_add_explicit(&f->seq, 1, memory_order_relaxed) % DELEGATE_SAMPLE != 0;
+}
+
+/* The thread's epoch, in the default mode: which arm its waits take (see
+ * hybridsync.Outcomes: the model; every wait to CUDA's own synchronize;
+ * every wait through the policy), how many waits it made since the epoch
+ * began, and when it next reports them to Go. A report every few ms keeps
+ * the cost per wait at one clock read. */
+enum { ARM_MODEL = 0, ARM_DEVICE = 1, ARM_POLICY = 2 };
+struct epoch {
+	int64_t due;
+	unsigned long waits;
+	int arm;
+};
+static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
+
+static int epoch_arm(void)
 {
 	if (!atomic_load_explicit(&delegating, memory_order_relaxed))
+		return ARM_POLICY;
+	epoch.waits++;
+	int64_t now = hs_now();
+	if (now >= epoch.due) {
+		int arm = ARM_MODEL;
+		int64_t next = 0;
+		if (hsgo_epoch(epoch.waits, now, &arm, &next))
+			epoch.waits = 0;
+		epoch.arm = arm;
+		epoch.due = now + next;
+	}
+	return epoch.arm;
+}
+
+/* to_cuda reports whether this unfinished wait goes to CUDA's own wait,
+ * and counts it if so. */
+static int to_cuda(int arm, uint64_t kernel)
+{
+	if (arm == ARM_POLICY || (arm == ARM_MODEL && !short_wait(kernel)))
 		return 0;
-	struct fast *f = fast_slot(kernel, kernel == 0);
-	if (f == NULL)
-		return kernel == 0;
-	if (kernel != 0 && (!atomic_load_explicit(&f->on, memory_order_relaxed) ||
-			    atomic_fetch_add_explicit(&f->seq, 1, memory_order_relaxed) % DELEGATE_SAMPLE == 0))
-		return 0;
-	atomic_fetch_add_explicit(&f->deleg, 1, memory_order_relaxed);
+	count_delegated(kernel);
 	return 1;
 }
 
@@ -187,11 +232,12 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 			return HS_CUDA_ERROR_NOT_INITIALIZED;
 		return hs_core_finish(w);
 	}
+	int arm = epoch_arm();
 	if (w->kind != HS_WAIT_CTX && hs_core_query(w) == 0) {
 		fast_count(w->kernel);
 		return 0;
 	}
-	if (delegated(w->kernel))
+	if (to_cuda(arm, w->kernel))
 		return hs_core_autowait(w);
 	int r = hsgo_sync(w);
 	/* Not configured (shut down meanwhile): CUDA's own wait. An error,

@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
@@ -131,6 +133,24 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 		C.hs_delegate_set(C.uint64_t(k), boolInt(l.s.ShortWaits(k)))
 	}
 	return C.int(hscore.CodeOf(err))
+}
+
+// hsgo_epoch reports the calling thread's epoch (api.c): waits made since
+// it began, at now. Sets the arm for its next waits and when to report
+// again (ns from now); returns 1 if a new epoch began.
+//
+//export hsgo_epoch
+func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next *C.int64_t) C.int {
+	l := current.Load()
+	if l == nil {
+		*arm, *next = 0, 1_000_000_000 // shut down meanwhile: the waits go to CUDA (api.c)
+		return 1
+	}
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) // the caller's thread: cgo calls run on it
+	e := l.s.Epoch(unix.Gettid(), uint64(waits), int64(now), ts.Nano())
+	*arm, *next = C.int(e.Arm), C.int64_t(e.Next)
+	return boolInt(e.Reset)
 }
 
 func boolInt(b bool) C.int {

@@ -1,0 +1,276 @@
+package hybridsync
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Arm is how a thread's waits go during one epoch (the C library's default
+// mode; Outcomes chooses).
+type Arm int
+
+const (
+	// ArmModel: the cost model, with waits learned to be short left to
+	// the device's own wait. The arm of a CPU nobody else wants.
+	ArmModel Arm = iota
+	// ArmDevice: every unfinished wait to the device's own synchronize,
+	// with the context's schedule: CUDA's default mode, as if the library
+	// were not there.
+	ArmDevice
+	// ArmPolicy: every unfinished wait through the policy, none left to
+	// the device; on a shared CPU the policy blocks at once, as CUDA's
+	// blocking-sync mode does.
+	ArmPolicy
+	arms
+)
+
+func (a Arm) String() string {
+	switch a {
+	case ArmDevice:
+		return "device"
+	case ArmPolicy:
+		return "policy"
+	}
+	return "model"
+}
+
+// Epoch is the answer to a thread's report: how to wait from now on.
+type Epoch struct {
+	Arm Arm
+	// Next: report again after this many ns.
+	Next int64
+	// Reset: a new epoch starts now; the caller counts its waits from 0.
+	Reset bool
+}
+
+// Outcomes checks decisions against what they cost, so that a wrong model
+// cannot keep losing. Where the CPU is contended, no model of ours has
+// been reliable: on real PyTorch and CuPy programs under a co-runner,
+// CUDA's default (spin) beat its blocking-sync mode on one machine and lost
+// to it by 20% on another (docs/BENCHMARKS.md), and the best choice
+// depends on how much host work the program does between its waits. So
+// while a thread's CPU is contended (shared or throttled, from the
+// ContentionSource), its waits alternate between the two arms that stand
+// for CUDA's two modes, ArmDevice and ArmPolicy, in epochs of epochLen,
+// and the outcome of each epoch is measured as what the program achieved:
+// waits completed per second of wall time (every wait counts, already
+// complete or not; a program's loop makes the same waits per step under
+// either arm), and the thread's CPU per wait.
+//
+// An exploration runs four epochs in the order ABBA (the next one BAAB,
+// so that a trend in the load does not favour one arm), compares the
+// arms' rates, smoothed over explorations, and then uses the better arm
+// for a number of epochs that grows with the gap found, so that the two
+// epochs in the worse arm per exploration cost about 1% whatever the gap
+// (2*gap/(4+exploitPerGap*gap) < 1/100). Within tieGap the arm with less
+// CPU per wait wins. Regret against the better fixed mode is bounded by
+// that share plus what noise costs, and noise can only cost where the two
+// arms are close.
+//
+// Where the CPU is free, nothing is explored: the thread stays in
+// ArmModel, which spins like CUDA's default and so costs nothing alone.
+// A thread leaves the contended regime only after regimeExit of free
+// verdicts, because blocking hides much of the evidence of contention
+// (a blocked thread waits for its CPU only when it wakes).
+//
+// The zero value is not usable; Syncers make theirs.
+type Outcomes struct {
+	cont    ContentionSource
+	threads threadSlots[armThread]
+
+	epochs       [arms]atomic.Uint64
+	epochNs      [arms]atomic.Int64
+	explorations atomic.Uint64
+	chosen       [arms]atomic.Uint64
+}
+
+const (
+	// epochLen: long against the scheduler's slices (a fair share under
+	// a co-runner moves in 3 ms slices, so an epoch's progress is known
+	// to about 6%), short against a program's run.
+	epochLen = 50_000_000
+	// minEpochWaits: an epoch with fewer waits is extended, up to
+	// maxEpoch: a rate from a handful of waits is noise.
+	minEpochWaits = 8
+	maxEpoch      = 500_000_000
+	// regimeExit: free verdicts needed, in a row, to leave the contended
+	// regime.
+	regimeExit = 2_000_000_000
+	// tieGap: rates closer than this are a tie, broken by CPU per wait.
+	tieGap = 0.03
+	// exploitPerGap, minExploit, maxExploit: epochs of the better arm
+	// after an exploration: exploitPerGap times the relative gap, within
+	// bounds.
+	exploitPerGap = 200
+	minExploit    = 8
+	maxExploit    = 64
+)
+
+// explore is the exploration's order of arms; order 1 swaps them.
+var explore = [4]Arm{ArmDevice, ArmPolicy, ArmPolicy, ArmDevice}
+
+// armThread is one thread's state. The owner thread alone reports, except
+// in the overflow slot: mu keeps that one consistent.
+type armThread struct {
+	mu              sync.Mutex
+	arm             Arm
+	start, cpuStart int64 // the running epoch's start, and CPU time then
+	regime          bool
+	freeSince       int64
+	// step is the exploration's next epoch (0-3), or -1 while exploiting.
+	step  int
+	order int
+	// this exploration's sums, and the smoothed outcomes, per arm.
+	waits, wall, cpu [arms]float64
+	rate, cpuPer     [arms]float64
+	best             Arm
+	left             int
+}
+
+func newOutcomes(cont ContentionSource) *Outcomes { return &Outcomes{cont: cont} }
+
+// Report ends or continues thread tid's epoch: waits is how many waits it
+// made since its epoch began (the last Reset), now the time, cpu its CPU
+// time (CLOCK_THREAD_CPUTIME_ID).
+func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
+	t := o.threads.get(tid)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.start == 0 {
+		t.start, t.cpuStart, t.step = now, cpu, -1
+		return Epoch{Arm: ArmModel, Next: samplePeriod, Reset: true}
+	}
+	t.track(o.cont.Contention(tid, now), now)
+	switch {
+	case !t.regime:
+		return o.next(t, ArmModel, samplePeriod, now, cpu)
+	case t.arm == ArmModel:
+		return o.next(t, o.resume(t), epochLen, now, cpu)
+	case waits < minEpochWaits && now-t.start < maxEpoch:
+		return Epoch{Arm: t.arm, Next: epochLen / 4}
+	}
+	if t.step >= 0 {
+		a := t.arm
+		t.waits[a] += float64(waits)
+		t.wall[a] += float64(now - t.start)
+		t.cpu[a] += float64(cpu - t.cpuStart)
+	}
+	return o.next(t, o.advance(t), epochLen, now, cpu)
+}
+
+// track moves the thread into or out of the contended regime.
+func (t *armThread) track(c Contention, now int64) {
+	switch {
+	case c == ContentionShared || c == ContentionThrottled:
+		t.regime, t.freeSince = true, 0
+	case !t.regime:
+	case t.freeSince == 0:
+		t.freeSince = now
+	case now-t.freeSince >= regimeExit:
+		t.regime = false
+	}
+}
+
+// next closes the running epoch and starts one of arm a.
+func (o *Outcomes) next(t *armThread, a Arm, next, now, cpu int64) Epoch {
+	o.epochs[t.arm].Add(1)
+	o.epochNs[t.arm].Add(now - t.start)
+	t.arm, t.start, t.cpuStart = a, now, cpu
+	return Epoch{Arm: a, Next: next, Reset: true}
+}
+
+// resume is the arm on entering the contended regime: the last decision
+// while it has epochs left, else a new exploration.
+func (o *Outcomes) resume(t *armThread) Arm {
+	if t.left > 0 {
+		t.left--
+		return t.best
+	}
+	return o.begin(t)
+}
+
+func (o *Outcomes) begin(t *armThread) Arm {
+	o.explorations.Add(1)
+	t.step, t.order = 1, 1-t.order
+	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
+	return t.explored(0)
+}
+
+func (t *armThread) explored(i int) Arm {
+	a := explore[i]
+	if t.order == 1 {
+		a = ArmDevice + ArmPolicy - a
+	}
+	return a
+}
+
+// advance picks the next epoch's arm once the last one is recorded.
+func (o *Outcomes) advance(t *armThread) Arm {
+	if t.step >= 0 && t.step < len(explore) {
+		t.step++
+		return t.explored(t.step - 1)
+	}
+	if t.step >= 0 {
+		o.decide(t)
+	}
+	if t.left > 0 {
+		t.left--
+		return t.best
+	}
+	return o.begin(t)
+}
+
+// decide ends an exploration: smooth each arm's outcome, pick the better
+// arm and how long to keep it.
+func (o *Outcomes) decide(t *armThread) {
+	t.step = -1
+	for _, a := range []Arm{ArmDevice, ArmPolicy} {
+		if t.wall[a] <= 0 || t.waits[a] <= 0 {
+			continue
+		}
+		r, c := t.waits[a]/t.wall[a], t.cpu[a]/t.waits[a]
+		if t.rate[a] == 0 {
+			t.rate[a], t.cpuPer[a] = r, c
+		} else {
+			t.rate[a], t.cpuPer[a] = (t.rate[a]+r)/2, (t.cpuPer[a]+c)/2
+		}
+	}
+	d, p := t.rate[ArmDevice], t.rate[ArmPolicy]
+	gap := (max(d, p) - min(d, p)) / max(d, p, 1e-300)
+	switch {
+	case gap < tieGap && t.cpuPer[ArmDevice] < t.cpuPer[ArmPolicy]:
+		t.best = ArmDevice
+	case gap < tieGap:
+		t.best = ArmPolicy
+	case d > p:
+		t.best = ArmDevice
+	default:
+		t.best = ArmPolicy
+	}
+	t.left = min(max(int(gap*exploitPerGap), minExploit), maxExploit)
+	o.chosen[t.best].Add(1)
+}
+
+// OutcomeStats is what Outcomes did, for the stats file.
+type OutcomeStats struct {
+	// Epochs and Seconds spent in each arm ("model", "device", "policy").
+	Epochs  map[string]uint64  `json:"epochs"`
+	Seconds map[string]float64 `json:"seconds"`
+	// Explorations started, and the arm each finished one chose.
+	Explorations uint64            `json:"explorations"`
+	Chosen       map[string]uint64 `json:"chosen"`
+}
+
+// Stats returns the totals so far (epochs still running are not counted).
+func (o *Outcomes) Stats() OutcomeStats {
+	st := OutcomeStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
+		Explorations: o.explorations.Load()}
+	for a := range arms {
+		st.Epochs[a.String()] = o.epochs[a].Load()
+		st.Seconds[a.String()] = sec(o.epochNs[a].Load())
+		if a != ArmModel {
+			st.Chosen[a.String()] = o.chosen[a].Load()
+		}
+	}
+	return st
+}
