@@ -464,13 +464,21 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")
-	run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, taskset, "-c", cpuArg, filepath.Join(built.dir, "rtapp_dyn"), "6000", "1", "100000")
+	r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, taskset, "-c", cpuArg, filepath.Join(built.dir, "rtapp_dyn"), "6000", "1", "100000")
 	st := readStats(t, path)
 	o := st.Outcomes
 	if o == nil || o.Explorations == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] == 0 {
 		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
 	}
-	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
+	// In the policy arm the context is switched to blocking-sync and
+	// the waits are CUDA's own: the stand-in saw them sleep on plain
+	// events, more often than the library blocked on shadow events.
+	blocking, spinning := standin(t, r.stderr)
+	if blocking <= int(st.Blocks) || spinning == 0 {
+		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
+			blocking, spinning, st.Blocks)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v; CUDA's waits blocking %d spinning %d, library blocks %d", cpu, *o, blocking, spinning, st.Blocks)
 }
 
 // TestPreloadElsewhere: a program that never uses CUDA is untouched, and

@@ -281,6 +281,49 @@ int hs_core_finish(struct hs_wait *w)
 
 int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
 
+/* The schedule is a property of the context, not of a wait: switched, it
+ * makes every wait of CUDA's own block, the driver's internal ones too (a
+ * synchronous copy's), exactly as in a program that chose blocking-sync
+ * mode. A blocking wait of ours on a shadow event cost 170-190 µs more per
+ * wait than that mode under a co-runner on the H200 machine
+ * (docs/BENCHMARKS.md). The thread remembers the context it switched and
+ * its flags, and switches back only that one. */
+#define HS_CU_CTX_SCHED_MASK 0x07
+#define HS_CU_CTX_SCHED_BLOCKING_SYNC 0x04
+static __thread CUcontext sched_ctx __attribute__((tls_model("initial-exec")));
+static __thread unsigned sched_orig __attribute__((tls_model("initial-exec")));
+static CUresult (*ctx_get_flags)(unsigned *);
+static CUresult (*ctx_set_flags)(unsigned);
+static pthread_once_t sched_once = PTHREAD_ONCE_INIT;
+
+static void sched_resolve(void)
+{
+	ctx_get_flags = (CUresult(*)(unsigned *))hs_core_sym("cuCtxGetFlags");
+	ctx_set_flags = (CUresult(*)(unsigned))hs_core_sym("cuCtxSetFlags");
+}
+
+int hs_core_sched_blocking(int on)
+{
+	pthread_once(&sched_once, sched_resolve);
+	CUcontext ctx = NULL;
+	if (!ctx_get_flags || !ctx_set_flags || HS_REAL(cuCtxGetCurrent)(&ctx) != 0 || ctx == NULL)
+		return -1;
+	if (!on) {
+		if (sched_ctx == ctx)
+			ctx_set_flags(sched_orig);
+		sched_ctx = NULL;
+		return 0;
+	}
+	if (sched_ctx == ctx)
+		return 0;
+	unsigned f;
+	if (ctx_get_flags(&f) != 0 || ctx_set_flags((f & ~HS_CU_CTX_SCHED_MASK) | HS_CU_CTX_SCHED_BLOCKING_SYNC) != 0)
+		return -1;
+	sched_ctx = ctx;
+	sched_orig = f;
+	return 0;
+}
+
 /* Shadow events: a stream of our own and a blocking-sync event, per
  * context, taken by one blocking wait at a time. Few waits block at once,
  * so a small pool under a mutex (held for no CUDA call) is enough. */

@@ -53,6 +53,10 @@ void *hs_real_dlsym(void *handle, const char *name);
 int hs_core_query(struct hs_wait *w);
 int hs_core_block(struct hs_wait *w);
 int hs_core_autowait(struct hs_wait *w);
+/* Switch the calling thread's current context to CUDA's blocking-sync
+ * schedule (on) or back to the schedule it had (off): 0, or -1 where the
+ * driver cannot (no cuCtxSetFlags, before CUDA 12.1). */
+int hs_core_sched_blocking(int on);
 /* hs_core_finish returns the exact code of the real synchronize for work
  * known to be complete (fast: nothing left to wait for). */
 int hs_core_finish(struct hs_wait *w);

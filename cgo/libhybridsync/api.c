@@ -154,17 +154,31 @@ static int short_wait(uint64_t kernel)
 }
 
 /* The thread's epoch, in the default mode: which arm its waits take (see
- * hybridsync.Outcomes: the model; every wait to CUDA's own synchronize;
- * every wait through the policy), how many waits it made since the epoch
- * began, and when it next reports them to Go. A report every few ms keeps
- * the cost per wait at one clock read. */
+ * hybridsync.Outcomes), how many waits it made since the epoch began, and
+ * when it next reports them to Go. A report every few ms keeps the cost
+ * per wait at one clock read. The arms: the model (short waits to CUDA,
+ * the rest through the policy); CUDA's own wait with the program's
+ * schedule (CUDA's default mode); and the policy, which on a contended CPU
+ * is CUDA's blocking-sync mode: the context is switched to it and every
+ * wait left to CUDA (where the driver cannot switch, the Go policy
+ * blocks on a shadow event instead). */
 enum { ARM_MODEL = 0, ARM_DEVICE = 1, ARM_POLICY = 2 };
 struct epoch {
 	int64_t due;
 	unsigned long waits;
 	int arm;
+	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
+
+static void set_arm(int arm)
+{
+	int blocking = arm == ARM_POLICY && hs_core_sched_blocking(1) == 0;
+	if (!blocking && epoch.cuda_blocking)
+		hs_core_sched_blocking(0);
+	epoch.arm = arm;
+	epoch.cuda_blocking = blocking;
+}
 
 static int epoch_arm(void)
 {
@@ -177,7 +191,8 @@ static int epoch_arm(void)
 		int64_t next = 0;
 		if (hsgo_epoch(epoch.waits, now, &arm, &next))
 			epoch.waits = 0;
-		epoch.arm = arm;
+		if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
+			set_arm(arm);
 		epoch.due = now + next;
 	}
 	return epoch.arm;
@@ -187,10 +202,11 @@ static int epoch_arm(void)
  * and counts it if so. */
 static int to_cuda(int arm, uint64_t kernel)
 {
-	if (arm == ARM_POLICY || (arm == ARM_MODEL && !short_wait(kernel)))
-		return 0;
-	count_delegated(kernel);
-	return 1;
+	int cuda = arm == ARM_DEVICE || (arm == ARM_POLICY && epoch.cuda_blocking) ||
+		   (arm == ARM_MODEL && short_wait(kernel));
+	if (cuda)
+		count_delegated(kernel);
+	return cuda;
 }
 
 __attribute__((visibility("hidden"))) void hs_delegate_mode(int on) { atomic_store(&delegating, on); }

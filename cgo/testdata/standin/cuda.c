@@ -99,6 +99,35 @@ CUresult cuDriverGetVersion(int *v)
 	*v = 13000;
 	return OK;
 }
+/* The context's flags: with CU_CTX_SCHED_BLOCKING_SYNC (4), every wait
+ * sleeps, as in CUDA's blocking-sync mode. */
+static atomic_uint ctx_flags;
+CUresult cuCtxGetFlags(unsigned *f)
+{
+	if (!f)
+		return E_INVALID_VALUE;
+	*f = atomic_load(&ctx_flags);
+	return OK;
+}
+CUresult cuCtxSetFlags(unsigned f)
+{
+	atomic_store(&ctx_flags, f);
+	return OK;
+}
+static int ctx_blocking(void) { return (atomic_load(&ctx_flags) & 7) == 4; }
+
+/* wait_until: how CUDA's own wait waits, for a plain event or a stream. */
+static void wait_until(int64_t t)
+{
+	if (!ctx_blocking()) {
+		spin_until(t);
+		return;
+	}
+	if (now() < t)
+		atomic_fetch_add(&standin_blocking_waits, 1);
+	sleep_until(t);
+}
+
 CUresult cuCtxGetCurrent(void **c)
 {
 	if (!c)
@@ -228,7 +257,7 @@ static CUresult event_sync(void *h)
 			atomic_fetch_add(&standin_blocking_waits, 1);
 		sleep_until(done);
 	} else {
-		spin_until(done);
+		wait_until(done);
 	}
 	return err;
 }
@@ -269,7 +298,7 @@ static CUresult ssync(void *h, int ptsz)
 	pthread_mutex_lock(&mu);
 	int64_t t = s->tail;
 	pthread_mutex_unlock(&mu);
-	spin_until(t);
+	wait_until(t);
 	return s->err;
 }
 CUresult cuStreamSynchronize(void *h) { return ssync(h, 0); }
@@ -280,7 +309,7 @@ CUresult cuCtxSynchronize(void)
 	pthread_mutex_lock(&mu);
 	int64_t t = all_tail;
 	pthread_mutex_unlock(&mu);
-	spin_until(t);
+	wait_until(t);
 	return OK;
 }
 
@@ -312,7 +341,7 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t fl
 static const struct sym syms[] = {
 #define S(n) {#n, (void *)n, NULL}
 #define P(n) {#n, (void *)n, (void *)n##_ptsz}
-	S(cuInit), S(cuDriverGetVersion), S(cuCtxGetCurrent), S(cuStreamCreate), S(cuEventCreate),
+	S(cuInit), S(cuDriverGetVersion), S(cuCtxGetCurrent), S(cuCtxGetFlags), S(cuCtxSetFlags), S(cuStreamCreate), S(cuEventCreate),
 	{"cuStreamDestroy", (void *)cuStreamDestroy_v2, NULL}, {"cuEventDestroy", (void *)cuEventDestroy_v2, NULL},
 	P(cuLaunchKernel), P(cuEventRecord), S(cuEventQuery), {"cuEventSynchronize", (void *)event_sync_entry, NULL}, S(cuStreamWaitEvent),
 	P(cuStreamQuery), P(cuStreamSynchronize), S(cuCtxSynchronize),
