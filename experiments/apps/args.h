@@ -29,6 +29,14 @@ static int loop_done(struct loop_args a, long n, double t0)
 	return a.steps > 0 ? n >= a.steps : clock_s(CLOCK_MONOTONIC) - t0 >= a.seconds;
 }
 
+// say_ready tells vgpu-probe apps that start-up is over (the suite's
+// "ready" line): the contention setting goes in place from here on.
+static void say_ready(void)
+{
+	fputs("apps: ready\n", stderr);
+	fflush(stderr);
+}
+
 static void print_result(const char *prog, long n, double wall, double cpu)
 {
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}\n", prog, n, wall, cpu);

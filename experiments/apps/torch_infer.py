@@ -5,6 +5,7 @@ per step a forward pass, torch.cuda.synchronize() and one host read
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop only)."""
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -29,6 +30,8 @@ def step():
         torch.cuda.synchronize()
         return y[0, 0].item()
 
+
+print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
 
 for _ in range(200):  # warm-up: allocator, cuBLAS handles, lazy module loading
     step()

@@ -4,6 +4,7 @@ loss.item() per step. Usage: python3 torch_train.py [--seconds S | --steps N]
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop only)."""
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -33,6 +34,8 @@ def step():
     opt.step()
     return loss.item()
 
+
+print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
 
 for _ in range(50):  # warm-up
     step()

@@ -37,6 +37,12 @@ type Program struct {
 	Command string `json:"command"`
 	// Seconds false: the program takes no --seconds flag.
 	Seconds *bool `json:"seconds,omitempty"`
+	// Ready is a line the program writes to stderr once it is set up,
+	// before its warm-up: the contention setting is put in place from
+	// then on, so that a slow start (Python importing PyTorch takes 4-5
+	// s of CPU) does not run under contention for nothing. Without it,
+	// the setting is in place before the program starts.
+	Ready string `json:"ready,omitempty"`
 
 	argv []string // resolved: the command's words, argv[0] a path
 }
@@ -85,9 +91,12 @@ each under the contention settings of bench, on one CPU (--cpu):
   cap+while1  both: capped program, uncapped co-runner outside its cgroup
 
 Each program prints one JSON line {"program","steps","wall_s","cpu_s"} at
-the end, timed around its own loop. For each repetition, program and
-contention setting, the arms run back to back in an order that rotates, so
-no arm always runs first. The table gives, per program and setting, each
+the end, timed around its own loop. A suite entry may name a "ready" line
+the program writes to stderr once it is set up: the co-runner and the cap
+then start only from there, so that a slow start-up (importing PyTorch)
+does not run under contention; without one they are in place from the
+start. For each repetition, program and contention setting, the arms run
+back to back in an order that rotates, so no arm always runs first. The table gives, per program and setting, each
 arm's median wall time per step as a ratio to the program's cuda-default
 run alone (min-max in brackets; per step because a program run for
 --seconds does as many steps as fit) and its median CPU seconds (runs.jsonl

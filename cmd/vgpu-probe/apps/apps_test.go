@@ -45,25 +45,16 @@ func standinMain() int {
 	nojson := fs.Bool("nojson", false, "print no JSON line")
 	hang := fs.Bool("hang", false, "sleep for a minute")
 	seconds := fs.Float64("seconds", 0, "recorded only")
+	ready := fs.String("ready", "", "write the info file, then this line to stderr, wait 300 ms, and go on")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
-	if *info != "" {
-		var set unix.CPUSet
-		unix.SchedGetaffinity(0, &set)
-		var cpus []int
-		for c := 0; c < 1024; c++ {
-			if set.IsSet(c) {
-				cpus = append(cpus, c)
-			}
-		}
-		cg, _ := os.ReadFile("/proc/self/cgroup")
-		b, _ := json.Marshal(map[string]any{
-			"cpus": cpus, "cgroup": string(cg), "ld_preload": os.Getenv("LD_PRELOAD"),
-			"stats": os.Getenv("HYBRIDSYNC_STATS"), "seconds": *seconds, "reexec": os.Getenv("VGPU_PROBE_REEXEC"),
-		})
-		os.WriteFile(filepath.Join(*info, strconv.Itoa(os.Getpid())+".json"), b, 0o644)
+	if *ready != "" {
+		writeInfo(*info, "before-", *seconds)
+		fmt.Fprintln(os.Stderr, *ready)
+		time.Sleep(300 * time.Millisecond)
 	}
+	writeInfo(*info, "", *seconds)
 	if s := os.Getenv("HYBRIDSYNC_STATS"); s != "" {
 		os.WriteFile(s, []byte("{}\n"), 0o644)
 	}
@@ -95,6 +86,28 @@ func standinMain() int {
 	}
 	fmt.Printf("{\"program\":\"standin\",\"steps\":%d,\"wall_s\":%.6f,\"cpu_s\":%.6f}\n", *work, wall, c)
 	return 0
+}
+
+// writeInfo records where the stand-in runs now (CPU affinity, cgroup,
+// environment) in dir/PREFIX<pid>.json; nothing without dir.
+func writeInfo(dir, prefix string, seconds float64) {
+	if dir == "" {
+		return
+	}
+	var set unix.CPUSet
+	unix.SchedGetaffinity(0, &set)
+	var cpus []int
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	b, _ := json.Marshal(map[string]any{
+		"cpus": cpus, "cgroup": string(cg), "ld_preload": os.Getenv("LD_PRELOAD"),
+		"stats": os.Getenv("HYBRIDSYNC_STATS"), "seconds": seconds, "reexec": os.Getenv("VGPU_PROBE_REEXEC"),
+	})
+	os.WriteFile(filepath.Join(dir, prefix+strconv.Itoa(os.Getpid())+".json"), b, 0o644)
 }
 
 // standin returns a --program value that runs the stand-in with args.
@@ -585,5 +598,55 @@ func TestRotate(t *testing.T) {
 		if got := fmt.Sprint(rotate([]string{"a", "b", "c"}, k)); got != want {
 			t.Errorf("rotate %d = %s, want %s", k, got, want)
 		}
+	}
+}
+
+// TestReadyLine: a program that names a ready line starts outside the
+// contention setting and runs the rest inside it (in the cap cgroup, as
+// root); one that never writes its line is a failed run, and nothing is
+// left behind either way.
+func TestReadyLine(t *testing.T) {
+	contention := "while1"
+	if canCap(t) {
+		contention = "cap+while1"
+	}
+	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	cmdOf := func(args ...string) string {
+		return strings.SplitN(standin(t, "x", append([]string{"--info", info, "--work", "1000000"}, args...)...), "=", 2)[1]
+	}
+	suite, _ := json.Marshal([]map[string]string{
+		{"name": "late", "command": cmdOf("--ready", "READY-NOW"), "ready": "READY-NOW"},
+		{"name": "never", "command": cmdOf(), "ready": "READY-NOW"},
+	})
+	sf := filepath.Join(t.TempDir(), "suite.json")
+	os.WriteFile(sf, suite, 0o644)
+	_, stderr, err := execute(context.Background(), "--suite", sf, "--arms", "cuda-default", "--contention", contention,
+		"--reps", "1", "--out", out)
+	if err == nil || !strings.Contains(stderr, "never wrote its ready line") {
+		t.Fatalf("err %v, want the run of 'never' failed for its missing ready line; stderr:\n%s", err, stderr)
+	}
+	checkNothingLeft(t)
+	for _, r := range readRuns(t, filepath.Join(out, "runs.jsonl")) {
+		if r.Program == "late" && !r.OK() {
+			t.Errorf("late: %s", r.Error)
+		}
+	}
+	if !strings.HasPrefix(contention, "cap") {
+		return
+	}
+	before, _ := filepath.Glob(filepath.Join(info, "before-*.json"))
+	if len(before) != 1 {
+		t.Fatalf("info files before the ready line: %v", before)
+	}
+	pid := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(before[0]), "before-"), ".json")
+	inGroup := func(f string) bool {
+		var i infoFile
+		b, _ := os.ReadFile(f)
+		json.Unmarshal(b, &i)
+		return strings.Contains(i.Cgroup, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()))
+	}
+	if inGroup(before[0]) || !inGroup(filepath.Join(info, pid+".json")) {
+		t.Errorf("in the cap cgroup before the ready line: %v; after: %v; want only after",
+			inGroup(before[0]), inGroup(filepath.Join(info, pid+".json")))
 	}
 }

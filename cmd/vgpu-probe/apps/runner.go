@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,14 +174,9 @@ func run(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// runCell puts one contention setting in place, runs the program in each
-// arm in the order given, and takes the setting down again.
+// runCell runs the program in each arm in the order given, under one
+// contention setting.
 func (o *Options) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
-	setting, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
-	if err != nil {
-		return nil, err
-	}
-	defer setting.Close()
 	var runs []Run
 	for i, arm := range arms {
 		stats := ""
@@ -188,7 +184,7 @@ func (o *Options) runCell(ctx context.Context, p Program, contention string, rep
 			stats, _ = filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", p.Name, contention, rep+1)))
 		}
 		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
-		err := o.runOne(ctx, p, arm, stats, setting, &r)
+		err := o.runOne(ctx, p, arm, stats, contention, &r)
 		if err != nil {
 			return runs, err
 		}
@@ -205,6 +201,52 @@ func (o *Options) runCell(ctx context.Context, p Program, contention string, rep
 		fmt.Fprintf(o.Err, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
 	}
 	return runs, nil
+}
+
+// contend puts a contention setting in place for the program pid: the
+// co-runner, and the cgroup it is moved into. The caller closes it.
+func (o *Options) contend(contention string, pid int) (*corunner.Setting, error) {
+	s, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
+	if err != nil {
+		return nil, err
+	}
+	if g := s.Group; g != nil {
+		if err := g.Add(pid); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// readyWriter passes what the program writes on to w and closes ready
+// (once) when a whole line equal to marker goes by.
+type readyWriter struct {
+	w      io.Writer
+	marker string
+	line   []byte
+	ready  chan struct{}
+	seen   bool
+}
+
+func (r *readyWriter) Write(p []byte) (int, error) {
+	if !r.seen {
+		for _, c := range p {
+			if c != '\n' {
+				if len(r.line) <= len(r.marker) {
+					r.line = append(r.line, c)
+				}
+				continue
+			}
+			if strings.TrimSpace(string(r.line)) == r.marker {
+				r.seen = true
+				close(r.ready)
+				break
+			}
+			r.line = r.line[:0]
+		}
+	}
+	return r.w.Write(p)
 }
 
 // tailWriter keeps the last max bytes written to it.
@@ -224,7 +266,7 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 // runOne runs the program once and fills r. A failure of the program is
 // recorded in r; the error returned is for the run's machinery (and
 // Ctrl-C), which ends the whole matrix.
-func (o *Options) runOne(ctx context.Context, p Program, arm, stats string, setting *corunner.Setting, r *Run) error {
+func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) error {
 	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: p.args(o.Seconds), Env: o.armEnv(arm, stats)})
 	if err != nil {
 		return err
@@ -238,6 +280,12 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats string, sett
 	stdout := &tailWriter{max: 1 << 20}
 	stderr := &tailWriter{max: 4096}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	ready := make(chan struct{})
+	if p.Ready != "" {
+		cmd.Stderr = &readyWriter{w: stderr, marker: p.Ready, ready: ready}
+	} else {
+		close(ready)
+	}
 	// A child the program leaves behind holding its stdout must not hang us.
 	cmd.WaitDelay = 2 * time.Second
 	start, err := cmd.StdinPipe()
@@ -253,11 +301,28 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats string, sett
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
-	if g := setting.Group; g != nil {
-		if err := g.Add(cmd.Process.Pid); err != nil {
+	// The setting goes in place when the program is ready (at once
+	// without a marker); its failure ends the matrix, as Ctrl-C does.
+	var setting *corunner.Setting
+	var setupErr error
+	applied := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(applied)
+		select {
+		case <-ready:
+		case <-exited:
+			return
+		}
+		if setting, setupErr = o.contend(contention, cmd.Process.Pid); setupErr != nil {
 			kill()
+		}
+	}()
+	if p.Ready == "" {
+		<-applied
+		if setupErr != nil {
 			cmd.Wait()
-			return err
+			return setupErr
 		}
 	}
 	start.Close() // the stub's signal to exec the program
@@ -265,8 +330,20 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats string, sett
 	timer.Stop()
 	// The program's own children (e.g. compiler workers) must not outlive it.
 	kill()
+	close(exited)
+	<-applied
+	if setting != nil {
+		setting.Close()
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if setupErr != nil {
+		return setupErr
+	}
+	if p.Ready != "" && setting == nil && werr == nil {
+		r.Error = fmt.Sprintf("never wrote its ready line %q to stderr", p.Ready)
+		return nil
 	}
 	if u, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.RusageCPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
