@@ -51,8 +51,9 @@ type Epoch struct {
 // depends on how much host work the program does between its waits. So
 // while a thread's CPU is contended (shared or throttled, from the
 // ContentionSource), its waits alternate between the two arms that stand
-// for CUDA's two modes, ArmDevice and ArmPolicy, in epochs of epochLen,
-// and the outcome of each epoch is measured as what the program achieved:
+// for CUDA's two modes, ArmDevice and ArmPolicy, in epochs (epochLen;
+// exploreLen while exploring), and the outcome of each epoch is measured
+// as what the program achieved:
 // waits completed per second of wall time (every wait counts, already
 // complete or not; a program's loop makes the same waits per step under
 // either arm), and the thread's CPU per wait.
@@ -87,8 +88,13 @@ type Outcomes struct {
 const (
 	// epochLen: long against the scheduler's slices (a fair share under
 	// a co-runner moves in 3 ms slices, so an epoch's progress is known
-	// to about 6%), short against a program's run.
-	epochLen = 50_000_000
+	// to about 6%), short against a program's run. Exploring epochs are
+	// half as long: two of them per arm, ABBA, still average out the
+	// slices, and the time spent in the worse arm halves (on the H200
+	// machine, a first exploration of 4 x 50 ms cost mixed_static 5% of
+	// a 1-second run under a co-runner, the device arm being 60% slower).
+	epochLen   = 50_000_000
+	exploreLen = 25_000_000
 	// minEpochWaits: an epoch with fewer waits is extended, up to
 	// maxEpoch: a rate from a handful of waits is noise.
 	minEpochWaits = 8
@@ -143,9 +149,10 @@ func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
 	t.track(o.cont.Contention(tid, now), now)
 	switch {
 	case !t.regime:
-		return o.next(t, ArmModel, samplePeriod, now, cpu)
+		o.next(t, ArmModel, now, cpu)
+		return Epoch{Arm: ArmModel, Next: samplePeriod, Reset: true}
 	case t.arm == ArmModel:
-		return o.next(t, o.resume(t), epochLen, now, cpu)
+		return o.next(t, o.resume(t), now, cpu)
 	case waits < minEpochWaits && now-t.start < maxEpoch:
 		return Epoch{Arm: t.arm, Next: epochLen / 4}
 	}
@@ -155,7 +162,7 @@ func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
 		t.wall[a] += float64(now - t.start)
 		t.cpu[a] += float64(cpu - t.cpuStart)
 	}
-	return o.next(t, o.advance(t), epochLen, now, cpu)
+	return o.next(t, o.advance(t), now, cpu)
 }
 
 // track moves the thread into or out of the contended regime.
@@ -172,11 +179,14 @@ func (t *armThread) track(c Contention, now int64) {
 }
 
 // next closes the running epoch and starts one of arm a.
-func (o *Outcomes) next(t *armThread, a Arm, next, now, cpu int64) Epoch {
+func (o *Outcomes) next(t *armThread, a Arm, now, cpu int64) Epoch {
 	o.epochs[t.arm].Add(1)
 	o.epochNs[t.arm].Add(now - t.start)
 	t.arm, t.start, t.cpuStart = a, now, cpu
-	return Epoch{Arm: a, Next: next, Reset: true}
+	if t.step >= 0 {
+		return Epoch{Arm: a, Next: exploreLen, Reset: true}
+	}
+	return Epoch{Arm: a, Next: epochLen, Reset: true}
 }
 
 // resume is the arm on entering the contended regime: the last decision
