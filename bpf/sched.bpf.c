@@ -59,6 +59,18 @@ struct thread_stats {
 	__u32 epoch;         // config.epoch of the open-interval fields above
 	__u32 quota_armed;   // a throttle was seen in this epoch: the next one closes a quota interval
 	__u64 last_run_ns;   // length of the last on-CPU interval
+	// CPU bandwidth control, read from the kernel at the last switch-in
+	// (quota_ns 0: no cgroup above the thread has a quota, or the kernel
+	// lacks the fields). Of the cgroups above it with a quota, the one
+	// with the least runtime left: what it could still use of its quota
+	// in the current period (the runtime its runqueue on this CPU holds
+	// plus the group's pool; negative: overdrawn), its quota and period,
+	// and when its period timer next refills the pool (CLOCK_MONOTONIC;
+	// in the past while the timer is idle).
+	__s64 quota_left_ns;
+	__u64 quota_ns;
+	__u64 quota_period_ns;
+	__u64 quota_refill_ns;
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
 	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
@@ -143,6 +155,11 @@ struct {
 // (each wake-up can preempt a watched thread, which makes a record, which
 // wakes the reader...); below the mark the reader drains on its own timer.
 #define WAKEUP_BYTES (256 << 10)
+
+// An involuntary off-CPU interval shorter than this (a wake-up preemption
+// by a short task, such as the agent's own reader) does not wake the
+// reader even when config.wakeup asks for a wake-up per record.
+#define QUIET_OFF_NS 100000
 
 // Index 0: records dropped because the ring buffer was full.
 struct {
@@ -259,6 +276,45 @@ static __always_inline struct thread_stats *watched_stats(__u32 tid, __u32 epoch
 	return s;
 }
 
+// How many levels of cgroups above a thread quota_state looks at: the
+// thread's own and three ancestors (libvirt puts vCPU threads two levels
+// below the domain's cgroup).
+#define QUOTA_LEVELS 4
+#define RUNTIME_INF (~0ULL)
+
+// quota_state records in s the CPU bandwidth state of the cgroups above
+// t at its switch-in: of those with a quota, the one with the least
+// runtime left in the current period.
+static __always_inline void quota_state(struct thread_stats *s, struct task_struct *t)
+{
+	s->quota_ns = 0;
+	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(t->se.parent) ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->runtime_remaining) ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->runtime_enabled) ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->tg) ||
+	    !bpf_core_field_exists(((struct task_group *)0)->cfs_bandwidth))
+		return;
+	struct cfs_rq *rq = BPF_CORE_READ(t, se.cfs_rq);
+	struct sched_entity *se = BPF_CORE_READ(t, se.parent);
+#pragma unroll
+	for (int i = 0; i < QUOTA_LEVELS; i++) {
+		if (rq && BPF_CORE_READ(rq, runtime_enabled)) {
+			struct task_group *tg = BPF_CORE_READ(rq, tg);
+			__u64 quota = BPF_CORE_READ(tg, cfs_bandwidth.quota);
+			__s64 left = BPF_CORE_READ(rq, runtime_remaining) +
+				     (__s64)BPF_CORE_READ(tg, cfs_bandwidth.runtime);
+			if (quota != RUNTIME_INF && quota != 0 && (s->quota_ns == 0 || left < s->quota_left_ns)) {
+				s->quota_left_ns = left;
+				s->quota_ns = quota;
+				s->quota_period_ns = BPF_CORE_READ(tg, cfs_bandwidth.period);
+				s->quota_refill_ns = BPF_CORE_READ(tg, cfs_bandwidth.period_timer.node.expires);
+			}
+		}
+		rq = se ? BPF_CORE_READ(se, cfs_rq) : NULL;
+		se = se ? BPF_CORE_READ(se, parent) : NULL;
+	}
+}
+
 static __always_inline struct trace_config *get_config(void)
 {
 	__u32 zero = 0;
@@ -295,7 +351,13 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 		e->other_tgid = 0;
 		__builtin_memset(e->other_comm, 0, TASK_COMM_LEN);
 	}
-	__u64 flags = cfg->wakeup || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
+	// A switch-in that ends a short involuntary interval wakes nobody:
+	// that preemption is often the reader itself, woken onto this CPU by
+	// the record before, and waking it again would make it preempt the
+	// thread again at once, a loop in which the agent becomes the
+	// thread's co-runner. The record is read with the next one.
+	bool quiet = s->out_preempted && off > 0 && off < QUIET_OFF_NS;
+	__u64 flags = (cfg->wakeup && !quiet) || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }
@@ -424,6 +486,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switch_in_ns = now;
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
+			quota_state(s, next);
 			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
 		}
 	}

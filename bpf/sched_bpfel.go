@@ -64,6 +64,10 @@ type SchedThreadStats struct {
 	Epoch              uint32
 	QuotaArmed         uint32
 	LastRunNs          uint64
+	QuotaLeftNs        int64
+	QuotaNs            uint64
+	QuotaPeriodNs      uint64
+	QuotaRefillNs      uint64
 	ReplacerComm       [16]int8
 	RunHist            [128]uint64
 	SliceHist          [128]uint64

@@ -1,6 +1,9 @@
 package hints
 
-import "github.com/vgpu-probe/vgpu-probe/hintpage"
+import (
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
 
 // contendedFor: a thread not preempted or throttled for this long is
 // taken to have its CPU to itself (the same span after which the guest
@@ -11,75 +14,240 @@ const contendedFor = 500_000_000
 // by an interrupt handler thread, not the end of a slice; it is not learnt.
 const minRunNs = 100_000
 
+// maxSliceNs bounds every finite slice published (readers reject more).
+const maxSliceNs = 10_000_000_000
+
 // thread is what the publisher knows about one hinted thread. Guarded by
 // the publisher's mutex.
 type thread struct {
-	tid, slot   int
-	page        *page
-	switchIn    uint64
-	switchOut   uint64
-	state       uint8
-	cpu         uint16
-	slice       uint64 // EWMA of involuntary run lengths, 0 until the first
-	lastShared  uint64 // last switch-out to another task
-	lastThrottl uint64 // last switch-out by the bandwidth quota
-	since       uint64 // when first watched
+	tid, slot    int
+	page         *page
+	switchIn     uint64
+	switchOut    uint64
+	state        uint8
+	cpu          uint16
+	outThrottled bool   // the last switch-out was a quota throttle
+	slice        uint64 // EWMA of involuntary run lengths ended by another task, 0 until the first
+	lastShared   uint64 // last switch-out to another task
+	lastThrottl  uint64 // last switch-out by the bandwidth quota
+	since        uint64 // when first watched
+
+	// CPU bandwidth state the kernel had at a switch-in (BPF counters),
+	// and the counters' on-CPU time since the last throttle.
+	quota            quotaState
+	runSinceThrottle uint64
+	throttles        tickPhase // when its quota throttles came, in the tick
 }
 
+// quotaState is the bandwidth limit binding a thread at its switch-in at
+// in: runtime left in the period (left, ns, negative when overdrawn), the
+// quota and period, and when the pool is next refilled. quota 0: none.
+type quotaState struct {
+	in, quota, period, refill uint64
+	left                      int64
+}
+
+// env is what render needs besides the thread: the target's configured
+// bandwidth limit (0: none known) and the kernel's tick (0: unknown).
+type env struct {
+	quotaUS, periodUS uint32
+	tick              uint64
+}
+
+// quietOffNs: an involuntary off-CPU interval shorter than this is an
+// interruption, not a co-runner's turn (QUIET_OFF_NS in bpf/sched.bpf.c,
+// which does not wake the reader for the switch-in that ends it).
+const quietOffNs = 100_000
+
 // learn takes one completed off-CPU interval: the thread ran run ns until
-// in-off, was off for off ns, came back at in.
-func (t *thread) learn(in, off, run uint64, preempted, throttled bool, cpu uint32) {
+// in-off, was off for off ns, came back at in; other is the process that
+// took the CPU if it was preempted (0: the idle task). self is the
+// publisher's own process (its event reader, its refresh), which is not a
+// co-runner.
+func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, self uint32, cpu uint32, tick uint64) {
 	if off > 0 && off <= in {
 		t.switchOut = in - off
-		if preempted && run >= minRunNs {
-			if t.slice == 0 {
-				t.slice = run
-			} else {
-				t.slice = t.slice - t.slice/8 + run/8
-			}
-		}
 		switch {
 		case throttled:
 			t.lastThrottl = t.switchOut
-		case preempted:
+			if tick > 0 && run >= minRunNs {
+				// Throttled while running on: at a tick. A throttle
+				// right at a switch-in (overdrawn) says nothing.
+				t.throttles.add(t.switchOut, tick)
+			}
+		case preempted && other == 0:
+			// Runnable, and the CPU went idle: held back by the
+			// quota (a second switch-out in one throttled period,
+			// which the programs count once).
+			t.lastThrottl = t.switchOut
+		case preempted && other != self && off >= quietOffNs:
 			t.lastShared = t.switchOut
+			if run >= minRunNs {
+				if t.slice == 0 {
+					t.slice = run
+				} else {
+					t.slice = t.slice - t.slice/8 + run/8
+				}
+			}
 		}
 	}
 	if in >= t.switchIn {
 		t.switchIn, t.state, t.cpu = in, hintpage.StateRunning, uint16(cpu)
+		t.outThrottled = throttled
 	}
 }
 
-// slot renders the thread's hint at now.
-func (t *thread) render(now uint64, quotaUS, periodUS uint32) hintpage.Slot {
+// observe takes the thread's state from the BPF counters, which are ahead
+// of the events (the kernel writes them at the switch itself). A thread
+// that is off its CPU because self (this process: the event reader, woken
+// on its CPU) took it is left running: it is back as soon as the reader
+// is done.
+func (t *thread) observe(st *bpf.SchedThreadStats, self uint32) {
+	switch {
+	case st.OnCpu != 0 && st.SwitchInNs >= t.switchIn:
+		t.switchIn, t.state, t.cpu = st.SwitchInNs, hintpage.StateRunning, uint16(st.Cpu)
+		t.outThrottled = st.OutThrottled != 0
+	case st.OnCpu == 0 && st.OutPreempted != 0 && st.OutThrottled == 0 && st.ReplacerTgid == self && self != 0:
+	case st.OnCpu == 0 && st.SwitchOutNs >= t.switchIn && st.SwitchOutNs > 0:
+		t.switchOut = st.SwitchOutNs
+		t.state = hintpage.StateSleeping
+		if st.OutPreempted != 0 {
+			t.state = hintpage.StatePreempted
+		}
+		t.outThrottled = st.OutThrottled != 0
+	}
+	if st.SwitchInNs == t.switchIn && st.SwitchInNs != 0 {
+		t.quota = quotaState{in: st.SwitchInNs, quota: st.QuotaNs, period: st.QuotaPeriodNs,
+			refill: st.QuotaRefillNs, left: st.QuotaLeftNs}
+		t.runSinceThrottle = st.RunSinceThrottleNs
+	}
+}
+
+// quotaEnd returns when the thread's run that began at in is expected to
+// end because its cgroup's CPU bandwidth quota runs out, and false when
+// the quota does not bound it (none known, or more quota than period).
+//
+// With the kernel's own state at the switch-in (the runtime its cgroup
+// had left in this period): the runtime is spent at in + left, and the
+// runqueue is throttled at the next tick, which comes at the phase its
+// earlier throttles came at. If the pool is refilled before that, the run
+// goes on into the next period with a whole quota. Without it, from the
+// target's configured quota: quota - on-CPU time since the last throttle
+// (the runtime the thread alone used of this period's quota, if it was
+// throttled in the previous one).
+func (t *thread) quotaEnd(e env) (uint64, bool) {
+	in := t.switchIn
+	var exhaust uint64
+	switch q := t.quota; {
+	case q.quota != 0 && q.in == in:
+		if q.quota >= q.period {
+			return 0, false
+		}
+		if q.left <= 0 {
+			return in, true // throttled at once
+		}
+		exhaust = in + uint64(q.left)
+		if q.refill > in && exhaust > q.refill {
+			exhaust = q.refill + q.quota
+		}
+	case e.quotaUS != 0 && e.periodUS != 0 && e.quotaUS < e.periodUS:
+		used := t.runSinceThrottle
+		if q := uint64(e.quotaUS) * 1000; used < q {
+			exhaust = in + q - used
+		} else {
+			return in, true
+		}
+	default:
+		return 0, false
+	}
+	if ph, ok := t.throttles.phase(e.tick); ok {
+		return nextTick(exhaust, e.tick, ph), true
+	}
+	return exhaust, true
+}
+
+// render renders the thread's hint at now.
+//
+// The expected slice is how long the run that began at the switch-in is
+// expected to last, so that expected - (now - switch-in), what readers
+// compute, is the time left:
+//   - shared (another task took the CPU in the last 500 ms): the learnt
+//     slice (EWMA of the runs other tasks ended);
+//   - throttled: until the quota runs out (quotaEnd);
+//   - both: the shorter.
+func (t *thread) render(now uint64, e env) hintpage.Slot {
 	s := hintpage.Slot{TID: uint32(t.tid), SwitchInNs: min(t.switchIn, now), SwitchOutNs: t.switchOut,
-		PublishNs: now, QuotaUS: quotaUS, PeriodUS: periodUS, State: t.state, CPU: t.cpu}
-	if quotaUS == 0 || periodUS == 0 {
+		PublishNs: now, QuotaUS: e.quotaUS, PeriodUS: e.periodUS, State: t.state, CPU: t.cpu}
+	if q := t.quota; (s.QuotaUS == 0 || s.PeriodUS == 0) && q.quota != 0 {
+		// The target did not say; the kernel did.
+		s.QuotaUS, s.PeriodUS = clampU32(int64(q.quota/1000)), clampU32(int64(q.period/1000))
+	}
+	if s.QuotaUS == 0 || s.PeriodUS == 0 {
 		s.QuotaUS, s.PeriodUS = 0, 0
 	}
 	recent := func(at uint64) bool { return at != 0 && now-at < contendedFor }
+	throttled, shared := recent(t.lastThrottl), recent(t.lastShared)
 	switch {
-	case recent(t.lastThrottl) && !recent(t.lastShared):
+	case throttled && !shared:
 		s.Contention = hintpage.ContThrottled
-	case recent(t.lastShared) || recent(t.lastThrottl):
+	case shared:
 		s.Contention = hintpage.ContShared
 	case now-t.since >= contendedFor:
 		s.Contention = hintpage.ContFree
 	}
-	switch {
-	case s.Contention == hintpage.ContFree:
+	if s.Contention == hintpage.ContFree {
 		s.ExpectedSliceNs, s.RemainingNs = hintpage.Infinite, hintpage.Infinite
-	case t.slice == 0 || s.Contention == hintpage.ContUnknown:
-		// Nothing learnt yet: readers fall back to their own estimate.
-	default:
-		s.ExpectedSliceNs = min(t.slice, 10_000_000_000)
-		if q := uint64(s.QuotaUS) * 1000; q > 0 && q < s.ExpectedSliceNs {
-			s.ExpectedSliceNs = q
-		}
-		s.RemainingNs = s.ExpectedSliceNs
-		if s.State == hintpage.StateRunning {
-			s.RemainingNs = s.ExpectedSliceNs - min(s.ExpectedSliceNs, now-s.SwitchInNs)
+		return s
+	}
+	var exp uint64
+	known := false // nothing learnt yet: readers fall back to their own estimate
+	if shared && t.slice != 0 {
+		exp, known = t.slice, true
+		if q := uint64(e.quotaUS) * 1000; q > 0 && q < exp {
+			exp = q
 		}
 	}
+	if throttled {
+		if qe, ok := t.quotaAhead(now, e); ok && (!known || qe < exp) {
+			exp, known = qe, true
+		}
+	}
+	if !known {
+		return s
+	}
+	// At least 1 ns: 0 would say "not known".
+	s.ExpectedSliceNs = max(min(exp, maxSliceNs), 1)
+	s.RemainingNs = s.ExpectedSliceNs
+	if s.State == hintpage.StateRunning {
+		s.RemainingNs = s.ExpectedSliceNs - min(s.ExpectedSliceNs, now-s.SwitchInNs)
+	}
 	return s
+}
+
+// quotaAhead is the quota's bound on the current run (running: its
+// expected length from the switch-in) or on the next one (off CPU: a
+// whole quota after a throttle, what is left of it otherwise).
+func (t *thread) quotaAhead(now uint64, e env) (uint64, bool) {
+	if t.state == hintpage.StateRunning {
+		end, ok := t.quotaEnd(e)
+		if !ok {
+			return 0, false
+		}
+		return max(end, t.switchIn) - t.switchIn, true
+	}
+	q := t.quota
+	switch {
+	case q.quota != 0 && q.quota < q.period:
+		if !t.outThrottled && q.in == t.switchIn && t.switchOut > q.in && q.refill > now {
+			// Preempted within the period: what was left at the
+			// switch-in less the run since.
+			if left := q.left - int64(t.switchOut-q.in); left > 0 {
+				return uint64(left), true
+			}
+		}
+		return q.quota, true
+	case q.quota == 0 && e.quotaUS != 0 && e.quotaUS < e.periodUS:
+		return uint64(e.quotaUS) * 1000, true
+	}
+	return 0, false
 }

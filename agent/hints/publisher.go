@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -53,14 +54,29 @@ type Options struct {
 
 // Publisher keeps one page per target. Safe for concurrent use.
 type Publisher struct {
-	opts Options
+	opts     Options
+	self     uint32 // this process: its threads preempting a target are not co-runners
+	tick     uint64 // the kernel's scheduler tick, ns (0: unknown)
+	counters atomic.Pointer[countersRef]
+
+	// Scratch counters, one thread at a time: the event path and the
+	// refresh read them outside mu (a map lookup each), so that a
+	// refresh over many threads never holds mu for long.
+	evMu      sync.Mutex
+	evStats   bpf.SchedThreadStats
+	refMu     sync.Mutex
+	refStats  bpf.SchedThreadStats
+	refreshed []uint32
 
 	mu      sync.Mutex
 	pages   map[string]*page   // by target key
 	files   map[string]string  // file name -> target key: never shared
 	threads map[uint32]*thread // by tid
 	lag     lagLog
+	quiet   int
 }
+
+type countersRef struct{ Counters }
 
 type page struct {
 	key, file     string
@@ -100,7 +116,12 @@ func New(opts Options) (*Publisher, error) {
 	if opts.Owner == nil {
 		opts.Owner = procOwner
 	}
-	return &Publisher{opts: opts, pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{}}, nil
+	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
+		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{}}
+	if opts.Counters != nil {
+		p.counters.Store(&countersRef{opts.Counters})
+	}
+	return p, nil
 }
 
 // Path returns the page file of a target name in the publisher's
@@ -270,22 +291,42 @@ func (p *Publisher) drop(pg *page) {
 
 // publish must be called with mu held.
 func (p *Publisher) publish(t *thread, now uint64) {
-	s := t.render(now, t.page.quota, t.page.period)
+	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick})
 	t.page.w.Publish(t.slot, &s)
 }
 
-// OnEvent publishes the switch-in an event reports (monitor.Options.OnEvent).
+func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {
+	c := p.counters.Load()
+	return c != nil && c.Stats(tid, st) == nil
+}
+
+// OnEvent publishes the switch-in an event reports (monitor.Options.OnEvent),
+// with the thread's BPF counters as they are now (state, and the CPU
+// bandwidth left at its latest switch-in).
 func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
+	p.evMu.Lock()
+	defer p.evMu.Unlock()
+	st := &p.evStats
+	ok := p.stats(ev.Tid, st)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.threads[ev.Tid]
 	if t == nil {
 		return
 	}
-	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.Cpu)
+	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, p.self, ev.Cpu, p.tick)
+	if ok {
+		t.observe(st, p.self)
+	}
 	now := monoNow()
 	p.publish(t, now)
-	p.lag.add(now - min(now, ev.InNs))
+	if ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < quietOffNs {
+		// The reader was not woken for this one (it comes with the
+		// next record): the slot kept the thread running meanwhile.
+		p.quiet++
+	} else {
+		p.lag.add(now - min(now, ev.InNs))
+	}
 }
 
 // Run refreshes every slot each RefreshEvery until ctx is done, then
@@ -304,31 +345,30 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
+// refresh re-publishes every slot from the counters. It holds mu only
+// per thread, not across the counter reads, so that the event path (the
+// switch-ins) never waits for a whole refresh.
 func (p *Publisher) refresh() {
+	p.refMu.Lock()
+	defer p.refMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	var st bpf.SchedThreadStats
-	now := monoNow()
-	for tid, t := range p.threads {
-		if p.opts.Counters != nil && p.opts.Counters.Stats(tid, &st) == nil {
-			t.observe(&st)
-		}
-		p.publish(t, now)
+	tids := p.refreshed[:0]
+	for tid := range p.threads {
+		tids = append(tids, tid)
 	}
-}
-
-// observe takes the thread's state from the BPF counters, which are ahead
-// of the events (the kernel writes them at the switch itself).
-func (t *thread) observe(st *bpf.SchedThreadStats) {
-	switch {
-	case st.OnCpu != 0 && st.SwitchInNs >= t.switchIn:
-		t.switchIn, t.state, t.cpu = st.SwitchInNs, hintpage.StateRunning, uint16(st.Cpu)
-	case st.OnCpu == 0 && st.SwitchOutNs >= t.switchIn && st.SwitchOutNs > 0:
-		t.switchOut = st.SwitchOutNs
-		t.state = hintpage.StateSleeping
-		if st.OutPreempted != 0 {
-			t.state = hintpage.StatePreempted
+	p.refreshed = tids
+	p.mu.Unlock()
+	st := &p.refStats
+	for _, tid := range tids {
+		ok := p.stats(tid, st)
+		p.mu.Lock()
+		if t := p.threads[tid]; t != nil {
+			if ok {
+				t.observe(st, p.self)
+			}
+			p.publish(t, monoNow())
 		}
+		p.mu.Unlock()
 	}
 }
 
@@ -342,11 +382,24 @@ func (p *Publisher) Close() {
 }
 
 // Lag returns the delays from switch-in (kernel time) to the page holding
-// it, of the latest publishes (ns, oldest first).
+// it, of the latest publishes (ns, oldest first): the switch-ins the
+// reader is woken for, i.e. all but those that end an involuntary
+// interval shorter than 100 µs (Quiet counts those).
 func (p *Publisher) Lag() []uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lag.samples()
+}
+
+// Quiet returns how many switch-ins ended an involuntary off-CPU interval
+// shorter than 100 µs. The BPF programs do not wake the reader for those
+// (the interruption is often the reader itself, woken on the thread's
+// CPU); the slot keeps the thread running, and the switch-in is read with
+// the next record.
+func (p *Publisher) Quiet() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.quiet
 }
 
 // lagLog keeps the latest switch-in-to-publish delays.
@@ -403,7 +456,9 @@ func procOwner(tid int) (int, int, error) {
 // SetCounters sets where the refresh reads thread state (the loaded
 // probe, which exists only after the targets' pages).
 func (p *Publisher) SetCounters(c Counters) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.opts.Counters = c
+	if c == nil {
+		p.counters.Store(nil)
+		return
+	}
+	p.counters.Store(&countersRef{c})
 }

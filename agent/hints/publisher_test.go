@@ -82,7 +82,7 @@ func TestSwitchEventsPublish(t *testing.T) {
 	// Five 4 ms slices, each preempted by a co-runner.
 	for i := range 5 {
 		in := now - uint64(5-i)*8_000_000
-		p.OnEvent(&bpf.SchedSwitchEvent{InNs: in, OffNs: 4_000_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1})
+		p.OnEvent(&bpf.SchedSwitchEvent{InNs: in, OffNs: 4_000_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1, OtherTgid: 99})
 	}
 	var s hintpage.Slot
 	if err := f.FindTID(7, &s); err != nil {

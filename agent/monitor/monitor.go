@@ -54,9 +54,20 @@ type Options struct {
 	// window as long as the period, keeps them attached.
 	TraceEvery, TraceWindow time.Duration
 	// OnEvent, when set, sees every switch event as soon as it is read
-	// (the hint publisher); it must not block.
+	// (the hint publisher); it must not block. It is called on the
+	// reader's own thread, before the event goes into the timeline.
 	OnEvent func(*bpf.SchedSwitchEvent)
+	// ReaderPriority is the SCHED_FIFO priority the event reader's thread
+	// runs at while OnEvent is set: 0 means DefaultReaderPriority, a
+	// negative value leaves it an ordinary thread. Without OnEvent the
+	// reader is an ordinary goroutine.
+	ReaderPriority int
 }
+
+// DefaultReaderPriority is the real-time priority of the event reader when
+// OnEvent is set: the lowest, above every ordinary thread and below every
+// real-time one (interrupt threads, migration, watchdogs).
+const DefaultReaderPriority = 1
 
 func (o *Options) defaults() {
 	if o.SampleEvery <= 0 {
@@ -407,7 +418,29 @@ func monoNow() uint64 {
 
 // readEvents copies switch events into the timeline until the probe is
 // closed; a record that does not parse is skipped.
+//
+// With OnEvent set (the hint publisher: each switch-in of a watched
+// thread must reach its page within microseconds) the reader runs on a
+// thread of its own at a real-time priority, and calls OnEvent from that
+// thread, so nothing stands between the kernel's wake-up and the page
+// write. As an ordinary thread the reader waits for a CPU like any other
+// task: on a loaded host the switch-in reached the page 1.5-8 ms late at
+// the p99 (docs/BENCHMARKS.md "Hint pages"). It is on whenever OnEvent is
+// set because it costs no CPU time: the reader does the same work at
+// either priority, only sooner, and it runs once per switch-in of a
+// watched thread. What it changes is whom that work preempts: at any
+// real-time priority it preempts an ordinary thread on its CPU at once,
+// a watched one included; the BPF programs do not wake it again for the
+// switch-in that ends such a short preemption (QUIET_OFF_NS in
+// bpf/sched.bpf.c), and the publisher does not count its own process as
+// a co-runner. Priority 1 keeps it below every real-time kernel thread.
 func (m *Monitor) readEvents() {
+	var place *placement
+	if m.opts.OnEvent != nil && m.opts.ReaderPriority >= 0 {
+		var done func()
+		place, done = realtimeReader(m.opts.ReaderPriority, m.log)
+		defer done()
+	}
 	var (
 		rec ringbuf.Record
 		ev  bpf.SchedSwitchEvent
@@ -421,9 +454,12 @@ func (m *Monitor) readEvents() {
 			m.log.Debug().Err(err).Msg("skipping ring buffer record")
 			continue
 		}
-		m.timeline.add(&ev)
 		if m.opts.OnEvent != nil {
 			m.opts.OnEvent(&ev)
+			if place != nil {
+				place.after(&ev)
+			}
 		}
+		m.timeline.add(&ev)
 	}
 }

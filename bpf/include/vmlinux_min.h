@@ -53,14 +53,44 @@ enum {
 	BPF_EXIST = 2,
 };
 
-/* CONFIG_CFS_BANDWIDTH: >0 while this runqueue or an ancestor is throttled. */
-struct cfs_rq {
-	int throttle_count;
+typedef __s64 ktime_t;
+
+struct timerqueue_node {
+	ktime_t expires;
 } __attribute__((preserve_access_index));
 
-/* CONFIG_FAIR_GROUP_SCHED: the runqueue the entity is queued on. */
+struct hrtimer {
+	struct timerqueue_node node;
+} __attribute__((preserve_access_index));
+
+/* CONFIG_CFS_BANDWIDTH: a task group's CPU bandwidth limit and the runtime
+ * left in its global pool for the current period. */
+struct cfs_bandwidth {
+	ktime_t period;
+	__u64 quota;   /* RUNTIME_INF (~0) when unlimited */
+	__u64 runtime; /* left in the pool; refilled by period_timer */
+	struct hrtimer period_timer;
+} __attribute__((preserve_access_index));
+
+struct task_group {
+	struct cfs_bandwidth cfs_bandwidth;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq {
+	/* CONFIG_CFS_BANDWIDTH: >0 while this runqueue or an ancestor is throttled. */
+	int throttle_count;
+	/* CONFIG_CFS_BANDWIDTH: this runqueue's group has a quota, and the
+	 * runtime it holds locally (taken from the pool in slices). */
+	int runtime_enabled;
+	__s64 runtime_remaining;
+	struct task_group *tg;
+} __attribute__((preserve_access_index));
+
+/* CONFIG_FAIR_GROUP_SCHED: the runqueue the entity is queued on, and the
+ * entity of the group that owns that runqueue (NULL at the root). */
 struct sched_entity {
 	struct cfs_rq *cfs_rq;
+	struct sched_entity *parent;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
