@@ -59,6 +59,7 @@ struct thread_stats {
 	__u32 epoch;         // config.epoch of the open-interval fields above
 	__u32 quota_armed;   // a throttle was seen in this epoch: the next one closes a quota interval
 	__u64 last_run_ns;   // length of the last on-CPU interval
+	__u64 contended_ns;  // last switch-in after an involuntary interval of QUIET_OFF_NS or more (0: none)
 	// CPU bandwidth control, read from the kernel at the last switch-in
 	// (quota_ns 0: no cgroup above the thread has a quota, or the kernel
 	// lacks the fields). Of the cgroups above it with a quota, the one
@@ -108,7 +109,8 @@ struct switch_event {
 	__u8 preempted;   // the switch-out was involuntary
 	__u8 throttled;   // ... because the bandwidth quota ran out
 	__u8 waited;      // the interval ended with a runnable wait (preempted, or woken and waiting)
-	__u8 _pad[5];
+	__u8 woken;       // the record woke the reader (with config.wakeup; see emit)
+	__u8 _pad[4];
 	char other_comm[TASK_COMM_LEN];
 };
 
@@ -160,6 +162,13 @@ struct {
 // by a short task, such as the agent's own reader) does not wake the
 // reader even when config.wakeup asks for a wake-up per record.
 #define QUIET_OFF_NS 100000
+
+// A thread whose last involuntary interval (of QUIET_OFF_NS or more) ended
+// longer ago than this has its CPU to itself: its hint says no slice ends
+// (the publisher's contendedFor), whatever the time of its switch-in, so
+// that switch-in wakes nobody either. Without this a thread that sleeps
+// and wakes 20k times a second cost the agent 15% of a core.
+#define CONTENDED_NS 500000000ULL
 
 // Index 0: records dropped because the ring buffer was full.
 struct {
@@ -357,7 +366,11 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	// thread again at once, a loop in which the agent becomes the
 	// thread's co-runner. The record is read with the next one.
 	bool quiet = s->out_preempted && off > 0 && off < QUIET_OFF_NS;
-	__u64 flags = (cfg->wakeup && !quiet) || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
+	if (s->out_preempted && off >= QUIET_OFF_NS)
+		s->contended_ns = now;
+	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
+	e->woken = cfg->wakeup && !quiet && contended;
+	__u64 flags = e->woken || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }

@@ -38,7 +38,8 @@ type SchedSwitchEvent struct {
 	Preempted uint8
 	Throttled uint8
 	Waited    uint8
-	Pad       [5]uint8
+	Woken     uint8
+	Pad       [4]uint8
 	OtherComm [16]int8
 }
 
@@ -64,6 +65,7 @@ type SchedThreadStats struct {
 	Epoch              uint32
 	QuotaArmed         uint32
 	LastRunNs          uint64
+	ContendedNs        uint64
 	QuotaLeftNs        int64
 	QuotaNs            uint64
 	QuotaPeriodNs      uint64

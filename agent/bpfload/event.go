@@ -33,6 +33,7 @@ func decodeEvent(raw []byte, ev *bpf.SchedSwitchEvent) error {
 	ev.Preempted = raw[40]
 	ev.Throttled = raw[41]
 	ev.Waited = raw[42]
+	ev.Woken = raw[43]
 	for i := range ev.OtherComm {
 		ev.OtherComm[i] = int8(raw[48+i])
 	}

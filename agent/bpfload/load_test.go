@@ -46,6 +46,7 @@ func TestEventLayout(t *testing.T) {
 		{"OtherTgid", unsafe.Offsetof(ev.OtherTgid), 36},
 		{"Preempted", unsafe.Offsetof(ev.Preempted), 40},
 		{"Waited", unsafe.Offsetof(ev.Waited), 42},
+		{"Woken", unsafe.Offsetof(ev.Woken), 43},
 		{"OtherComm", unsafe.Offsetof(ev.OtherComm), 48},
 		{"size", unsafe.Sizeof(ev), 64},
 	} {

@@ -203,7 +203,7 @@ func runE2E(t *testing.T, scenario string) {
 		for i, v := range lag {
 			l[i] = float64(v) / 1e3
 		}
-		t.Logf("%s: switch-in to page, µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d; %d after interruptions under 100 µs not woken for)", scenario, q(l, .5), q(l, .9), q(l, .99), q(l, 1), len(l), pub.Quiet())
+		t.Logf("%s: switch-in to page, µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d; %d not woken for: after interruptions under 100 µs, or uncontended)", scenario, q(l, .5), q(l, .9), q(l, .99), q(l, 1), len(l), pub.Quiet())
 	}
 	if used == 0 {
 		t.Fatal("the thread never read a hint from the page")

@@ -320,9 +320,11 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	}
 	now := monoNow()
 	p.publish(t, now)
-	if ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < quietOffNs {
-		// The reader was not woken for this one (it comes with the
-		// next record): the slot kept the thread running meanwhile.
+	if ev.Woken == 0 {
+		// The reader was not woken for this one (it came with a later
+		// record or the reader's drain): after a short interruption
+		// the slot kept the thread running meanwhile, and a thread
+		// with its CPU to itself has no slice to end.
 		p.quiet++
 	} else {
 		p.lag.add(now - min(now, ev.InNs))
@@ -383,19 +385,19 @@ func (p *Publisher) Close() {
 
 // Lag returns the delays from switch-in (kernel time) to the page holding
 // it, of the latest publishes (ns, oldest first): the switch-ins the
-// reader is woken for, i.e. all but those that end an involuntary
-// interval shorter than 100 µs (Quiet counts those).
+// reader is woken for (Quiet counts the others).
 func (p *Publisher) Lag() []uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lag.samples()
 }
 
-// Quiet returns how many switch-ins ended an involuntary off-CPU interval
-// shorter than 100 µs. The BPF programs do not wake the reader for those
-// (the interruption is often the reader itself, woken on the thread's
-// CPU); the slot keeps the thread running, and the switch-in is read with
-// the next record.
+// Quiet returns how many switch-ins the reader was not woken for: those
+// that end an involuntary off-CPU interval shorter than 100 µs (often the
+// reader itself, woken on the thread's CPU; the slot keeps the thread
+// running), and every switch-in of a thread with no longer involuntary
+// interval in the last 500 ms (its CPU is its own: no slice ends). They
+// are read with a later record or the reader's periodic drain.
 func (p *Publisher) Quiet() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -82,7 +82,7 @@ func TestSwitchEventsPublish(t *testing.T) {
 	// Five 4 ms slices, each preempted by a co-runner.
 	for i := range 5 {
 		in := now - uint64(5-i)*8_000_000
-		p.OnEvent(&bpf.SchedSwitchEvent{InNs: in, OffNs: 4_000_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1, OtherTgid: 99})
+		p.OnEvent(&bpf.SchedSwitchEvent{InNs: in, OffNs: 4_000_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1, OtherTgid: 99, Woken: 1})
 	}
 	var s hintpage.Slot
 	if err := f.FindTID(7, &s); err != nil {
@@ -96,6 +96,12 @@ func TestSwitchEventsPublish(t *testing.T) {
 	}
 	if len(p.Lag()) != 5 {
 		t.Fatalf("lag samples %d", len(p.Lag()))
+	}
+	// A record the reader was not woken for (it came later) is published
+	// but is not a publish delay.
+	p.OnEvent(&bpf.SchedSwitchEvent{InNs: now, OffNs: 50_000, RunNs: 4_000_000, Tid: 7, Cpu: 1, Preempted: 1, OtherTgid: 99})
+	if len(p.Lag()) != 5 || p.Quiet() != 1 {
+		t.Fatalf("lag samples %d, quiet %d: want 5 and 1", len(p.Lag()), p.Quiet())
 	}
 	p.OnEvent(&bpf.SchedSwitchEvent{InNs: now, OffNs: 1, Tid: 99}) // unwatched: ignored
 }

@@ -1,0 +1,111 @@
+//go:build linux
+
+package bpfload
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// With a wake-up asked for per record, the reader is woken for the
+// switch-ins of a contended thread only: a sleeper alone on its CPU wakes
+// nobody (its hint has no slice to end), two spinners sharing one CPU do.
+// A record's Woken is what the programs did (BPF_RB_FORCE_WAKEUP).
+func TestWakeOnlyWhenContended(t *testing.T) {
+	p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, Log: zerolog.Nop()})
+	cpu := runtime.NumCPU() - 1
+
+	// Runs body on n threads pinned to cpu, all watched before they start.
+	run := func(n int, body func()) []uint32 {
+		var tids []uint32
+		var wg sync.WaitGroup
+		tidc, start := make(chan int), make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Never unlocked: the pinned thread ends with the
+				// goroutine, so no tid is reused and no pin leaks.
+				runtime.LockOSThread()
+				var set unix.CPUSet
+				set.Set(cpu)
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					t.Error(err)
+				}
+				tidc <- unix.Gettid()
+				<-start
+				body()
+			}()
+		}
+		for range n {
+			tid := uint32(<-tidc)
+			if err := p.Watch(tid); err != nil {
+				t.Fatal(err)
+			}
+			tids = append(tids, tid)
+		}
+		close(start)
+		wg.Wait()
+		return tids
+	}
+	sleeper := run(1, func() {
+		for range 200 {
+			unix.Nanosleep(&unix.Timespec{Nsec: 500_000}, nil)
+		}
+	})
+	spinners := run(2, func() {
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		}
+	})
+
+	// The rule, replayed on the records (all on one CPU, so in order):
+	// woken unless the switch-in ends an interruption under 100 µs, and
+	// only within 500 ms of the end of an involuntary interval of 100 µs
+	// or more. On a loaded machine the sleeper too may be preempted;
+	// then its next records may wake the reader.
+	woken, events, wrong := map[uint32]int{}, map[uint32]int{}, 0
+	contended := map[uint32]uint64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ev bpf.SchedSwitchEvent
+		var rec ringbuf.Record
+		for p.ReadEvent(&rec, &ev) == nil {
+			quiet := ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < 100_000
+			if ev.Preempted != 0 && ev.OffNs >= 100_000 {
+				contended[ev.Tid] = ev.InNs
+			}
+			c := contended[ev.Tid]
+			want := !quiet && c != 0 && ev.InNs-c < 500_000_000
+			events[ev.Tid]++
+			if ev.Woken != 0 {
+				woken[ev.Tid]++
+			}
+			if want != (ev.Woken != 0) {
+				wrong++
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
+	p.Close()
+	<-done
+	t.Logf("sleeper: %d of %d records woke the reader; spinners: %d of %d, %d of %d",
+		woken[sleeper[0]], events[sleeper[0]], woken[spinners[0]], events[spinners[0]], woken[spinners[1]], events[spinners[1]])
+	if wrong != 0 {
+		t.Errorf("%d records woke the reader against the rule", wrong)
+	}
+	if events[sleeper[0]] < 100 {
+		t.Errorf("sleeper: %d records, want ~200", events[sleeper[0]])
+	}
+	if woken[spinners[0]]+woken[spinners[1]] == 0 {
+		t.Errorf("two spinners on one CPU (%d and %d records): none woke the reader", events[spinners[0]], events[spinners[1]])
+	}
+}
