@@ -166,8 +166,9 @@ struct {
 // A thread whose last involuntary interval (of QUIET_OFF_NS or more) ended
 // longer ago than this has its CPU to itself: its hint says no slice ends
 // (the publisher's contendedFor), whatever the time of its switch-in, so
-// that switch-in wakes nobody either. Without this a thread that sleeps
-// and wakes 20k times a second cost the agent 15% of a core.
+// that switch-in wakes nobody either. Waking the reader for every
+// switch-in cost the agent 15% of a core for a pair of threads switching
+// 33k times a second (docs/BENCHMARKS.md, "Hint pages").
 #define CONTENDED_NS 500000000ULL
 
 // Index 0: records dropped because the ring buffer was full.

@@ -301,13 +301,17 @@ func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {
 }
 
 // OnEvent publishes the switch-in an event reports (monitor.Options.OnEvent),
-// with the thread's BPF counters as they are now (state, and the CPU
-// bandwidth left at its latest switch-in).
+// with, for a record that woke the reader, the thread's BPF counters as
+// they are now (state, and the CPU bandwidth left at its latest switch-in).
 func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	p.evMu.Lock()
 	defer p.evMu.Unlock()
+	// The counters (a map lookup, a system call) only for the records
+	// that woke the reader: the others come in batches, up to one per
+	// switch of a thread that has its CPU to itself, and the refresh
+	// brings their slots up to date.
 	st := &p.evStats
-	ok := p.stats(ev.Tid, st)
+	ok := ev.Woken != 0 && p.stats(ev.Tid, st)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.threads[ev.Tid]
