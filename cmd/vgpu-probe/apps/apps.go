@@ -65,6 +65,7 @@ type Options struct {
 	Timeout    time.Duration
 	CapQuota   time.Duration
 	CapPeriod  time.Duration
+	From       []string
 
 	Out, Err io.Writer
 
@@ -102,8 +103,14 @@ run alone (min-max in brackets; per step because a program run for
 --seconds does as many steps as fit) and its median CPU seconds (runs.jsonl
 and --json have the time and CPU per step too), the best arm, and whether
 hybridsync is within 3% of the better CUDA mode and never slower than
-cuda-default. A run that fails (exit status, no JSON line, --timeout) is
+cuda-default. "paired" gives the same two ratios by repetition (median of
+hybridsync over the other arm of the same repetition, which ran just
+before or after it): on a noisy machine it shows a few percent that the
+medians of whole arms cannot. A run that fails (exit status, no JSON line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
+
+--from FILE[,FILE] prints the table of earlier runs (their runs.jsonl,
+several taken together) without running anything.
 
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
@@ -112,10 +119,17 @@ removed after each cell, also on Ctrl-C and failure.`,
 		Example: `  vgpu-probe apps --suite experiments/apps/suite.json --dir build/apps \
       --lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so
   vgpu-probe apps --program 'infer=python3 infer.py --batch 8' --arms cuda-default,hybridsync \
-      --lib libhybridsync.so --contention none,while1 --reps 7 --json`,
+      --lib libhybridsync.so --contention none,while1 --reps 7 --json
+  vgpu-probe apps --from results/apps-20261124-135706/runs.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if len(o.From) > 0 {
+				if len(o.Programs) > 0 || o.Suite != "" {
+					return usage.Errorf("--from prints the table of earlier runs; it runs nothing (no --program or --suite)")
+				}
+				return summarizeFrom(o)
+			}
 			if err := o.complete(); err != nil {
 				return usage.Wrap(err)
 			}
@@ -142,6 +156,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time limit of one run")
 	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
+	f.StringSliceVar(&o.From, "from", nil, "print the table (or --json) of earlier runs from these runs.jsonl files, taken together, and run nothing")
 	return cmd
 }
 

@@ -163,18 +163,11 @@ func readInfos(t *testing.T, dir string) []infoFile {
 	return out
 }
 
-func readRuns(t *testing.T, path string) []Run {
-	b, err := os.ReadFile(path)
+func mustReadRuns(t *testing.T, path string) []Run {
+	t.Helper()
+	runs, err := readRuns(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var runs []Run
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r Run
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("runs.jsonl line %q: %v", l, err)
-		}
-		runs = append(runs, r)
 	}
 	return runs
 }
@@ -283,7 +276,7 @@ func TestRunMatrix(t *testing.T) {
 		}
 	}
 
-	runs := readRuns(t, filepath.Join(out, "runs.jsonl"))
+	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))
 	if len(runs) != reps*len(contention)*3 {
 		t.Fatalf("%d runs in runs.jsonl", len(runs))
 	}
@@ -427,7 +420,7 @@ func TestFailures(t *testing.T) {
 			t.Errorf("noblock %s: %+v", row.Contention, row)
 		}
 	}
-	runs := readRuns(t, filepath.Join(out, "runs.jsonl"))
+	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))
 	for _, r := range runs {
 		if r.Program == "exits" && r.ExitStatus != 3 {
 			t.Errorf("exit status %d recorded, want 3", r.ExitStatus)
@@ -626,7 +619,7 @@ func TestReadyLine(t *testing.T) {
 		t.Fatalf("err %v, want the run of 'never' failed for its missing ready line; stderr:\n%s", err, stderr)
 	}
 	checkNothingLeft(t)
-	for _, r := range readRuns(t, filepath.Join(out, "runs.jsonl")) {
+	for _, r := range mustReadRuns(t, filepath.Join(out, "runs.jsonl")) {
 		if r.Program == "late" && !r.OK() {
 			t.Errorf("late: %s", r.Error)
 		}
@@ -648,5 +641,58 @@ func TestReadyLine(t *testing.T) {
 	if inGroup(before[0]) || !inGroup(filepath.Join(info, pid+".json")) {
 		t.Errorf("in the cap cgroup before the ready line: %v; after: %v; want only after",
 			inGroup(before[0]), inGroup(filepath.Join(info, pid+".json")))
+	}
+}
+
+// TestFrom prints the table of earlier runs, two files taken together,
+// and refuses what is not a runs.jsonl with one line.
+func TestFrom(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, runs ...Run) string {
+		var b bytes.Buffer
+		for _, r := range runs {
+			j, _ := json.Marshal(r)
+			b.Write(append(j, '\n'))
+		}
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, b.Bytes(), 0o644)
+		return path
+	}
+	run := func(c, arm string, rep int, wall float64) Run {
+		return Run{Program: "p", Contention: c, Arm: arm, Rep: rep, WallS: wall, CPUS: wall, Steps: 100}
+	}
+	a := write("a.jsonl", run("none", "cuda-default", 0, 1), run("none", "hybridsync", 0, 1.01),
+		run("while1", "cuda-default", 0, 2), run("while1", "hybridsync", 0, 1.5))
+	b := write("b.jsonl", run("while1", "cuda-default", 1, 3), run("while1", "hybridsync", 1, 2.4))
+	stdout, _, err := execute(context.Background(), "--from", a+","+b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// while1 by repetition: 1.5/2 and 2.4/3, median 0.775; by medians 1.95/2.5 = 0.78.
+	if !strings.Contains(stdout, "paired") || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "p while1 2.50 [2.00-3.00] 2.500 1.95 [1.50-2.40] 1.950 hybridsync -22.0% -22.0% -22.5% / -22.5% met 0") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	stdout, _, err = execute(context.Background(), "--from", a, "--json")
+	var sum Summary
+	if err != nil || json.Unmarshal([]byte(stdout), &sum) != nil || len(sum.Results) != 2 || !near(sum.Results[1].HSVsDefaultPaired, 0.75) {
+		t.Errorf("--json: %v %s", err, stdout)
+	}
+
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"program":"p","arm":"hybridsync","contention":"none"}`+"\n{not json\n"), 0o644)
+	empty := write("empty.jsonl")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", filepath.Join(dir, "absent.jsonl")}, "absent.jsonl"},
+		{[]string{"--from", bad}, "bad.jsonl:2: not a run"},
+		{[]string{"--from", empty}, "no runs"},
+		{[]string{"--from", a, "--program", "p=true"}, "runs nothing"},
+	} {
+		_, _, err := execute(context.Background(), tc.args...)
+		if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: err = %v, want a one-line bad-input error with %q", tc.args, err, tc.want)
+		}
 	}
 }

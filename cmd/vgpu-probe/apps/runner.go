@@ -1,6 +1,8 @@
 package apps
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,14 +148,27 @@ func run(ctx context.Context, o *Options) error {
 	for i, p := range o.progs {
 		names[i] = p.Name
 	}
-	sum := Summary{CPU: o.CPU, Reps: o.Reps, Results: Summarize(runs, names, o.Contention, o.Arms), Failures: []Run{}, Out: out}
+	sum := Summary{CPU: o.CPU, Reps: o.Reps, Out: out}
+	err = o.report(&sum, runs, names, o.Contention, o.Arms, filepath.Join(out, "summary.json"))
+	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, "runs.jsonl"))
+	return err
+}
+
+// report summarizes runs into sum, writes it to summaryPath (if not ""),
+// prints the table or the JSON, and lists the failed runs, which make it
+// return an error.
+func (o *Options) report(sum *Summary, runs []Run, programs, contentions, arms []string, summaryPath string) error {
+	sum.Results = Summarize(runs, programs, contentions, arms)
+	sum.Failures = []Run{}
 	for _, r := range runs {
 		if !r.OK() {
 			sum.Failures = append(sum.Failures, r)
 		}
 	}
-	if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
-		os.WriteFile(filepath.Join(out, "summary.json"), append(b, '\n'), 0o644)
+	if summaryPath != "" {
+		if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
+			os.WriteFile(summaryPath, append(b, '\n'), 0o644)
+		}
 	}
 	if o.JSON {
 		enc := json.NewEncoder(o.Out)
@@ -164,7 +179,6 @@ func run(ctx context.Context, o *Options) error {
 	} else if err := PrintTable(o.Out, sum.Results); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, "runs.jsonl"))
 	if len(sum.Failures) > 0 {
 		for _, r := range sum.Failures {
 			fmt.Fprintf(o.Err, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
@@ -172,6 +186,73 @@ func run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("%d of %d runs failed (left out of the medians)", len(sum.Failures), len(runs))
 	}
 	return nil
+}
+
+// summarizeFrom prints the table of the runs in o.From (runs.jsonl files
+// of earlier runs, taken together): programs in the order they first
+// appear, settings and arms in their usual order.
+func summarizeFrom(o *Options) error {
+	var runs []Run
+	for _, path := range o.From {
+		rs, err := readRuns(path)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, rs...)
+	}
+	if len(runs) == 0 {
+		return usage.Errorf("--from: no runs in %s", strings.Join(o.From, ", "))
+	}
+	var programs []string
+	seen := map[string]bool{}
+	present := map[string]bool{}
+	for _, r := range runs {
+		if !seen[r.Program] {
+			seen[r.Program] = true
+			programs = append(programs, r.Program)
+		}
+		present[r.Contention], present[r.Arm] = true, true
+	}
+	var contentions, arms []string
+	for _, c := range corunner.Contentions {
+		if present[c] {
+			contentions = append(contentions, c)
+		}
+	}
+	for _, a := range Arms {
+		if present[a] {
+			arms = append(arms, a)
+		}
+	}
+	return o.report(&Summary{}, runs, programs, contentions, arms, "")
+}
+
+// readRuns reads one runs.jsonl; a line that is not a run is an error
+// naming the file and line.
+func readRuns(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usage.Errorf("--from: %v", err)
+	}
+	defer f.Close()
+	var runs []Run
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var r Run
+		if err := json.Unmarshal(line, &r); err != nil || r.Program == "" || r.Arm == "" || r.Contention == "" {
+			return nil, usage.Errorf("--from: %s:%d: not a run of vgpu-probe apps", path, n)
+		}
+		runs = append(runs, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--from: %s: %w", path, err)
+	}
+	return runs, nil
 }
 
 // runCell runs the program in each arm in the order given, under one

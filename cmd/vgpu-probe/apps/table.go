@@ -75,6 +75,14 @@ type Row struct {
 	HSVsDefault  *float64 `json:"hybridsync_vs_default,omitempty"`
 	HSWithin3Pct *bool    `json:"hybridsync_within_3pct,omitempty"`
 	HSNotSlower  *bool    `json:"hybridsync_not_slower,omitempty"`
+	// The same comparison by repetition: the arms of one repetition run
+	// back to back, so the ratio of two of them leaves out most of the
+	// drift between repetitions (the same cell can vary by 1.6x on a
+	// noisy machine). Medians over repetitions of hybridsync's time over
+	// cuda-default's and over cuda-blocking's; vs the better CUDA arm is
+	// the larger of the two.
+	HSVsBestCUDAPaired *float64 `json:"hybridsync_vs_best_cuda_paired,omitempty"`
+	HSVsDefaultPaired  *float64 `json:"hybridsync_vs_default_paired,omitempty"`
 }
 
 // Summarize computes the table from runs, rows in the order of programs
@@ -140,6 +148,8 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 					row.HSVsDefault = ptr(hs / d)
 					row.HSNotSlower = ptr(hs <= d)
 				}
+				row.HSVsDefaultPaired, row.HSVsBestCUDAPaired = paired(by[key{p, c, "hybridsync"}],
+					by[key{p, c, "cuda-default"}], by[key{p, c, "cuda-blocking"}])
 			}
 			rows = append(rows, row)
 		}
@@ -148,6 +158,40 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// paired returns the medians over repetitions of hs's time per step over
+// def's and over blk's (nil where no repetition has both good runs), and
+// the larger of the two: hs over the better of the two CUDA arms.
+func paired(hs, def, blk []Run) (vsDefault, vsBest *float64) {
+	ratios := func(other []Run) *float64 {
+		byRep := map[int]float64{}
+		for _, r := range other {
+			if r.OK() {
+				byRep[r.Rep] = r.perStep()
+			}
+		}
+		var rs []float64
+		for _, r := range hs {
+			if o, ok := byRep[r.Rep]; ok && r.OK() && o > 0 {
+				rs = append(rs, r.perStep()/o)
+			}
+		}
+		if len(rs) == 0 {
+			return nil
+		}
+		return ptr(median(rs))
+	}
+	vsDefault, vsBlocking := ratios(def), ratios(blk)
+	switch {
+	case vsDefault == nil:
+		vsBest = vsBlocking
+	case vsBlocking == nil:
+		vsBest = vsDefault
+	default:
+		vsBest = ptr(math.Max(*vsDefault, *vsBlocking))
+	}
+	return vsDefault, vsBest
+}
 
 // medians returns the median wall and CPU seconds of the good runs in rs
 // (0 when there are none).
@@ -220,7 +264,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "target", "failed")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired", "target", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -238,7 +282,8 @@ func PrintTable(w io.Writer, rows []Row) error {
 			}
 			cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
 		}
-		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault), target(r), fmt.Sprint(failed))
+		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
+			pct(r.HSVsBestCUDAPaired)+" / "+pct(r.HSVsDefaultPaired), target(r), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()

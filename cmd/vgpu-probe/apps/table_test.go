@@ -54,8 +54,18 @@ func TestSummarize(t *testing.T) {
 	if w1.Best != "cuda-blocking" || !near(w1.HSVsBestCUDA, 2.6/2.5) || *w1.HSWithin3Pct || !*w1.HSNotSlower || !near(w1.Arms[2].Ratio, 1.3) {
 		t.Errorf("while1: %+v", w1)
 	}
+	// By repetition (rep 3 of hybridsync alone has no partner): alone
+	// 2.04/2.0, 2.0/1.9, 2.5/2.2 over default, median 2.0/1.9; over
+	// blocking 2.04/2.1 is the median, so the better arm by repetition
+	// is default. Under while1: 2.7/2.6 over blocking, 2.55/3.8 over default.
+	if !near(none.HSVsDefaultPaired, 2.0/1.9) || !near(none.HSVsBestCUDAPaired, 2.0/1.9) {
+		t.Errorf("alone, paired: %v %v", *none.HSVsDefaultPaired, *none.HSVsBestCUDAPaired)
+	}
+	if !near(w1.HSVsDefaultPaired, 2.55/3.8) || !near(w1.HSVsBestCUDAPaired, 2.7/2.6) {
+		t.Errorf("while1, paired: %v %v", *w1.HSVsDefaultPaired, *w1.HSVsBestCUDAPaired)
+	}
 	q := rows[2]
-	if q.Arms[2].WallS != 2 || q.Arms[2].Ratio != nil || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil {
+	if q.Arms[2].WallS != 2 || q.Arms[2].Ratio != nil || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil || q.HSVsBestCUDAPaired != nil {
 		t.Errorf("q: %+v", q)
 	}
 	if r := rows[3]; r.Best != "" || r.Arms[0].Runs != 0 {
@@ -72,10 +82,10 @@ func TestSummarize(t *testing.T) {
 	}
 	for i, want := range []string{
 		"cuda-default wall",
-		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% MISSED: slower than default 1",
-		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% MISSED: >3% behind 0",
-		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - 0",
-		"q while1 - - - - - - - - - - 0",
+		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% / +5.3% MISSED: slower than default 1",
+		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% / -32.9% MISSED: >3% behind 0",
+		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - 0",
+		"q while1 - - - - - - - - - - / - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("table line %d lacks %q:\n%s", i, want, out.String())
