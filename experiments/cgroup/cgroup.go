@@ -136,9 +136,49 @@ func (g *Group) Add(pid int) error {
 	return nil
 }
 
+// threadedChild is the v2 child of a group that holds the limit of the
+// single threads AddThread put in it.
+const threadedChild = "thread"
+
+// AddThread puts the one thread tid of process pid under the group's
+// limit, the process's other threads not. v1 takes a thread id in tasks.
+// v2 takes single threads only inside a threaded subtree: the whole
+// process goes into the group, whose limit moves to a threaded child that
+// the thread goes into.
+func (g *Group) AddThread(pid, tid int) error {
+	if g.Version == V1 {
+		if err := os.WriteFile(filepath.Join(g.Path, "tasks"), []byte(strconv.Itoa(tid)), 0); err != nil {
+			return fmt.Errorf("move thread %d into %s: %w", tid, g.Path, err)
+		}
+		return nil
+	}
+	limit, err := os.ReadFile(filepath.Join(g.Path, "cpu.max"))
+	if err != nil {
+		return fmt.Errorf("read cpu.max of %s: %w", g.Path, err)
+	}
+	child := filepath.Join(g.Path, threadedChild)
+	steps := []struct{ path, value string }{
+		{filepath.Join(child, "cgroup.type"), "threaded"},
+		{filepath.Join(g.Path, "cgroup.subtree_control"), "+cpu"},
+		{filepath.Join(child, "cpu.max"), strings.TrimSpace(string(limit))},
+		{filepath.Join(g.Path, "cpu.max"), "max"},
+		{filepath.Join(g.Path, "cgroup.procs"), strconv.Itoa(pid)},
+		{filepath.Join(child, "cgroup.threads"), strconv.Itoa(tid)},
+	}
+	if err := os.Mkdir(child, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create threaded cgroup: %w", err)
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(st.path, []byte(st.value), 0); err != nil {
+			return fmt.Errorf("put thread %d of %d under the limit of %s: %s: %w", tid, pid, g.Path, st.path, err)
+		}
+	}
+	return nil
+}
+
 // Remove deletes the group, first moving any process left in it back to
-// the parent (a cgroup with members cannot be removed). Removing a group
-// already gone is not an error.
+// the parent (a cgroup with members cannot be removed), and the threaded
+// child AddThread made. Removing a group already gone is not an error.
 func (g *Group) Remove() error {
 	parent := filepath.Join(filepath.Dir(g.Path), "cgroup.procs")
 	var err error
@@ -150,6 +190,7 @@ func (g *Group) Remove() error {
 		for _, pid := range strings.Fields(string(b)) {
 			os.WriteFile(parent, []byte(pid), 0)
 		}
+		os.Remove(filepath.Join(g.Path, threadedChild)) // empty once the process left
 		if err = os.Remove(g.Path); err == nil || errors.Is(err, os.ErrNotExist) {
 			return nil
 		}

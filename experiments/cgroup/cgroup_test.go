@@ -63,6 +63,50 @@ func TestCreateLimitAddRemove(t *testing.T) {
 	}
 }
 
+// TestAddThread puts one thread under the limit (here the only thread of
+// a child process): in v1 through tasks, in v2 through a threaded child
+// that takes the group's limit; Remove removes both.
+func TestAddThread(t *testing.T) {
+	requireCgroups(t)
+	g, err := Create(fmt.Sprintf("vgpu-probe-test-thread-%d", os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Remove() })
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	if err := g.AddThread(pid, pid); err != nil {
+		t.Fatal(err)
+	}
+	read := func(parts ...string) string {
+		b, _ := os.ReadFile(filepath.Join(append([]string{g.Path}, parts...)...))
+		return strings.TrimSpace(string(b))
+	}
+	if g.Version == V1 {
+		if !strings.Contains(read("tasks"), fmt.Sprint(pid)) {
+			t.Errorf("thread %d not in %s/tasks", pid, g.Path)
+		}
+	} else {
+		if !strings.Contains(read(threadedChild, "cgroup.threads"), fmt.Sprint(pid)) || read(threadedChild, "cpu.max") != "10000 20000" ||
+			!strings.HasPrefix(read("cpu.max"), "max") || read(threadedChild, "cgroup.type") != "threaded" {
+			t.Errorf("v2: threads %q limit %q, group limit %q, type %q", read(threadedChild, "cgroup.threads"),
+				read(threadedChild, "cpu.max"), read("cpu.max"), read(threadedChild, "cgroup.type"))
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path); !os.IsNotExist(err) {
+		t.Errorf("%s still exists after Remove", g.Path)
+	}
+}
+
 func TestCreateRejectsBadInput(t *testing.T) {
 	requireCgroups(t)
 	for _, name := range []string{"", "a/b", ".."} {
