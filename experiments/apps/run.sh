@@ -9,7 +9,9 @@
 # The second form builds the .cu programs and blocksync.so into build/apps,
 # then runs `vgpu-probe apps` on experiments/apps/suite.json with ARGS
 # passed through (e.g. --only torch_infer --contention none,while1 --reps 5).
-# Raw runs and hybridsync stats go under $OUT (default ./device-out).
+# Raw runs and hybridsync stats go under $OUT (default ./device-out); the
+# table of several runs together (one command per program on the GPU
+# machine) is `vgpu-probe apps --from A/runs.jsonl,B/runs.jsonl`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = prepare ]; then
