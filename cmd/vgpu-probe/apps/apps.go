@@ -110,7 +110,8 @@ medians of whole arms cannot. A run that fails (exit status, no JSON line, --tim
 recorded, left out of the medians and listed; the exit status is then 1.
 
 --from FILE[,FILE] prints the table of earlier runs (their runs.jsonl,
-several taken together) without running anything.
+several taken together) without running anything. Repetitions are paired
+by number, so each program's runs should come from one file.
 
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
