@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 )
 
 // built is what TestMain built once for every test.
@@ -445,16 +445,11 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("taskset (util-linux) is needed to pin the program and its co-runner: %v", err)
 	}
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := corunner.Online()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := -1
-	for c := range 1024 {
-		if set.IsSet(c) {
-			cpu = c
-		}
-	}
+	cpu := cpus[len(cpus)-1]
 	cpuArg := strconv.Itoa(cpu)
 	loop := exec.Command(taskset, "-c", cpuArg, "/bin/sh", "-c", "while :; do :; done")
 	if err := loop.Start(); err != nil {

@@ -123,20 +123,13 @@ static struct fast *fast_slot(uint64_t kernel, int create)
 	return NULL;
 }
 
-static void fast_count(uint64_t kernel)
+/* fast_count counts a wait of kernel that was already complete (deleg 0)
+ * or left to CUDA's own wait (deleg 1). */
+static void fast_count(uint64_t kernel, int deleg)
 {
 	struct fast *f = fast_slot(kernel, 1);
 	if (f)
-		atomic_fetch_add_explicit(&f->n, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
-}
-
-static void count_delegated(uint64_t kernel)
-{
-	struct fast *f = fast_slot(kernel, 1);
-	if (f)
-		atomic_fetch_add_explicit(&f->deleg, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(deleg ? &f->deleg : &f->n, 1, memory_order_relaxed);
 	else
 		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
 }
@@ -205,7 +198,7 @@ static int to_cuda(int arm, uint64_t kernel)
 	int cuda = arm == ARM_DEVICE || (arm == ARM_POLICY && epoch.cuda_blocking) ||
 		   (arm == ARM_MODEL && short_wait(kernel));
 	if (cuda)
-		count_delegated(kernel);
+		fast_count(kernel, 1);
 	return cuda;
 }
 
@@ -250,7 +243,7 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 	}
 	int arm = epoch_arm();
 	if (w->kind != HS_WAIT_CTX && hs_core_query(w) == 0) {
-		fast_count(w->kernel);
+		fast_count(w->kernel, 0);
 		return 0;
 	}
 	if (to_cuda(arm, w->kernel))

@@ -23,10 +23,12 @@ func requireCgroups(t *testing.T) {
 // TestCreateLimitAddRemove makes a real group with a quota, puts a real
 // process in it, reads the limit back from the kernel's files and removes
 // the group with the process still inside.
-func TestCreateLimitAddRemove(t *testing.T) {
+// groupAndSleeper creates the group prefix-PID limited to 10 ms per 20 ms
+// and starts a process to put in it; both go when the test ends.
+func groupAndSleeper(t *testing.T, prefix string) (*Group, *exec.Cmd) {
+	t.Helper()
 	requireCgroups(t)
-	name := fmt.Sprintf("vgpu-probe-test-%d", os.Getpid())
-	g, err := Create(name, 10*time.Millisecond, 20*time.Millisecond)
+	g, err := Create(fmt.Sprintf("%s-%d", prefix, os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,12 @@ func TestCreateLimitAddRemove(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return g, cmd
+}
+
+func TestCreateLimitAddRemove(t *testing.T) {
+	g, cmd := groupAndSleeper(t, "vgpu-probe-test")
 	if err := g.Add(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
@@ -67,17 +74,7 @@ func TestCreateLimitAddRemove(t *testing.T) {
 // a child process): in v1 through tasks, in v2 through a threaded child
 // that takes the group's limit; Remove removes both.
 func TestAddThread(t *testing.T) {
-	requireCgroups(t)
-	g, err := Create(fmt.Sprintf("vgpu-probe-test-thread-%d", os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Remove() })
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	g, cmd := groupAndSleeper(t, "vgpu-probe-test-thread")
 	pid := cmd.Process.Pid
 	if err := g.AddThread(pid, pid); err != nil {
 		t.Fatal(err)
