@@ -97,7 +97,8 @@ the program writes to stderr once it is set up: the co-runner and the cap
 then start only from there, so that a slow start-up (importing PyTorch)
 does not run under contention; without one they are in place from the
 start. For each repetition, program and contention setting, the arms run
-back to back in an order that rotates, so no arm always runs first. The table gives, per program and setting, each
+back to back in an order that rotates, so no arm always runs first; the
+programs of a repetition rotate as well. The table gives, per program and setting, each
 arm's median wall time per step as a ratio to the program's cuda-default
 run alone (min-max in brackets; per step because a program run for
 --seconds does as many steps as fit) and its median CPU seconds (runs.jsonl

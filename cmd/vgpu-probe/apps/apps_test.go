@@ -421,10 +421,18 @@ func TestFailures(t *testing.T) {
 		}
 	}
 	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))
+	firstOfRep := map[int]string{}
 	for _, r := range runs {
 		if r.Program == "exits" && r.ExitStatus != 3 {
 			t.Errorf("exit status %d recorded, want 3", r.ExitStatus)
 		}
+		if _, ok := firstOfRep[r.Rep]; !ok {
+			firstOfRep[r.Rep] = r.Program
+		}
+	}
+	// Programs rotate too: each repetition starts with the next one.
+	if firstOfRep[0] != "ok" || firstOfRep[1] != "exits" {
+		t.Errorf("repetitions start with %v, want ok then exits", firstOfRep)
 	}
 }
 

@@ -90,12 +90,12 @@ func (o *Options) armEnv(arm, statsFile string) []string {
 	return nil
 }
 
-// rotate returns arms starting at position k, wrapping around.
-func rotate(arms []string, k int) []string {
-	n := len(arms)
-	out := make([]string, n)
-	for i := range arms {
-		out[i] = arms[(i+k)%n]
+// rotate returns s starting at position k, wrapping around.
+func rotate[T any](s []T, k int) []T {
+	n := len(s)
+	out := make([]T, n)
+	for i := range s {
+		out[i] = s[(i+k)%n]
 	}
 	return out
 }
@@ -129,7 +129,11 @@ func run(ctx context.Context, o *Options) error {
 	var runs []Run
 	total := o.Reps * len(o.progs) * len(o.Contention) * len(o.Arms)
 	for rep := range o.Reps {
-		for pi, p := range o.progs {
+		// Programs too run in an order that rotates: variants of one
+		// program given as separate programs (with and without an
+		// environment variable, say) are compared by repetition, and
+		// the first run of a repetition must not always be the same one.
+		for pi, p := range rotate(o.progs, rep) {
 			for ci, c := range o.Contention {
 				rs, err := o.runCell(ctx, p, c, rep, rotate(o.Arms, rep+pi+ci), out, len(runs), total)
 				for _, r := range rs {
