@@ -282,9 +282,13 @@ int hs_core_finish(struct hs_wait *w)
 int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
 
 /* The schedule is a property of the context, not of a wait: switched, it
- * makes every wait of CUDA's own block, the driver's internal ones too (a
- * synchronous copy's), exactly as in a program that chose blocking-sync
- * mode. A blocking wait of ours on a shadow event cost 170-190 µs more per
+ * makes CUDA's own stream and context waits block, the driver's internal
+ * ones too (a synchronous copy's), exactly as in a program that chose
+ * blocking-sync mode. Event waits it leaves alone, as that mode does: an
+ * event blocks only if it was created with CU_EVENT_BLOCKING_SYNC, whatever
+ * the schedule, before or after a switch (experiments/device/ctxflags.cu on
+ * the H200 machine); making the program's events blocking bought nothing
+ * on the suite's event-waiting programs (docs/BENCHMARKS.md). A blocking wait of ours on a shadow event cost 170-190 µs more per
  * wait than that mode under a co-runner on the H200 machine
  * (docs/BENCHMARKS.md). The thread remembers the context it switched and
  * its flags, and switches back only that one. */

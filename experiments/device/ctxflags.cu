@@ -7,7 +7,7 @@
 // hundred or less means it blocked. The reference rows are a context that
 // was blocking-sync from the start (cudaSetDeviceFlags before any work)
 // and one that never was, in child processes so that each gets a fresh
-// context.
+// context. Last, what switching the schedule costs.
 //
 //   nvcc -O2 -o ctxflags ctxflags.cu -lcuda && ./ctxflags
 #include <cstdio>
@@ -102,5 +102,23 @@ int main()
 
 	CHECK(cuCtxSetFlags(flags));
 	report("switched back", "event created before the switch", s, before);
+
+	// What one switch and back costs, idle and with a kernel queued.
+	for (int busy = 0; busy < 2; busy++) {
+		const int n = 200;
+		double total = 0;
+		for (int i = 0; i < n; i++) {
+			if (busy)
+				spin_kernel<<<1, 1, 0, s>>>(200000, nullptr);
+			timespec t0, t1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			CHECK(cuCtxSetFlags((flags & ~CU_CTX_SCHED_MASK) | CU_CTX_SCHED_BLOCKING_SYNC));
+			CHECK(cuCtxSetFlags(flags));
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			total += (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+			CHECK(cudaStreamSynchronize(s));
+		}
+		printf("cuCtxSetFlags to blocking-sync and back, %s: %.1f µs\n", busy ? "a 200 µs kernel queued" : "idle", total / n);
+	}
 	return 0;
 }
