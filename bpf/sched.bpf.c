@@ -184,6 +184,7 @@ struct trace_config {
 	__u32 events; // 1: emit ring buffer records; 0: counters only
 	__u32 epoch;  // bumped at every attach
 	__u32 wakeup; // 1: wake the reader at every record (the hint publisher needs each switch-in at once)
+	__u32 self_tgid; // the reader's process: its preemptions of a watched thread are not contention (0: none)
 };
 
 struct {
@@ -367,7 +368,10 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	// thread again at once, a loop in which the agent becomes the
 	// thread's co-runner. The record is read with the next one.
 	bool quiet = s->out_preempted && off > 0 && off < QUIET_OFF_NS;
-	if (s->out_preempted && off >= QUIET_OFF_NS)
+	// Preemptions by the reader's own process are not contention either:
+	// counted, they would keep the reader waking itself.
+	bool by_self = cfg->self_tgid && s->replacer_tgid == cfg->self_tgid;
+	if (s->out_preempted && off >= QUIET_OFF_NS && !by_self)
 		s->contended_ns = now;
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
 	e->woken = cfg->wakeup && !quiet && contended;

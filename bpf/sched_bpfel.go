@@ -79,10 +79,11 @@ type SchedThreadStats struct {
 }
 
 type SchedTraceConfig struct {
-	_      structs.HostLayout
-	Events uint32
-	Epoch  uint32
-	Wakeup uint32
+	_        structs.HostLayout
+	Events   uint32
+	Epoch    uint32
+	Wakeup   uint32
+	SelfTgid uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -46,6 +46,10 @@ type Options struct {
 	// within microseconds, at the price of one reader wake-up per switch
 	// of a watched thread.
 	WakeEveryEvent bool
+	// Self is the reader's process (the hint publisher's): its threads
+	// preempting a watched thread do not make that thread contended, so
+	// the reader's own wake-ups cannot keep themselves going. 0: none.
+	Self uint32
 	// ForceRawTP skips the tp_btf attempt (tests use it to exercise the
 	// fallback on kernels that have tp_btf).
 	ForceRawTP bool
@@ -178,6 +182,7 @@ func (p *Probe) attachAll(opts Options, mode string) error {
 	if opts.WakeEveryEvent {
 		p.config.Wakeup = 1
 	}
+	p.config.SelfTgid = opts.Self
 	if err := p.Attach(); err != nil {
 		return err
 	}

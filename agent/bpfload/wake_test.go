@@ -3,6 +3,8 @@
 package bpfload
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -18,9 +20,17 @@ import (
 // With a wake-up asked for per record, the reader is woken for the
 // switch-ins of a contended thread only: a sleeper alone on its CPU wakes
 // nobody (its hint has no slice to end), two spinners sharing one CPU do.
-// A record's Woken is what the programs did (BPF_RB_FORCE_WAKEUP).
+// A record's Woken is what the programs did (BPF_RB_FORCE_WAKEUP). With
+// Self set to this process, its own threads preempting each other are not
+// contention, and the spinners wake nobody.
 func TestWakeOnlyWhenContended(t *testing.T) {
-	p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, Log: zerolog.Nop()})
+	for _, self := range []uint32{0, uint32(os.Getpid())} {
+		t.Run(fmt.Sprintf("self=%d", self), func(t *testing.T) { wakeOnlyWhenContended(t, self) })
+	}
+}
+
+func wakeOnlyWhenContended(t *testing.T, self uint32) {
+	p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, Self: self, Log: zerolog.Nop()})
 	cpu := runtime.NumCPU() - 1
 
 	// Runs body on n threads pinned to cpu, all watched before they start.
@@ -69,10 +79,11 @@ func TestWakeOnlyWhenContended(t *testing.T) {
 	// The rule, replayed on the records (all on one CPU, so in order):
 	// woken unless the switch-in ends an interruption under 100 µs, and
 	// only within 500 ms of the end of an involuntary interval of 100 µs
-	// or more. On a loaded machine the sleeper too may be preempted;
+	// or more (by another process than self, when set). On a loaded machine the sleeper too may be preempted;
 	// then its next records may wake the reader.
 	woken, events, wrong := map[uint32]int{}, map[uint32]int{}, 0
 	contended := map[uint32]uint64{}
+	bySelf := 0 // preemptions of 100 µs or more by this process, with self set
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -81,7 +92,11 @@ func TestWakeOnlyWhenContended(t *testing.T) {
 		for p.ReadEvent(&rec, &ev) == nil {
 			quiet := ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < 100_000
 			if ev.Preempted != 0 && ev.OffNs >= 100_000 {
-				contended[ev.Tid] = ev.InNs
+				if self != 0 && ev.OtherTgid == self {
+					bySelf++
+				} else {
+					contended[ev.Tid] = ev.InNs
+				}
 			}
 			c := contended[ev.Tid]
 			want := !quiet && c != 0 && ev.InNs-c < 500_000_000
@@ -105,7 +120,10 @@ func TestWakeOnlyWhenContended(t *testing.T) {
 	if events[sleeper[0]] < 100 {
 		t.Errorf("sleeper: %d records, want ~200", events[sleeper[0]])
 	}
-	if woken[spinners[0]]+woken[spinners[1]] == 0 {
+	switch {
+	case self == 0 && woken[spinners[0]]+woken[spinners[1]] == 0:
 		t.Errorf("two spinners on one CPU (%d and %d records): none woke the reader", events[spinners[0]], events[spinners[1]])
+	case self != 0 && bySelf == 0:
+		t.Errorf("two spinners of this process on one CPU: no record of one preempted by the other")
 	}
 }

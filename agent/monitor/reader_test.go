@@ -97,3 +97,19 @@ func TestPlacementAvoids(t *testing.T) {
 		t.Fatalf("without: %v", set)
 	}
 }
+
+// The reader leaves each CPU where it preempted a watched thread while
+// another is left, and then stays put instead of circling.
+func TestPlacementStopsMoving(t *testing.T) {
+	var p placement
+	p.allowed.Set(0)
+	p.allowed.Set(1)
+	if set, move := p.move(1); !move || set.Count() != 1 || !set.IsSet(0) {
+		t.Fatalf("after CPU 1: move %v to %v, want to CPU 0", move, set)
+	}
+	for _, cpu := range []int{0, 1, 0} {
+		if set, move := p.move(cpu); move {
+			t.Fatalf("after CPU %d with both avoided: moved to %v", cpu, set)
+		}
+	}
+}

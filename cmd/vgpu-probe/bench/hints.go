@@ -86,7 +86,7 @@ func startFeed(ctx context.Context) (*feed, error) {
 	}
 	f := &feed{dir: dir, done: make(chan struct{})}
 	if f.pub, err = hints.New(hints.Options{Dir: dir, Log: zerolog.Nop()}); err == nil {
-		f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Log: zerolog.Nop()})
+		f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Self: uint32(os.Getpid()), Log: zerolog.Nop()})
 	}
 	if err != nil {
 		os.RemoveAll(dir)

@@ -53,7 +53,7 @@ func startHintFeed(ctx context.Context) (*hintFeed, error) {
 	if f.pub, err = hints.New(hints.Options{Dir: hints.DefaultDir, Log: zerolog.Nop()}); err != nil {
 		return nil, fmt.Errorf("--hints: %w", err)
 	}
-	if f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Log: zerolog.Nop()}); err != nil {
+	if f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Self: uint32(os.Getpid()), Log: zerolog.Nop()}); err != nil {
 		return nil, fmt.Errorf("--hints: %w", err)
 	}
 	f.pub.SetCounters(f.probe)
