@@ -56,19 +56,28 @@ func realtimeReader(prio int, log zerolog.Logger) (pl *placement, done func()) {
 	return pl, done
 }
 
-// placement moves the reader off a CPU where it found itself preempting
-// the thread whose switch-in it reports. A real-time task wakes on the CPU
-// it last ran on and preempts whatever ordinary task runs there at once:
-// once there, it would take that CPU from the thread at every one of its
-// switch-ins. The CPUs it left stay avoided. Where watched threads run on
-// every CPU it may use, it stays where it is: moving on from each CPU in
-// turn cost more than it saved (two threads of one target on the two CPUs
-// of a small VM kept the reader migrating 4000 times a second, 20% of a
-// core in sched_setaffinity alone).
+// placement keeps the reader on the CPU where it least often finds itself
+// preempting the thread whose switch-in it reports. A real-time task wakes
+// on the CPU it last ran on and preempts whatever ordinary task runs there
+// at once: left on a watched thread's CPU, it would take that CPU from the
+// thread at every one of its switch-ins. Each such event counts against
+// its CPU; at most once per minMoveGap the reader moves to the CPU with
+// the fewest, and every hitsHalfLife the counts are halved, so that a CPU
+// that has turned quiet is found again. Moving at each event instead kept it circling
+// where watched threads ran on every CPU (a target on both CPUs of a
+// small VM: 4000 moves a second, 20% of a core in sched_setaffinity).
 type placement struct {
-	allowed, avoid unix.CPUSet
-	log            zerolog.Logger
+	allowed unix.CPUSet
+	hits    map[int]uint64
+	moved   int64 // CLOCK_MONOTONIC ns of the last move
+	decayed int64 // and of the last halving of hits
+	log     zerolog.Logger
 }
+
+const (
+	minMoveGap   = 100_000_000
+	hitsHalfLife = 10_000_000_000
+)
 
 // after is called on the reader's thread after each event.
 func (p *placement) after(ev *bpf.SchedSwitchEvent) {
@@ -76,34 +85,50 @@ func (p *placement) after(ev *bpf.SchedSwitchEvent) {
 	if !ok || cpu != int(ev.Cpu) {
 		return
 	}
-	set, move := p.move(cpu)
+	to, move := p.move(cpu, monotonicNs())
 	if !move {
 		return
 	}
+	var set unix.CPUSet
+	set.Set(to)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		p.log.Debug().Err(err).Msg("moving the event reader")
 	}
 }
 
-// move returns where the reader goes after it preempted a watched thread
-// on cpu: the allowed CPUs not yet avoided, or false to stay.
-func (p *placement) move(cpu int) (unix.CPUSet, bool) {
-	if p.avoid.IsSet(cpu) {
-		return unix.CPUSet{}, false // it came back here: every CPU is avoided
+// move counts an event on cpu at now and returns the CPU the reader
+// should move to, or false to stay.
+func (p *placement) move(cpu int, now int64) (int, bool) {
+	if p.hits == nil {
+		p.hits = map[int]uint64{}
 	}
-	p.avoid.Set(cpu)
-	set := p.without()
-	return set, set.Count() > 0
-}
-
-func (p *placement) without() unix.CPUSet {
-	set := p.allowed
-	for i := range len(set) * 64 {
-		if p.avoid.IsSet(i) {
-			set.Clear(i)
+	if now-p.decayed >= hitsHalfLife {
+		for c := range p.hits {
+			p.hits[c] /= 2
+		}
+		p.decayed = now
+	}
+	p.hits[cpu]++
+	if p.moved != 0 && now-p.moved < minMoveGap {
+		return 0, false
+	}
+	best := cpu
+	for c := range len(p.allowed) * 64 {
+		if p.allowed.IsSet(c) && p.hits[c] < p.hits[best] {
+			best = c
 		}
 	}
-	return set
+	if best == cpu {
+		return 0, false
+	}
+	p.moved = now
+	return best, true
+}
+
+func monotonicNs() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // getcpu is the CPU the calling thread runs on.

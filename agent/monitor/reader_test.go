@@ -86,30 +86,31 @@ func TestRealtimeReader(t *testing.T) {
 	}
 }
 
-func TestPlacementAvoids(t *testing.T) {
+// The reader goes to the CPU where it has found watched threads least,
+// at most once per minMoveGap, and forgets slowly.
+func TestPlacementMovesSlowly(t *testing.T) {
 	var p placement
-	for i := range 4 {
-		p.allowed.Set(i)
+	for c := range 3 {
+		p.allowed.Set(c)
 	}
-	p.avoid.Set(1)
-	p.avoid.Set(3)
-	if set := p.without(); set.Count() != 2 || !set.IsSet(0) || !set.IsSet(2) {
-		t.Fatalf("without: %v", set)
+	now := int64(1)
+	if to, move := p.move(2, now); !move || to != 0 {
+		t.Fatalf("after CPU 2: move %v to %d, want to CPU 0", move, to)
 	}
-}
-
-// The reader leaves each CPU where it preempted a watched thread while
-// another is left, and then stays put instead of circling.
-func TestPlacementStopsMoving(t *testing.T) {
-	var p placement
-	p.allowed.Set(0)
-	p.allowed.Set(1)
-	if set, move := p.move(1); !move || set.Count() != 1 || !set.IsSet(0) {
-		t.Fatalf("after CPU 1: move %v to %v, want to CPU 0", move, set)
-	}
-	for _, cpu := range []int{0, 1, 0} {
-		if set, move := p.move(cpu); move {
-			t.Fatalf("after CPU %d with both avoided: moved to %v", cpu, set)
+	for i := range 3 {
+		if to, move := p.move(0, now+int64(i)); move {
+			t.Fatalf("moved again to %d within minMoveGap", to)
 		}
+	}
+	if to, move := p.move(0, now+minMoveGap); !move || to != 1 {
+		t.Fatalf("CPU 0 busiest: move %v to %d, want to CPU 1", move, to)
+	}
+	// Counts 0:4 1:0 2:1: a hit on CPU 1 ties it with CPU 2 (stay), a
+	// second makes it the busier (move).
+	if _, move := p.move(1, now+3*minMoveGap); move {
+		t.Fatal("moved off CPU 1, the quietest")
+	}
+	if to, move := p.move(1, now+4*minMoveGap); !move || to != 2 {
+		t.Fatalf("CPU 1 busier than CPU 2: move %v to %d, want to CPU 2", move, to)
 	}
 }
