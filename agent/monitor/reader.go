@@ -12,11 +12,9 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
 
-// extraProcs counts the Ps the real-time readers added to GOMAXPROCS.
-var extraProcs struct {
-	sync.Mutex
-	n int
-}
+// procsMu serializes the readers' changes of GOMAXPROCS (a read, then a
+// write).
+var procsMu sync.Mutex
 
 // addProc adds one P to GOMAXPROCS for a real-time reader, or takes it
 // back (n = -1). The reader runs Go code, which needs a P: after a wait
@@ -26,9 +24,8 @@ var extraProcs struct {
 // milliseconds on a loaded host; one more P than the agent has otherwise
 // is, in practice, free for it.
 func addProc(n int) {
-	extraProcs.Lock()
-	defer extraProcs.Unlock()
-	extraProcs.n += n
+	procsMu.Lock()
+	defer procsMu.Unlock()
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + n)
 }
 
@@ -49,7 +46,7 @@ func realtimeReader(prio int, log zerolog.Logger) (pl *placement, done func()) {
 	}
 	addProc(1)
 	done = func() { addProc(-1) }
-	pl = &placement{log: log}
+	pl = &placement{pinned: -1, log: log}
 	if unix.SchedGetaffinity(0, &pl.allowed) != nil {
 		return nil, done
 	}
@@ -63,11 +60,13 @@ func realtimeReader(prio int, log zerolog.Logger) (pl *placement, done func()) {
 // thread at every one of its switch-ins. Each such event counts against
 // its CPU; at most once per minMoveGap the reader moves to the CPU with
 // the fewest, and every hitsHalfLife the counts are halved, so that a CPU
-// that has turned quiet is found again. Moving at each event instead kept it circling
-// where watched threads ran on every CPU (a target on both CPUs of a
-// small VM: 4000 moves a second, 20% of a core in sched_setaffinity).
+// that has turned quiet is found again. Moving at each event instead kept
+// it circling where watched threads ran on every CPU (a target on both
+// CPUs of a small VM: 4000 moves a second, 20% of a core in
+// sched_setaffinity).
 type placement struct {
 	allowed unix.CPUSet
+	pinned  int // the one CPU it was moved to, -1 before: no getcpu needed
 	hits    map[int]uint64
 	moved   int64 // CLOCK_MONOTONIC ns of the last move
 	decayed int64 // and of the last halving of hits
@@ -81,8 +80,14 @@ const (
 
 // after is called on the reader's thread after each event.
 func (p *placement) after(ev *bpf.SchedSwitchEvent) {
-	cpu, ok := getcpu()
-	if !ok || cpu != int(ev.Cpu) {
+	cpu := p.pinned
+	if cpu < 0 {
+		var ok bool
+		if cpu, ok = getcpu(); !ok {
+			return
+		}
+	}
+	if cpu != int(ev.Cpu) {
 		return
 	}
 	to, move := p.move(cpu, monotonicNs())
@@ -93,7 +98,9 @@ func (p *placement) after(ev *bpf.SchedSwitchEvent) {
 	set.Set(to)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		p.log.Debug().Err(err).Msg("moving the event reader")
+		return
 	}
+	p.pinned = to
 }
 
 // move counts an event on cpu at now and returns the CPU the reader
