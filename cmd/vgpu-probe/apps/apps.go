@@ -107,12 +107,17 @@ hybridsync is within 3% of the better CUDA mode and never slower than
 cuda-default. "paired" gives the same two ratios by repetition (median of
 hybridsync over the other arm of the same repetition, which ran just
 before or after it): on a noisy machine it shows a few percent that the
-medians of whole arms cannot. A run that fails (exit status, no JSON line, --timeout) is
+medians of whole arms cannot. Beside each is a confidence interval of
+that median which assumes nothing of the distribution (order statistics;
+95%, or [min-max] below 6 repetitions, with its level), and "target" is
+decided from the intervals: met when the whole interval is within the
+bound, MISSED when all of it is beyond, open when it straddles the bound
+(more repetitions needed). A run that fails (exit status, no JSON line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
 
 --from FILE[,FILE] prints the table of earlier runs (their runs.jsonl,
-several taken together) without running anything. Repetitions are paired
-by number, so each program's runs should come from one file.
+several taken together) without running anything; runs pair only with
+runs of the same file and repetition.
 
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run

@@ -197,11 +197,21 @@ func (o *Options) report(sum *Summary, runs []Run, programs, contentions, arms [
 // appear, settings and arms in their usual order.
 func summarizeFrom(o *Options) error {
 	var runs []Run
+	offset := 0
 	for _, path := range o.From {
 		rs, err := readRuns(path)
 		if err != nil {
 			return err
 		}
+		// Repetitions pair runs of one file only: each file's are
+		// numbered after the previous files' (two files' repetition 0
+		// ran at different times, perhaps on different machines).
+		next := offset
+		for i := range rs {
+			rs[i].Rep += offset
+			next = max(next, rs[i].Rep+1)
+		}
+		offset = next
 		runs = append(runs, rs...)
 	}
 	if len(runs) == 0 {

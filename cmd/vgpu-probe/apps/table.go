@@ -61,6 +61,16 @@ type ArmResult struct {
 	RatioMax *float64 `json:"ratio_max,omitempty"`
 }
 
+// Paired is a median over repetitions of one ratio, with a confidence
+// interval for it that assumes nothing of the distribution (medianCI), the
+// interval's level, and the number of repetitions.
+type Paired struct {
+	Median float64    `json:"median"`
+	CI     [2]float64 `json:"ci"`
+	Level  float64    `json:"level"`
+	N      int        `json:"n"`
+}
+
 // Row is one program under one contention setting.
 type Row struct {
 	Program    string      `json:"program"`
@@ -81,8 +91,12 @@ type Row struct {
 	// noisy machine). Medians over repetitions of hybridsync's time over
 	// cuda-default's and over cuda-blocking's; vs the better CUDA arm is
 	// the larger of the two.
-	HSVsBestCUDAPaired *float64 `json:"hybridsync_vs_best_cuda_paired,omitempty"`
-	HSVsDefaultPaired  *float64 `json:"hybridsync_vs_default_paired,omitempty"`
+	HSVsBestCUDAPaired *Paired `json:"hybridsync_vs_best_cuda_paired,omitempty"`
+	HSVsDefaultPaired  *Paired `json:"hybridsync_vs_default_paired,omitempty"`
+	// Verdict on the targets: from the paired intervals where there are
+	// any ("met", "MISSED: ...", or "open: ..." where the interval
+	// straddles the bound), else from the medians.
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // Summarize computes the table from runs, rows in the order of programs
@@ -148,9 +162,10 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 					row.HSVsDefault = ptr(hs / d)
 					row.HSNotSlower = ptr(hs <= d)
 				}
-				row.HSVsDefaultPaired, row.HSVsBestCUDAPaired = paired(by[key{p, c, "hybridsync"}],
-					by[key{p, c, "cuda-default"}], by[key{p, c, "cuda-blocking"}])
+				row.setPaired(paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-default"}]),
+					paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-blocking"}]))
 			}
+			row.Verdict = verdict(row)
 			rows = append(rows, row)
 		}
 	}
@@ -159,38 +174,70 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 
 func ptr[T any](v T) *T { return &v }
 
-// paired returns the medians over repetitions of hs's time per step over
-// def's and over blk's (nil where no repetition has both good runs), and
-// the larger of the two: hs over the better of the two CUDA arms.
-func paired(hs, def, blk []Run) (vsDefault, vsBest *float64) {
-	ratios := func(other []Run) *float64 {
-		byRep := map[int]float64{}
-		for _, r := range other {
-			if r.OK() {
-				byRep[r.Rep] = r.perStep()
-			}
+// paired returns the median of hybridsync's time per step over the other
+// arm's, by repetition (nil when no repetition has good runs of both).
+func paired(hs, other []Run) *Paired {
+	byRep := map[int]float64{}
+	for _, r := range other {
+		if r.OK() {
+			byRep[r.Rep] = r.perStep()
 		}
-		var rs []float64
-		for _, r := range hs {
-			if o, ok := byRep[r.Rep]; ok && r.OK() && o > 0 {
-				rs = append(rs, r.perStep()/o)
-			}
-		}
-		if len(rs) == 0 {
-			return nil
-		}
-		return ptr(median(rs))
 	}
-	vsDefault, vsBlocking := ratios(def), ratios(blk)
+	var rs []float64
+	for _, r := range hs {
+		if o, ok := byRep[r.Rep]; ok && r.OK() && o > 0 {
+			rs = append(rs, r.perStep()/o)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	lo, hi, level := medianCI(rs)
+	return &Paired{Median: median(rs), CI: [2]float64{lo, hi}, Level: level, N: len(rs)}
+}
+
+// setPaired fills the row's paired fields from hybridsync over default
+// and over blocking. Over the better CUDA arm is the larger of the two
+// medians; its interval, the larger of the bounds, holds whenever both
+// intervals do, so its level is at least the sum of theirs less one.
+func (row *Row) setPaired(def, blk *Paired) {
+	row.HSVsDefaultPaired = def
 	switch {
-	case vsDefault == nil:
-		vsBest = vsBlocking
-	case vsBlocking == nil:
-		vsBest = vsDefault
+	case def == nil:
+		row.HSVsBestCUDAPaired = blk
+	case blk == nil:
+		row.HSVsBestCUDAPaired = def
 	default:
-		vsBest = ptr(math.Max(*vsDefault, *vsBlocking))
+		row.HSVsBestCUDAPaired = &Paired{Median: math.Max(def.Median, blk.Median),
+			CI:    [2]float64{math.Max(def.CI[0], blk.CI[0]), math.Max(def.CI[1], blk.CI[1])},
+			Level: math.Max(0, def.Level+blk.Level-1), N: min(def.N, blk.N)}
 	}
-	return vsDefault, vsBest
+}
+
+// medianCI returns a confidence interval for the median of xs that
+// assumes nothing of their distribution: the order statistics x(k) and
+// x(n+1-k), with the largest k whose level 1 - 2 P(Binomial(n, 1/2) < k)
+// is at least 95%, and that level. Below 6 values no k reaches 95%: the
+// interval is then [min, max], at its level (94% for 5, 88% for 4).
+func medianCI(xs []float64) (lo, hi, level float64) {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	// tail[k] = P(Binomial(n, 1/2) < k), built up term by term.
+	term, tail := math.Pow(0.5, float64(n)), 0.0
+	k := 1
+	tail = term // P(X < 1) = P(X = 0)
+	level = 1 - 2*tail
+	for k+1 <= (n+1)/2 {
+		term *= float64(n-k+1) / float64(k) // P(X = k)
+		if 1-2*(tail+term) < 0.95 {
+			break
+		}
+		tail += term
+		k++
+		level = 1 - 2*tail
+	}
+	return s[k-1], s[n-k], level
 }
 
 // medians returns the median wall and CPU seconds of the good runs in rs
@@ -264,7 +311,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired", "target", "failed")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -283,7 +330,8 @@ func PrintTable(w io.Writer, rows []Row) error {
 			cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
 		}
 		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
-			pct(r.HSVsBestCUDAPaired)+" / "+pct(r.HSVsDefaultPaired), target(r), fmt.Sprint(failed))
+			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()
@@ -296,6 +344,21 @@ func orDash(s string) string {
 	return s
 }
 
+// pairedPct is a paired median as pct, with its interval in brackets.
+func pairedPct(p *Paired) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s [%+.1f,%+.1f]", pct(&p.Median), (p.CI[0]-1)*100, (p.CI[1]-1)*100)
+}
+
+func pairedN(p *Paired) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d (%.0f%%)", p.N, p.Level*100)
+}
+
 func pct(r *float64) string {
 	if r == nil {
 		return "-"
@@ -303,19 +366,53 @@ func pct(r *float64) string {
 	return fmt.Sprintf("%+.1f%%", (*r-1)*100)
 }
 
-func target(r Row) string {
-	var miss []string
-	if r.HSWithin3Pct == nil && r.HSNotSlower == nil {
-		return "-"
+// minVerdictLevel: an interval of a lower level (too few repetitions)
+// decides nothing.
+const minVerdictLevel = 0.9
+
+// verdict says whether hybridsync meets the targets in this row: within
+// 3% of the better CUDA arm, and not slower than cuda-default. With paired
+// repetitions each target is "met" when the whole interval is on its good
+// side, missed when all of it is on the bad side, and open otherwise or
+// when the interval's level is below minVerdictLevel;
+// without them the medians decide.
+func verdict(r Row) string {
+	type check struct {
+		paired *Paired
+		point  *bool
+		bound  float64
+		name   string
 	}
-	if r.HSWithin3Pct != nil && !*r.HSWithin3Pct {
-		miss = append(miss, ">3% behind")
+	checks := []check{
+		{r.HSVsBestCUDAPaired, r.HSWithin3Pct, 1.03, ">3% behind the better CUDA mode"},
+		{r.HSVsDefaultPaired, r.HSNotSlower, 1, "slower than default"},
 	}
-	if r.HSNotSlower != nil && !*r.HSNotSlower {
-		miss = append(miss, "slower than default")
+	var missed, open []string
+	measured := false
+	for _, c := range checks {
+		switch {
+		case c.paired != nil:
+			measured = true
+			switch {
+			case c.paired.Level < minVerdictLevel || (c.paired.CI[0] <= c.bound && c.paired.CI[1] > c.bound):
+				open = append(open, c.name)
+			case c.paired.CI[0] > c.bound:
+				missed = append(missed, c.name)
+			}
+		case c.point != nil:
+			measured = true
+			if !*c.point {
+				missed = append(missed, c.name)
+			}
+		}
 	}
-	if len(miss) == 0 {
-		return "met"
+	switch {
+	case !measured:
+		return ""
+	case len(missed) > 0:
+		return "MISSED: " + strings.Join(missed, ", ")
+	case len(open) > 0:
+		return "open: " + strings.Join(open, ", ")
 	}
-	return "MISSED: " + strings.Join(miss, ", ")
+	return "met"
 }

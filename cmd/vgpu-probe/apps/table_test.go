@@ -58,11 +58,28 @@ func TestSummarize(t *testing.T) {
 	// 2.04/2.0, 2.0/1.9, 2.5/2.2 over default, median 2.0/1.9; over
 	// blocking 2.04/2.1 is the median, so the better arm by repetition
 	// is default. Under while1: 2.7/2.6 over blocking, 2.55/3.8 over default.
-	if !near(none.HSVsDefaultPaired, 2.0/1.9) || !near(none.HSVsBestCUDAPaired, 2.0/1.9) {
-		t.Errorf("alone, paired: %v %v", *none.HSVsDefaultPaired, *none.HSVsBestCUDAPaired)
+	med := func(p *Paired) *float64 {
+		if p == nil {
+			return nil
+		}
+		return &p.Median
 	}
-	if !near(w1.HSVsDefaultPaired, 2.55/3.8) || !near(w1.HSVsBestCUDAPaired, 2.7/2.6) {
-		t.Errorf("while1, paired: %v %v", *w1.HSVsDefaultPaired, *w1.HSVsBestCUDAPaired)
+	if !near(med(none.HSVsDefaultPaired), 2.0/1.9) || !near(med(none.HSVsBestCUDAPaired), 2.0/1.9) {
+		t.Errorf("alone, paired: %+v %+v", none.HSVsDefaultPaired, none.HSVsBestCUDAPaired)
+	}
+	if !near(med(w1.HSVsDefaultPaired), 2.55/3.8) || !near(med(w1.HSVsBestCUDAPaired), 2.7/2.6) {
+		t.Errorf("while1, paired: %+v %+v", w1.HSVsDefaultPaired, w1.HSVsBestCUDAPaired)
+	}
+	// Three repetitions: [min, max] at 75%; over the better arm, the
+	// larger bounds at 50%. Too low a level to decide either target.
+	if p := w1.HSVsDefaultPaired; p.N != 3 || p.Level != 0.75 || !near(&p.CI[0], 2.6/4) || !near(&p.CI[1], 2.7/3.6) {
+		t.Errorf("while1 vs default: %+v", p)
+	}
+	if p := w1.HSVsBestCUDAPaired; p.N != 3 || p.Level != 0.5 || !near(&p.CI[0], 2.55/2.5) || !near(&p.CI[1], 2.6/2.4) {
+		t.Errorf("while1 vs best: %+v", p)
+	}
+	if none.Verdict != "open: >3% behind the better CUDA mode, slower than default" || w1.Verdict != none.Verdict {
+		t.Errorf("verdicts %q, %q", none.Verdict, w1.Verdict)
 	}
 	q := rows[2]
 	if q.Arms[2].WallS != 2 || q.Arms[2].Ratio != nil || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil || q.HSVsBestCUDAPaired != nil {
@@ -82,10 +99,10 @@ func TestSummarize(t *testing.T) {
 	}
 	for i, want := range []string{
 		"cuda-default wall",
-		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% / +5.3% MISSED: slower than default 1",
-		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% / -32.9% MISSED: >3% behind 0",
-		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - 0",
-		"q while1 - - - - - - - - - - / - - 0",
+		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >3% behind the better CUDA mode, slower than default 1",
+		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% [+2.0,+8.3] / -32.9% [-35.0,-25.0] 3 (50%) open: >3% behind the better CUDA mode, slower than default 0",
+		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - - 0",
+		"q while1 - - - - - - - - - - / - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("table line %d lacks %q:\n%s", i, want, out.String())
@@ -124,5 +141,57 @@ func TestMedian(t *testing.T) {
 		if got := median(tc.in); got != tc.want {
 			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestMedianCI checks the order statistics and levels against the
+// binomial by hand: below 6 values [min, max] at 1 - 2^(1-n); at 6, still
+// k = 1 (97%, since k = 2 gives 78%); at 17, k = 5 (95.1%; k = 6 gives 86%).
+func TestMedianCI(t *testing.T) {
+	seq := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending: the function must sort
+		}
+		return xs
+	}
+	for _, tc := range []struct {
+		n             int
+		lo, hi, level float64
+	}{
+		{1, 1, 1, 0}, {4, 1, 4, 0.875}, {5, 1, 5, 0.9375}, {6, 1, 6, 1 - 2.0/64},
+		{17, 5, 13, 1 - 2*(1.0+17+136+680+2380)/131072},
+	} {
+		lo, hi, level := medianCI(seq(tc.n))
+		if lo != tc.lo || hi != tc.hi || math.Abs(level-tc.level) > 1e-12 {
+			t.Errorf("n=%d: [%v, %v] at %v, want [%v, %v] at %v", tc.n, lo, hi, level, tc.lo, tc.hi, tc.level)
+		}
+	}
+}
+
+// TestVerdict decides each target from the paired interval, and leaves it
+// open where the interval straddles the bound or its level is too low.
+func TestVerdict(t *testing.T) {
+	p := func(lo, hi, level float64) *Paired {
+		return &Paired{Median: (lo + hi) / 2, CI: [2]float64{lo, hi}, Level: level, N: 10}
+	}
+	for _, tc := range []struct {
+		best, def *Paired
+		want      string
+	}{
+		{p(0.95, 1.02, 0.95), p(0.6, 0.9, 0.97), "met"},
+		{p(1.04, 1.10, 0.95), p(0.6, 0.9, 0.97), "MISSED: >3% behind the better CUDA mode"},
+		{p(1.04, 1.10, 0.95), p(1.01, 1.10, 0.97), "MISSED: >3% behind the better CUDA mode, slower than default"},
+		{p(0.99, 1.05, 0.95), p(0.99, 1.05, 0.97), "open: >3% behind the better CUDA mode, slower than default"},
+		{p(0.95, 1.02, 0.85), p(0.95, 0.99, 0.97), "open: >3% behind the better CUDA mode"},
+		{p(1.04, 1.10, 0.95), p(0.99, 1.01, 0.97), "MISSED: >3% behind the better CUDA mode"},
+	} {
+		if got := verdict(Row{HSVsBestCUDAPaired: tc.best, HSVsDefaultPaired: tc.def}); got != tc.want {
+			t.Errorf("%+v %+v: %q, want %q", *tc.best, *tc.def, got, tc.want)
+		}
+	}
+	// Without repetitions to pair, the medians decide.
+	if got := verdict(Row{HSWithin3Pct: ptr(true), HSNotSlower: ptr(false)}); got != "MISSED: slower than default" {
+		t.Errorf("medians: %q", got)
 	}
 }
