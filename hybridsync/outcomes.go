@@ -104,6 +104,11 @@ const (
 	regimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	tieGap = 0.03
+	// freeReport: how often a thread whose CPU is free reports (and so
+	// how soon it notices contention). A report is a call from C into Go,
+	// which costs the program's CPU 5-10 context switches of the Go
+	// runtime's threads (cgo/libhybridsync/api.c), so not every few ms.
+	freeReport = 20_000_000
 	// exploitPerGap, minExploit, maxExploit: epochs of the better arm
 	// after an exploration: exploitPerGap times the relative gap, within
 	// bounds.
@@ -150,7 +155,7 @@ func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
 	switch {
 	case !t.regime:
 		o.next(t, ArmModel, now, cpu)
-		return Epoch{Arm: ArmModel, Next: samplePeriod, Reset: true}
+		return Epoch{Arm: ArmModel, Next: freeReport, Reset: true}
 	case t.arm == ArmModel:
 		return o.next(t, o.resume(t), now, cpu)
 	case waits < minEpochWaits && now-t.start < maxEpoch:

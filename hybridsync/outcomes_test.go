@@ -63,8 +63,8 @@ func TestOutcomesFreeNeverExplores(t *testing.T) {
 			t.Errorf("%v: %.0f ns in the device arm, %.0f in the policy arm, %d explorations; want only the model",
 				c, w.byArm[ArmDevice], w.byArm[ArmPolicy], st.Explorations)
 		}
-		if w.e.Next != samplePeriod || !w.e.Reset {
-			t.Errorf("%v: next report in %d ns (reset %v), want every sample period", c, w.e.Next, w.e.Reset)
+		if w.e.Next != freeReport || !w.e.Reset {
+			t.Errorf("%v: next report in %d ns (reset %v), want every %d ns", c, w.e.Next, w.e.Reset, freeReport)
 		}
 	}
 }

@@ -170,17 +170,18 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 	return true, c.spinThenBlock(deadline, endSleepSpin)
 }
 
-// shortWait: a kernel whose completion usually comes within this long of
-// its launch is not worth a decision per wait. Spinning that long costs
+// ShortWait: a kernel whose completion usually comes within this long of
+// its launch (ns) is not worth a decision per wait. Spinning that long costs
 // less CPU than a blocking wake-up costs time on a VM, blocking for it
 // loses to CUDA's default under a co-runner on real programs, and the
 // policy's own overhead per wait (a few µs) is a measurable share of it.
-const shortWait = 150_000
+const ShortWait = 150_000
 
 // ShortWaits reports whether waits for kernel k are short enough to leave
 // to the device's own wait (the default mode only): its timing is learned
-// and its completion, with twice its deviation, comes within shortWait of
-// its launch. The C library then skips the policy for most of its waits.
+// and its completion, with twice its deviation, comes within ShortWait of
+// its launch. The C library then leaves its waits to CUDA until one of
+// them completes later than ShortWait after its launch.
 func (s *Syncer) ShortWaits(k KernelID) bool {
 	if s.mode != ModeHybrid {
 		return false
@@ -190,5 +191,5 @@ func (s *Syncer) ShortWaits(k KernelID) bool {
 		return false
 	}
 	t := unpack(e.timing.Load())
-	return t.N >= warmup && t.Mean+2*t.Dev < shortWait
+	return t.N >= warmup && t.Mean+2*t.Dev < ShortWait
 }

@@ -7,19 +7,48 @@ import (
 	"testing"
 )
 
-var launchNs = regexp.MustCompile(`launch_ns ([0-9.]+)`)
+var (
+	launchNs = regexp.MustCompile(`launch_ns ([0-9.]+)`)
+	stepNs   = regexp.MustCompile(`step_ns ([0-9.]+)`)
+)
 
-func launchCost(b *testing.B, env []string, prog string) float64 {
-	r, err := runErr(env, prog, "100000")
+// measure runs prog with args and returns the number re finds on stderr.
+func measure(b *testing.B, env []string, re *regexp.Regexp, prog string, args ...string) float64 {
+	r, err := runErr(env, prog, args...)
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", prog, err, r.stderr)
 	}
-	m := launchNs.FindStringSubmatch(r.stderr)
+	m := re.FindStringSubmatch(r.stderr)
 	if m == nil {
-		b.Fatalf("%s: no launch_ns in %q", prog, r.stderr)
+		b.Fatalf("%s: no %s in %q", prog, re, r.stderr)
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
+}
+
+func launchCost(b *testing.B, env []string, prog string) float64 {
+	return measure(b, env, launchNs, prog, "100000")
+}
+
+// BenchmarkPreloadStep measures what the library adds to a step of 8
+// short kernels, each after 8 µs of host work, and one stream synchronize
+// that finds the last one running (the shape of the CuPy and PyTorch
+// programs of experiments/apps), on the stand-in driver: ns per step with
+// and without LD_PRELOAD, interleaved b.N times, and the difference.
+func BenchmarkPreloadStep(b *testing.B) {
+	if built.err != nil {
+		b.Fatal(built.err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	var plain, pre []float64
+	for range b.N {
+		plain = append(plain, measure(b, nil, stepNs, "stepbench", "2000"))
+		pre = append(pre, measure(b, []string{"LD_PRELOAD=" + so}, stepNs, "stepbench", "2000"))
+	}
+	p, q := medianOf(plain), medianOf(pre)
+	b.ReportMetric(p, "plain-ns/step")
+	b.ReportMetric(q, "preload-ns/step")
+	b.ReportMetric(q-p, "added-ns/step")
 }
 
 // BenchmarkPreloadLaunch measures what the interposer adds to a kernel
@@ -59,6 +88,11 @@ func TestLaunchBenchRuns(t *testing.T) {
 			if !launchNs.MatchString(r.stderr) {
 				t.Errorf("%s %v: no launch_ns in %q", prog, env, r.stderr)
 			}
+		}
+	}
+	for _, env := range [][]string{nil, {"LD_PRELOAD=" + so}} {
+		if r := run(t, env, "stepbench", "50"); !stepNs.MatchString(r.stderr) {
+			t.Errorf("stepbench %v: no step_ns in %q", env, r.stderr)
 		}
 	}
 }

@@ -86,6 +86,7 @@ func build(dir string) error {
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "rtapp_static", filepath.Join(pr, "rtapp.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_dyn", filepath.Join(pr, "launchbench.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_static", filepath.Join(pr, "launchbench.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "stepbench", filepath.Join(pr, "stepbench.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
 	}
 	for _, s := range steps {
 		if err := sh(dir, s[0], s[1:]...); err != nil {
@@ -430,6 +431,26 @@ func TestPreloadShortWaitsToCUDA(t *testing.T) {
 		case mode != "hybrid" && st.Deleg != 0:
 			t.Errorf("%s: %d waits delegated, want none", mode, st.Deleg)
 		}
+	}
+}
+
+// TestPreloadLongAgainLeavesCUDA: a kernel whose waits were left to CUDA
+// as short goes back through the policy as soon as one of them completes
+// long after its launch (the C side times them), not some waits later.
+func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	delegated := func(args ...string) uint64 {
+		path := filepath.Join(t.TempDir(), "stats.json")
+		run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", args...)
+		return readStats(t, path).Deleg
+	}
+	// 60 waits on 20-50 µs kernels, then 60 on 400-1000 µs ones: the
+	// second half may leave at most one wait per kernel (a and b) to CUDA.
+	short := delegated("60", "1", "20000")
+	both := delegated("120", "1", "20000", "400000")
+	if short < 20 || both > short+2 {
+		t.Errorf("delegated: %d of 60 short waits; %d with 60 long ones after them, want at most %d", short, both, short+2)
 	}
 }
 

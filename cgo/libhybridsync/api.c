@@ -85,25 +85,33 @@ static int ensure_init(void)
  * Nor do short waits, in the default mode: once the policy has learned
  * that a kernel's waits are short (hs_delegate_set, from Go), they go to
  * CUDA's own synchronize, with the context's own schedule, as if the
- * library were not there; one in delegateSample still goes through the
- * policy, so that a kernel that grows long is noticed. Measured on real
- * PyTorch and launch-bound programs (docs/BENCHMARKS.md): a policy that
- * spun for such waits itself cost 12 µs of CPU per step, 15% of a
- * launch-bound loop, and under a co-runner blocking for them lost to
- * CUDA's default. Waits with no known kernel are CUDA's too. */
+ * library were not there. The C side times them (from the kernel's launch
+ * to the wait's return): one that ends later than the policy's short-wait
+ * bound ends the delegation, and that kernel's next waits go through the
+ * policy again, which learns its new timing. Measured on real PyTorch and
+ * launch-bound programs (docs/BENCHMARKS.md): a policy that spun for such
+ * waits itself cost 12 µs of CPU per step, 15% of a launch-bound loop, and
+ * under a co-runner blocking for them lost to CUDA's default.
+ *
+ * Calls into Go are kept off the per-wait path for a second reason: every
+ * call from a C thread into Go wakes the Go runtime's monitor thread,
+ * which then takes the call's P back and wakes another thread to hand it
+ * to: 5-10 context switches per call, on the program's own CPU when it is
+ * pinned (stepbench on the stand-in, one CPU: 5900 context switches a
+ * second with a call per 16 waits). A wait with no known kernel goes to
+ * CUDA too. */
 struct fast {
 	_Atomic uint64_t id; /* kernel id + 1, so that kernel 0 has a slot */
 	atomic_ulong n;      /* already complete */
 	atomic_ulong deleg;  /* left to CUDA's own wait */
 	atomic_uint on;      /* delegate this kernel's waits */
-	atomic_uint seq;     /* picks the waits that still go to the policy */
 };
 #define FAST_SLOTS 1024
 #define FAST_PROBE 16
-#define DELEGATE_SAMPLE 16
 static struct fast fast[FAST_SLOTS];
 static atomic_ulong fast_lost;
-static atomic_int delegating; /* the default mode is configured */
+static atomic_int delegating;     /* the default mode is configured */
+static _Atomic int64_t short_ns; /* a delegated wait ending later than this after its launch is long */
 
 /* fast_slot finds (or, with create, claims) the kernel's slot; NULL when
  * its probe window is full, which only loses counts. */
@@ -134,16 +142,20 @@ static void fast_count(uint64_t kernel, int deleg)
 		atomic_fetch_add_explicit(&fast_lost, 1, memory_order_relaxed);
 }
 
-/* short_wait reports whether this wait is one the model leaves to CUDA's
- * own wait: no known kernel, or a kernel learned to be short (but for one
- * in DELEGATE_SAMPLE). */
-static int short_wait(uint64_t kernel)
+/* delegated returns the kernel's slot if its waits are left to CUDA's own
+ * wait, else NULL (no known kernel: also CUDA's, without a slot). */
+static struct fast *delegated(uint64_t kernel)
 {
-	if (kernel == 0)
-		return 1;
-	struct fast *f = fast_slot(kernel, 0);
-	return f && atomic_load_explicit(&f->on, memory_order_relaxed) &&
-	       atomic_fetch_add_explicit(&f->seq, 1, memory_order_relaxed) % DELEGATE_SAMPLE != 0;
+	struct fast *f = kernel ? fast_slot(kernel, 0) : NULL;
+	return f && atomic_load_explicit(&f->on, memory_order_relaxed) ? f : NULL;
+}
+
+/* check_delegated ends the delegation of w's kernel when its wait, just
+ * returned, completed later after the launch than a short wait does. */
+static void check_delegated(struct fast *f, const struct hs_wait *w)
+{
+	if (f && w->launched > 0 && hs_now() - w->launched > atomic_load_explicit(&short_ns, memory_order_relaxed))
+		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
 
 /* The thread's epoch, in the default mode: which arm its waits take (see
@@ -192,17 +204,24 @@ static int epoch_arm(void)
 }
 
 /* to_cuda reports whether this unfinished wait goes to CUDA's own wait,
- * and counts it if so. */
-static int to_cuda(int arm, uint64_t kernel)
+ * and counts it if so; *f is set to the kernel's slot when the model arm
+ * delegated it (to be checked when it returns). */
+static int to_cuda(int arm, uint64_t kernel, struct fast **f)
 {
-	int cuda = arm == ARM_DEVICE || (arm == ARM_POLICY && epoch.cuda_blocking) ||
-		   (arm == ARM_MODEL && short_wait(kernel));
+	*f = NULL;
+	int cuda = arm == ARM_DEVICE || (arm == ARM_POLICY && epoch.cuda_blocking);
+	if (!cuda && arm == ARM_MODEL)
+		cuda = kernel == 0 || (*f = delegated(kernel)) != NULL;
 	if (cuda)
 		fast_count(kernel, 1);
 	return cuda;
 }
 
-__attribute__((visibility("hidden"))) void hs_delegate_mode(int on) { atomic_store(&delegating, on); }
+__attribute__((visibility("hidden"))) void hs_delegate_mode(int on, int64_t short_wait_ns)
+{
+	atomic_store(&short_ns, short_wait_ns);
+	atomic_store(&delegating, on);
+}
 
 __attribute__((visibility("hidden"))) void hs_delegate_set(uint64_t kernel, int on)
 {
@@ -246,8 +265,12 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 		fast_count(w->kernel, 0);
 		return 0;
 	}
-	if (to_cuda(arm, w->kernel))
-		return hs_core_autowait(w);
+	struct fast *f;
+	if (to_cuda(arm, w->kernel, &f)) {
+		int r = hs_core_autowait(w);
+		check_delegated(f, w);
+		return r;
+	}
 	int r = hsgo_sync(w);
 	/* Not configured (shut down meanwhile): CUDA's own wait. An error,
 	 * or a context-wide wait (whose query covers only the legacy

@@ -102,7 +102,7 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	defer initMu.Unlock()
 	C.hs_fast_reset()
 	s := hybridsync.New(cfg.Config)
-	C.hs_delegate_mode(boolInt(s.Mode() == hybridsync.ModeHybrid))
+	C.hs_delegate_mode(boolInt(s.Mode() == hybridsync.ModeHybrid), hybridsync.ShortWait)
 	current.Store(&lib{s: s, statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	if cfg.Notice != "" {

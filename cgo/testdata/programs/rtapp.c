@@ -3,15 +3,17 @@
  * several threads, and checks that no wait returned early or with the wrong
  * code. Linked against libcudart.so (the runtime path under LD_PRELOAD) or
  * with the runtime compiled in (static cudart: the driver path).
- * Usage: rtapp ITERATIONS THREADS [KERNEL_NS] (default 200000: kernels of
- * 200-500 µs; shorter ones show the waits the library leaves to CUDA) */
+ * Usage: rtapp ITERATIONS THREADS [KERNEL_NS [LATER_NS]] (default 200000:
+ * kernels of 200-500 µs; shorter ones show the waits the library leaves to
+ * CUDA; LATER_NS replaces KERNEL_NS for the second half of the iterations,
+ * kernels that grow long) */
 #include <pthread.h>
 #include <string.h>
 
 #include "testkit.h"
 
 static int iterations;
-static int64_t kernel_ns = 200000;
+static int64_t kernel_ns = 200000, later_ns;
 
 static void *worker(void *arg)
 {
@@ -21,7 +23,8 @@ static void *worker(void *arg)
 	CHECK(cudaStreamCreate(&s) == 0, "stream");
 	CHECK(cudaEventCreateWithFlags(&ev, 2) == 0, "event");
 	for (int i = 0; i < iterations; i++) {
-		int64_t d = kernel_ns + kernel_ns / 2 * ((i + id) % 4);
+		int64_t base = later_ns && i >= iterations / 2 ? later_ns : kernel_ns;
+		int64_t d = base + base / 2 * ((i + id) % 4);
 		CHECK(launch((i % 3) ? kernel_a : kernel_b, d, 64, s) == 0, "launch");
 		CHECK(cudaEventRecord(ev, s) == 0, "record");
 		int64_t due = done_at(ev);
@@ -43,12 +46,14 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: rtapp ITERATIONS THREADS [KERNEL_NS]\n");
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: rtapp ITERATIONS THREADS [KERNEL_NS [LATER_NS]]\n");
 		return 2;
 	}
-	if (argc == 4)
+	if (argc >= 4)
 		kernel_ns = atoll(argv[3]);
+	if (argc == 5)
+		later_ns = atoll(argv[4]);
 	iterations = atoi(argv[1]);
 	int threads = atoi(argv[2]);
 	cudaEvent_t probe;
