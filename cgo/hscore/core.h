@@ -19,7 +19,9 @@ struct hs_wait {
 	int kind;         /* HS_WAIT_* */
 	int ptsz;         /* stream handle 0 means the per-thread default stream */
 	uint64_t kernel;  /* kernel id, 0 when unknown */
-	int64_t launched; /* CLOCK_MONOTONIC ns of that kernel's launch, 0 if unknown */
+	int64_t launched; /* CLOCK_MONOTONIC ns of that kernel's launch (or of
+			   * its event's record, or of the wait's start for
+			   * an observed launch), 0 if unknown */
 };
 
 /* real[] holds the CUDA functions found at run time, by enum hs_sym. */
@@ -65,8 +67,9 @@ int hs_core_finish(struct hs_wait *w);
  * unknown kernel for one wait). */
 void hs_reg_launch(void *stream, uint64_t kernel, int64_t t);
 /* hs_reg_observed is hs_reg_launch for an interposed launch: only the
- * stream's last launch is kept (by-kernel lookups serve the explicit API). */
-void hs_reg_observed(void *stream, uint64_t kernel, int64_t t);
+ * stream's last launch is kept (by-kernel lookups serve the explicit API),
+ * with no time (a stream lookup then gives time 0; see core.c). */
+void hs_reg_observed(void *stream, uint64_t kernel);
 void hs_reg_record(void *event, void *stream);
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);

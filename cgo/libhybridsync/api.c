@@ -265,6 +265,9 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 		fast_count(w->kernel, 0);
 		return 0;
 	}
+	/* An observed launch has no time (core.c): the wait counts from now. */
+	if (w->kernel && w->launched == 0)
+		w->launched = hs_now();
 	struct fast *f;
 	if (to_cuda(arm, w->kernel, &f)) {
 		int r = hs_core_autowait(w);

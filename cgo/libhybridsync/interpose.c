@@ -207,7 +207,7 @@ static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 {
 	if (s == NULL && ptsz)
 		s = HS_CU_STREAM_PER_THREAD;
-	hs_reg_observed(s, hs_kernel_of(f, gx, gy, gz, bx, by, bz), hs_now());
+	hs_reg_observed(s, hs_kernel_of(f, gx, gy, gz, bx, by, bz));
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -363,7 +363,7 @@ cudaError_t cudaLaunchKernel(const void *f, hs_dim3 g, hs_dim3 b, void **args, s
 	cudaError_t r = real(f, g, b, args, shm, s);
 	in_hook = 0;
 	if (r == 0)
-		hs_reg_observed(s, hs_kernel_of(f, g.x, g.y, g.z, b.x, b.y, b.z), hs_now());
+		hs_reg_observed(s, hs_kernel_of(f, g.x, g.y, g.z, b.x, b.y, b.z));
 	return r;
 }
 
