@@ -85,9 +85,10 @@ static int ensure_init(void)
  * Nor do short waits, in the default mode: once the policy has learned
  * that a kernel's waits are short (hs_delegate_set, from Go), they go to
  * CUDA's own synchronize, with the context's own schedule, as if the
- * library were not there. The C side times them (from the kernel's launch
- * to the wait's return): one that ends later than the policy's short-wait
- * bound ends the delegation, and that kernel's next waits go through the
+ * library were not there. The C side times them (to the wait's return
+ * from the kernel's launch, or its event's record, or for a stream wait
+ * the wait's start: see core.c): one that ends later than the policy's
+ * short-wait bound ends the delegation, and that kernel's next waits go through the
  * policy again, which learns its new timing. Measured on real PyTorch and
  * launch-bound programs (docs/BENCHMARKS.md): a policy that spun for such
  * waits itself cost 12 µs of CPU per step, 15% of a launch-bound loop, and
