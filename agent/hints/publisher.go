@@ -118,9 +118,7 @@ func New(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{}}
-	if opts.Counters != nil {
-		p.counters.Store(&countersRef{opts.Counters})
-	}
+	p.SetCounters(opts.Counters)
 	return p, nil
 }
 

@@ -186,12 +186,16 @@ static void set_arm(int arm)
 	epoch.cuda_blocking = blocking;
 }
 
-static int epoch_arm(void)
+/* epoch_arm returns the arm of the thread's wait starting now, and sets
+ * *now to the time it read (0 outside the default mode, which reads none). */
+static int epoch_arm(int64_t *now_out)
 {
+	*now_out = 0;
 	if (!atomic_load_explicit(&delegating, memory_order_relaxed))
 		return ARM_POLICY;
 	epoch.waits++;
 	int64_t now = hs_now();
+	*now_out = now;
 	if (now >= epoch.due) {
 		int arm = ARM_MODEL;
 		int64_t next = 0;
@@ -261,14 +265,16 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 			return HS_CUDA_ERROR_NOT_INITIALIZED;
 		return hs_core_finish(w);
 	}
-	int arm = epoch_arm();
+	int64_t start;
+	int arm = epoch_arm(&start);
 	if (w->kind != HS_WAIT_CTX && hs_core_query(w) == 0) {
 		fast_count(w->kernel, 0);
 		return 0;
 	}
-	/* An observed launch has no time (core.c): the wait counts from now. */
+	/* An observed launch has no time (core.c): the wait counts from its
+	 * start. */
 	if (w->kernel && w->launched == 0)
-		w->launched = hs_now();
+		w->launched = start ? start : hs_now();
 	struct fast *f;
 	if (to_cuda(arm, w->kernel, &f)) {
 		int r = hs_core_autowait(w);
