@@ -354,9 +354,15 @@ func TestNeverEarlySameCodes(t *testing.T) {
 	}
 }
 
-var counters = regexp.MustCompile(`standin blocking=(\d+) spin=(\d+)`)
+var counters = regexp.MustCompile(`standin blocking=(\d+) spin=(\d+) queries=(\d+)`)
 
 func standin(t *testing.T, stderr string) (blocking, spin int) {
+	b, s, _ := standinAll(t, stderr)
+	return b, s
+}
+
+// standinAll also returns the driver queries the program's waits made.
+func standinAll(t *testing.T, stderr string) (blocking, spin, queries int) {
 	t.Helper()
 	m := counters.FindStringSubmatch(stderr)
 	if m == nil {
@@ -364,7 +370,8 @@ func standin(t *testing.T, stderr string) (blocking, spin int) {
 	}
 	blocking, _ = strconv.Atoi(m[1])
 	spin, _ = strconv.Atoi(m[2])
-	return blocking, spin
+	queries, _ = strconv.Atoi(m[3])
+	return blocking, spin, queries
 }
 
 // TestPreload runs an unmodified program under LD_PRELOAD: linked against
@@ -431,6 +438,29 @@ func TestPreloadShortWaitsToCUDA(t *testing.T) {
 		case mode != "hybrid" && st.Deleg != 0:
 			t.Errorf("%s: %d waits delegated, want none", mode, st.Deleg)
 		}
+	}
+}
+
+// TestPreloadDelegatedWaitIsCUDAsAlone: a wait left to CUDA makes CUDA's
+// wait and nothing else, no query before it: 120 more waits on short
+// kernels, all delegated, add (almost) no driver queries, where a query
+// each would add 120.
+func TestPreloadDelegatedWaitIsCUDAsAlone(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	queries := func(waits string) (int, uint64) {
+		path := filepath.Join(t.TempDir(), "stats.json")
+		r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", waits, "1", "20000")
+		_, _, q := standinAll(t, r.stderr)
+		return q, readStats(t, path).Deleg
+	}
+	q1, d1 := queries("120")
+	q2, d2 := queries("240")
+	if d2 < d1+100 {
+		t.Fatalf("delegated waits: %d of 120, %d of 240: want the extra waits delegated", d1, d2)
+	}
+	if q2-q1 > 30 {
+		t.Errorf("driver queries: %d for 120 waits, %d for 240 (%d of them delegated): delegated waits query", q1, q2, d2)
 	}
 }
 

@@ -151,11 +151,22 @@ static struct fast *delegated(uint64_t kernel)
 	return f && atomic_load_explicit(&f->on, memory_order_relaxed) ? f : NULL;
 }
 
-/* check_delegated ends the delegation of w's kernel when its wait, just
- * returned, completed later after the launch than a short wait does. */
-static void check_delegated(struct fast *f, const struct hs_wait *w)
+/* doneAtStart: a CUDA wait that returned within this of its start found
+ * the work (all but) complete. Delegated waits skip the query that used
+ * to tell (it is a driver call; the runtime's own wait follows anyway),
+ * so such a wait says nothing about the kernel's timing: an event recorded
+ * long before its wait would otherwise end the delegation. */
+#define DONE_AT_START_NS 2000
+
+/* check_delegated ends the delegation of w's kernel when its wait, which
+ * started at start and has just returned, completed later after the launch
+ * than a short wait does. */
+static void check_delegated(struct fast *f, const struct hs_wait *w, int64_t start)
 {
-	if (f && w->launched > 0 && hs_now() - w->launched > atomic_load_explicit(&short_ns, memory_order_relaxed))
+	if (f == NULL || w->launched <= 0)
+		return;
+	int64_t end = hs_now();
+	if (end - start > DONE_AT_START_NS && end - w->launched > atomic_load_explicit(&short_ns, memory_order_relaxed))
 		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
 
@@ -258,15 +269,37 @@ __attribute__((visibility("hidden"))) void hs_fast_reset(void)
 	}
 }
 
-__attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
+static int hs_wait_policy(struct hs_wait *w, int64_t start);
+
+__attribute__((visibility("hidden"))) int hs_wait_begin(struct hs_wait *w, struct hs_cuda_wait *c)
 {
-	if (hs_in_forked_child() || ensure_init() != 0) {
-		if (!hs_core_loaded())
-			return HS_CUDA_ERROR_NOT_INITIALIZED;
-		return hs_core_finish(w);
+	c->f = NULL;
+	c->start = 0;
+	if (hs_in_forked_child() || ensure_init() != 0)
+		return 1;
+	int arm = epoch_arm(&c->start);
+	/* Left to CUDA: no query first. CUDA's wait on finished work is as
+	 * quick as the query, and on unfinished work the query is one driver
+	 * call more. Only the default mode leaves waits to CUDA, and it has
+	 * read the clock. */
+	if (to_cuda(arm, w->kernel, &c->f)) {
+		if (w->kernel && w->launched == 0)
+			w->launched = c->start;
+		return 1;
 	}
-	int64_t start;
-	int arm = epoch_arm(&start);
+	c->rc = hs_wait_policy(w, c->start);
+	return 0;
+}
+
+__attribute__((visibility("hidden"))) void hs_wait_end(struct hs_wait *w, const struct hs_cuda_wait *c)
+{
+	check_delegated(c->f, w, c->start);
+}
+
+/* hs_wait_policy runs the policy on w, which started at start (0: not
+ * read): work already complete returns at once, counted here. */
+static int hs_wait_policy(struct hs_wait *w, int64_t start)
+{
 	if (w->kind != HS_WAIT_CTX && hs_core_query(w) == 0) {
 		fast_count(w->kernel, 0);
 		return 0;
@@ -275,12 +308,6 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 	 * start. */
 	if (w->kernel && w->launched == 0)
 		w->launched = start ? start : hs_now();
-	struct fast *f;
-	if (to_cuda(arm, w->kernel, &f)) {
-		int r = hs_core_autowait(w);
-		check_delegated(f, w);
-		return r;
-	}
 	int r = hsgo_sync(w);
 	/* Not configured (shut down meanwhile): CUDA's own wait. An error,
 	 * or a context-wide wait (whose query covers only the legacy
@@ -288,6 +315,18 @@ __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 	 * exact result. */
 	if (r != 0 || w->kind == HS_WAIT_CTX)
 		r = hs_core_finish(w);
+	return r;
+}
+
+__attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
+{
+	struct hs_cuda_wait c;
+	if (!hs_wait_begin(w, &c))
+		return c.rc;
+	if (!hs_core_loaded())
+		return HS_CUDA_ERROR_NOT_INITIALIZED;
+	int r = hs_core_finish(w);
+	hs_wait_end(w, &c);
 	return r;
 }
 

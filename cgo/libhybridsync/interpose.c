@@ -291,16 +291,18 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
 	if (real == NULL)                                                        \
 		return HS_CUDA_ERROR_NOT_INITIALIZED;
 
-/* rt_wait runs the policy through the driver (runtime handles are driver
- * handles), then lets the real runtime call return for the completed work:
- * its exact cudaError_t and its error bookkeeping, without a wait. */
-static int rt_policy(struct hs_wait *w)
+/* rt_begin starts a runtime wait through the driver (runtime handles are
+ * driver handles): it runs the policy, after which the real runtime call
+ * returns for the completed work with its exact cudaError_t and its error
+ * bookkeeping, without a wait; or it leaves the wait to CUDA, and the real
+ * runtime call is the wait itself, checked by hs_wait_end after it. */
+static void rt_begin(struct hs_wait *w, struct hs_cuda_wait *c)
 {
+	c->f = NULL;
 	if (hs_core_load() != 0)
-		return -1;
+		return;
 	in_hook = 1;
-	hs_wait(w);
-	return 0;
+	hs_wait_begin(w, c);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -313,10 +315,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	int64_t t;
 	if (hs_reg_event(e, &k, &t))
 		w.kernel = k, w.launched = t;
-	rt_policy(&w);
+	struct hs_cuda_wait c;
+	rt_begin(&w, &c);
 	in_hook = 1;
 	cudaError_t r = real(e);
 	in_hook = 0;
+	hs_wait_end(&w, &c);
 	return r;
 }
 
@@ -330,10 +334,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	int64_t t;
 	if (hs_reg_stream(s, &k, &t))
 		w.kernel = k, w.launched = t;
-	rt_policy(&w);
+	struct hs_cuda_wait c;
+	rt_begin(&w, &c);
 	in_hook = 1;
 	cudaError_t r = real(s);
 	in_hook = 0;
+	hs_wait_end(&w, &c);
 	return r;
 }
 
@@ -347,10 +353,12 @@ cudaError_t cudaDeviceSynchronize(void)
 	int64_t t;
 	if (hs_reg_stream(NULL, &k, &t))
 		w.kernel = k, w.launched = t;
-	rt_policy(&w);
+	struct hs_cuda_wait c;
+	rt_begin(&w, &c);
 	in_hook = 1;
 	cudaError_t r = real();
 	in_hook = 0;
+	hs_wait_end(&w, &c);
 	return r;
 }
 

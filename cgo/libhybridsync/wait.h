@@ -5,6 +5,19 @@
 /* hs_wait runs the configured policy on w (initialising on first use) and
  * returns the CUresult of the completed wait. */
 int hs_wait(struct hs_wait *w);
+/* The same in two halves, for a caller that makes CUDA's wait itself (the
+ * runtime API hooks: the runtime's own call is then the only wait).
+ * hs_wait_begin returns 0 when it ran the policy (c->rc its result; the
+ * work is complete), 1 when the wait is left to CUDA: the caller makes it,
+ * then calls hs_wait_end. */
+struct fast;
+struct hs_cuda_wait {
+	struct fast *f;      /* the kernel's delegation slot, if delegated */
+	int64_t start; /* when the wait began (0: not read) */
+	int rc;
+};
+int hs_wait_begin(struct hs_wait *w, struct hs_cuda_wait *c);
+void hs_wait_end(struct hs_wait *w, const struct hs_cuda_wait *c);
 /* The already-complete waits counted in C, by kernel (see api.c). */
 int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg);
 void hs_fast_reset(void);

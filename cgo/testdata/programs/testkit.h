@@ -60,7 +60,7 @@ static inline cudaError_t launch(void (*k)(int64_t), int64_t ns, unsigned grid, 
 /* The stand-in driver's helpers, found in the loaded libcuda.so.1. */
 static int64_t (*done_at)(void *);
 static int (*result_of)(void *);
-static long *blocking_waits, *spin_waits;
+static long *blocking_waits, *spin_waits, *queries;
 
 static inline void standin_open(void)
 {
@@ -70,10 +70,11 @@ static inline void standin_open(void)
 	result_of = (int (*)(void *))dlsym(h, "standin_event_result");
 	blocking_waits = (long *)dlsym(h, "standin_blocking_waits");
 	spin_waits = (long *)dlsym(h, "standin_spin_waits");
-	CHECK(done_at && result_of && blocking_waits && spin_waits, "not the stand-in driver");
+	queries = (long *)dlsym(h, "standin_queries");
+	CHECK(done_at && result_of && blocking_waits && spin_waits && queries, "not the stand-in driver");
 }
 
 static inline void report_counters(void)
 {
-	fprintf(stderr, "standin blocking=%ld spin=%ld\n", *blocking_waits, *spin_waits);
+	fprintf(stderr, "standin blocking=%ld spin=%ld queries=%ld\n", *blocking_waits, *spin_waits, *queries);
 }

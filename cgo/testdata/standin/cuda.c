@@ -49,6 +49,7 @@ static int ctx_token;
 atomic_long standin_blocking_waits; /* blocking-sync event waits that slept */
 atomic_long standin_spin_waits;     /* synchronize calls that busy-waited for unfinished work */
 atomic_long standin_launches;
+atomic_long standin_queries; /* event and stream queries */
 
 static int64_t now(void)
 {
@@ -228,6 +229,7 @@ CUresult cuEventRecord_ptsz(void *e, void *s) { return record(e, s, 1); }
 
 CUresult cuEventQuery(void *h)
 {
+	atomic_fetch_add(&standin_queries, 1);
 	struct event *e = get_event(h);
 	if (!e)
 		return E_INVALID_HANDLE;
@@ -278,6 +280,7 @@ CUresult cuStreamWaitEvent(void *sh, void *eh, unsigned flags)
 
 static CUresult squery(void *h, int ptsz)
 {
+	atomic_fetch_add(&standin_queries, 1);
 	struct stream *s = get_stream(h, ptsz);
 	if (!s)
 		return E_INVALID_HANDLE;
