@@ -20,8 +20,25 @@ type File struct {
 }
 
 // Map maps the page at path read-only and parses its header.
-func Map(path string) (*File, error) {
-	f, err := os.Open(path)
+func Map(path string) (*File, error) { return mapFile(path, false) }
+
+// MapWritable maps the page at path readable and writable, shared, and
+// parses its header. The reader never writes it: a writable shared
+// mapping is what lets the agent's BPF programs write the live block of
+// the reading thread's slot into this process at each of its switches
+// (bpf_probe_write_user writes only through a writable mapping, and
+// only into pages this process has touched). It needs the file opened
+// read-write: a local target's page is 0600 and owned by the target's
+// user, so the target can. Use Map where that fails (a guest's read-only
+// BAR file).
+func MapWritable(path string) (*File, error) { return mapFile(path, true) }
+
+func mapFile(path string, writable bool) (*File, error) {
+	flag, prot := os.O_RDONLY, unix.PROT_READ
+	if writable {
+		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening hint page: %w", err)
 	}
@@ -33,7 +50,7 @@ func Map(path string) (*File, error) {
 	if st.Size < HeaderSize || st.Size > 64<<20 {
 		return nil, fmt.Errorf("%w: %s is %d bytes", ErrSize, path, st.Size)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping hint page %s: %w", path, err)
 	}

@@ -118,7 +118,14 @@ func (h *HintSource) reopen(now int64) {
 	if old != nil && !old.Replaced() {
 		return
 	}
-	f, err := hintpage.Map(h.path)
+	// Writable if it can be (a local target's page): the agent's BPF
+	// programs then write this process's slots at each switch, which
+	// makes a switch-in visible within microseconds (docs/hints.md). A
+	// guest's page is read-only to it: the host writes QEMU's mapping.
+	f, err := hintpage.MapWritable(h.path)
+	if err != nil {
+		f, err = hintpage.Map(h.path)
+	}
 	if err != nil {
 		f = nil
 	}
@@ -207,7 +214,9 @@ func (h *HintSource) pageClock(now int64, s *hintpage.Slot) int64 {
 	if !h.calibrate.Load() {
 		return now
 	}
-	obs := int64(min(s.PublishNs, 1<<62)) - now
+	// The live block's switch-in is a host time before now as well, and
+	// usually the newer one.
+	obs := int64(min(max(s.PublishNs, s.SwitchInNs), 1<<62)) - now
 	off, at := h.offset.Load(), h.offsetAt.Load()
 	if at != 0 {
 		off -= (now - at) / 1_000_000_000 * offsetDecay
@@ -246,7 +255,7 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 	if s.State != hintpage.StateRunning {
 		start = max(s.SwitchInNs, s.SwitchOutNs)
 	}
-	return max(int64(s.ExpectedSliceNs)-(pageNow-int64(start)), 0)
+	return max(int64(s.ExpectedSliceNs)-max(pageNow-int64(start), 0), 0)
 }
 
 // Contention implements ContentionSource from the slot's run-queue

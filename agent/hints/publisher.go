@@ -32,7 +32,7 @@ const RefreshEvery = 20 * time.Millisecond
 
 // threadPageSlots: a local target's page holds at least this many thread
 // slots (one 4 KiB page), so threads can come and go without a new file.
-const threadPageSlots = 63
+const threadPageSlots = (hintpage.PageAlign - hintpage.HeaderSize) / hintpage.SlotSize
 
 // Counters is what the refresh reads from the BPF programs
 // (*bpfload.Probe).
@@ -58,6 +58,9 @@ type Publisher struct {
 	self     uint32 // this process: its threads preempting a target are not co-runners
 	tick     uint64 // the kernel's scheduler tick, ns (0: unknown)
 	counters atomic.Pointer[countersRef]
+	kernel   atomic.Pointer[kernelRef] // nil: the agent writes every live block
+	scanNow  atomic.Bool               // look for unregistered threads' mappings at the next refresh
+	scans    int
 
 	// Scratch counters, one thread at a time: the event path and the
 	// refresh read them outside mu (a map lookup each), so that a
@@ -74,9 +77,13 @@ type Publisher struct {
 	threads map[uint32]*thread // by tid
 	lag     lagLog
 	quiet   int
+
+	kernelThreads, faultEvents int // KernelStats
 }
 
 type countersRef struct{ Counters }
+
+type kernelRef struct{ KernelWriter }
 
 type page struct {
 	key, file     string
@@ -257,7 +264,8 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 			tt.tid = 0 // vCPU slots are found by CPU, not tid
 		}
 		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
-		p.publish(tt, now)
+		p.publish(tt, now, true)
+		p.scanNow.Store(true)
 	}
 	for tid, tt := range pg.threads {
 		if !seen[tid] {
@@ -269,6 +277,12 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 	delete(pg.threads, tid)
 	delete(p.threads, uint32(tid))
+	if tt.kernelLive() {
+		if k := p.kernel.Load(); k != nil {
+			_ = k.ClearHintAddr(uint32(tid)) // the thread may be gone, and its entry with it
+		}
+		tt.addr = 0
+	}
 	if !pg.vcpu {
 		pg.w.Publish(tt.slot, &hintpage.Slot{}) // TID 0: no reader finds it
 		pg.free = append(pg.free, tt.slot)
@@ -287,10 +301,21 @@ func (p *Publisher) drop(pg *page) {
 	delete(p.files, pg.file)
 }
 
-// publish must be called with mu held.
-func (p *Publisher) publish(t *thread, now uint64) {
+// publish must be called with mu held. The live block only where the BPF
+// programs do not write it; the estimate block when it changed, or with
+// force (the refresh, whose publish time says the publisher is alive).
+func (p *Publisher) publish(t *thread, now uint64, force bool) {
 	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick})
-	t.page.w.Publish(t.slot, &s)
+	if !t.kernelLive() && now >= t.userAfter {
+		t.page.w.PublishLive(t.slot, &s)
+	}
+	est := s
+	est.PublishNs, est.ExpectedSliceNs = 0, 0
+	est.State, est.CPU, est.SwitchInNs, est.SwitchOutNs, est.QuotaEndNs = 0, 0, 0, 0, 0
+	if force || est != t.lastEst {
+		t.lastEst = est
+		t.page.w.PublishEstimate(t.slot, &s)
+	}
 }
 
 func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {
@@ -321,7 +346,7 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 		t.observe(st, p.self)
 	}
 	now := monoNow()
-	p.publish(t, now)
+	p.publish(t, now, false)
 	if ev.Woken == 0 {
 		// The reader was not woken for this one (it came with a later
 		// record or the reader's drain): after a short interruption
@@ -345,6 +370,9 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		case <-tk.C:
 			p.refresh()
+			if p.scans++; p.scans%scanEvery == 0 || p.scanNow.Swap(false) {
+				p.scan()
+			}
 		}
 	}
 }
@@ -370,11 +398,14 @@ func (p *Publisher) refresh() {
 			if ok {
 				t.observe(st, p.self)
 			}
-			p.publish(t, monoNow())
+			p.publish(t, monoNow(), true)
 		}
 		p.mu.Unlock()
 	}
 }
+
+// kernelLive tells whether t's live block is the BPF programs' to write.
+func (t *thread) kernelLive() bool { return t.addr != 0 }
 
 // Close removes every page.
 func (p *Publisher) Close() {
@@ -459,10 +490,16 @@ func procOwner(tid int) (int, int, error) {
 
 // SetCounters sets where the refresh reads thread state (the loaded
 // probe, which exists only after the targets' pages).
+// If c is also a KernelWriter whose programs write hint pages, the
+// publisher hands them the live blocks of the threads whose process maps
+// their page writable (see KernelWriter).
 func (p *Publisher) SetCounters(c Counters) {
 	if c == nil {
 		p.counters.Store(nil)
 		return
 	}
 	p.counters.Store(&countersRef{c})
+	if w, ok := c.(KernelWriter); ok && p.kernel.Load() == nil {
+		p.setKernel(w)
+	}
 }
