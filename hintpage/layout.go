@@ -84,17 +84,17 @@ const (
 // thread, by the BPF programs (or by the agent where they cannot write).
 // Each has its own seqlock.
 const (
-	offSeq       = 0  // u32 estimate seqlock: odd while the writer is inside
-	offTID       = 4  // u32 thread id (thread slots) or 0
-	offSlice     = 8  // u64 expected run length when shared (0: unknown, Infinite: free)
-	offPublish   = 16 // u64 when the estimate was written
-	offQuota     = 24 // u32 bandwidth quota µs per period (0: none)
-	offPeriod    = 28 // u32 bandwidth period µs (0: none)
-	offCont      = 32 // u8 contention
-	offEstFlags  = 33 // u8 EstQuotaBound, EstTickPhase
-	offTick      = 36 // u32 scheduler tick ns (0: unknown)
-	offPhase     = 40 // u32 phase of the quota throttles in the tick, ns
-	offQuotaRun  = 48 // u64 a run's length under the quota without kernel state (0: unknown)
+	offSeq      = 0  // u32 estimate seqlock: odd while the writer is inside
+	offTID      = 4  // u32 thread id (thread slots) or 0
+	offSlice    = 8  // u64 expected run length when shared (0: unknown, Infinite: free)
+	offPublish  = 16 // u64 when the estimate was written
+	offQuota    = 24 // u32 bandwidth quota µs per period (0: none)
+	offPeriod   = 28 // u32 bandwidth period µs (0: none)
+	offCont     = 32 // u8 contention
+	offEstFlags = 33 // u8 EstQuotaBound, EstTickPhase
+	offTick     = 36 // u32 scheduler tick ns (0: unknown)
+	offPhase    = 40 // u32 phase of the quota throttles in the tick, ns
+	offQuotaRun = 48 // u64 a run's length under the quota without kernel state (0: unknown)
 
 	offLiveSeq   = LiveOffset + 0  // u32 live seqlock
 	offState     = LiveOffset + 4  // u8

@@ -86,6 +86,7 @@ type Probe struct {
 	kprobe    *ebpf.Program
 	kprobeSym string
 	faults    *ringbuf.Reader
+	hintErr   error // why the hint writers were not loaded, when asked for
 }
 
 // The two program sets; LoadAndAssign loads only the programs named in the
@@ -135,6 +136,11 @@ func Load(opts Options) (*Probe, error) {
 			}
 		}
 		opts.Log.Info().Err(err).Msg("hint pages: the kernel cannot write them at the switch; the agent writes every switch-in itself")
+		p, lerr := load(opts, "")
+		if p != nil {
+			p.hintErr = err
+		}
+		return p, lerr
 	}
 	return load(opts, "")
 }
@@ -145,6 +151,9 @@ func load(opts Options, sym string) (*Probe, error) {
 	spec, err := bpf.LoadSched()
 	if err != nil {
 		return nil, fmt.Errorf("parsing embedded BPF object: %w", err)
+	}
+	if sym != "" && stubHintWrites {
+		stubWrites(spec)
 	}
 	p := &Probe{kprobeSym: sym}
 	if !opts.ForceRawTP {

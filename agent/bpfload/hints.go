@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -66,6 +67,37 @@ func findSymbol(sc *bufio.Scanner, name string) (string, error) {
 // (Options.HintWrites, and the kernel took them), and the kprobe's
 // symbol.
 func (p *Probe) HintWrites() (bool, string) { return p.kprobe != nil, p.kprobeSym }
+
+// stubHintWrites (tests only) replaces every bpf_probe_write_user call of
+// the programs with "r0 = 0" (a write that succeeds and writes nothing):
+// the verifier then checks everything else about the hint programs, and
+// the kprobe attaches and runs, on kernels whose lockdown refuses the
+// helper itself.
+var stubHintWrites bool
+
+func stubWrites(spec *ebpf.CollectionSpec) {
+	for _, ps := range spec.Programs {
+		for i, ins := range ps.Instructions {
+			if ins.IsBuiltinCall() && ins.Constant == int64(asm.FnProbeWriteUser) {
+				ni := asm.Mov.Imm(asm.R0, 0)
+				ni.Metadata = ins.Metadata
+				ps.Instructions[i] = ni
+			}
+		}
+	}
+}
+
+// HintWritesErr is why the hint writers were not loaded (nil when they
+// were, or were not asked for).
+func (p *Probe) HintWritesErr() error { return p.hintErr }
+
+// Refused tells whether err says the kernel refuses
+// bpf_probe_write_user itself: a kernel locked down (integrity mode
+// forbids the helper), as opposed to a verifier rejection of the
+// programs.
+func Refused(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "cannot use helper bpf_probe_write_user")
+}
 
 // SetHintAddr makes the programs write the live block of tid's slot at
 // addr, a user address in tid's own process (the slot's live block in
