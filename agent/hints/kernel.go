@@ -114,6 +114,7 @@ func (p *Publisher) readFaults(w KernelWriter) {
 			return
 		}
 		if err != nil {
+			time.Sleep(10 * time.Millisecond) // a bad record: never spin
 			continue
 		}
 		p.fault(w, &f)
