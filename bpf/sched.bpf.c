@@ -194,60 +194,56 @@ struct {
 	__type(value, struct trace_config);
 } config SEC(".maps");
 
-// Hint pages (agent/hints, docs/hints.md): with --hints the agent loads a
-// second set of programs (the *_hints switch handlers and the kprobe
-// below) that write the live block of a thread's slot themselves, with
-// bpf_probe_write_user, into the mapping of the page in the thread's own
-// process: at its switch-out from sched_switch (current is the thread)
-// and at its switch-in from a kprobe on finish_task_switch (current is
-// the thread, its mm switched in). The agent registers, per thread, the
-// user address of its slot in that process; nothing is ever written
-// anywhere else, and never to an address read from the page.
-struct hint_slot {
-	__u64 addr;         // user address of the slot's live block in the thread's process (0: none)
-	__u32 seq;          // the live block's seqlock as last written (even)
-	__u32 ok;           // the last write succeeded: the reader is not woken for this thread
-	__u64 writes;       // live blocks written
-	__u64 fails;        // writes refused (page not present, read-only, thread exiting)
-	__u64 last_fail_ns; // the last fault record sent (one per FAULT_EVERY_NS per thread)
-	__u64 lag_hist[HIST_BUCKETS]; // switch-in (sched_switch) to live block written (kprobe)
-};
+// Hint pages (agent/hints, docs/hints.md "Live blocks in a BPF map"):
+// the live block of a watched thread's slot, written here at each of its
+// switch-outs and switch-ins into a memory-mappable array that belongs to
+// the thread's target alone. The agent creates one such array per local
+// target (hint_maps, keyed by a target id it picks) and registers each
+// thread's target and slot in hint_slots; the target's own processes map
+// their array read-only (the agent hands them its fd over a unix socket).
+// Direct stores into map memory: no helper, allowed under lockdown.
 
-// The live block's body, as stored at offset 4 of the block (after the
-// seqlock): hintpage.LiveBodyOffset, LiveBodySize.
-struct hint_live {
-	__u8 state;  // hintpage.State*
-	__u8 flags;  // hintpage.LiveKernel
-	__u16 cpu;
+// One live block, at offset 64 * slot of the target's array: the same
+// layout as the live block of a page slot (hintpage), plus the tid.
+struct hint_block {
+	__u32 seq;          // seqlock: odd while being written
+	__u32 word;         // state | flags << 8 | cpu << 16
 	__u64 switch_in_ns;
 	__u64 switch_out_ns;
 	__u64 quota_end_ns;
-} __attribute__((packed));
+	__u32 tid;          // the thread that wrote it
+	__u32 _pad[7];
+};
 
-// A refused write, for the agent to fault the page in or take the block
-// over (agent/hints).
-struct hint_fault {
-	__u64 addr;
-	__u32 tid;
-	__u32 tgid;
-	__s32 err;
-	__u32 at; // 0: switch-in, 1: switch-out
+// The per-target arrays: created by the agent with their own size
+// (BPF_F_INNER_MAP), mappable (BPF_F_MMAPABLE). This one is the template.
+struct hint_array {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	__type(key, __u32);
+	__type(value, struct hint_block);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, 1024);
+	__type(key, __u32); // target id
+	__array(values, struct hint_array);
+} hint_maps SEC(".maps");
+
+struct hint_slot {
+	__u32 target; // key in hint_maps
+	__u32 slot;   // index in the target's array
+	__u64 writes; // live blocks written
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32); // tid
 	__type(value, struct hint_slot);
 } hint_slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 12);
-} hint_faults SEC(".maps");
-
-#define FAULT_EVERY_NS 100000000ULL
 
 #define HINT_RUNNING 1
 #define HINT_PREEMPTED 2
@@ -256,7 +252,7 @@ struct {
 
 // Force BTF for the types the Go side reads (bpf2go -type).
 const struct hint_slot *unused_hint_slot __attribute__((unused));
-const struct hint_fault *unused_hint_fault __attribute__((unused));
+const struct hint_block *unused_hint_block __attribute__((unused));
 const struct switch_event *unused_switch_event __attribute__((unused));
 const struct thread_stats *unused_thread_stats __attribute__((unused));
 const struct corunner_key *unused_corunner_key __attribute__((unused));
@@ -395,11 +391,11 @@ static __always_inline struct trace_config *get_config(void)
 }
 
 // quota_end: when the bandwidth quota binding s's thread runs out if the
-// run that began at in goes on (quota_state at that switch-in): in + the
-// runtime left, or, when the period timer refills the pool before that, a
-// whole quota after the refill; 0 when no quota binds it (none, or one of
-// a period or more: it spans several CPUs). agent/hints quotaEnd without
-// the tick.
+// run that began at its switch-in goes on (quota_state at that switch-in):
+// the switch-in + the runtime left, or, when the period timer refills the
+// pool before that, a whole quota after the refill; 0 when no quota binds
+// it (none, or one of a period or more: it spans several CPUs).
+// agent/hints kernelQuotaEnd computes the same.
 static __always_inline __u64 quota_end(struct thread_stats *s)
 {
 	__u64 in = s->switch_in_ns;
@@ -413,74 +409,44 @@ static __always_inline __u64 quota_end(struct thread_stats *s)
 	return e;
 }
 
-static __always_inline void hint_fail(struct hint_slot *h, __u32 tid, long err, __u32 at)
-{
-	h->ok = 0;
-	h->fails++;
-	__u64 now = bpf_ktime_get_ns();
-	if (h->last_fail_ns && now - h->last_fail_ns < FAULT_EVERY_NS)
-		return;
-	h->last_fail_ns = now;
-	struct hint_fault *f = bpf_ringbuf_reserve(&hint_faults, sizeof(*f), 0);
-	if (!f)
-		return;
-	f->addr = h->addr;
-	f->tid = tid;
-	f->tgid = bpf_get_current_pid_tgid() >> 32;
-	f->err = err;
-	f->at = at;
-	bpf_ringbuf_submit(f, 0);
-}
+#define WRITE_ONCE32(p, v) (*(volatile __u32 *)&(p) = (v))
+#define WRITE_ONCE64(p, v) (*(volatile __u64 *)&(p) = (v))
 
-// hint_write writes the live block of the current thread's slot: seqlock
-// odd, body, seqlock even. The thread's own switches are serialised (it
-// is switched in on one CPU only after its switch-out on another is
-// done), so each slot has one writer. The three stores reach other CPUs
-// in program order on x86-64 (TSO), the only architecture the agent
-// loads these programs on: nothing here orders them on weaker machines.
-static __always_inline bool hint_write(struct hint_slot *h, struct thread_stats *s, __u8 state, __u64 out,
-				       __u32 tid, __u32 at)
+// hint_write writes the live block of tid's slot, if it has one: seqlock
+// odd, body, seqlock even. A thread's switches are serialised (it is
+// switched in on one CPU only after its switch-out on another finished),
+// so each block has one writer. The stores are volatile, so they are
+// emitted in this order, and x86-64 (TSO) makes them visible in program
+// order; the agent registers slots only on x86-64 (nothing here orders
+// them on weaker machines). Returns whether it wrote.
+static __always_inline bool hint_write(__u32 tid, struct thread_stats *s, __u8 state, __u64 out)
 {
-	void *addr = (void *)h->addr;
-	__u32 seq = h->seq + 1;
-	long err = bpf_probe_write_user(addr, &seq, sizeof(seq));
-	if (err) {
-		hint_fail(h, tid, err, at);
+	struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
+	if (!h)
 		return false;
-	}
-	struct hint_live b = {
-		.state = state,
-		.flags = HINT_LIVE_KERNEL,
-		.cpu = (__u16)s->cpu,
-		.switch_in_ns = s->switch_in_ns,
-		.switch_out_ns = out,
-		.quota_end_ns = quota_end(s),
-	};
-	err = bpf_probe_write_user(addr + 4, &b, sizeof(b));
-	seq++;
-	h->seq = seq;
-	// Even when the body was refused (unmapped meanwhile by another
-	// thread): the seqlock must not stay odd.
-	bpf_probe_write_user(addr, &seq, sizeof(seq));
-	if (err) {
-		hint_fail(h, tid, err, at);
+	void *arr = bpf_map_lookup_elem(&hint_maps, &h->target);
+	if (!arr)
 		return false;
-	}
-	h->ok = 1;
+	__u32 slot = h->slot;
+	struct hint_block *b = bpf_map_lookup_elem(arr, &slot);
+	if (!b)
+		return false;
+	__u32 seq = *(volatile __u32 *)&b->seq & ~1U;
+	WRITE_ONCE32(b->seq, seq + 1);
+	asm volatile("" ::: "memory");
+	WRITE_ONCE32(b->word, state | HINT_LIVE_KERNEL << 8 | (s->cpu & 0xffff) << 16);
+	WRITE_ONCE64(b->switch_in_ns, s->switch_in_ns);
+	WRITE_ONCE64(b->switch_out_ns, out);
+	WRITE_ONCE64(b->quota_end_ns, quota_end(s));
+	WRITE_ONCE32(b->tid, tid);
+	asm volatile("" ::: "memory");
+	WRITE_ONCE32(b->seq, seq + 2);
 	h->writes++;
 	return true;
 }
 
-// hinted: the thread's live block is written by the kernel, so its
-// switch-ins need no reader.
-static __always_inline bool hinted(__u32 tid)
-{
-	struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
-	return h && h->addr && h->ok;
-}
-
 static __always_inline void emit(const struct trace_config *cfg, struct thread_stats *s, __u64 now,
-				 __u64 off, __u32 tid, __u32 tgid, bool waited)
+				 __u64 off, __u32 tid, __u32 tgid, bool waited, bool hinted)
 {
 	if (!cfg->events)
 		return;
@@ -521,15 +487,15 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	if (s->out_preempted && off >= QUIET_OFF_NS && !by_self)
 		s->contended_ns = now;
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
-	// A thread whose live block the kernel writes at the switch needs
-	// no reader: its record is read in the next batch.
-	e->woken = cfg->wakeup && !quiet && contended && !hinted(tid);
+	// A thread whose live block was just written into its target's
+	// array needs no reader: its record is read with a later batch.
+	e->woken = cfg->wakeup && !quiet && contended && !hinted;
 	__u64 flags = e->woken || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }
 
-static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next, const bool hints)
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
 {
 	// At sched_switch `current` is still prev: the helper reads it
 	// without a probe read (one less per switch, watched or not).
@@ -603,12 +569,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				s->replacer_tgid = BPF_CORE_READ(next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
-			if (hints) {
-				// current is prev: its own mm.
-				struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &prev_tid);
-				if (h && h->addr)
-					hint_write(h, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now, prev_tid, 1);
-			}
+			hint_write(prev_tid, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now);
 		}
 	}
 
@@ -660,7 +621,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
 			quota_state(s, next);
-			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
+			bool hinted = hint_write(next_tid, s, HINT_RUNNING, s->switch_out_ns);
+			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited, hinted);
 		}
 	}
 }
@@ -688,14 +650,7 @@ static __always_inline void on_wakeup(struct task_struct *p)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next, false);
-	return 0;
-}
-
-SEC("raw_tp/sched_switch")
-int BPF_PROG(raw_sched_switch_hints, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	on_switch(prev, next, true);
+	on_switch(prev, next);
 	return 0;
 }
 
@@ -716,39 +671,7 @@ int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next, false);
-	return 0;
-}
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(btf_sched_switch_hints, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	on_switch(prev, next, true);
-	return 0;
-}
-
-// The switch-in half of the hint write: finish_task_switch runs on the
-// CPU the thread was just switched onto, after switch_mm, with current the
-// thread (its symbol is often a compiler clone, finish_task_switch.isra.0:
-// the loader attaches to whichever the kernel has). It runs at every
-// context switch of the host: a thread that is not watched costs the bit
-// test, and one without a registered slot one hash lookup more.
-SEC("kprobe/finish_task_switch")
-int hint_switch_in(struct pt_regs *ctx)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (tid == 0 || !maybe_watched(tid))
-		return 0;
-	struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
-	if (!h || !h->addr)
-		return 0;
-	struct thread_stats *s = bpf_map_lookup_elem(&watched, &tid);
-	if (!s || !s->on_cpu || !s->switch_in_ns)
-		return 0;
-	if (hint_write(h, s, HINT_RUNNING, s->switch_out_ns, tid, 0)) {
-		__u64 lag = bpf_ktime_get_ns() - s->switch_in_ns;
-		hist_add(h->lag_hist, lag);
-	}
+	on_switch(prev, next);
 	return 0;
 }
 

@@ -26,24 +26,22 @@ type SchedCorunnerVal struct {
 	Comm     [16]int8
 }
 
-type SchedHintFault struct {
-	_    structs.HostLayout
-	Addr uint64
-	Tid  uint32
-	Tgid uint32
-	Err  int32
-	At   uint32
+type SchedHintBlock struct {
+	_           structs.HostLayout
+	Seq         uint32
+	Word        uint32
+	SwitchInNs  uint64
+	SwitchOutNs uint64
+	QuotaEndNs  uint64
+	Tid         uint32
+	Pad         [7]uint32
 }
 
 type SchedHintSlot struct {
-	_          structs.HostLayout
-	Addr       uint64
-	Seq        uint32
-	Ok         uint32
-	Writes     uint64
-	Fails      uint64
-	LastFailNs uint64
-	LagHist    [128]uint64
+	_      structs.HostLayout
+	Target uint32
+	Slot   uint32
+	Writes uint64
 }
 
 type SchedSwitchEvent struct {
@@ -110,30 +108,27 @@ type SchedTraceConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SchedMapConfig               = "config"
-	SchedMapCorunners            = "corunners"
-	SchedMapDrops                = "drops"
-	SchedMapEvents               = "events"
-	SchedMapHintFaults           = "hint_faults"
-	SchedMapHintSlots            = "hint_slots"
-	SchedMapWatched              = "watched"
-	SchedMapWatchedBits          = "watched_bits"
-	SchedProgBtfSchedSwitch      = "btf_sched_switch"
-	SchedProgBtfSchedSwitchHints = "btf_sched_switch_hints"
-	SchedProgBtfSchedWakeup      = "btf_sched_wakeup"
-	SchedProgBtfSchedWakeupNew   = "btf_sched_wakeup_new"
-	SchedProgHintSwitchIn        = "hint_switch_in"
-	SchedProgRawSchedSwitch      = "raw_sched_switch"
-	SchedProgRawSchedSwitchHints = "raw_sched_switch_hints"
-	SchedProgRawSchedWakeup      = "raw_sched_wakeup"
-	SchedProgRawSchedWakeupNew   = "raw_sched_wakeup_new"
-	SchedVarUnusedCorunnerKey    = "unused_corunner_key"
-	SchedVarUnusedCorunnerVal    = "unused_corunner_val"
-	SchedVarUnusedHintFault      = "unused_hint_fault"
-	SchedVarUnusedHintSlot       = "unused_hint_slot"
-	SchedVarUnusedSwitchEvent    = "unused_switch_event"
-	SchedVarUnusedThreadStats    = "unused_thread_stats"
-	SchedVarUnusedTraceConfig    = "unused_trace_config"
+	SchedMapConfig             = "config"
+	SchedMapCorunners          = "corunners"
+	SchedMapDrops              = "drops"
+	SchedMapEvents             = "events"
+	SchedMapHintMaps           = "hint_maps"
+	SchedMapHintSlots          = "hint_slots"
+	SchedMapWatched            = "watched"
+	SchedMapWatchedBits        = "watched_bits"
+	SchedProgBtfSchedSwitch    = "btf_sched_switch"
+	SchedProgBtfSchedWakeup    = "btf_sched_wakeup"
+	SchedProgBtfSchedWakeupNew = "btf_sched_wakeup_new"
+	SchedProgRawSchedSwitch    = "raw_sched_switch"
+	SchedProgRawSchedWakeup    = "raw_sched_wakeup"
+	SchedProgRawSchedWakeupNew = "raw_sched_wakeup_new"
+	SchedVarUnusedCorunnerKey  = "unused_corunner_key"
+	SchedVarUnusedCorunnerVal  = "unused_corunner_val"
+	SchedVarUnusedHintBlock    = "unused_hint_block"
+	SchedVarUnusedHintSlot     = "unused_hint_slot"
+	SchedVarUnusedSwitchEvent  = "unused_switch_event"
+	SchedVarUnusedThreadStats  = "unused_thread_stats"
+	SchedVarUnusedTraceConfig  = "unused_trace_config"
 )
 
 // LoadSched returns the embedded CollectionSpec for Sched.
@@ -178,15 +173,12 @@ type SchedSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SchedProgramSpecs struct {
-	BtfSchedSwitch      *ebpf.ProgramSpec `ebpf:"btf_sched_switch"`
-	BtfSchedSwitchHints *ebpf.ProgramSpec `ebpf:"btf_sched_switch_hints"`
-	BtfSchedWakeup      *ebpf.ProgramSpec `ebpf:"btf_sched_wakeup"`
-	BtfSchedWakeupNew   *ebpf.ProgramSpec `ebpf:"btf_sched_wakeup_new"`
-	HintSwitchIn        *ebpf.ProgramSpec `ebpf:"hint_switch_in"`
-	RawSchedSwitch      *ebpf.ProgramSpec `ebpf:"raw_sched_switch"`
-	RawSchedSwitchHints *ebpf.ProgramSpec `ebpf:"raw_sched_switch_hints"`
-	RawSchedWakeup      *ebpf.ProgramSpec `ebpf:"raw_sched_wakeup"`
-	RawSchedWakeupNew   *ebpf.ProgramSpec `ebpf:"raw_sched_wakeup_new"`
+	BtfSchedSwitch    *ebpf.ProgramSpec `ebpf:"btf_sched_switch"`
+	BtfSchedWakeup    *ebpf.ProgramSpec `ebpf:"btf_sched_wakeup"`
+	BtfSchedWakeupNew *ebpf.ProgramSpec `ebpf:"btf_sched_wakeup_new"`
+	RawSchedSwitch    *ebpf.ProgramSpec `ebpf:"raw_sched_switch"`
+	RawSchedWakeup    *ebpf.ProgramSpec `ebpf:"raw_sched_wakeup"`
+	RawSchedWakeupNew *ebpf.ProgramSpec `ebpf:"raw_sched_wakeup_new"`
 }
 
 // SchedMapSpecs contains maps before they are loaded into the kernel.
@@ -197,7 +189,7 @@ type SchedMapSpecs struct {
 	Corunners   *ebpf.MapSpec `ebpf:"corunners"`
 	Drops       *ebpf.MapSpec `ebpf:"drops"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
-	HintFaults  *ebpf.MapSpec `ebpf:"hint_faults"`
+	HintMaps    *ebpf.MapSpec `ebpf:"hint_maps"`
 	HintSlots   *ebpf.MapSpec `ebpf:"hint_slots"`
 	Watched     *ebpf.MapSpec `ebpf:"watched"`
 	WatchedBits *ebpf.MapSpec `ebpf:"watched_bits"`
@@ -209,7 +201,7 @@ type SchedMapSpecs struct {
 type SchedVariableSpecs struct {
 	UnusedCorunnerKey *ebpf.VariableSpec `ebpf:"unused_corunner_key"`
 	UnusedCorunnerVal *ebpf.VariableSpec `ebpf:"unused_corunner_val"`
-	UnusedHintFault   *ebpf.VariableSpec `ebpf:"unused_hint_fault"`
+	UnusedHintBlock   *ebpf.VariableSpec `ebpf:"unused_hint_block"`
 	UnusedHintSlot    *ebpf.VariableSpec `ebpf:"unused_hint_slot"`
 	UnusedSwitchEvent *ebpf.VariableSpec `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.VariableSpec `ebpf:"unused_thread_stats"`
@@ -240,7 +232,7 @@ type SchedMaps struct {
 	Corunners   *ebpf.Map `ebpf:"corunners"`
 	Drops       *ebpf.Map `ebpf:"drops"`
 	Events      *ebpf.Map `ebpf:"events"`
-	HintFaults  *ebpf.Map `ebpf:"hint_faults"`
+	HintMaps    *ebpf.Map `ebpf:"hint_maps"`
 	HintSlots   *ebpf.Map `ebpf:"hint_slots"`
 	Watched     *ebpf.Map `ebpf:"watched"`
 	WatchedBits *ebpf.Map `ebpf:"watched_bits"`
@@ -252,7 +244,7 @@ func (m *SchedMaps) Close() error {
 		m.Corunners,
 		m.Drops,
 		m.Events,
-		m.HintFaults,
+		m.HintMaps,
 		m.HintSlots,
 		m.Watched,
 		m.WatchedBits,
@@ -265,7 +257,7 @@ func (m *SchedMaps) Close() error {
 type SchedVariables struct {
 	UnusedCorunnerKey *ebpf.Variable `ebpf:"unused_corunner_key"`
 	UnusedCorunnerVal *ebpf.Variable `ebpf:"unused_corunner_val"`
-	UnusedHintFault   *ebpf.Variable `ebpf:"unused_hint_fault"`
+	UnusedHintBlock   *ebpf.Variable `ebpf:"unused_hint_block"`
 	UnusedHintSlot    *ebpf.Variable `ebpf:"unused_hint_slot"`
 	UnusedSwitchEvent *ebpf.Variable `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.Variable `ebpf:"unused_thread_stats"`
@@ -276,26 +268,20 @@ type SchedVariables struct {
 //
 // It can be passed to LoadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SchedPrograms struct {
-	BtfSchedSwitch      *ebpf.Program `ebpf:"btf_sched_switch"`
-	BtfSchedSwitchHints *ebpf.Program `ebpf:"btf_sched_switch_hints"`
-	BtfSchedWakeup      *ebpf.Program `ebpf:"btf_sched_wakeup"`
-	BtfSchedWakeupNew   *ebpf.Program `ebpf:"btf_sched_wakeup_new"`
-	HintSwitchIn        *ebpf.Program `ebpf:"hint_switch_in"`
-	RawSchedSwitch      *ebpf.Program `ebpf:"raw_sched_switch"`
-	RawSchedSwitchHints *ebpf.Program `ebpf:"raw_sched_switch_hints"`
-	RawSchedWakeup      *ebpf.Program `ebpf:"raw_sched_wakeup"`
-	RawSchedWakeupNew   *ebpf.Program `ebpf:"raw_sched_wakeup_new"`
+	BtfSchedSwitch    *ebpf.Program `ebpf:"btf_sched_switch"`
+	BtfSchedWakeup    *ebpf.Program `ebpf:"btf_sched_wakeup"`
+	BtfSchedWakeupNew *ebpf.Program `ebpf:"btf_sched_wakeup_new"`
+	RawSchedSwitch    *ebpf.Program `ebpf:"raw_sched_switch"`
+	RawSchedWakeup    *ebpf.Program `ebpf:"raw_sched_wakeup"`
+	RawSchedWakeupNew *ebpf.Program `ebpf:"raw_sched_wakeup_new"`
 }
 
 func (p *SchedPrograms) Close() error {
 	return _SchedClose(
 		p.BtfSchedSwitch,
-		p.BtfSchedSwitchHints,
 		p.BtfSchedWakeup,
 		p.BtfSchedWakeupNew,
-		p.HintSwitchIn,
 		p.RawSchedSwitch,
-		p.RawSchedSwitchHints,
 		p.RawSchedWakeup,
 		p.RawSchedWakeupNew,
 	)

@@ -17,28 +17,12 @@ type File struct {
 	path     string
 	b        []byte
 	dev, ino uint64
+	uid      uint32
 }
 
 // Map maps the page at path read-only and parses its header.
-func Map(path string) (*File, error) { return mapFile(path, false) }
-
-// MapWritable maps the page at path readable and writable, shared, and
-// parses its header. The reader never writes it: a writable shared
-// mapping is what lets the agent's BPF programs write the live block of
-// the reading thread's slot into this process at each of its switches
-// (bpf_probe_write_user writes only through a writable mapping, and
-// only into pages this process has touched). It needs the file opened
-// read-write: a local target's page is 0600 and owned by the target's
-// user, so the target can. Use Map where that fails (a guest's read-only
-// BAR file).
-func MapWritable(path string) (*File, error) { return mapFile(path, true) }
-
-func mapFile(path string, writable bool) (*File, error) {
-	flag, prot := os.O_RDONLY, unix.PROT_READ
-	if writable {
-		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
-	}
-	f, err := os.OpenFile(path, flag, 0)
+func Map(path string) (*File, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening hint page: %w", err)
 	}
@@ -50,7 +34,7 @@ func mapFile(path string, writable bool) (*File, error) {
 	if st.Size < HeaderSize || st.Size > 64<<20 {
 		return nil, fmt.Errorf("%w: %s is %d bytes", ErrSize, path, st.Size)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), prot, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping hint page %s: %w", path, err)
 	}
@@ -64,7 +48,7 @@ func mapFile(path string, writable bool) (*File, error) {
 		unix.Munmap(b)
 		return nil, fmt.Errorf("hint page %s: %w", path, err)
 	}
-	return &File{Page: p, path: path, b: b, dev: uint64(st.Dev), ino: st.Ino}, nil
+	return &File{Page: p, path: path, b: b, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid}, nil
 }
 
 // Replaced tells whether path now names another file than the one mapped
@@ -76,6 +60,15 @@ func (f *File) Replaced() bool {
 	}
 	return uint64(st.Dev) != f.dev || st.Ino != f.ino
 }
+
+// Path returns the path the page was mapped from.
+func (f *File) Path() string { return f.path }
+
+// Ino and UID are the mapped file's inode and owner.
+func (f *File) Ino() uint64 { return f.ino }
+
+// UID is the mapped file's owner.
+func (f *File) UID() uint32 { return f.uid }
 
 // ReadSlot is Page.ReadSlot, safe against the file shrinking under the
 // mapping (a truncated file faults instead of reading zeros).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -53,14 +54,6 @@ type Options struct {
 	// ForceRawTP skips the tp_btf attempt (tests use it to exercise the
 	// fallback on kernels that have tp_btf).
 	ForceRawTP bool
-	// HintWrites loads the programs that write the live block of a hint
-	// page's slot into the watched thread's own process at each of its
-	// switches (bpf_probe_write_user: the kernel logs a warning when they
-	// load, which is why they are loaded only for --hints), attaching a
-	// kprobe on finish_task_switch. Where the kernel refuses them
-	// (lockdown, no such symbol, not x86-64) the plain programs are
-	// loaded instead, with one info line; HintWrites() tells which.
-	HintWrites bool
 	// DrainEvery is how often ReadEvent drains the ring buffer when the
 	// kernel has not woken it (it only does so once 256 KiB are queued);
 	// default 100ms.
@@ -82,11 +75,10 @@ type Probe struct {
 	mode   string
 	drain  time.Duration
 
-	// The hint writers (Options.HintWrites), when loaded.
-	kprobe    *ebpf.Program
-	kprobeSym string
-	faults    *ringbuf.Reader
-	hintErr   error // why the hint writers were not loaded, when asked for
+	// Live-block arrays (hints.go): the template of hint_maps' values.
+	hintSpec *ebpf.MapSpec
+	hintMu   sync.Mutex
+	hintNext uint32
 }
 
 // The two program sets; LoadAndAssign loads only the programs named in the
@@ -103,22 +95,6 @@ type btfPrograms struct {
 	WakeupNew *ebpf.Program `ebpf:"btf_sched_wakeup_new"`
 }
 
-// The same with the switch handler that writes hint pages, and the
-// kprobe that writes at switch-in.
-type rawHintPrograms struct {
-	Switch    *ebpf.Program `ebpf:"raw_sched_switch_hints"`
-	Wakeup    *ebpf.Program `ebpf:"raw_sched_wakeup"`
-	WakeupNew *ebpf.Program `ebpf:"raw_sched_wakeup_new"`
-	SwitchIn  *ebpf.Program `ebpf:"hint_switch_in"`
-}
-
-type btfHintPrograms struct {
-	Switch    *ebpf.Program `ebpf:"btf_sched_switch_hints"`
-	Wakeup    *ebpf.Program `ebpf:"btf_sched_wakeup"`
-	WakeupNew *ebpf.Program `ebpf:"btf_sched_wakeup_new"`
-	SwitchIn  *ebpf.Program `ebpf:"hint_switch_in"`
-}
-
 var tracepoints = [3]string{"sched_switch", "sched_wakeup", "sched_wakeup_new"}
 
 // Load loads the programs, attaches them (tp_btf if the kernel supports BPF
@@ -127,35 +103,13 @@ func Load(opts Options) (*Probe, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, classify(fmt.Errorf("removing memlock rlimit: %w", err))
 	}
-	if opts.HintWrites {
-		sym, err := hintWritesPossible()
-		if err == nil {
-			var p *Probe
-			if p, err = load(opts, sym); err == nil {
-				return p, nil
-			}
-		}
-		opts.Log.Info().Err(err).Msg("hint pages: the kernel cannot write them at the switch; the agent writes every switch-in itself")
-		p, lerr := load(opts, "")
-		if p != nil {
-			p.hintErr = err
-		}
-		return p, lerr
-	}
-	return load(opts, "")
-}
-
-// load loads and attaches the programs; with sym, the hint writers too,
-// the kprobe on sym.
-func load(opts Options, sym string) (*Probe, error) {
 	spec, err := bpf.LoadSched()
 	if err != nil {
 		return nil, fmt.Errorf("parsing embedded BPF object: %w", err)
 	}
-	if sym != "" && stubHintWrites {
-		stubWrites(spec)
-	}
-	p := &Probe{kprobeSym: sym}
+
+	p := &Probe{}
+	hintSpec := spec.Maps["hint_maps"].InnerMap
 	if !opts.ForceRawTP {
 		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
 			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
@@ -166,7 +120,6 @@ func load(opts Options, sym string) (*Probe, error) {
 		}
 	}
 	if p.mode == "" {
-		p = &Probe{kprobeSym: sym}
 		if err := p.loadRaw(spec, opts); err != nil {
 			p.Close()
 			return nil, classify(err)
@@ -178,12 +131,7 @@ func load(opts Options, sym string) (*Probe, error) {
 		return nil, classify(fmt.Errorf("opening ring buffer reader: %w", err))
 	}
 	p.reader = rd
-	if p.kprobe != nil {
-		if p.faults, err = ringbuf.NewReader(p.maps.HintFaults); err != nil {
-			p.Close()
-			return nil, classify(fmt.Errorf("opening hint fault reader: %w", err))
-		}
-	}
+	p.hintSpec = hintSpec
 	p.drain = opts.DrainEvery
 	if p.drain <= 0 {
 		p.drain = 100 * time.Millisecond
@@ -194,28 +142,15 @@ func load(opts Options, sym string) (*Probe, error) {
 }
 
 func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, opts Options) error {
-	if p.kprobeSym != "" {
-		var objs struct {
-			bpf.SchedMaps
-			btfHintPrograms
-		}
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return fmt.Errorf("loading tp_btf hint programs: %w", err)
-		}
-		p.maps = objs.SchedMaps
-		p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
-		p.kprobe = objs.SwitchIn
-	} else {
-		var objs struct {
-			bpf.SchedMaps
-			btfPrograms
-		}
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return fmt.Errorf("loading tp_btf programs: %w", err)
-		}
-		p.maps = objs.SchedMaps
-		p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
+	var objs struct {
+		bpf.SchedMaps
+		btfPrograms
 	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("loading tp_btf programs: %w", err)
+	}
+	p.maps = objs.SchedMaps
+	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
 	p.attach = func(i int, prog *ebpf.Program) (link.Link, error) {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
@@ -227,28 +162,15 @@ func (p *Probe) loadBTF(spec *ebpf.CollectionSpec, opts Options) error {
 }
 
 func (p *Probe) loadRaw(spec *ebpf.CollectionSpec, opts Options) error {
-	if p.kprobeSym != "" {
-		var objs struct {
-			bpf.SchedMaps
-			rawHintPrograms
-		}
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return fmt.Errorf("loading raw_tp hint programs: %w", err)
-		}
-		p.maps = objs.SchedMaps
-		p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
-		p.kprobe = objs.SwitchIn
-	} else {
-		var objs struct {
-			bpf.SchedMaps
-			rawPrograms
-		}
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return fmt.Errorf("loading raw_tp programs: %w", err)
-		}
-		p.maps = objs.SchedMaps
-		p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
+	var objs struct {
+		bpf.SchedMaps
+		rawPrograms
 	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("loading raw_tp programs: %w", err)
+	}
+	p.maps = objs.SchedMaps
+	p.progs = []*ebpf.Program{objs.Switch, objs.Wakeup, objs.WakeupNew}
 	p.attach = func(i int, prog *ebpf.Program) (link.Link, error) {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoints[i], Program: prog})
 		if err != nil {
@@ -293,14 +215,6 @@ func (p *Probe) Attach() error {
 		if err != nil {
 			p.Detach()
 			return err
-		}
-		p.links = append(p.links, l)
-	}
-	if p.kprobe != nil {
-		l, err := link.Kprobe(p.kprobeSym, p.kprobe, nil)
-		if err != nil {
-			p.Detach()
-			return fmt.Errorf("attaching kprobe/%s: %w", p.kprobeSym, err)
 		}
 		p.links = append(p.links, l)
 	}
@@ -392,8 +306,8 @@ func (p *Probe) Unwatch(tid uint32) error {
 	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching tid %d: %w", tid, err)
 	}
-	if err := p.maps.HintSlots.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("unwatching tid %d: %w", tid, err)
+	if err := p.ClearHintSlot(tid); err != nil {
+		return err
 	}
 	var (
 		k    bpf.SchedCorunnerKey
@@ -488,14 +402,7 @@ func (p *Probe) Close() error {
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
-	if p.faults != nil {
-		errs = append(errs, p.faults.Close())
-	}
 	errs = append(errs, p.Detach())
-	if p.kprobe != nil {
-		errs = append(errs, p.kprobe.Close())
-		p.kprobe = nil
-	}
 	for _, prog := range p.progs {
 		if prog != nil {
 			errs = append(errs, prog.Close())
@@ -523,11 +430,7 @@ func CString(b []int8) string {
 // only counts while BPF stats are enabled (ebpf.EnableStats or the
 // kernel.bpf_stats_enabled sysctl); otherwise both stay 0.
 func (p *Probe) ProgramStats() (runtime time.Duration, runs uint64, err error) {
-	progs := p.progs
-	if p.kprobe != nil {
-		progs = append(progs[:len(progs):len(progs)], p.kprobe)
-	}
-	for _, prog := range progs {
+	for _, prog := range p.progs {
 		st, err := prog.Stats()
 		if err != nil {
 			return 0, 0, fmt.Errorf("reading program stats: %w", err)

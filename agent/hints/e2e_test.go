@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -90,16 +91,13 @@ func TestEndToEndHints(t *testing.T) {
 }
 
 func runE2E(t *testing.T, scenario string) {
-	probe, err := bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, HintWrites: true, Log: zerolog.Nop()})
+	probe, err := bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Log: zerolog.Nop()})
 	if err != nil {
 		t.Skipf("cannot load the eBPF programs here: %v", err)
 	}
 	defer probe.Close()
-	kernelWrites, sym := probe.HintWrites()
-	if kernelWrites {
-		t.Logf("%s: the kernel writes the live blocks (kprobe on %s)", scenario, sym)
-	} else {
-		t.Logf("%s: the agent writes the live blocks (kernel writes unavailable: %v)", scenario, probe.HintWritesErr())
+	if err := ebpfStats(t); err != nil {
+		t.Logf("no BPF run-time stats: %v", err)
 	}
 	pub, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(), Counters: probe})
 	if err != nil {
@@ -212,49 +210,22 @@ func runE2E(t *testing.T, scenario string) {
 		}
 		t.Logf("%s: switch-in to page, µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d; %d not woken for: after interruptions under 100 µs, or uncontended)", scenario, q(l, .5), q(l, .9), q(l, .99), q(l, 1), len(l), pub.Quiet())
 	}
-	if kernelWrites {
-		var h bpf.SchedHintSlot
-		if err := probe.HintState(uint32(tid), &h); err != nil {
-			t.Logf("%s: the thread's slot was never handed to the kernel (%v)", scenario, err)
-		} else {
-			reg, _, faults := pub.KernelStats()
-			t.Logf("%s: kernel live-block writes %d, refused %d (fault records %d, registrations %d)", scenario, h.Writes, h.Fails, faults, reg)
-			if p50, p90, p99, n := histQ(h.LagHist[:]); n > 0 {
-				t.Logf("%s: switch-in to page (kernel write), µs: p50 %.1f p90 %.1f p99 %.1f (%d; log2 buckets of ~19%%)", scenario, p50/1e3, p90/1e3, p99/1e3, n)
-			}
-		}
+	mapped, served, refused := pub.LiveStats()
+	t.Logf("%s: live array: %d of %d hinted reads took the live block from it; connections served %d, refused %d; threads mapped at the end %d",
+		scenario, rd.fromArray, used, served, refused, mapped)
+	if h, err := probe.HintSlot(uint32(tid)); err == nil {
+		t.Logf("%s: live blocks written by the programs: %d", scenario, h.Writes)
+	}
+	if len(rd.seen) > 0 {
+		t.Logf("%s: switch-in to visible in the reader (first read that saw it; reads every 20 µs), µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d switch-ins)",
+			scenario, q(rd.seen, .5), q(rd.seen, .9), q(rd.seen, .99), q(rd.seen, 1), len(rd.seen))
+	}
+	if rt, runs, err := probe.ProgramStats(); err == nil && runs > 0 {
+		t.Logf("%s: BPF programs: %d runs, %.0f ns each, %.2f ms/s", scenario, runs, float64(rt)/float64(runs), float64(rt)/1e6/e2eSeconds().Seconds())
 	}
 	if used == 0 {
 		t.Fatal("the thread never read a hint from the page")
 	}
-}
-
-// histQ returns the p50, p90 and p99 of a BPF histogram (bucket lower
-// bounds, ns; see hist_bucket in bpf/sched.bpf.c) and its count.
-func histQ(h []uint64) (p50, p90, p99 float64, n uint64) {
-	for _, c := range h {
-		n += c
-	}
-	lower := func(i int) float64 {
-		if i < 4 {
-			return float64(i)
-		}
-		msb := uint(i >> 2)
-		return float64(uint64(1)<<msb + uint64(i&3)<<(msb-2))
-	}
-	at := func(p float64) float64 {
-		var c uint64
-		for i, v := range h {
-			if c += v; float64(c) >= p*float64(n) {
-				return lower(i)
-			}
-		}
-		return lower(len(h) - 1)
-	}
-	if n == 0 {
-		return 0, 0, 0, 0
-	}
-	return at(.5), at(.9), at(.99), n
 }
 
 // readerProc is the reading process, started and waiting for "go".
@@ -263,6 +234,9 @@ type readerProc struct {
 	tid int
 	in  io.WriteCloser
 	out string
+
+	fromArray int       // samples whose live block came from the live array
+	seen      []float64 // switch-in to the first read that saw it, µs
 }
 
 // startReader starts this test binary again as the reading process: its
@@ -310,11 +284,17 @@ func (r *readerProc) run() ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := make([]sample, len(b)/24)
+	s := make([]sample, len(b)/40)
 	for i := range s {
-		v := b[24*i:]
+		v := b[40*i:]
 		le := binary.LittleEndian
 		s[i] = sample{at: int64(le.Uint64(v)), remaining: int64(le.Uint64(v[8:])), slice: int64(le.Uint64(v[16:]))}
+		if seen := int64(le.Uint64(v[24:])); seen >= 0 {
+			r.seen = append(r.seen, float64(seen)/1e3)
+		}
+		if le.Uint64(v[32:]) != 0 && s[i].remaining >= 0 {
+			r.fromArray++
+		}
 	}
 	return s, nil
 }
@@ -345,25 +325,43 @@ func reader() int {
 	}
 	path := os.Getenv("VGPU_PROBE_HINTS_READ")
 	h := hybridsync.NewHintSource(path, &hybridsync.GuestEstimator{}, nil)
-	f, _ := hintpage.Map(path) // read-only: the samples' slice; HintSource maps it writable for the kernel's writes
-	out := make([]sample, 0, int(e2eSeconds()/(20*time.Microsecond)))
+	type rec struct {
+		sample
+		seen int64
+		live bool
+	}
+	out := make([]rec, 0, int(e2eSeconds()/(20*time.Microsecond)))
 	end := hybridsync.Now() + int64(e2eSeconds())
+	var lastIn uint64
 	for now := hybridsync.Now(); now < end; now = hybridsync.Now() {
 		r := h.Remaining(tid, now)
 		var s hintpage.Slot
-		if f != nil && f.FindTID(tid, &s) == nil && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != hybridsync.Infinite {
-			out = append(out, sample{at: now, remaining: r, slice: int64(s.ExpectedSliceNs)})
-		} else {
-			out = append(out, sample{at: now, remaining: -1})
+		live, ok := h.ReadSlot(tid, now, &s)
+		rc := rec{sample: sample{at: now, remaining: -1}, seen: -1, live: live}
+		if ok && s.SwitchInNs != lastIn && s.State == hintpage.StateRunning {
+			if lastIn != 0 {
+				rc.seen = now - int64(s.SwitchInNs)
+			}
+			lastIn = s.SwitchInNs
 		}
+		if ok && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != hybridsync.Infinite {
+			rc.sample = sample{at: now, remaining: r, slice: int64(s.ExpectedSliceNs)}
+		}
+		out = append(out, rc)
 		for until := now + 20_000; hybridsync.Now() < until; {
 		}
 	}
-	b := make([]byte, 0, 24*len(out))
+	b := make([]byte, 0, 40*len(out))
 	for _, s := range out {
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.at))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.remaining))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.slice))
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.seen))
+		var l uint64
+		if s.live {
+			l = 1
+		}
+		b = binary.LittleEndian.AppendUint64(b, l)
 	}
 	if err := os.WriteFile(os.Getenv("VGPU_PROBE_HINTS_OUT"), b, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -408,4 +406,14 @@ func q(v []float64, p float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[min(len(v)-1, int(p*float64(len(v))))]
+}
+
+// ebpfStats turns on the kernel's BPF run-time accounting for the test.
+func ebpfStats(t *testing.T) error {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { c.Close() })
+	return nil
 }

@@ -38,13 +38,15 @@ type thread struct {
 	runSinceThrottle uint64
 	throttles        tickPhase // when its quota throttles came, in the tick
 
-	// The BPF programs write its live block at addr (the block's address
-	// in the thread's process; 0: the publisher writes it, from
-	// userAfter on). lastEst: the estimate block last written (times
-	// zeroed), so that one is written only when it changes.
-	addr      uint64
+	// mapped: its process holds its page's live array (a connection on
+	// the page's socket), and the BPF programs write its live block
+	// there; the agent then writes the page's live block no more, until
+	// userAfter once it is unmapped. tgid: its process (0: not looked up).
+	// lastEst: the estimate block last written (times zeroed), so that
+	// one is written only when it changes.
+	mapped    bool
+	tgid      int
 	userAfter uint64
-	faults    int
 	lastEst   hintpage.Slot
 }
 

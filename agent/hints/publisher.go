@@ -58,9 +58,7 @@ type Publisher struct {
 	self     uint32 // this process: its threads preempting a target are not co-runners
 	tick     uint64 // the kernel's scheduler tick, ns (0: unknown)
 	counters atomic.Pointer[countersRef]
-	kernel   atomic.Pointer[kernelRef] // nil: the agent writes every live block
-	scanNow  atomic.Bool               // look for unregistered threads' mappings at the next refresh
-	scans    int
+	arrays   atomic.Pointer[arraysRef] // nil: the agent writes every live block
 
 	// Scratch counters, one thread at a time: the event path and the
 	// refresh read them outside mu (a map lookup each), so that a
@@ -78,12 +76,12 @@ type Publisher struct {
 	lag     lagLog
 	quiet   int
 
-	kernelThreads, faultEvents int // KernelStats
+	mappedNow, served, refused int // LiveStats
 }
 
 type countersRef struct{ Counters }
 
-type kernelRef struct{ KernelWriter }
+type arraysRef struct{ LiveArrays }
 
 type page struct {
 	key, file     string
@@ -92,6 +90,8 @@ type page struct {
 	quota, period uint32
 	free          []int // unused thread slots
 	threads       map[int]*thread
+	uid, gid      int
+	live          *liveSock // thread pages with live arrays (live.go)
 }
 
 // CheckDir tells whether pages can be created in dir: one clear error for
@@ -212,7 +212,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 		return nil, fmt.Errorf("owner of %s: %w", t.Key(), err)
 	}
 	path := filepath.Join(p.opts.Dir, file)
-	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}}
+	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}, uid: uid, gid: gid}
 	if pg.vcpu {
 		n := 1
 		for _, th := range t.Threads {
@@ -238,6 +238,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 		}
 	}
 	l.Msg("publishing hint page")
+	p.startLive(pg)
 	return pg, nil
 }
 
@@ -265,7 +266,7 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 		}
 		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
 		p.publish(tt, now, true)
-		p.scanNow.Store(true)
+		p.mapIfServed(pg, tt)
 	}
 	for tid, tt := range pg.threads {
 		if !seen[tid] {
@@ -277,12 +278,7 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 	delete(pg.threads, tid)
 	delete(p.threads, uint32(tid))
-	if tt.kernelLive() {
-		if k := p.kernel.Load(); k != nil {
-			_ = k.ClearHintAddr(uint32(tid)) // the thread may be gone, and its entry with it
-		}
-		tt.addr = 0
-	}
+	p.unmap(tt)
 	if !pg.vcpu {
 		pg.w.Publish(tt.slot, &hintpage.Slot{}) // TID 0: no reader finds it
 		pg.free = append(pg.free, tt.slot)
@@ -294,6 +290,7 @@ func (p *Publisher) drop(pg *page) {
 	for tid, tt := range pg.threads {
 		p.forget(pg, tid, tt)
 	}
+	p.stopLive(pg)
 	if err := pg.w.Remove(); err != nil {
 		p.opts.Log.Warn().Err(err).Str("target", pg.key).Msg("removing hint page")
 	}
@@ -302,11 +299,11 @@ func (p *Publisher) drop(pg *page) {
 }
 
 // publish must be called with mu held. The live block only where the BPF
-// programs do not write it; the estimate block when it changed, or with
+// programs do not write it (into the page's live array); the estimate block when it changed, or with
 // force (the refresh, whose publish time says the publisher is alive).
 func (p *Publisher) publish(t *thread, now uint64, force bool) {
 	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick})
-	if !t.kernelLive() && now >= t.userAfter {
+	if !t.mapped && now >= t.userAfter {
 		t.page.w.PublishLive(t.slot, &s)
 	}
 	est := s
@@ -370,9 +367,6 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		case <-tk.C:
 			p.refresh()
-			if p.scans++; p.scans%scanEvery == 0 || p.scanNow.Swap(false) {
-				p.scan()
-			}
 		}
 	}
 }
@@ -403,9 +397,6 @@ func (p *Publisher) refresh() {
 		p.mu.Unlock()
 	}
 }
-
-// kernelLive tells whether t's live block is the BPF programs' to write.
-func (t *thread) kernelLive() bool { return t.addr != 0 }
 
 // Close removes every page.
 func (p *Publisher) Close() {
@@ -490,16 +481,20 @@ func procOwner(tid int) (int, int, error) {
 
 // SetCounters sets where the refresh reads thread state (the loaded
 // probe, which exists only after the targets' pages).
-// If c is also a KernelWriter whose programs write hint pages, the
-// publisher hands them the live blocks of the threads whose process maps
-// their page writable (see KernelWriter).
+// If c also has LiveArrays (the loaded probe, on x86-64), local targets'
+// live blocks go to per-target BPF arrays their processes map (live.go).
 func (p *Publisher) SetCounters(c Counters) {
 	if c == nil {
 		p.counters.Store(nil)
 		return
 	}
 	p.counters.Store(&countersRef{c})
-	if w, ok := c.(KernelWriter); ok && p.kernel.Load() == nil {
-		p.setKernel(w)
+	if a, ok := c.(LiveArrays); ok && p.arrays.Load() == nil {
+		p.arrays.Store(&arraysRef{a})
+		p.mu.Lock()
+		for _, pg := range p.pages {
+			p.startLive(pg)
+		}
+		p.mu.Unlock()
 	}
 }

@@ -208,7 +208,7 @@ func Run(o *Options) error {
 		return err
 	}
 
-	probe, err := o.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: pub != nil, HintWrites: pub != nil, Self: uint32(os.Getpid()), Log: o.Log})
+	probe, err := o.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: pub != nil, Self: uint32(os.Getpid()), Log: o.Log})
 	if err != nil {
 		return fmt.Errorf("loading eBPF programs: %w", err)
 	}

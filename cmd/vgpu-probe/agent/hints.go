@@ -16,7 +16,7 @@ import (
 
 // addHints adds --hints and the hints-xml subcommand.
 func addHints(cmd *cobra.Command, o *Options) {
-	cmd.Flags().StringVar(&o.Hints, "hints", "", "publish a remaining-time-slice hint page per target in this directory (e.g. /dev/shm; keeps the eBPF programs attached, and loads the ones that write each switch into the page with bpf_probe_write_user, for which the kernel logs a warning)")
+	cmd.Flags().StringVar(&o.Hints, "hints", "", "publish a remaining-time-slice hint page per target in this directory (e.g. /dev/shm; keeps the eBPF programs attached)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "hints-xml DOMAIN",
 		Short: "Print the libvirt <shmem> element that maps DOMAIN's hint page into the guest",
