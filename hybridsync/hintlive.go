@@ -3,6 +3,8 @@ package hybridsync
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -87,6 +89,10 @@ func connectLive(f *hintpage.File) (*liveArray, error) {
 		return nil, errors.New("the agent sent no live array")
 	}
 	defer unix.Close(mapFD) // the mapping keeps the array
+	// Only a BPF map: not a file someone else put on the socket.
+	if l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(mapFD)); err != nil || l != "anon_inode:bpf-map" {
+		return nil, fmt.Errorf("the live array descriptor is not a BPF map (%q)", l)
+	}
 	m, err := hintpage.DecodeLiveMsg(buf[:n])
 	if err != nil {
 		return nil, err

@@ -65,6 +65,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("VGPU_PROBE_HINTS_READ") != "" {
 		os.Exit(reader())
 	}
+	if os.Getenv("VGPU_PROBE_LIVE_PEER") != "" {
+		os.Exit(livePeer())
+	}
 	os.Exit(m.Run())
 }
 
