@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
