@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +30,7 @@ import (
 func livePeer() int {
 	fmt.Printf("pid %d\n", os.Getpid())
 	sc := bufio.NewScanner(os.Stdin)
-	var keep []*hybridsync.HintSource
+	var keep []*hybridsync.HintSource // held: their connections stay open
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
 		switch cmd {
@@ -41,6 +42,7 @@ func livePeer() int {
 			fmt.Println(dial(arg))
 		}
 	}
+	runtime.KeepAlive(keep)
 	return 0
 }
 
