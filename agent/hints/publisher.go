@@ -77,6 +77,7 @@ type Publisher struct {
 	quiet   int
 
 	mappedNow, served, refused int // LiveStats
+	applied                    int // Applied
 }
 
 type countersRef struct{ Counters }
@@ -338,6 +339,7 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	if t == nil {
 		return
 	}
+	p.applied++
 	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, p.self, ev.Cpu, p.tick)
 	if ok {
 		t.observe(st, p.self)
@@ -405,6 +407,15 @@ func (p *Publisher) Close() {
 	for _, pg := range p.pages {
 		p.drop(pg)
 	}
+}
+
+// Applied returns how many switch-in records of page threads the
+// publisher applied (woken for or batched; their live blocks may have
+// been written by the BPF programs into a live array already).
+func (p *Publisher) Applied() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied
 }
 
 // Lag returns the delays from switch-in (kernel time) to the page holding
