@@ -20,7 +20,11 @@ secs=$1 spin=$2; shift 2
 cpu=$(( $(nproc) - 1 ))
 pp= ag=
 trap 'kill $ag $pp 2>/dev/null || true' EXIT
-VGPU_PROBE_PINGPONG_CPU=$cpu VGPU_PROBE_PINGPONG_CPU_SPIN_US=$spin "$dir/monitor.test" >/dev/null & pp=$!
+# With --hints DIR the pair reads its page as an application would
+# (and so holds its live array, where the agent has them).
+hdir=; prev=
+for a in "$@"; do [ "$prev" = --hints ] && hdir=$a; prev=$a; done
+VGPU_PROBE_PINGPONG_CPU=$cpu VGPU_PROBE_PINGPONG_CPU_SPIN_US=$spin VGPU_PROBE_PINGPONG_CPU_HINTS=$hdir "$dir/monitor.test" >/dev/null & pp=$!
 sleep 0.5
 "$dir/vgpu-probe" agent --pid $pp --listen 127.0.0.1:19477 "$@" >/dev/null 2>&1 & ag=$!
 sleep 2

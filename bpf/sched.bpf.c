@@ -194,7 +194,65 @@ struct {
 	__type(value, struct trace_config);
 } config SEC(".maps");
 
+// Hint pages (agent/hints, docs/hints.md "Live blocks in a BPF map"):
+// the live block of a watched thread's slot, written here at each of its
+// switch-outs and switch-ins into a memory-mappable array that belongs to
+// the thread's target alone. The agent creates one such array per local
+// target (hint_maps, keyed by a target id it picks) and registers each
+// thread's target and slot in hint_slots; the target's own processes map
+// their array read-only (the agent hands them its fd over a unix socket).
+// Direct stores into map memory: no helper, allowed under lockdown.
+
+// One live block, at offset 64 * slot of the target's array: the same
+// layout as the live block of a page slot (hintpage), plus the tid.
+struct hint_block {
+	__u32 seq;          // seqlock: odd while being written
+	__u32 word;         // state | flags << 8 | cpu << 16
+	__u64 switch_in_ns;
+	__u64 switch_out_ns;
+	__u64 quota_end_ns;
+	__u32 tid;          // the thread that wrote it
+	__u32 _pad[7];
+};
+
+// The per-target arrays: created by the agent with their own size
+// (BPF_F_INNER_MAP), mappable (BPF_F_MMAPABLE). This one is the template.
+struct hint_array {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	__type(key, __u32);
+	__type(value, struct hint_block);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, 1024);
+	__type(key, __u32); // target id
+	__array(values, struct hint_array);
+} hint_maps SEC(".maps");
+
+struct hint_slot {
+	__u32 target; // key in hint_maps
+	__u32 slot;   // index in the target's array
+	__u64 writes; // live blocks written
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32); // tid
+	__type(value, struct hint_slot);
+} hint_slots SEC(".maps");
+
+#define HINT_RUNNING 1
+#define HINT_PREEMPTED 2
+#define HINT_SLEEPING 3
+#define HINT_LIVE_KERNEL 1
+
 // Force BTF for the types the Go side reads (bpf2go -type).
+const struct hint_slot *unused_hint_slot __attribute__((unused));
+const struct hint_block *unused_hint_block __attribute__((unused));
 const struct switch_event *unused_switch_event __attribute__((unused));
 const struct thread_stats *unused_thread_stats __attribute__((unused));
 const struct corunner_key *unused_corunner_key __attribute__((unused));
@@ -332,8 +390,63 @@ static __always_inline struct trace_config *get_config(void)
 	return bpf_map_lookup_elem(&config, &zero);
 }
 
+// quota_end: when the bandwidth quota binding s's thread runs out if the
+// run that began at its switch-in goes on (quota_state at that switch-in):
+// the switch-in + the runtime left, or, when the period timer refills the
+// pool before that, a whole quota after the refill; 0 when no quota binds
+// it (none, or one of a period or more: it spans several CPUs).
+// agent/hints kernelQuotaEnd computes the same.
+static __always_inline __u64 quota_end(struct thread_stats *s)
+{
+	__u64 in = s->switch_in_ns;
+	if (!s->quota_ns || s->quota_ns >= s->quota_period_ns || !in)
+		return 0;
+	if (s->quota_left_ns <= 0)
+		return in;
+	__u64 e = in + (__u64)s->quota_left_ns;
+	if (s->quota_refill_ns > in && e > s->quota_refill_ns)
+		e = s->quota_refill_ns + s->quota_ns;
+	return e;
+}
+
+#define WRITE_ONCE32(p, v) (*(volatile __u32 *)&(p) = (v))
+#define WRITE_ONCE64(p, v) (*(volatile __u64 *)&(p) = (v))
+
+// hint_write writes the live block of tid's slot, if it has one: seqlock
+// odd, body, seqlock even. A thread's switches are serialised (it is
+// switched in on one CPU only after its switch-out on another finished),
+// so each block has one writer. The stores are volatile, so they are
+// emitted in this order, and x86-64 (TSO) makes them visible in program
+// order; the agent registers slots only on x86-64 (nothing here orders
+// them on weaker machines). Returns whether it wrote.
+static __always_inline bool hint_write(__u32 tid, struct thread_stats *s, __u8 state, __u64 out)
+{
+	struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
+	if (!h)
+		return false;
+	void *arr = bpf_map_lookup_elem(&hint_maps, &h->target);
+	if (!arr)
+		return false;
+	__u32 slot = h->slot;
+	struct hint_block *b = bpf_map_lookup_elem(arr, &slot);
+	if (!b)
+		return false;
+	__u32 seq = *(volatile __u32 *)&b->seq & ~1U;
+	WRITE_ONCE32(b->seq, seq + 1);
+	asm volatile("" ::: "memory");
+	WRITE_ONCE32(b->word, state | HINT_LIVE_KERNEL << 8 | (s->cpu & 0xffff) << 16);
+	WRITE_ONCE64(b->switch_in_ns, s->switch_in_ns);
+	WRITE_ONCE64(b->switch_out_ns, out);
+	WRITE_ONCE64(b->quota_end_ns, quota_end(s));
+	WRITE_ONCE32(b->tid, tid);
+	asm volatile("" ::: "memory");
+	WRITE_ONCE32(b->seq, seq + 2);
+	h->writes++;
+	return true;
+}
+
 static __always_inline void emit(const struct trace_config *cfg, struct thread_stats *s, __u64 now,
-				 __u64 off, __u32 tid, __u32 tgid, bool waited)
+				 __u64 off, __u32 tid, __u32 tgid, bool waited, bool hinted)
 {
 	if (!cfg->events)
 		return;
@@ -374,7 +487,9 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	if (s->out_preempted && off >= QUIET_OFF_NS && !by_self)
 		s->contended_ns = now;
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
-	e->woken = cfg->wakeup && !quiet && contended;
+	// A thread whose live block was just written into its target's
+	// array needs no reader: its record is read with a later batch.
+	e->woken = cfg->wakeup && !quiet && contended && !hinted;
 	__u64 flags = e->woken || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
@@ -454,6 +569,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				s->replacer_tgid = BPF_CORE_READ(next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
+			hint_write(prev_tid, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now);
 		}
 	}
 
@@ -505,7 +621,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
 			quota_state(s, next);
-			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited);
+			bool hinted = hint_write(next_tid, s, HINT_RUNNING, s->switch_out_ns);
+			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited, hinted);
 		}
 	}
 }

@@ -26,6 +26,24 @@ type SchedCorunnerVal struct {
 	Comm     [16]int8
 }
 
+type SchedHintBlock struct {
+	_           structs.HostLayout
+	Seq         uint32
+	Word        uint32
+	SwitchInNs  uint64
+	SwitchOutNs uint64
+	QuotaEndNs  uint64
+	Tid         uint32
+	Pad         [7]uint32
+}
+
+type SchedHintSlot struct {
+	_      structs.HostLayout
+	Target uint32
+	Slot   uint32
+	Writes uint64
+}
+
 type SchedSwitchEvent struct {
 	_         structs.HostLayout
 	InNs      uint64
@@ -94,6 +112,8 @@ const (
 	SchedMapCorunners          = "corunners"
 	SchedMapDrops              = "drops"
 	SchedMapEvents             = "events"
+	SchedMapHintMaps           = "hint_maps"
+	SchedMapHintSlots          = "hint_slots"
 	SchedMapWatched            = "watched"
 	SchedMapWatchedBits        = "watched_bits"
 	SchedProgBtfSchedSwitch    = "btf_sched_switch"
@@ -104,6 +124,8 @@ const (
 	SchedProgRawSchedWakeupNew = "raw_sched_wakeup_new"
 	SchedVarUnusedCorunnerKey  = "unused_corunner_key"
 	SchedVarUnusedCorunnerVal  = "unused_corunner_val"
+	SchedVarUnusedHintBlock    = "unused_hint_block"
+	SchedVarUnusedHintSlot     = "unused_hint_slot"
 	SchedVarUnusedSwitchEvent  = "unused_switch_event"
 	SchedVarUnusedThreadStats  = "unused_thread_stats"
 	SchedVarUnusedTraceConfig  = "unused_trace_config"
@@ -167,6 +189,8 @@ type SchedMapSpecs struct {
 	Corunners   *ebpf.MapSpec `ebpf:"corunners"`
 	Drops       *ebpf.MapSpec `ebpf:"drops"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
+	HintMaps    *ebpf.MapSpec `ebpf:"hint_maps"`
+	HintSlots   *ebpf.MapSpec `ebpf:"hint_slots"`
 	Watched     *ebpf.MapSpec `ebpf:"watched"`
 	WatchedBits *ebpf.MapSpec `ebpf:"watched_bits"`
 }
@@ -177,6 +201,8 @@ type SchedMapSpecs struct {
 type SchedVariableSpecs struct {
 	UnusedCorunnerKey *ebpf.VariableSpec `ebpf:"unused_corunner_key"`
 	UnusedCorunnerVal *ebpf.VariableSpec `ebpf:"unused_corunner_val"`
+	UnusedHintBlock   *ebpf.VariableSpec `ebpf:"unused_hint_block"`
+	UnusedHintSlot    *ebpf.VariableSpec `ebpf:"unused_hint_slot"`
 	UnusedSwitchEvent *ebpf.VariableSpec `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.VariableSpec `ebpf:"unused_thread_stats"`
 	UnusedTraceConfig *ebpf.VariableSpec `ebpf:"unused_trace_config"`
@@ -206,6 +232,8 @@ type SchedMaps struct {
 	Corunners   *ebpf.Map `ebpf:"corunners"`
 	Drops       *ebpf.Map `ebpf:"drops"`
 	Events      *ebpf.Map `ebpf:"events"`
+	HintMaps    *ebpf.Map `ebpf:"hint_maps"`
+	HintSlots   *ebpf.Map `ebpf:"hint_slots"`
 	Watched     *ebpf.Map `ebpf:"watched"`
 	WatchedBits *ebpf.Map `ebpf:"watched_bits"`
 }
@@ -216,6 +244,8 @@ func (m *SchedMaps) Close() error {
 		m.Corunners,
 		m.Drops,
 		m.Events,
+		m.HintMaps,
+		m.HintSlots,
 		m.Watched,
 		m.WatchedBits,
 	)
@@ -227,6 +257,8 @@ func (m *SchedMaps) Close() error {
 type SchedVariables struct {
 	UnusedCorunnerKey *ebpf.Variable `ebpf:"unused_corunner_key"`
 	UnusedCorunnerVal *ebpf.Variable `ebpf:"unused_corunner_val"`
+	UnusedHintBlock   *ebpf.Variable `ebpf:"unused_hint_block"`
+	UnusedHintSlot    *ebpf.Variable `ebpf:"unused_hint_slot"`
 	UnusedSwitchEvent *ebpf.Variable `ebpf:"unused_switch_event"`
 	UnusedThreadStats *ebpf.Variable `ebpf:"unused_thread_stats"`
 	UnusedTraceConfig *ebpf.Variable `ebpf:"unused_trace_config"`

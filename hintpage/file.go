@@ -17,6 +17,7 @@ type File struct {
 	path     string
 	b        []byte
 	dev, ino uint64
+	uid      uint32
 }
 
 // Map maps the page at path read-only and parses its header.
@@ -47,7 +48,7 @@ func Map(path string) (*File, error) {
 		unix.Munmap(b)
 		return nil, fmt.Errorf("hint page %s: %w", path, err)
 	}
-	return &File{Page: p, path: path, b: b, dev: uint64(st.Dev), ino: st.Ino}, nil
+	return &File{Page: p, path: path, b: b, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid}, nil
 }
 
 // Replaced tells whether path now names another file than the one mapped
@@ -59,6 +60,15 @@ func (f *File) Replaced() bool {
 	}
 	return uint64(st.Dev) != f.dev || st.Ino != f.ino
 }
+
+// Path returns the path the page was mapped from.
+func (f *File) Path() string { return f.path }
+
+// Ino and UID are the mapped file's inode and owner.
+func (f *File) Ino() uint64 { return f.ino }
+
+// UID is the mapped file's owner.
+func (f *File) UID() uint32 { return f.uid }
 
 // ReadSlot is Page.ReadSlot, safe against the file shrinking under the
 // mapping (a truncated file faults instead of reading zeros).

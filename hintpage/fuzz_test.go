@@ -15,7 +15,11 @@ func FuzzRead(f *testing.F) {
 	w, b := newPage(f, 2, FlagVCPU)
 	s := slotFor(42)
 	w.Publish(0, &s)
+	s = slotFor(43)
+	s.TID, s.Contention, s.EstFlags = 44, ContThrottled, EstQuotaBound|EstTickPhase
+	w.Publish(1, &s)
 	f.Add(append([]byte(nil), b...), 1234, 0)
+	f.Add(append([]byte(nil), b...), 44, 1)
 	f.Add(append([]byte(nil), b[:64]...), 0, 0)
 	f.Add([]byte("VGHP"), 1, 1)
 	f.Fuzz(func(t *testing.T, data []byte, tid int, i int) {
@@ -28,6 +32,12 @@ func FuzzRead(f *testing.F) {
 			if p.ReadSlot(j, &s) == nil {
 				if s.sane() != nil {
 					t.Fatalf("accepted an insane slot %+v", s)
+				}
+				if e := s.ExpectedSliceNs; e != Infinite && e > maxSlice || e != s.Expected() {
+					t.Fatalf("expected slice %d of an accepted slot %+v", e, s)
+				}
+				if r := s.Remaining(uint64(i)); r > s.ExpectedSliceNs {
+					t.Fatalf("remaining %d above the expected slice %d", r, s.ExpectedSliceNs)
 				}
 				_ = s.Check(int64(i), 1e9, 1e6)
 			}

@@ -26,12 +26,26 @@ func newPage(t testing.TB, n int, flags uint32) (*Writer, []byte) {
 // slotFor derives every field from k, so a reader can tell a slot mixed
 // from two writes.
 func slotFor(k uint64) Slot {
-	return Slot{
-		TID: uint32(k%1000 + 1), SwitchInNs: k * 10, SwitchOutNs: k*10 - 5,
-		ExpectedSliceNs: 4_000_000, RemainingNs: k % 4_000_000, PublishNs: k*10 + 7,
-		QuotaUS: uint32(k%100) + 1, PeriodUS: 100_000,
-		State: uint8(k%3 + 1), Contention: uint8(k % 4), CPU: uint16(k % 7),
+	s := Slot{
+		TID: uint32(k%1000 + 1), SliceNs: 4_000_000 + k%1000, PublishNs: k*10 + 7,
+		QuotaUS: uint32(k%100) + 1, PeriodUS: 100_000, Contention: uint8(k % 4),
+		EstFlags: uint8(k % 4), TickNs: 4_000_000, TickPhaseNs: uint32(k % 4_000_000), QuotaRunNs: k % 5_000_000,
+		State: uint8(k%3 + 1), LiveFlags: uint8(k % 2), CPU: uint16(k % 7),
+		SwitchInNs: k * 10, SwitchOutNs: k*10 - 5, QuotaEndNs: k*10 + k%3_000_000,
 	}
+	s.ExpectedSliceNs = s.Expected()
+	return s
+}
+
+// estimateOf and liveOf split a slot into its two blocks: each is
+// written under its own seqlock, so a read may pair blocks of two writes.
+func estimateOf(s Slot) Slot {
+	return Slot{TID: s.TID, SliceNs: s.SliceNs, PublishNs: s.PublishNs, QuotaUS: s.QuotaUS, PeriodUS: s.PeriodUS,
+		Contention: s.Contention, EstFlags: s.EstFlags, TickNs: s.TickNs, TickPhaseNs: s.TickPhaseNs, QuotaRunNs: s.QuotaRunNs}
+}
+
+func liveOf(s Slot) Slot {
+	return Slot{State: s.State, LiveFlags: s.LiveFlags, CPU: s.CPU, SwitchInNs: s.SwitchInNs, SwitchOutNs: s.SwitchOutNs, QuotaEndNs: s.QuotaEndNs}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -113,8 +127,16 @@ func TestConcurrentNoTornReads(t *testing.T) {
 					torn.Add(1)
 				case err == nil:
 					accepted.Add(1)
-					if want := slotFor((s.SwitchInNs) / 10); s != want {
-						t.Errorf("torn slot accepted: %+v, want %+v", s, want)
+					if want := slotFor(s.SwitchInNs / 10); liveOf(s) != liveOf(want) {
+						t.Errorf("torn live block accepted: %+v, want %+v", s, want)
+						return
+					}
+					if want := slotFor((s.PublishNs - 7) / 10); estimateOf(s) != estimateOf(want) {
+						t.Errorf("torn estimate block accepted: %+v, want %+v", s, want)
+						return
+					}
+					if s.ExpectedSliceNs != s.Expected() {
+						t.Errorf("expected slice %d not derived from the blocks read", s.ExpectedSliceNs)
 						return
 					}
 				case errors.Is(err, ErrAbsurd) && s.PublishNs == 0:
@@ -143,7 +165,8 @@ func TestParseRejects(t *testing.T) {
 	}{
 		"empty":           {func(b []byte) []byte { return nil }, ErrSize},
 		"magic":           {func(b []byte) []byte { b[0] ^= 1; return b }, ErrMagic},
-		"version 2":       {func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 2); return b }, ErrVersion},
+		"version 1":       {func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 1); return b }, ErrVersion},
+		"version 3":       {func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 3); return b }, ErrVersion},
 		"truncated":       {func(b []byte) []byte { return b[:100] }, ErrSize},
 		"slot size":       {func(b []byte) []byte { binary.LittleEndian.PutUint16(b[8:], 32); return b }, ErrSize},
 		"too many slots":  {func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 500); return b }, ErrSize},
@@ -163,10 +186,17 @@ func TestSlotChecks(t *testing.T) {
 	p, _ := Parse(b)
 	bad := map[string]func(*Slot){
 		"state":             func(s *Slot) { s.State = 9 },
-		"switch-in ahead":   func(s *Slot) { s.SwitchInNs = s.PublishNs + 1 },
-		"slice of a minute": func(s *Slot) { s.ExpectedSliceNs = 60e9; s.RemainingNs = 1 },
-		"remaining > slice": func(s *Slot) { s.RemainingNs = s.ExpectedSliceNs + 1 },
+		"contention":        func(s *Slot) { s.Contention = 4 },
+		"estimate flags":    func(s *Slot) { s.EstFlags = 0x80 },
+		"live flags":        func(s *Slot) { s.LiveFlags = 0x80 },
+		"never published":   func(s *Slot) { s.PublishNs = 0 },
+		"slice of a minute": func(s *Slot) { s.SliceNs = 60e9 },
+		"quota run":         func(s *Slot) { s.QuotaRunNs = 60e9 },
 		"quota no period":   func(s *Slot) { s.QuotaUS, s.PeriodUS = 5, 0 },
+		"tick":              func(s *Slot) { s.TickNs = 1e9 },
+		"phase":             func(s *Slot) { s.EstFlags |= EstTickPhase; s.TickPhaseNs = s.TickNs },
+		"quota end before":  func(s *Slot) { s.QuotaEndNs = s.SwitchInNs - 1 },
+		"quota end far":     func(s *Slot) { s.QuotaEndNs = s.SwitchInNs + 30e9 },
 	}
 	for name, edit := range bad {
 		s := slotFor(100)
@@ -186,6 +216,99 @@ func TestSlotChecks(t *testing.T) {
 	}
 	if err := s.Check(0, 10e6, 1e3); !errors.Is(err, ErrAbsurd) {
 		t.Errorf("future: %v", err)
+	}
+	s.SwitchInNs = 1007 + 20e6 // the live block may be newer than the estimate, not newer than now
+	if err := s.Check(1007+5e6, 10e6, 1e6); !errors.Is(err, ErrAbsurd) {
+		t.Errorf("switch-in in the future: %v", err)
+	}
+}
+
+// TestExpected: how the reader combines the blocks.
+func TestExpected(t *testing.T) {
+	in := uint64(1_000_000_000)
+	run := Slot{State: StateRunning, SwitchInNs: in, PublishNs: in}
+	cases := []struct {
+		name string
+		edit func(*Slot)
+		want uint64
+	}{
+		{"unknown", func(s *Slot) {}, 0},
+		{"free", func(s *Slot) { s.Contention, s.SliceNs = ContFree, Infinite }, Infinite},
+		{"shared", func(s *Slot) { s.Contention, s.SliceNs = ContShared, 4e6 }, 4e6},
+		{"quota end", func(s *Slot) {
+			s.Contention, s.EstFlags, s.QuotaEndNs = ContThrottled, EstQuotaBound, in+3e6
+		}, 3e6},
+		{"quota end on the tick", func(s *Slot) {
+			s.Contention, s.EstFlags, s.QuotaEndNs = ContThrottled, EstQuotaBound|EstTickPhase, in+3e6
+			s.TickNs, s.TickPhaseNs = 4e6, 100
+		}, 4e6 + 100 - 0}, // in is a multiple of 4 ms: next tick at in+4ms+100ns
+		{"quota run without kernel state", func(s *Slot) {
+			s.Contention, s.EstFlags, s.QuotaRunNs = ContThrottled, EstQuotaBound, 7e6
+		}, 7e6},
+		{"shared and quota: the shorter", func(s *Slot) {
+			s.Contention, s.SliceNs, s.EstFlags, s.QuotaEndNs = ContShared, 4e6, EstQuotaBound, in+2e6
+		}, 2e6},
+		{"throttled at once", func(s *Slot) {
+			s.Contention, s.EstFlags, s.QuotaEndNs = ContThrottled, EstQuotaBound, in
+		}, 1},
+	}
+	for _, c := range cases {
+		s := run
+		c.edit(&s)
+		if got := s.Expected(); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	s := run
+	s.Contention, s.SliceNs = ContShared, 4e6
+	s.ExpectedSliceNs = s.Expected()
+	if r := s.Remaining(in + 1e6); r != 3e6 {
+		t.Errorf("remaining %d, want 3e6", r)
+	}
+	if r := s.Remaining(in + 5e6); r != 0 {
+		t.Errorf("overdue remaining %d", r)
+	}
+}
+
+// TestVersion1Refused: a page in the first layout gives ErrVersion, so
+// a reader falls back instead of misreading it.
+func TestVersion1Refused(t *testing.T) {
+	b := make([]byte, 4096)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], Magic)
+	le.PutUint16(b[4:], 1)
+	le.PutUint16(b[6:], 64)
+	le.PutUint16(b[8:], 64)
+	le.PutUint32(b[12:], 2)
+	le.PutUint32(b[16:], ClockMonotonic)
+	le.PutUint32(b[40:], 4096)
+	if _, err := Parse(b); !errors.Is(err, ErrVersion) {
+		t.Fatalf("v1 page: %v, want ErrVersion", err)
+	}
+}
+
+// TestLiveBlockSeparate: the live block alone can be rewritten (as the
+// BPF programs do) without touching the estimate block, and LiveSeq
+// tells its writer where the seqlock stands.
+func TestLiveBlockSeparate(t *testing.T) {
+	w, b := newPage(t, 2, 0)
+	p, _ := Parse(b)
+	s := slotFor(5)
+	w.Publish(1, &s)
+	if w.LiveSeq(1) != 2 {
+		t.Fatalf("live seq %d after one write", w.LiveSeq(1))
+	}
+	l := slotFor(9)
+	w.PublishLive(1, &l)
+	var got Slot
+	if err := p.ReadSlot(1, &got); err != nil {
+		t.Fatal(err)
+	}
+	if estimateOf(got) != estimateOf(s) || liveOf(got) != liveOf(l) {
+		t.Fatalf("got %+v", got)
+	}
+	if SlotOffset(1) != HeaderSize+SlotSize || LiveBodyOffset+LiveBodySize != offQuotaEnd+8 {
+		t.Fatal("offsets")
 	}
 }
 

@@ -10,13 +10,19 @@ import (
 // place.
 const (
 	Magic   uint32 = 0x50484756 // "VGHP" in little-endian byte order
-	Version uint16 = 1
+	Version uint16 = 2
 
 	HeaderSize = 64 // bytes before the first slot
-	SlotSize   = 64 // one cache line per slot: writers of two slots never share a line
+	// SlotSize: two cache lines per slot, one per writer: the estimate
+	// block (the agent's user space) and the live block (the kernel's BPF
+	// programs at each switch of the thread), so that the writers of two
+	// blocks never share a line.
+	SlotSize = 128
+	// LiveOffset is where a slot's live block starts.
+	LiveOffset = 64
 	// MaxSlots bounds what a reader accepts: the 1 MiB ivshmem region
-	// holds 16383 slots, far beyond any VM's vCPU count.
-	MaxSlots = 16383
+	// holds 8191 slots, far beyond any VM's vCPU count.
+	MaxSlots = 8191
 	// PageAlign: files are rounded up to whole 4 KiB pages.
 	PageAlign = 4096
 )
@@ -72,21 +78,54 @@ const (
 	offTotalSize  = 40 // u32 bytes the publisher sized the page to
 )
 
-// Slot byte offsets, from the slot's start.
+// Slot byte offsets, from the slot's start. The estimate block (0..63)
+// is written by the agent's user space every refresh and when its
+// estimate changes; the live block (64..127) at every switch of the
+// thread, by the BPF programs (or by the agent where they cannot write).
+// Each has its own seqlock.
 const (
-	offSeq       = 0  // u32 seqlock: odd while the writer is inside
-	offTID       = 4  // u32 thread id (thread slots) or 0
-	offSwitchIn  = 8  // u64 last switch-in
-	offSwitchOut = 16 // u64 last switch-out (0: none seen)
-	offExpected  = 24 // u64 expected slice ns (0: unknown, Infinite)
-	offRemaining = 32 // u64 remaining slice at PublishNs (Infinite)
-	offPublish   = 40 // u64 when the slot was written
-	offQuota     = 48 // u32 bandwidth quota µs per period (0: none)
-	offPeriod    = 52 // u32 bandwidth period µs (0: none)
-	offState     = 56 // u8
-	offCont      = 57 // u8
-	offCPU       = 58 // u16 host CPU of the last switch-in
-	offSlotFlags = 60 // u32 reserved, 0
+	offSeq      = 0  // u32 estimate seqlock: odd while the writer is inside
+	offTID      = 4  // u32 thread id (thread slots) or 0
+	offSlice    = 8  // u64 expected run length when shared (0: unknown, Infinite: free)
+	offPublish  = 16 // u64 when the estimate was written
+	offQuota    = 24 // u32 bandwidth quota µs per period (0: none)
+	offPeriod   = 28 // u32 bandwidth period µs (0: none)
+	offCont     = 32 // u8 contention
+	offEstFlags = 33 // u8 EstQuotaBound, EstTickPhase
+	offTick     = 36 // u32 scheduler tick ns (0: unknown)
+	offPhase    = 40 // u32 phase of the quota throttles in the tick, ns
+	offQuotaRun = 48 // u64 a run's length under the quota without kernel state (0: unknown)
+
+	offLiveSeq   = LiveOffset + 0  // u32 live seqlock
+	offState     = LiveOffset + 4  // u8
+	offLiveFlags = LiveOffset + 5  // u8 LiveKernel
+	offCPU       = LiveOffset + 6  // u16 host CPU of the last switch-in
+	offSwitchIn  = LiveOffset + 8  // u64 last switch-in
+	offSwitchOut = LiveOffset + 16 // u64 last switch-out (0: none seen)
+	offQuotaEnd  = LiveOffset + 24 // u64 when the bandwidth quota runs out if the run goes on (0: none known)
+	// LiveBodyOffset and LiveBodySize: what a live-block writer stores
+	// between the two increments of the live seqlock.
+	LiveBodyOffset = LiveOffset + 4
+	LiveBodySize   = 28
+)
+
+// Estimate flags (Slot.EstFlags).
+const (
+	// EstQuotaBound: the current run is expected to end when the CPU
+	// bandwidth quota runs out (the live block's QuotaEndNs, put on the
+	// tick; QuotaRunNs after the switch-in when the live block has none).
+	EstQuotaBound uint8 = 1 << 0
+	// EstTickPhase: the quota throttles come at TickPhaseNs in the tick.
+	EstTickPhase uint8 = 1 << 1
+	estKnown           = EstQuotaBound | EstTickPhase
+)
+
+// Live flags (Slot.LiveFlags).
+const (
+	// LiveKernel: the live block was written by the BPF programs at the
+	// switch itself (not by the agent's user space from their records).
+	LiveKernel uint8 = 1 << 0
+	liveKnown        = LiveKernel
 )
 
 // Size returns the file size of a page with n slots.
@@ -98,17 +137,31 @@ func Size(n int) int {
 // Slot is one vCPU's or thread's hint, as read from (or written to) the
 // page. Times are in the page's clock, ns.
 type Slot struct {
-	TID             uint32
-	SwitchInNs      uint64
-	SwitchOutNs     uint64
+	// Estimate block (the agent's user space).
+	TID         uint32
+	SliceNs     uint64 // expected run length while shared (0: unknown; Infinite with ContFree)
+	PublishNs   uint64
+	QuotaUS     uint32
+	PeriodUS    uint32
+	Contention  uint8
+	EstFlags    uint8
+	TickNs      uint32
+	TickPhaseNs uint32
+	QuotaRunNs  uint64
+
+	// Live block (the BPF programs at each switch).
+	State       uint8
+	LiveFlags   uint8
+	CPU         uint16
+	SwitchInNs  uint64
+	SwitchOutNs uint64
+	QuotaEndNs  uint64
+
+	// ExpectedSliceNs is derived by ReadSlot from both blocks (never
+	// stored): how long the run that began at SwitchInNs is expected to
+	// last (0: not known; Infinite: nothing is expected to end it). See
+	// Expected.
 	ExpectedSliceNs uint64
-	RemainingNs     uint64
-	PublishNs       uint64
-	QuotaUS         uint32
-	PeriodUS        uint32
-	State           uint8
-	Contention      uint8
-	CPU             uint16
 }
 
 // Header is the page's header as read.

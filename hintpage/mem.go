@@ -18,10 +18,10 @@ func (m mem) ptr(off int) unsafe.Pointer { return unsafe.Pointer(&m[off]) }
 func (m mem) u32(off int) uint32 { return atomic.LoadUint32((*uint32)(m.ptr(off))) }
 func (m mem) u64(off int) uint64 { return atomic.LoadUint64((*uint64)(m.ptr(off))) }
 
-// u16 and u8 fields share a 32-bit word with their neighbours (offsets 4,
-// 8, 56, 58): they are read through the aligned word that holds them.
+// u16 fields share a 32-bit word with their neighbours (the header's
+// offsets 4..10): they are read through the aligned word that holds them.
+// The slots' u8/u16 fields are read as their whole word.
 func (m mem) u16(off int) uint16 { return uint16(m.u32(off&^3) >> (8 * (off & 3))) }
-func (m mem) u8(off int) uint8   { return uint8(m.u32(off&^3) >> (8 * (off & 3))) }
 
 func (m mem) setU32(off int, v uint32) { atomic.StoreUint32((*uint32)(m.ptr(off)), v) }
 func (m mem) setU64(off int, v uint64) { atomic.StoreUint64((*uint64)(m.ptr(off)), v) }

@@ -154,9 +154,17 @@ func (w *Writer) Path() string { return w.path }
 // Slots is the number of slots.
 func (w *Writer) Slots() int { return w.n }
 
-// Publish writes slot i under its seqlock. s.PublishNs should be the
-// current time in the page's clock.
+// Publish writes both blocks of slot i (see PublishEstimate and
+// PublishLive).
 func (w *Writer) Publish(i int, s *Slot) {
+	w.PublishLive(i, s)
+	w.PublishEstimate(i, s)
+}
+
+// PublishEstimate writes the estimate block of slot i under its seqlock,
+// then the heartbeat. s.PublishNs should be the current time in the
+// page's clock.
+func (w *Writer) PublishEstimate(i int, s *Slot) {
 	if i < 0 || i >= w.n {
 		return
 	}
@@ -164,17 +172,61 @@ func (w *Writer) Publish(i int, s *Slot) {
 	m := w.m
 	m.addU32(b+offSeq, 1) // odd: readers discard what they read from now on
 	m.setU32(b+offTID, s.TID)
-	m.setU64(b+offSwitchIn, s.SwitchInNs)
-	m.setU64(b+offSwitchOut, s.SwitchOutNs)
-	m.setU64(b+offExpected, s.ExpectedSliceNs)
-	m.setU64(b+offRemaining, s.RemainingNs)
+	m.setU64(b+offSlice, s.SliceNs)
 	m.setU64(b+offPublish, s.PublishNs)
 	m.setU32(b+offQuota, s.QuotaUS)
 	m.setU32(b+offPeriod, s.PeriodUS)
-	m.setU32(b+offState, uint32(s.State)|uint32(s.Contention)<<8|uint32(s.CPU)<<16)
-	m.setU32(b+offSlotFlags, 0)
-	m.addU32(b+offSeq, 1) // even again: the slot is consistent
+	m.setU32(b+offCont, uint32(s.Contention)|uint32(s.EstFlags)<<8)
+	m.setU32(b+offTick, s.TickNs)
+	m.setU32(b+offPhase, s.TickPhaseNs)
+	m.setU32(b+offPhase+4, 0)
+	m.setU64(b+offQuotaRun, s.QuotaRunNs)
+	m.setU64(b+offQuotaRun+8, 0)
+	m.addU32(b+offSeq, 1) // even again: the block is consistent
 	m.setU64(offHeartbeat, s.PublishNs)
+}
+
+// PublishLive writes the live block of slot i under its seqlock: what the
+// BPF programs write at each switch, for a slot they cannot write. It
+// must not be used on a slot the BPF programs write (one writer per
+// block).
+func (w *Writer) PublishLive(i int, s *Slot) {
+	if i < 0 || i >= w.n {
+		return
+	}
+	b := HeaderSize + i*SlotSize
+	m := w.m
+	m.addU32(b+offLiveSeq, 1)
+	m.setU32(b+offState, uint32(s.State)|uint32(s.LiveFlags)<<8|uint32(s.CPU)<<16)
+	m.setU64(b+offSwitchIn, s.SwitchInNs)
+	m.setU64(b+offSwitchOut, s.SwitchOutNs)
+	m.setU64(b+offQuotaEnd, s.QuotaEndNs)
+	m.addU32(b+offLiveSeq, 1)
+}
+
+// LiveSeq returns the live seqlock of slot i, for a writer taking over
+// the block (the BPF programs continue from it).
+func (w *Writer) LiveSeq(i int) uint32 {
+	if i < 0 || i >= w.n {
+		return 0
+	}
+	return w.m.u32(HeaderSize + i*SlotSize + offLiveSeq)
+}
+
+// SlotOffset is the byte offset of slot i in the page file.
+func SlotOffset(i int) int { return HeaderSize + i*SlotSize }
+
+// Dev and Ino identify the page file (to find its mappings in
+// /proc/PID/maps); 0, 0 for an in-memory page.
+func (w *Writer) DevIno() (dev, ino uint64) {
+	if w.f == nil {
+		return 0, 0
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(w.f.Fd()), &st) != nil {
+		return 0, 0
+	}
+	return uint64(st.Dev), st.Ino
 }
 
 // Close unmaps the page and closes its file; the file stays (a guest or

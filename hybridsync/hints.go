@@ -30,8 +30,9 @@ type HintSource struct {
 	cont     ContentionSource
 
 	file    atomic.Pointer[hintpage.File]
-	checked atomic.Int64 // when the page was last (re)opened or checked for replacement
-	mu      sync.Mutex   // serialises re-opening
+	live    atomic.Pointer[liveArray] // the page's live array, when the agent gave it
+	checked atomic.Int64              // when the page was last (re)opened or checked for replacement
+	mu      sync.Mutex                // serialises re-opening
 
 	// offset (page clock - this clock, ns) for vCPU pages: the largest
 	// publish-minus-now seen, decaying, see calibrate.
@@ -116,11 +117,28 @@ func (h *HintSource) reopen(now int64) {
 	h.checked.Store(now)
 	old := h.file.Load()
 	if old != nil && !old.Replaced() {
+		// The agent may have started its socket after the page.
+		if h.live.Load() == nil && old.Header().Flags&hintpage.FlagVCPU == 0 {
+			if la, err := connectLive(old); err == nil {
+				h.live.Store(la)
+			}
+		}
 		return
 	}
 	f, err := hintpage.Map(h.path)
 	if err != nil {
 		f = nil
+	}
+	// The live array first: a reader that sees the new page sees its
+	// array, if any (or the old one, which readLive ignores: another page).
+	var la *liveArray
+	if f != nil {
+		la, _ = connectLive(f) // nil: the page's own live blocks
+	}
+	if oldLive := h.live.Swap(la); oldLive != nil {
+		// Its mapping stays (a reader may be inside it); the agent is
+		// told it is no longer used.
+		unix.Close(oldLive.sock)
 	}
 	h.file.Store(f)
 	if f != nil {
@@ -147,7 +165,12 @@ func (h *HintSource) slot(tid int, now int64, s *hintpage.Slot) (pageNow int64, 
 	if f.Header().Flags&hintpage.FlagVCPU != 0 {
 		err = f.ReadSlot(currentCPU(), s)
 	} else {
-		err = h.findTID(f, tid, s)
+		var i int
+		if i, err = h.findTID(f, tid, s); err == nil {
+			if l := h.live.Load(); l != nil && l.file == f {
+				l.readLive(i, uint32(tid), s)
+			}
+		}
 	}
 	if err == nil {
 		pageNow = h.pageClock(now, s)
@@ -176,24 +199,24 @@ func reason(err error) int {
 
 // findTID uses a small cache of tid -> slot so that a page of many
 // threads is not scanned on every call.
-func (h *HintSource) findTID(f *hintpage.File, tid int, s *hintpage.Slot) error {
+func (h *HintSource) findTID(f *hintpage.File, tid int, s *hintpage.Slot) (int, error) {
 	c := &h.slotCache[uint(tid)%uint(len(h.slotCache))]
 	if v := c.Load(); v>>16 == uint64(tid) && v&0xffff != 0 {
 		if err := f.ReadSlot(int(v&0xffff)-1, s); err == nil && s.TID == uint32(tid) {
-			return nil
+			return int(v&0xffff) - 1, nil
 		}
 	}
 	if err := f.FindTID(tid, s); err != nil {
-		return err
+		return -1, err
 	}
 	for i := 0; i < f.Slots() && i < 0xfffe; i++ {
 		var t hintpage.Slot
 		if f.ReadSlot(i, &t) == nil && t.TID == uint32(tid) {
 			c.Store(uint64(tid)<<16 | uint64(i+1))
-			break
+			return i, nil
 		}
 	}
-	return nil
+	return -1, hintpage.ErrTorn // it moved meanwhile
 }
 
 // pageClock converts now (this machine's CLOCK_MONOTONIC) to the page's
@@ -207,7 +230,9 @@ func (h *HintSource) pageClock(now int64, s *hintpage.Slot) int64 {
 	if !h.calibrate.Load() {
 		return now
 	}
-	obs := int64(min(s.PublishNs, 1<<62)) - now
+	// The live block's switch-in is a host time before now as well, and
+	// usually the newer one.
+	obs := int64(min(max(s.PublishNs, s.SwitchInNs), 1<<62)) - now
 	off, at := h.offset.Load(), h.offsetAt.Load()
 	if at != 0 {
 		off -= (now - at) / 1_000_000_000 * offsetDecay
@@ -246,7 +271,7 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 	if s.State != hintpage.StateRunning {
 		start = max(s.SwitchInNs, s.SwitchOutNs)
 	}
-	return max(int64(s.ExpectedSliceNs)-(pageNow-int64(start)), 0)
+	return max(int64(s.ExpectedSliceNs)-max(pageNow-int64(start), 0), 0)
 }
 
 // Contention implements ContentionSource from the slot's run-queue

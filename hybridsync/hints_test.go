@@ -23,7 +23,7 @@ func newHintPage(t testing.TB, n int, flags uint32) (*hintpage.Writer, string) {
 
 func runningSlot(tid int, now int64) hintpage.Slot {
 	return hintpage.Slot{TID: uint32(tid), State: hintpage.StateRunning, Contention: hintpage.ContShared,
-		SwitchInNs: uint64(now - 1_000_000), ExpectedSliceNs: 4_000_000, RemainingNs: 3_000_000, PublishNs: uint64(now - 1_000_000)}
+		SwitchInNs: uint64(now - 1_000_000), SliceNs: 4_000_000, PublishNs: uint64(now - 1_000_000)}
 }
 
 func TestHintSourceThreadPage(t *testing.T) {
@@ -45,7 +45,7 @@ func TestHintSourceThreadPage(t *testing.T) {
 	if got := h.Remaining(77, now); got != 3_500_000 {
 		t.Fatalf("Remaining while the page lags = %d, want 3.5 ms", got)
 	}
-	s.Contention, s.ExpectedSliceNs, s.RemainingNs = hintpage.ContFree, hintpage.Infinite, hintpage.Infinite
+	s.Contention, s.SliceNs = hintpage.ContFree, hintpage.Infinite
 	w.Publish(2, &s)
 	if got, c := h.Remaining(77, now), h.Contention(77, now); got != Infinite || c != ContentionFree {
 		t.Fatalf("free CPU: Remaining %d Contention %v", got, c)
@@ -125,7 +125,7 @@ func TestHintSourceFallsBack(t *testing.T) {
 
 	raw, _ := os.ReadFile(path)
 	for name, edit := range map[string]func([]byte) []byte{
-		"version 2":  func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 2); return b },
+		"version 1":  func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 1); return b },
 		"truncated":  func(b []byte) []byte { return b[:100] },
 		"wrong size": func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 200); return b },
 	} {
@@ -137,7 +137,7 @@ func TestHintSourceFallsBack(t *testing.T) {
 	}
 
 	s = runningSlot(5, now)
-	s.RemainingNs = s.ExpectedSliceNs + 1
+	s.SliceNs = 60e9
 	w.Publish(0, &s)
 	check("absurd", NewHintSource(path, est, fixed), "absurd")
 }
@@ -160,7 +160,7 @@ func TestHintSourceReopensReplacedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w2.Close()
-	s.ExpectedSliceNs, s.RemainingNs = 8_000_000, 7_000_000
+	s.SliceNs = 8_000_000
 	w2.Publish(0, &s)
 	if got := h.Remaining(9, now); got != 3_000_000 {
 		t.Fatalf("re-opened before reopenEvery: %d", got)

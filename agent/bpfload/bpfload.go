@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -73,6 +74,11 @@ type Probe struct {
 	reader *ringbuf.Reader
 	mode   string
 	drain  time.Duration
+
+	// Live-block arrays (hints.go): the template of hint_maps' values.
+	hintSpec *ebpf.MapSpec
+	hintMu   sync.Mutex
+	hintNext uint32
 }
 
 // The two program sets; LoadAndAssign loads only the programs named in the
@@ -103,6 +109,7 @@ func Load(opts Options) (*Probe, error) {
 	}
 
 	p := &Probe{}
+	hintSpec := spec.Maps["hint_maps"].InnerMap
 	if !opts.ForceRawTP {
 		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
 			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
@@ -124,6 +131,7 @@ func Load(opts Options) (*Probe, error) {
 		return nil, classify(fmt.Errorf("opening ring buffer reader: %w", err))
 	}
 	p.reader = rd
+	p.hintSpec = hintSpec
 	p.drain = opts.DrainEvery
 	if p.drain <= 0 {
 		p.drain = 100 * time.Millisecond
@@ -297,6 +305,9 @@ func (p *Probe) Unwatch(tid uint32) error {
 	}
 	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching tid %d: %w", tid, err)
+	}
+	if err := p.ClearHintSlot(tid); err != nil {
+		return err
 	}
 	var (
 		k    bpf.SchedCorunnerKey

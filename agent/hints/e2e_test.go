@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -64,6 +65,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("VGPU_PROBE_HINTS_READ") != "" {
 		os.Exit(reader())
 	}
+	if os.Getenv("VGPU_PROBE_LIVE_PEER") != "" {
+		os.Exit(livePeer())
+	}
 	os.Exit(m.Run())
 }
 
@@ -95,6 +99,9 @@ func runE2E(t *testing.T, scenario string) {
 		t.Skipf("cannot load the eBPF programs here: %v", err)
 	}
 	defer probe.Close()
+	if err := ebpfStats(t); err != nil {
+		t.Logf("no BPF run-time stats: %v", err)
+	}
 	pub, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(), Counters: probe})
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +213,19 @@ func runE2E(t *testing.T, scenario string) {
 		}
 		t.Logf("%s: switch-in to page, µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d; %d not woken for: after interruptions under 100 µs, or uncontended)", scenario, q(l, .5), q(l, .9), q(l, .99), q(l, 1), len(l), pub.Quiet())
 	}
+	mapped, served, refused := pub.LiveStats()
+	t.Logf("%s: live array: %d of %d hinted reads took the live block from it; connections served %d, refused %d; threads mapped at the end %d",
+		scenario, rd.fromArray, used, served, refused, mapped)
+	if h, err := probe.HintSlot(uint32(tid)); err == nil {
+		t.Logf("%s: live blocks written by the programs: %d", scenario, h.Writes)
+	}
+	if len(rd.seen) > 0 {
+		t.Logf("%s: switch-in to visible in the reader (first read that saw it; reads every 20 µs), µs: p50 %.1f p90 %.1f p99 %.1f max %.1f (%d switch-ins)",
+			scenario, q(rd.seen, .5), q(rd.seen, .9), q(rd.seen, .99), q(rd.seen, 1), len(rd.seen))
+	}
+	if rt, runs, err := probe.ProgramStats(); err == nil && runs > 0 {
+		t.Logf("%s: BPF programs: %d runs, %.0f ns each, %.2f ms/s", scenario, runs, float64(rt)/float64(runs), float64(rt)/1e6/e2eSeconds().Seconds())
+	}
 	if used == 0 {
 		t.Fatal("the thread never read a hint from the page")
 	}
@@ -217,6 +237,9 @@ type readerProc struct {
 	tid int
 	in  io.WriteCloser
 	out string
+
+	fromArray int       // samples whose live block came from the live array
+	seen      []float64 // switch-in to the first read that saw it, µs
 }
 
 // startReader starts this test binary again as the reading process: its
@@ -264,11 +287,17 @@ func (r *readerProc) run() ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := make([]sample, len(b)/24)
+	s := make([]sample, len(b)/40)
 	for i := range s {
-		v := b[24*i:]
+		v := b[40*i:]
 		le := binary.LittleEndian
 		s[i] = sample{at: int64(le.Uint64(v)), remaining: int64(le.Uint64(v[8:])), slice: int64(le.Uint64(v[16:]))}
+		if seen := int64(le.Uint64(v[24:])); seen >= 0 {
+			r.seen = append(r.seen, float64(seen)/1e3)
+		}
+		if le.Uint64(v[32:]) != 0 && s[i].remaining >= 0 {
+			r.fromArray++
+		}
 	}
 	return s, nil
 }
@@ -299,25 +328,43 @@ func reader() int {
 	}
 	path := os.Getenv("VGPU_PROBE_HINTS_READ")
 	h := hybridsync.NewHintSource(path, &hybridsync.GuestEstimator{}, nil)
-	f, _ := hintpage.Map(path)
-	out := make([]sample, 0, int(e2eSeconds()/(20*time.Microsecond)))
+	type rec struct {
+		sample
+		seen int64
+		live bool
+	}
+	out := make([]rec, 0, int(e2eSeconds()/(20*time.Microsecond)))
 	end := hybridsync.Now() + int64(e2eSeconds())
+	var lastIn uint64
 	for now := hybridsync.Now(); now < end; now = hybridsync.Now() {
 		r := h.Remaining(tid, now)
 		var s hintpage.Slot
-		if f != nil && f.FindTID(tid, &s) == nil && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != hybridsync.Infinite {
-			out = append(out, sample{at: now, remaining: r, slice: int64(s.ExpectedSliceNs)})
-		} else {
-			out = append(out, sample{at: now, remaining: -1})
+		live, ok := h.ReadSlot(tid, now, &s)
+		rc := rec{sample: sample{at: now, remaining: -1}, seen: -1, live: live}
+		if ok && s.SwitchInNs != lastIn && s.State == hintpage.StateRunning {
+			if lastIn != 0 {
+				rc.seen = now - int64(s.SwitchInNs)
+			}
+			lastIn = s.SwitchInNs
 		}
+		if ok && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != hybridsync.Infinite {
+			rc.sample = sample{at: now, remaining: r, slice: int64(s.ExpectedSliceNs)}
+		}
+		out = append(out, rc)
 		for until := now + 20_000; hybridsync.Now() < until; {
 		}
 	}
-	b := make([]byte, 0, 24*len(out))
+	b := make([]byte, 0, 40*len(out))
 	for _, s := range out {
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.at))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.remaining))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.slice))
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.seen))
+		var l uint64
+		if s.live {
+			l = 1
+		}
+		b = binary.LittleEndian.AppendUint64(b, l)
 	}
 	if err := os.WriteFile(os.Getenv("VGPU_PROBE_HINTS_OUT"), b, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -362,4 +409,14 @@ func q(v []float64, p float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[min(len(v)-1, int(p*float64(len(v))))]
+}
+
+// ebpfStats turns on the kernel's BPF run-time accounting for the test.
+func ebpfStats(t *testing.T) error {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { c.Close() })
+	return nil
 }

@@ -37,6 +37,17 @@ type thread struct {
 	quota            quotaState
 	runSinceThrottle uint64
 	throttles        tickPhase // when its quota throttles came, in the tick
+
+	// mapped: its process holds its page's live array (a connection on
+	// the page's socket), and the BPF programs write its live block
+	// there; the agent then writes the page's live block no more, until
+	// userAfter once it is unmapped. tgid: its process (0: not looked up).
+	// lastEst: the estimate block last written (times zeroed), so that
+	// one is written only when it changes.
+	mapped    bool
+	tgid      int
+	userAfter uint64
+	lastEst   hintpage.Slot
 }
 
 // quotaState is the bandwidth limit binding a thread at its switch-in at
@@ -166,24 +177,33 @@ func (t *thread) quotaEnd(e env) (uint64, bool) {
 	return exhaust, true
 }
 
-// render renders the thread's hint at now.
+// render renders the thread's hint at now: both blocks of its slot (the
+// live block is written from it only where the BPF programs cannot write
+// it themselves).
 //
-// The expected slice is how long the run that began at the switch-in is
-// expected to last, so that expected - (now - switch-in), what readers
-// compute, is the time left:
+// Readers derive the expected length of the run that began at the
+// switch-in (hintpage.Slot.Expected), so that expected - (now -
+// switch-in) is the time left:
 //   - shared (another task took the CPU in the last 500 ms): the learnt
-//     slice (EWMA of the runs other tasks ended);
-//   - throttled: until the quota runs out (quotaEnd);
+//     slice (EWMA of the runs other tasks ended), capped by the quota;
+//   - throttled: until the quota runs out: the live block's quota end
+//     (the kernel's bandwidth state at the switch-in), put on the tick at
+//     the phase of this thread's earlier throttles; without that state,
+//     QuotaRunNs (quotaAhead);
 //   - both: the shorter.
 func (t *thread) render(now uint64, e env) hintpage.Slot {
 	s := hintpage.Slot{TID: uint32(t.tid), SwitchInNs: min(t.switchIn, now), SwitchOutNs: t.switchOut,
-		PublishNs: now, QuotaUS: e.quotaUS, PeriodUS: e.periodUS, State: t.state, CPU: t.cpu}
+		PublishNs: now, QuotaUS: e.quotaUS, PeriodUS: e.periodUS, State: t.state, CPU: t.cpu,
+		TickNs: uint32(min(e.tick, 1_000_000_000/24))}
 	if q := t.quota; (s.QuotaUS == 0 || s.PeriodUS == 0) && q.quota != 0 {
 		// The target did not say; the kernel did.
 		s.QuotaUS, s.PeriodUS = clampU32(int64(q.quota/1000)), clampU32(int64(q.period/1000))
 	}
 	if s.QuotaUS == 0 || s.PeriodUS == 0 {
 		s.QuotaUS, s.PeriodUS = 0, 0
+	}
+	if end, ok := t.kernelQuotaEnd(); ok {
+		s.QuotaEndNs = min(max(end, s.SwitchInNs), s.SwitchInNs+maxSliceNs)
 	}
 	recent := func(at uint64) bool { return at != 0 && now-at < contendedFor }
 	throttled, shared := recent(t.lastThrottl), recent(t.lastShared)
@@ -196,32 +216,48 @@ func (t *thread) render(now uint64, e env) hintpage.Slot {
 		s.Contention = hintpage.ContFree
 	}
 	if s.Contention == hintpage.ContFree {
-		s.ExpectedSliceNs, s.RemainingNs = hintpage.Infinite, hintpage.Infinite
+		s.SliceNs = hintpage.Infinite
+		s.ExpectedSliceNs = s.Expected()
 		return s
 	}
-	var exp uint64
-	known := false // nothing learnt yet: readers fall back to their own estimate
 	if shared && t.slice != 0 {
-		exp, known = t.slice, true
+		exp := t.slice
 		if q := uint64(e.quotaUS) * 1000; q > 0 && q < exp {
 			exp = q
 		}
+		// At least 1 ns: 0 would say "not known".
+		s.SliceNs = max(min(exp, maxSliceNs), 1)
 	}
 	if throttled {
-		if qe, ok := t.quotaAhead(now, e); ok && (!known || qe < exp) {
-			exp, known = qe, true
+		s.EstFlags |= hintpage.EstQuotaBound
+		if ph, ok := t.throttles.phase(e.tick); ok && s.TickNs != 0 && ph < uint64(s.TickNs) {
+			s.EstFlags |= hintpage.EstTickPhase
+			s.TickPhaseNs = uint32(ph)
+		}
+		if qa, ok := t.quotaAhead(now, e); ok {
+			s.QuotaRunNs = max(min(qa, maxSliceNs), 1)
 		}
 	}
-	if !known {
-		return s
-	}
-	// At least 1 ns: 0 would say "not known".
-	s.ExpectedSliceNs = max(min(exp, maxSliceNs), 1)
-	s.RemainingNs = s.ExpectedSliceNs
-	if s.State == hintpage.StateRunning {
-		s.RemainingNs = s.ExpectedSliceNs - min(s.ExpectedSliceNs, now-s.SwitchInNs)
-	}
+	s.ExpectedSliceNs = s.Expected()
 	return s
+}
+
+// kernelQuotaEnd is when the run that began at the switch-in spends the
+// quota, from the kernel's bandwidth state at that switch-in, without the
+// tick (what the BPF programs write as the live block's quota end).
+func (t *thread) kernelQuotaEnd() (uint64, bool) {
+	q, in := t.quota, t.switchIn
+	if q.quota == 0 || q.in != in || in == 0 || q.quota >= q.period {
+		return 0, false
+	}
+	if q.left <= 0 {
+		return in, true
+	}
+	e := in + uint64(q.left)
+	if q.refill > in && e > q.refill {
+		e = q.refill + q.quota
+	}
+	return e, true
 }
 
 // quotaAhead is the quota's bound on the current run (running: its

@@ -82,7 +82,7 @@ func TestQuotaRemaining(t *testing.T) {
 	now := uint64(in + 1_000_000)
 	s := th.render(now, e)
 	end := nextTick(in+9_100_000, tick4ms, 20_000) // 103*4ms + 20 µs... the tick after in + 9.1 ms
-	if s.Contention != hintpage.ContThrottled || s.ExpectedSliceNs != end-in || s.RemainingNs != end-now {
+	if s.Contention != hintpage.ContThrottled || s.ExpectedSliceNs != end-in || s.Remaining(now) != end-now {
 		t.Fatalf("slot %+v: want expected %d remaining %d", s, end-in, end-now)
 	}
 	if s.QuotaUS != 10_000 || s.PeriodUS != 20_000 {
@@ -95,7 +95,7 @@ func TestQuotaRemaining(t *testing.T) {
 	}
 	// Overdrawn at the switch-in: throttled at once.
 	th.quota.left = -500_000
-	if s := th.render(now, e); s.ExpectedSliceNs != 1 || s.RemainingNs != 0 {
+	if s := th.render(now, e); s.ExpectedSliceNs != 1 || s.Remaining(now) != 0 {
 		t.Fatalf("overdrawn: %+v", s)
 	}
 	// The pool is refilled before the runtime is spent: a whole quota more.
@@ -137,7 +137,7 @@ func TestQuotaOffCPU(t *testing.T) {
 	th.lastThrottl = in - 5_000_000
 	th.quota = quotaState{in: in, quota: 10_000_000, period: 20_000_000, refill: in + 15_000_000, left: 9_000_000}
 	th.state, th.switchOut = hintpage.StatePreempted, in+3_000_000
-	if s := th.render(in+3_100_000, env{}); s.ExpectedSliceNs != 6_000_000 || s.RemainingNs != 6_000_000 {
+	if s := th.render(in+3_100_000, env{}); s.ExpectedSliceNs != 6_000_000 || s.Remaining(in+3_100_000) != 6_000_000 {
 		t.Fatalf("preempted within the period: %+v", s)
 	}
 	th.outThrottled = true

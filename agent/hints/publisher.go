@@ -32,7 +32,7 @@ const RefreshEvery = 20 * time.Millisecond
 
 // threadPageSlots: a local target's page holds at least this many thread
 // slots (one 4 KiB page), so threads can come and go without a new file.
-const threadPageSlots = 63
+const threadPageSlots = (hintpage.PageAlign - hintpage.HeaderSize) / hintpage.SlotSize
 
 // Counters is what the refresh reads from the BPF programs
 // (*bpfload.Probe).
@@ -58,6 +58,7 @@ type Publisher struct {
 	self     uint32 // this process: its threads preempting a target are not co-runners
 	tick     uint64 // the kernel's scheduler tick, ns (0: unknown)
 	counters atomic.Pointer[countersRef]
+	arrays   atomic.Pointer[arraysRef] // nil: the agent writes every live block
 
 	// Scratch counters, one thread at a time: the event path and the
 	// refresh read them outside mu (a map lookup each), so that a
@@ -74,9 +75,14 @@ type Publisher struct {
 	threads map[uint32]*thread // by tid
 	lag     lagLog
 	quiet   int
+
+	mappedNow, served, refused int // LiveStats
+	applied                    int // Applied
 }
 
 type countersRef struct{ Counters }
+
+type arraysRef struct{ LiveArrays }
 
 type page struct {
 	key, file     string
@@ -85,6 +91,8 @@ type page struct {
 	quota, period uint32
 	free          []int // unused thread slots
 	threads       map[int]*thread
+	uid, gid      int
+	live          *liveSock // thread pages with live arrays (live.go)
 }
 
 // CheckDir tells whether pages can be created in dir: one clear error for
@@ -205,7 +213,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 		return nil, fmt.Errorf("owner of %s: %w", t.Key(), err)
 	}
 	path := filepath.Join(p.opts.Dir, file)
-	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}}
+	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}, uid: uid, gid: gid}
 	if pg.vcpu {
 		n := 1
 		for _, th := range t.Threads {
@@ -231,6 +239,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 		}
 	}
 	l.Msg("publishing hint page")
+	p.startLive(pg)
 	return pg, nil
 }
 
@@ -257,7 +266,8 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 			tt.tid = 0 // vCPU slots are found by CPU, not tid
 		}
 		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
-		p.publish(tt, now)
+		p.publish(tt, now, true)
+		p.mapIfServed(pg, tt)
 	}
 	for tid, tt := range pg.threads {
 		if !seen[tid] {
@@ -269,6 +279,7 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 	delete(pg.threads, tid)
 	delete(p.threads, uint32(tid))
+	p.unmap(tt)
 	if !pg.vcpu {
 		pg.w.Publish(tt.slot, &hintpage.Slot{}) // TID 0: no reader finds it
 		pg.free = append(pg.free, tt.slot)
@@ -280,6 +291,7 @@ func (p *Publisher) drop(pg *page) {
 	for tid, tt := range pg.threads {
 		p.forget(pg, tid, tt)
 	}
+	p.stopLive(pg)
 	if err := pg.w.Remove(); err != nil {
 		p.opts.Log.Warn().Err(err).Str("target", pg.key).Msg("removing hint page")
 	}
@@ -287,10 +299,21 @@ func (p *Publisher) drop(pg *page) {
 	delete(p.files, pg.file)
 }
 
-// publish must be called with mu held.
-func (p *Publisher) publish(t *thread, now uint64) {
+// publish must be called with mu held. The live block only where the BPF
+// programs do not write it (into the page's live array); the estimate block when it changed, or with
+// force (the refresh, whose publish time says the publisher is alive).
+func (p *Publisher) publish(t *thread, now uint64, force bool) {
 	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick})
-	t.page.w.Publish(t.slot, &s)
+	if !t.mapped && now >= t.userAfter {
+		t.page.w.PublishLive(t.slot, &s)
+	}
+	est := s
+	est.PublishNs, est.ExpectedSliceNs = 0, 0
+	est.State, est.CPU, est.SwitchInNs, est.SwitchOutNs, est.QuotaEndNs = 0, 0, 0, 0, 0
+	if force || est != t.lastEst {
+		t.lastEst = est
+		t.page.w.PublishEstimate(t.slot, &s)
+	}
 }
 
 func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {
@@ -316,12 +339,13 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	if t == nil {
 		return
 	}
+	p.applied++
 	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, p.self, ev.Cpu, p.tick)
 	if ok {
 		t.observe(st, p.self)
 	}
 	now := monoNow()
-	p.publish(t, now)
+	p.publish(t, now, false)
 	if ev.Woken == 0 {
 		// The reader was not woken for this one (it came with a later
 		// record or the reader's drain): after a short interruption
@@ -370,7 +394,7 @@ func (p *Publisher) refresh() {
 			if ok {
 				t.observe(st, p.self)
 			}
-			p.publish(t, monoNow())
+			p.publish(t, monoNow(), true)
 		}
 		p.mu.Unlock()
 	}
@@ -383,6 +407,15 @@ func (p *Publisher) Close() {
 	for _, pg := range p.pages {
 		p.drop(pg)
 	}
+}
+
+// Applied returns how many switch-in records of page threads the
+// publisher applied (woken for or batched; their live blocks may have
+// been written by the BPF programs into a live array already).
+func (p *Publisher) Applied() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied
 }
 
 // Lag returns the delays from switch-in (kernel time) to the page holding
@@ -459,10 +492,20 @@ func procOwner(tid int) (int, int, error) {
 
 // SetCounters sets where the refresh reads thread state (the loaded
 // probe, which exists only after the targets' pages).
+// If c also has LiveArrays (the loaded probe, on x86-64), local targets'
+// live blocks go to per-target BPF arrays their processes map (live.go).
 func (p *Publisher) SetCounters(c Counters) {
 	if c == nil {
 		p.counters.Store(nil)
 		return
 	}
 	p.counters.Store(&countersRef{c})
+	if a, ok := c.(LiveArrays); ok && p.arrays.Load() == nil {
+		p.arrays.Store(&arraysRef{a})
+		p.mu.Lock()
+		for _, pg := range p.pages {
+			p.startLive(pg)
+		}
+		p.mu.Unlock()
+	}
 }

@@ -91,8 +91,8 @@ func TestSwitchEventsPublish(t *testing.T) {
 	if s.State != hintpage.StateRunning || s.Contention != hintpage.ContShared || s.ExpectedSliceNs != 4_000_000 {
 		t.Fatalf("slot %+v", s)
 	}
-	if s.SwitchInNs != now-8_000_000 || s.RemainingNs != 0 {
-		t.Fatalf("switch-in %d remaining %d: want the last switch-in, 8 ms ago, slice overdue", s.SwitchInNs, s.RemainingNs)
+	if s.SwitchInNs != now-8_000_000 || s.Remaining(s.PublishNs) != 0 {
+		t.Fatalf("switch-in %d remaining %d: want the last switch-in, 8 ms ago, slice overdue", s.SwitchInNs, s.Remaining(s.PublishNs))
 	}
 	if len(p.Lag()) != 5 {
 		t.Fatalf("lag samples %d", len(p.Lag()))

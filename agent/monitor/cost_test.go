@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,6 +22,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // The agent's cost. Run with
@@ -77,6 +80,18 @@ func pingPong(cpu int, spinUS int) {
 				os.Exit(1)
 			}
 		}
+	}
+	// VGPU_PROBE_PINGPONG_HINTS=DIR: the process reads its hint page in
+	// DIR as an application with libhybridsync does (the agent's --hints
+	// DIR), so that it holds its live array.
+	if dir := os.Getenv(pingPongEnv + "_HINTS"); dir != "" {
+		go func() {
+			h := hybridsync.NewHintSource(filepath.Join(dir, hintpage.FileName(strconv.Itoa(os.Getpid()))), nil, nil)
+			for {
+				h.Remaining(unix.Gettid(), hybridsync.Now())
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
 	}
 	go side(ba[0], ab[1], true)
 	side(ab[0], ba[1], false)

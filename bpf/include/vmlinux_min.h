@@ -30,11 +30,14 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_HASH_OF_MAPS = 13,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
 enum {
 	BPF_F_NO_PREALLOC = 1,
+	BPF_F_MMAPABLE = 1 << 10,
+	BPF_F_INNER_MAP = 1 << 12,
 };
 
 /* bpf_ringbuf_submit flags and bpf_ringbuf_query selectors. */

@@ -71,7 +71,8 @@ type feed struct {
 	done   chan struct{}
 	// quota is the cells' CPU bandwidth, which the page reports.
 	quotaUS, periodUS int64
-	// published counts the switch-ins published for cells, once closed.
+	// published counts the switch-in records of cells the publisher
+	// applied, once closed.
 	published int
 }
 
@@ -119,7 +120,7 @@ func (f *feed) watch(pid int) error {
 func (f *feed) close() {
 	f.cancel()
 	<-f.done
-	f.published = len(f.pub.Lag())
+	f.published = f.pub.Applied()
 	f.pub.Close()
 	f.probe.Close()
 	os.RemoveAll(f.dir)

@@ -1,0 +1,223 @@
+//go:build linux
+
+package bpfload
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
+)
+
+// TestHintArrayWrites: the programs write the live block of a registered
+// thread into its target's array at each switch (sleeps, and a co-runner
+// pinned to its CPU for preemptions); a reader mapping the array through
+// a read-only descriptor sees blocks that match the thread's BPF stats,
+// never a torn one it accepts, and cannot map it writable.
+func TestHintArrayWrites(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("live arrays are x86-64 only")
+	}
+	for _, force := range []bool{false, true} {
+		p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, ForceRawTP: force, Log: zerolog.Nop()})
+		t.Run(p.Mode(), func(t *testing.T) { hintArrayWrites(t, p) })
+	}
+}
+
+func hintArrayWrites(t *testing.T, p *Probe) {
+	const slot = 3
+	a, err := p.NewHintArray(8)
+	if err != nil {
+		t.Fatalf("NewHintArray: %v", err)
+	}
+	defer p.RemoveHintArray(a)
+	other, err := p.NewHintArray(8)
+	if err != nil {
+		t.Fatalf("second NewHintArray: %v", err)
+	}
+	defer p.RemoveHintArray(other)
+	if other.ID == a.ID {
+		t.Fatalf("two arrays share id %d", a.ID)
+	}
+
+	fd, err := a.FD()
+	if err != nil {
+		t.Fatalf("FD: %v", err)
+	}
+	defer unix.Close(fd)
+	size := hintpage.ArraySize(a.Slots)
+	if _, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		t.Fatalf("the frozen array mapped writable")
+	}
+	if _, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_PRIVATE); err == nil {
+		t.Fatalf("the array mapped private (copy-on-write)")
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mapping the array read-only: %v", err)
+	}
+	defer unix.Munmap(mem)
+	arr, err := hintpage.ParseLiveArray(mem, a.Slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tidc := make(chan int)
+	start, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { // the watched thread
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tidc <- unix.Gettid()
+		<-start
+		var set unix.CPUSet
+		set.Set(0)
+		_ = unix.SchedSetaffinity(0, &set)
+		// At least 300 ms and 5 preemptions (at most 3 s).
+		begin := time.Now()
+		var st bpf.SchedThreadStats
+		for i := 0; ; i++ {
+			if i%50 == 0 {
+				if d := time.Since(begin); d > 3*time.Second ||
+					d > 300*time.Millisecond && p.Stats(uint32(unix.Gettid()), &st) == nil && st.Preemptions >= 5 {
+					break
+				}
+				unix.Nanosleep(&unix.Timespec{Nsec: 200_000}, nil)
+			}
+			for j := 0; j < 200_000; j++ { // spin a little: the co-runner preempts it
+				_ = j * j
+			}
+		}
+		close(done)
+		<-stop
+	}()
+	tid := uint32(<-tidc)
+	if err := p.Watch(tid); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetHintSlot(tid, a.ID, slot); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	wg.Add(1)
+	go func() { // a co-runner on CPU 0
+		defer wg.Done()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var set unix.CPUSet
+		set.Set(0)
+		_ = unix.SchedSetaffinity(0, &set)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			for j := 0; j < 10000; j++ {
+				_ = j * j
+			}
+		}
+	}()
+	var reads, torn, ok atomic.Int64
+	var bad atomic.Value
+	wg.Add(1)
+	go func() { // a concurrent reader
+		defer wg.Done()
+		var s hintpage.Slot
+		var lastIn uint64
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			s = hintpage.Slot{PublishNs: 1, Contention: hintpage.ContShared, SliceNs: 1e6}
+			err := arr.ReadLive(slot, tid, &s)
+			reads.Add(1)
+			switch err {
+			case nil:
+				ok.Add(1)
+				if s.SwitchInNs < lastIn || s.LiveFlags != hintpage.LiveKernel ||
+					(s.State == hintpage.StateRunning) != (s.SwitchOutNs < s.SwitchInNs) {
+					bad.Store(s)
+				}
+				lastIn = s.SwitchInNs
+			case hintpage.ErrTorn:
+				torn.Add(1)
+			case hintpage.ErrNoSlot:
+			default:
+				bad.Store(err)
+			}
+		}
+	}()
+	close(start)
+	<-done
+	time.Sleep(20 * time.Millisecond) // the thread is asleep on stop now
+	close(quit)
+	wg.Wait()
+
+	var st bpf.SchedThreadStats
+	if err := p.Stats(tid, &st); err != nil {
+		t.Fatal(err)
+	}
+	var s hintpage.Slot
+	s.PublishNs = 1
+	if err := arr.ReadLive(slot, tid, &s); err != nil {
+		t.Fatalf("final read: %v", err)
+	}
+	reg, err := p.HintSlot(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switches %d preemptions %d, blocks written %d; reader: %d reads, %d ok, %d torn",
+		st.Switches, st.Preemptions, reg.Writes, reads.Load(), ok.Load(), torn.Load())
+	if v := bad.Load(); v != nil {
+		t.Errorf("reader saw a bad block: %+v", v)
+	}
+	if s.SwitchInNs != st.SwitchInNs || s.SwitchOutNs != st.SwitchOutNs || s.CPU != uint16(st.Cpu) {
+		t.Errorf("block in %d out %d cpu %d, stats in %d out %d cpu %d", s.SwitchInNs, s.SwitchOutNs, s.CPU,
+			st.SwitchInNs, st.SwitchOutNs, st.Cpu)
+	}
+	if s.State != hintpage.StateSleeping {
+		t.Errorf("state %d, want sleeping", s.State)
+	}
+	if st.Switches < 50 || st.Preemptions == 0 {
+		t.Errorf("too few switches (%d) or no preemption (%d) to judge", st.Switches, st.Preemptions)
+	}
+	// One write per switch-in and per switch-out since registration.
+	if reg.Writes < 2*st.Switches-4 || reg.Writes > 2*st.Switches+2 {
+		t.Errorf("%d blocks written for %d switch-ins", reg.Writes, st.Switches)
+	}
+	if ok.Load() == 0 {
+		t.Errorf("the reader never read a whole block")
+	}
+	// The other target's array was never written.
+	var o hintpage.Slot
+	ofd, err := other.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ofd)
+	omem, err := unix.Mmap(ofd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(omem)
+	oa, _ := hintpage.ParseLiveArray(omem, other.Slots)
+	if err := oa.ReadLive(slot, tid, &o); err != hintpage.ErrNoSlot {
+		t.Errorf("the other target's array: %v %+v", err, o)
+	}
+	// Unregistered: no more writes.
+	if err := p.ClearHintSlot(tid); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	_ = p.Unwatch(tid)
+}
