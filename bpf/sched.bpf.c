@@ -97,7 +97,9 @@ struct corunner_val {
 // One record per off-CPU interval of a watched thread, sent when it ends
 // (at switch-in): the thread left the CPU at in_ns - off_ns after running
 // run_ns, and came back at in_ns. One record per cycle instead of one per
-// switch halves what the agent reads.
+// switch halves what the agent reads. A thread whose live block goes to its
+// target's array sends only the records its estimator learns from (see
+// emit).
 struct switch_event {
 	__u64 in_ns;      // switch-in, bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u64 off_ns;     // the off-CPU interval that ended (0: unknown, the first after watching)
@@ -445,10 +447,52 @@ static __always_inline bool hint_write(__u32 tid, struct thread_stats *s, __u8 s
 	return true;
 }
 
+// teaches reports whether the off-CPU interval that a switch-in of s's
+// thread ends is one the hint publisher's estimator learns from: a mirror
+// of agent/hints learn() (estimate.go), which must change with it. learn()
+// takes an interval of known length (off > 0) that ended
+//   - a throttle by the bandwidth quota (the last throttle; with a run of
+//     minRunNs or more, the throttle's phase in the tick);
+//   - a preemption while the CPU went idle (replacer tgid 0): held back by
+//     the quota, the last throttle;
+//   - a preemption by another process than the publisher's own, off CPU
+//     QUIET_OFF_NS or more (the last contention; with a run of minRunNs or
+//     more, a sample of the slice).
+// Nothing else in a record changes an estimate: the thread's state,
+// switch times, CPU and bandwidth state come from its thread_stats, which
+// the publisher reads every 20 ms.
+static __always_inline bool teaches(const struct trace_config *cfg, const struct thread_stats *s, __u64 off)
+{
+	if (!off)
+		return false;
+	if (s->out_throttled)
+		return true;
+	if (!s->out_preempted)
+		return false;
+	if (s->replacer_tgid == 0)
+		return true;
+	// self_tgid 0: the publisher's process is not known here; send it,
+	// learn() tells.
+	return (!cfg->self_tgid || s->replacer_tgid != cfg->self_tgid) && off >= QUIET_OFF_NS;
+}
+
+// emit sends the record of the off-CPU interval a switch-in ends. A
+// thread whose live block was just written into its target's array
+// (hinted) sends only the records its estimator learns from (teaches):
+// nothing reads its other switch-ins but the estimator, which takes them
+// from thread_stats. Every other watched thread (vCPUs, the profiler's,
+// the agent's without hints) sends one per switch-in.
 static __always_inline void emit(const struct trace_config *cfg, struct thread_stats *s, __u64 now,
 				 __u64 off, __u32 tid, __u32 tgid, bool waited, bool hinted)
 {
 	if (!cfg->events)
+		return;
+	// Preemptions by the reader's own process are not contention:
+	// counted, they would keep the reader waking itself.
+	bool by_self = cfg->self_tgid && s->replacer_tgid == cfg->self_tgid;
+	if (s->out_preempted && off >= QUIET_OFF_NS && !by_self)
+		s->contended_ns = now;
+	if (hinted && !teaches(cfg, s, off))
 		return;
 	struct switch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -481,11 +525,6 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	// thread again at once, a loop in which the agent becomes the
 	// thread's co-runner. The record is read with the next one.
 	bool quiet = s->out_preempted && off > 0 && off < QUIET_OFF_NS;
-	// Preemptions by the reader's own process are not contention either:
-	// counted, they would keep the reader waking itself.
-	bool by_self = cfg->self_tgid && s->replacer_tgid == cfg->self_tgid;
-	if (s->out_preempted && off >= QUIET_OFF_NS && !by_self)
-		s->contended_ns = now;
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
 	// A thread whose live block was just written into its target's
 	// array needs no reader: its record is read with a later batch.

@@ -75,6 +75,13 @@ const quietOffNs = 100_000
 // took the CPU if it was preempted (0: the idle task). self is the
 // publisher's own process (its event reader, its refresh), which is not a
 // co-runner.
+//
+// A thread whose live block the BPF programs write into its target's
+// array sends a record only for the intervals this learns from (teaches
+// in bpf/sched.bpf.c mirrors the cases below, and must change with them):
+// off > 0 and throttled; preempted with other == 0; preempted by another
+// process than self with off >= quietOffNs. Its other switch-ins reach
+// the publisher through observe only.
 func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, self uint32, cpu uint32, tick uint64) {
 	if off > 0 && off <= in {
 		t.switchOut = in - off

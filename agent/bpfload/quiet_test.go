@@ -1,0 +1,168 @@
+//go:build linux
+
+package bpfload
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
+)
+
+// TestHintedRecordsTeach: a thread with a live block in a target's array
+// sends ring records only for the intervals the hint estimator learns from
+// (teaches in bpf/sched.bpf.c): its voluntary sleeps send none, its
+// preemptions by a co-runner pinned to its CPU do. A watched thread
+// without a live block still sends one record per switch-in.
+func TestHintedRecordsTeach(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("live arrays are x86-64 only")
+	}
+	for _, force := range []bool{false, true} {
+		p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, ForceRawTP: force, Log: zerolog.Nop()})
+		t.Run(p.Mode(), func(t *testing.T) { hintedRecordsTeach(t, p) })
+	}
+}
+
+func hintedRecordsTeach(t *testing.T, p *Probe) {
+	a, err := p.NewHintArray(4)
+	if err != nil {
+		t.Fatalf("NewHintArray: %v", err)
+	}
+	defer p.RemoveHintArray(a)
+	cpu := runtime.NumCPU() - 1
+
+	// thread runs body on a new thread pinned to cpu once start is closed;
+	// its tid comes back first.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	thread := func(body func()) uint32 {
+		tidc := make(chan int)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Never unlocked: the pinned thread ends with the goroutine.
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				t.Error(err)
+			}
+			tidc <- unix.Gettid()
+			<-start
+			body()
+		}()
+		return uint32(<-tidc)
+	}
+	sleep := func() {
+		for range 200 {
+			unix.Nanosleep(&unix.Timespec{Nsec: 500_000}, nil)
+		}
+	}
+	spin := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+	}
+	var boundary uint64 // the hinted thread's end of sleeps
+	coStart := make(chan struct{})
+	hinted := thread(func() {
+		sleep()
+		boundary = monoNow()
+		close(coStart)
+		spin(400 * time.Millisecond)
+	})
+	plain := thread(sleep)
+	thread(func() { // the co-runner
+		<-coStart
+		spin(400 * time.Millisecond)
+	})
+	for _, tid := range []uint32{hinted, plain} {
+		if err := p.Watch(tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.SetHintSlot(hinted, a.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	type rec struct {
+		in, off, run      uint64
+		preempted, thrott bool
+		other             uint32
+	}
+	recs := map[uint32][]rec{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ev bpf.SchedSwitchEvent
+		var r ringbuf.Record
+		for p.ReadEvent(&r, &ev) == nil {
+			recs[ev.Tid] = append(recs[ev.Tid], rec{ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid})
+		}
+	}()
+	close(start)
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
+	var hs, ps bpf.SchedThreadStats
+	if err := p.Stats(hinted, &hs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stats(plain, &ps); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := p.HintSlot(hinted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.ClearHintSlot(hinted)
+	p.Close()
+	<-done
+
+	var asleep, spinning, byCo int
+	for _, r := range recs[hinted] {
+		// The rule (learn() in agent/hints): a known interval that ended
+		// a throttle, a preemption to the idle task, or a preemption of
+		// 100 µs or more by another task.
+		if r.off == 0 || !(r.thrott || r.preempted && (r.other == 0 || r.off >= 100_000)) {
+			t.Errorf("hinted thread: record of an interval nothing learns from: %+v", r)
+		}
+		if r.in <= boundary {
+			asleep++
+		} else {
+			spinning++
+			if r.preempted && r.other == uint32(os.Getpid()) {
+				byCo++
+			}
+		}
+	}
+	t.Logf("hinted: %d switch-ins (%d preemptions), %d blocks written, %d records (%d while sleeping, %d while spinning beside the co-runner, %d of them its preemptions); plain: %d switch-ins, %d records",
+		hs.Switches, hs.Preemptions, reg.Writes, len(recs[hinted]), asleep, spinning, byCo, ps.Switches, len(recs[plain]))
+	if hs.Switches < 150 || reg.Writes < 2*hs.Switches-4 {
+		t.Errorf("hinted thread: %d switch-ins, %d blocks written: its live block was not written at each switch", hs.Switches, reg.Writes)
+	}
+	// Its sleeps (200 of them) send nothing; a busy machine may preempt
+	// it meanwhile, and those records are due.
+	if asleep > int(hs.Preemptions) || asleep > 20 {
+		t.Errorf("hinted thread: %d records while it slept 200 times (%d preemptions in all)", asleep, hs.Preemptions)
+	}
+	if byCo < 2 {
+		t.Errorf("hinted thread: %d records of preemptions by the co-runner pinned to its CPU, want several", byCo)
+	}
+	// The thread without a live block: one record per switch-in, as before.
+	if ps.Switches < 150 || uint64(len(recs[plain])) != ps.Switches {
+		t.Errorf("plain thread: %d records for %d switch-ins", len(recs[plain]), ps.Switches)
+	}
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
