@@ -410,3 +410,19 @@ func TestOpenSharedRefusesForeignFile(t *testing.T) {
 		t.Fatalf("mode %v uid %d size %d", fi.Mode(), st.Uid, fi.Size())
 	}
 }
+
+func TestNextTick(t *testing.T) {
+	for _, c := range []struct{ t, phase, want uint64 }{
+		{8_000_000, 20_000, 8_020_000},
+		{8_020_000, 20_000, 8_020_000},
+		{8_020_001, 20_000, 12_020_000},
+		{11_999_999, 0, 12_000_000},
+	} {
+		if got := NextTick(c.t, 4_000_000, c.phase); got != c.want {
+			t.Errorf("NextTick(%d, phase %d) = %d, want %d", c.t, c.phase, got, c.want)
+		}
+	}
+	if got := NextTick(123, 0, 0); got != 123 {
+		t.Errorf("no tick known: %d", got)
+	}
+}

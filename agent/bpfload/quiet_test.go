@@ -5,7 +5,6 @@ package bpfload
 import (
 	"os"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,28 +38,7 @@ func hintedRecordsTeach(t *testing.T, p *Probe) {
 	defer p.RemoveHintArray(a)
 	cpu := runtime.NumCPU() - 1
 
-	// thread runs body on a new thread pinned to cpu once start is closed;
-	// its tid comes back first.
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	thread := func(body func()) uint32 {
-		tidc := make(chan int)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Never unlocked: the pinned thread ends with the goroutine.
-			runtime.LockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				t.Error(err)
-			}
-			tidc <- unix.Gettid()
-			<-start
-			body()
-		}()
-		return uint32(<-tidc)
-	}
+	threads := newPinned(t, cpu)
 	sleep := func() {
 		for range 200 {
 			unix.Nanosleep(&unix.Timespec{Nsec: 500_000}, nil)
@@ -72,14 +50,14 @@ func hintedRecordsTeach(t *testing.T, p *Probe) {
 	}
 	var boundary uint64 // the hinted thread's end of sleeps
 	coStart := make(chan struct{})
-	hinted := thread(func() {
+	hinted := threads.spawn(func() {
 		sleep()
 		boundary = monoNow()
 		close(coStart)
 		spin(400 * time.Millisecond)
 	})
-	plain := thread(sleep)
-	thread(func() { // the co-runner
+	plain := threads.spawn(sleep)
+	threads.spawn(func() { // the co-runner
 		<-coStart
 		spin(400 * time.Millisecond)
 	})
@@ -107,8 +85,7 @@ func hintedRecordsTeach(t *testing.T, p *Probe) {
 			recs[ev.Tid] = append(recs[ev.Tid], rec{ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid})
 		}
 	}()
-	close(start)
-	wg.Wait()
+	threads.run()
 	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
 	var hs, ps bpf.SchedThreadStats
 	if err := p.Stats(hinted, &hs); err != nil {

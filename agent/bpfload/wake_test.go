@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,35 +34,16 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 
 	// Runs body on n threads pinned to cpu, all watched before they start.
 	run := func(n int, body func()) []uint32 {
+		threads := newPinned(t, cpu)
 		var tids []uint32
-		var wg sync.WaitGroup
-		tidc, start := make(chan int), make(chan struct{})
 		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Never unlocked: the pinned thread ends with the
-				// goroutine, so no tid is reused and no pin leaks.
-				runtime.LockOSThread()
-				var set unix.CPUSet
-				set.Set(cpu)
-				if err := unix.SchedSetaffinity(0, &set); err != nil {
-					t.Error(err)
-				}
-				tidc <- unix.Gettid()
-				<-start
-				body()
-			}()
-		}
-		for range n {
-			tid := uint32(<-tidc)
+			tid := threads.spawn(body)
 			if err := p.Watch(tid); err != nil {
 				t.Fatal(err)
 			}
 			tids = append(tids, tid)
 		}
-		close(start)
-		wg.Wait()
+		threads.run()
 		return tids
 	}
 	sleeper := run(1, func() {

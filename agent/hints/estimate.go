@@ -179,7 +179,7 @@ func (t *thread) quotaEnd(e env) (uint64, bool) {
 		return 0, false
 	}
 	if ph, ok := t.throttles.phase(e.tick); ok {
-		return nextTick(exhaust, e.tick, ph), true
+		return hintpage.NextTick(exhaust, e.tick, ph), true
 	}
 	return exhaust, true
 }

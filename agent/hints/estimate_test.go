@@ -23,22 +23,6 @@ func TestTickFromConfig(t *testing.T) {
 	}
 }
 
-func TestNextTick(t *testing.T) {
-	for _, c := range []struct{ t, phase, want uint64 }{
-		{8_000_000, 20_000, 8_020_000},
-		{8_020_000, 20_000, 8_020_000},
-		{8_020_001, 20_000, 12_020_000},
-		{11_999_999, 0, 12_000_000},
-	} {
-		if got := nextTick(c.t, tick4ms, c.phase); got != c.want {
-			t.Errorf("nextTick(%d, phase %d) = %d, want %d", c.t, c.phase, got, c.want)
-		}
-	}
-	if got := nextTick(123, 0, 0); got != 123 {
-		t.Errorf("no tick known: %d", got)
-	}
-}
-
 // Throttles come just after ticks (phase ~20 µs, one wrapping around the
 // tick boundary); one came elsewhere and is outvoted.
 func TestTickPhase(t *testing.T) {
@@ -81,7 +65,7 @@ func TestQuotaRemaining(t *testing.T) {
 	e := env{tick: tick4ms}
 	now := uint64(in + 1_000_000)
 	s := th.render(now, e)
-	end := nextTick(in+9_100_000, tick4ms, 20_000) // 103*4ms + 20 µs... the tick after in + 9.1 ms
+	end := hintpage.NextTick(in+9_100_000, tick4ms, 20_000) // 103*4ms + 20 µs... the tick after in + 9.1 ms
 	if s.Contention != hintpage.ContThrottled || s.ExpectedSliceNs != end-in || s.Remaining(now) != end-now {
 		t.Fatalf("slot %+v: want expected %d remaining %d", s, end-in, end-now)
 	}

@@ -116,15 +116,3 @@ func (p *tickPhase) phase(tick uint64) (uint64, bool) {
 	ph := (int64(best) + sum/int64(bestN) + int64(tick)) % int64(tick)
 	return uint64(ph), true
 }
-
-// nextTick returns the first time >= t at the given phase of the tick.
-func nextTick(t, tick, phase uint64) uint64 {
-	if tick == 0 {
-		return t
-	}
-	base := t - t%tick + phase
-	if base < t {
-		base += tick
-	}
-	return base
-}
