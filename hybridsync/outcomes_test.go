@@ -69,6 +69,35 @@ func TestOutcomesFreeNeverExplores(t *testing.T) {
 	}
 }
 
+// TestOutcomesQuietOnlyFromRunDelay: a free thread may skip its reports
+// (Epoch.Quiet) only where the verdict comes from its run delay, which the
+// caller can check without Go; never once contended.
+func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
+	sw := &switchable{}
+	for _, tc := range []struct {
+		name string
+		cont ContentionSource
+		want int64
+	}{
+		{"schedstat", &SchedSignal{}, freeQuiet},
+		{"fixed", FixedContention(ContentionFree), 0},
+		{"switchable", sw, 0},
+	} {
+		o := newOutcomes(tc.cont)
+		o.Report(7, 0, 1e9, 0)
+		if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != tc.want || e.Arm != ArmModel {
+			t.Errorf("%s, free: %+v, want the model arm and quiet %d", tc.name, e, tc.want)
+		}
+	}
+	o := newOutcomes(sw)
+	o.quiet = freeQuiet // as if from the run delay
+	o.Report(7, 0, 1e9, 0)
+	sw.c.Store(int64(ContentionShared))
+	if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != 0 {
+		t.Errorf("contended: %+v, want no quiet reports", e)
+	}
+}
+
 // TestOutcomesRegret: on a contended CPU, whichever arm is better and by
 // however much, the thread completes at least 97% of the waits the better
 // arm alone would have (regret bounded against the best fixed mode), with

@@ -164,6 +164,7 @@ type stats struct {
 		Epochs       map[string]uint64 `json:"epochs"`
 		Explorations uint64            `json:"explorations"`
 		Chosen       map[string]uint64 `json:"chosen"`
+		QuietChecks  uint64            `json:"quiet_checks"`
 	} `json:"outcomes"`
 	Kernels []struct {
 		Name   string  `json:"name"`
@@ -420,6 +421,35 @@ func TestPreload(t *testing.T) {
 	}
 }
 
+// TestPreloadHookSwitch: hs_interpose turns the interposer's hooks off
+// and on within a process (for measuring what each costs): with none,
+// every wait is CUDA's own; with the waits alone, the policy has them
+// (block mode: all blocking) but no launch was observed, so it knows no
+// kernel by name.
+func TestPreloadHookSwitch(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, prog := range []string{"rtapp_dyn", "rtapp_static"} {
+		for _, hooks := range []string{"0", "1", "2"} {
+			path := filepath.Join(t.TempDir(), "stats.json")
+			r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=block", "HYBRIDSYNC_STATS=" + path, "RTAPP_HOOKS=" + hooks}, prog, "20", "4")
+			b, s := standin(t, r.stderr)
+			if hooks != "2" {
+				if b != 0 || s == 0 {
+					t.Errorf("%s, hooks %s: blocking=%d spin=%d, want every wait CUDA's own", prog, hooks, b, s)
+				}
+				continue
+			}
+			if b == 0 || s != 0 {
+				t.Errorf("%s, hooks 2: blocking=%d spin=%d, want only the library's blocking waits", prog, b, s)
+			}
+			if _, _, ok := readStats(t, path).kernel("kernel_a"); ok {
+				t.Errorf("%s, hooks 2: kernel_a known, but no launch was observed", prog)
+			}
+		}
+	}
+}
+
 // TestPreloadShortWaitsToCUDA: in the default mode, once a kernel's waits
 // are learned to be short, most of them go to CUDA's own wait (which
 // busy-waits on the stand-in's plain events) and the policy sees only a
@@ -485,6 +515,29 @@ func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
 	}
 }
 
+// TestPreloadQuietWhileFree: a thread whose CPU is free checks its own
+// run delay and skips most reports to Go (each wakes the Go runtime's
+// threads on the program's CPU). On a machine busy with other work the
+// CPU may not be free: then the contention must have reached Go.
+func TestPreloadQuietWhileFree(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", "8000", "1", "100000")
+	o := readStats(t, path).Outcomes
+	if o == nil {
+		t.Fatal("no outcomes in the stats of the default mode")
+	}
+	if o.Explorations > 0 {
+		t.Logf("the CPU was contended (by other processes), and Go saw it: %+v", *o)
+		return
+	}
+	if o.QuietChecks == 0 {
+		t.Fatalf("outcomes %+v: a free CPU, yet no report was skipped", *o)
+	}
+	t.Logf("model epochs (reports to Go) %d, skipped %d", o.Epochs["model"], o.QuietChecks)
+}
+
 // TestPreloadChecksOutcomes: an unmodified program sharing its CPU with a
 // busy loop (both pinned to one CPU: real contention, seen through the
 // kernel's scheduler statistics) has its waits alternate between CUDA's
@@ -503,11 +556,18 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 	}
 	cpu := cpus[len(cpus)-1]
 	cpuArg := strconv.Itoa(cpu)
+	// The busy loop starts after the program, whose reports to Go are
+	// then checked in C while its CPU is free (Epoch.Quiet): the
+	// contention must reach Go all the same.
 	loop := exec.Command(taskset, "-c", cpuArg, "/bin/sh", "-c", "while :; do :; done")
-	if err := loop.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { loop.Process.Kill(); loop.Wait() }()
+	started := make(chan error, 1)
+	late := time.AfterFunc(300*time.Millisecond, func() { started <- loop.Start() })
+	defer func() {
+		if !late.Stop() && <-started == nil {
+			loop.Process.Kill()
+			loop.Wait()
+		}
+	}()
 
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")

@@ -3,6 +3,7 @@
  * before the policy runs (no driver, bad configuration, a forked child)
  * ends in CUDA's own wait, never in a crash of the host program. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -185,8 +186,13 @@ struct epoch {
 	unsigned long waits;
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
+	/* While the CPU is free (Epoch.Quiet in hybridsync/outcomes.go):
+	 * until when reports may be skipped, how often to check, and the run
+	 * delay at the last check. */
+	int64_t quiet_until, every, delay, delay_at;
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
+static atomic_ulong quiet_checks; /* reports skipped by still_free */
 
 static void set_arm(int arm)
 {
@@ -196,6 +202,51 @@ static void set_arm(int arm)
 	epoch.arm = arm;
 	epoch.cuda_blocking = blocking;
 }
+
+/* run_delay returns the calling thread's run delay, the time it was
+ * runnable but waiting for a CPU (schedstat's second field, ns); -1 if
+ * unreadable. Three system calls, a few µs: once per check. */
+static int64_t run_delay(void)
+{
+	char buf[96];
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strchr(buf, ' '), *end;
+	if (p == NULL)
+		return -1;
+	long long d = strtoll(p + 1, &end, 10);
+	return end == p + 1 || d < 0 ? -1 : d;
+}
+
+/* still_free tells whether the thread may skip this report: its CPU was
+ * free at the last one, that was under Epoch.Quiet ago, and its run delay
+ * grew by under 1% of the time since the last check. Any contention the
+ * Go side would see in the run delay (hybridsync.SchedSignal: 2% and more,
+ * throttling included, which shows there too) exceeds that, so only the
+ * Go call is saved: a report crosses into Go, whose runtime threads then
+ * wake on the program's CPU (hundreds of context switches a second). */
+static int still_free(int64_t now)
+{
+	if (now >= epoch.quiet_until)
+		return 0;
+	int64_t d = run_delay();
+	if (d < 0)
+		return 0;
+	int flat = (d - epoch.delay) * 100 < now - epoch.delay_at;
+	epoch.delay = d;
+	epoch.delay_at = now;
+	if (flat)
+		atomic_fetch_add_explicit(&quiet_checks, 1, memory_order_relaxed);
+	return flat;
+}
+
+__attribute__((visibility("hidden"))) unsigned long hs_quiet_checks(void) { return atomic_load(&quiet_checks); }
 
 /* epoch_arm returns the arm of the thread's wait starting now, and sets
  * *now to the time it read (0 outside the default mode, which reads none). */
@@ -207,14 +258,24 @@ static int epoch_arm(int64_t *now_out)
 	epoch.waits++;
 	int64_t now = hs_now();
 	*now_out = now;
-	if (now >= epoch.due) {
-		int arm = ARM_MODEL;
-		int64_t next = 0;
-		if (hsgo_epoch(epoch.waits, now, &arm, &next))
-			epoch.waits = 0;
-		if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
-			set_arm(arm);
-		epoch.due = now + next;
+	if (now < epoch.due)
+		return epoch.arm;
+	if (still_free(now)) {
+		epoch.due = now + epoch.every;
+		return epoch.arm;
+	}
+	int arm = ARM_MODEL;
+	int64_t next = 0, quiet = 0;
+	if (hsgo_epoch(epoch.waits, now, &arm, &next, &quiet))
+		epoch.waits = 0;
+	if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
+		set_arm(arm);
+	epoch.due = now + next;
+	epoch.every = next;
+	epoch.quiet_until = 0;
+	if (quiet > 0 && (epoch.delay = run_delay()) >= 0) {
+		epoch.quiet_until = now + quiet;
+		epoch.delay_at = now;
 	}
 	return epoch.arm;
 }

@@ -36,6 +36,9 @@ static void *const hook[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_HOOK)};
 #undef HS_HOOK
 _Static_assert(sizeof hook / sizeof hook[0] == HS_SYM_COUNT, "hook table out of step with the symbol list");
 
+/* Which hooks run: HOOK_OBSERVE (launches and event records), HOOK_WAIT
+ * (the waits); -1 until decided. */
+enum { HOOK_OBSERVE = 1, HOOK_WAIT = 2, HOOK_ALL = HOOK_OBSERVE | HOOK_WAIT };
 static atomic_int interposing = -1;
 
 /* Interposing is on under LD_PRELOAD of this library, off when a program
@@ -51,10 +54,23 @@ __attribute__((constructor)) static void decide(void)
 		const char *pre = getenv("LD_PRELOAD");
 		on = pre && strstr(pre, "hybridsync") != NULL;
 	}
-	atomic_store(&interposing, on);
+	atomic_store(&interposing, on ? HOOK_ALL : 0);
 }
 
-static int interpose_on(void) { return atomic_load_explicit(&interposing, memory_order_relaxed) == 1; }
+/* hs_interpose sets which hooks run from now on (bits 1: observe launches
+ * and event records, 2: waits; 0: every CUDA call goes straight through)
+ * and returns the previous set. Not in hybridsync.h: it exists for
+ * measuring, within one process, what each hook costs
+ * (experiments/apps/diag/hook_cost.py), where the speed of separate
+ * processes varies more than the cost itself. Hooks turned off keep their
+ * place in the program's call path, so what is measured is their work. */
+int hs_interpose(int hooks)
+{
+	return atomic_exchange(&interposing, hooks & HOOK_ALL);
+}
+
+static int hooks_on(int which) { return atomic_load_explicit(&interposing, memory_order_relaxed) & which; }
+static int interpose_on(void) { return atomic_load_explicit(&interposing, memory_order_relaxed) > 0; }
 
 /* Set while the library itself calls CUDA (cudart calling back into the
  * driver replacements, our own waits): those calls go straight through. */
@@ -63,7 +79,9 @@ static int interpose_on(void) { return atomic_load_explicit(&interposing, memory
  * available. */
 static __thread int in_hook __attribute__((tls_model("initial-exec")));
 
-static int bypass(void) { return in_hook || !interpose_on() || hs_in_forked_child(); }
+static int bypass_hook(int which) { return in_hook || !hooks_on(which) || hs_in_forked_child(); }
+static int wait_bypassed(void) { return bypass_hook(HOOK_WAIT); }
+static int launch_bypassed(void) { return bypass_hook(HOOK_OBSERVE); }
 
 /* hook_for returns our replacement for a CUDA driver function pointer, or p
  * itself when it is not one we resolved. */
@@ -154,7 +172,7 @@ static CUresult drv_wait(struct hs_wait *w)
 CUresult cuEventSynchronize(CUevent e)
 {
 	DRV_REAL(cuEventSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (bypass())
+	if (wait_bypassed())
 		return real(e);
 	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
 	uint64_t k;
@@ -177,13 +195,13 @@ static CUresult stream_sync(CUstream s, int ptsz)
 CUresult cuStreamSynchronize(CUstream s)
 {
 	DRV_REAL(cuStreamSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return bypass() ? real(s) : stream_sync(s, 0);
+	return wait_bypassed() ? real(s) : stream_sync(s, 0);
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
 	DRV_REAL(cuStreamSynchronize_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return bypass() ? real(s) : stream_sync(s, 1);
+	return wait_bypassed() ? real(s) : stream_sync(s, 1);
 }
 
 static CUresult ctx_sync(void)
@@ -199,7 +217,7 @@ static CUresult ctx_sync(void)
 CUresult cuCtxSynchronize(void)
 {
 	DRV_REAL(cuCtxSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return bypass() ? real() : ctx_sync();
+	return wait_bypassed() ? real() : ctx_sync();
 }
 
 static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -215,7 +233,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 {
 	DRV_REAL(cuLaunchKernel, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		note_launch(f, gx, gy, gz, bx, by, bz, s, 0);
 	return r;
 }
@@ -225,7 +243,7 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 {
 	DRV_REAL(cuLaunchKernel_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		note_launch(f, gx, gy, gz, bx, by, bz, s, 1);
 	return r;
 }
@@ -234,7 +252,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 {
 	DRV_REAL(cuEventRecord, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(e, s);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		hs_reg_record(e, s);
 	return r;
 }
@@ -243,7 +261,7 @@ CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
 {
 	DRV_REAL(cuEventRecord_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(e, s);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
 	return r;
 }
@@ -252,7 +270,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 {
 	DRV_REAL(cuLaunchKernelEx, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(c, f, params, extra);
-	if (r == 0 && c && !bypass())
+	if (r == 0 && c && !launch_bypassed())
 		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 0);
 	return r;
 }
@@ -261,7 +279,7 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **par
 {
 	DRV_REAL(cuLaunchKernelEx_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(c, f, params, extra);
-	if (r == 0 && c && !bypass())
+	if (r == 0 && c && !launch_bypassed())
 		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 1);
 	return r;
 }
@@ -270,7 +288,7 @@ CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
 {
 	DRV_REAL(cuEventRecordWithFlags, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(e, s, f);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		hs_reg_record(e, s);
 	return r;
 }
@@ -279,7 +297,7 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
 {
 	DRV_REAL(cuEventRecordWithFlags_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
 	CUresult r = real(e, s, f);
-	if (r == 0 && !bypass())
+	if (r == 0 && !launch_bypassed())
 		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
 	return r;
 }
@@ -308,7 +326,7 @@ static void rt_begin(struct hs_wait *w, struct hs_cuda_wait *c)
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	RT_REAL(cudaEventSynchronize)
-	if (bypass())
+	if (wait_bypassed())
 		return real(e);
 	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
 	uint64_t k;
@@ -327,7 +345,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	RT_REAL(cudaStreamSynchronize)
-	if (bypass())
+	if (wait_bypassed())
 		return real(s);
 	struct hs_wait w = {.handle = s, .kind = HS_WAIT_STREAM};
 	uint64_t k;
@@ -346,7 +364,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 cudaError_t cudaDeviceSynchronize(void)
 {
 	RT_REAL(cudaDeviceSynchronize)
-	if (bypass())
+	if (wait_bypassed())
 		return real();
 	struct hs_wait w = {.kind = HS_WAIT_CTX};
 	uint64_t k;
@@ -365,7 +383,7 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaLaunchKernel(const void *f, hs_dim3 g, hs_dim3 b, void **args, size_t shm, cudaStream_t s)
 {
 	RT_REAL(cudaLaunchKernel)
-	if (bypass())
+	if (launch_bypassed())
 		return real(f, g, b, args, shm, s);
 	in_hook = 1; /* the driver launch underneath is the same launch */
 	cudaError_t r = real(f, g, b, args, shm, s);
@@ -378,7 +396,7 @@ cudaError_t cudaLaunchKernel(const void *f, hs_dim3 g, hs_dim3 b, void **args, s
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
 	RT_REAL(cudaEventRecord)
-	if (bypass())
+	if (launch_bypassed())
 		return real(e, s);
 	in_hook = 1;
 	cudaError_t r = real(e, s);

@@ -136,20 +136,21 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 }
 
 // hsgo_epoch reports the calling thread's epoch (api.c): waits made since
-// it began, at now. Sets the arm for its next waits and when to report
-// again (ns from now); returns 1 if a new epoch began.
+// it began, at now. Sets the arm for its next waits, when to report again
+// (ns from now) and for how long reports may be skipped while its run
+// delay stays flat (Epoch.Quiet); returns 1 if a new epoch began.
 //
 //export hsgo_epoch
-func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next *C.int64_t) C.int {
+func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next, quiet *C.int64_t) C.int {
 	l := current.Load()
 	if l == nil {
-		*arm, *next = 0, 1_000_000_000 // shut down meanwhile: the waits go to CUDA (api.c)
+		*arm, *next, *quiet = 0, 1_000_000_000, 0 // shut down meanwhile: the waits go to CUDA (api.c)
 		return 1
 	}
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) // the caller's thread: cgo calls run on it
 	e := l.s.Epoch(unix.Gettid(), uint64(waits), int64(now), ts.Nano())
-	*arm, *next = C.int(e.Arm), C.int64_t(e.Next)
+	*arm, *next, *quiet = C.int(e.Arm), C.int64_t(e.Next), C.int64_t(e.Quiet)
 	return boolInt(e.Reset)
 }
 
@@ -191,6 +192,9 @@ type statsDoc struct {
 func statsJSON(l *lib) ([]byte, error) {
 	st := l.s.Stats(kernelName)
 	addFast(&st)
+	if st.Outcomes != nil {
+		st.Outcomes.QuietChecks = uint64(C.hs_quiet_checks())
+	}
 	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st})
 }
 

@@ -26,5 +26,7 @@ void hs_fast_reset(void);
  * within short_wait_ns of their launch). */
 void hs_delegate_mode(int on, int64_t short_wait_ns);
 void hs_delegate_set(uint64_t kernel, int on);
+/* Reports to Go skipped while a thread's CPU stayed free (api.c). */
+unsigned long hs_quiet_checks(void);
 #define HS_FAST_SLOTS 1024
 #endif

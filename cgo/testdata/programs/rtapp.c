@@ -7,6 +7,7 @@
  * kernels of 200-500 µs; shorter ones show the waits the library leaves to
  * CUDA; LATER_NS replaces KERNEL_NS for the second half of the iterations,
  * kernels that grow long) */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -59,6 +60,14 @@ int main(int argc, char **argv)
 	cudaEvent_t probe;
 	CHECK(cudaEventCreate(&probe) == 0, "cuda init");
 	standin_open();
+	/* RTAPP_HOOKS=N: which interposer hooks run from here on (the
+	 * preloaded library's hs_interpose), for the test of that switch. */
+	const char *hooks = getenv("RTAPP_HOOKS");
+	if (hooks) {
+		int (*set)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "hs_interpose");
+		CHECK(set != NULL, "hs_interpose not found");
+		set(atoi(hooks));
+	}
 
 	pthread_t t[64];
 	for (long i = 0; i < threads && i < 64; i++)
