@@ -22,6 +22,7 @@ type throttleReader struct {
 	mu      sync.Mutex
 	scanned int64
 	files   atomic.Pointer[[]string] // cpu.stat files of the cgroups with a quota
+	period  atomic.Int64             // quota period of the innermost of them (ns; 0: none)
 }
 
 const (
@@ -33,8 +34,9 @@ const (
 func (r *throttleReader) throttled(now int64) int64 {
 	if r.mu.TryLock() {
 		if r.files.Load() == nil || now-r.scanned > cgroupRescan {
-			f := quotaStatFiles()
+			f, period := quotaStatFiles()
 			r.files.Store(&f)
+			r.period.Store(period)
 			r.scanned = now
 		}
 		r.mu.Unlock()
@@ -51,11 +53,12 @@ func (r *throttleReader) throttled(now int64) int64 {
 }
 
 // quotaStatFiles lists the cpu.stat files of the process's cgroups (its own
-// and their ancestors) that have a CPU quota, for cgroup v2 and v1.
-func quotaStatFiles() []string {
+// and their ancestors) that have a CPU quota, for cgroup v2 and v1, and the
+// quota period of the first (innermost) of them.
+func quotaStatFiles() (files []string, period int64) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return nil
+		return nil, 0
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
@@ -79,15 +82,18 @@ func quotaStatFiles() []string {
 			continue
 		}
 		for dir := parts[2]; ; dir = parentDir(dir) {
-			if hasQuota(base + dir) {
+			if p := quotaPeriod(base + dir); p > 0 {
 				out = append(out, base+dir+"/cpu.stat")
+				if period == 0 {
+					period = p
+				}
 			}
 			if dir == "/" || dir == "" {
 				break
 			}
 		}
 	}
-	return out
+	return out, period
 }
 
 func hasController(list, name string) bool {
@@ -107,16 +113,34 @@ func parentDir(d string) string {
 	return d[:i]
 }
 
-// hasQuota: v2 cpu.max "QUOTA PERIOD" (not "max ..."), v1 cpu.cfs_quota_us
-// not -1.
-func hasQuota(dir string) bool {
+// quotaPeriod returns the period (ns) of the cgroup's CPU quota, 0 if it
+// has none: v2 cpu.max "QUOTA PERIOD" (not "max ..."), v1
+// cpu.cfs_quota_us not -1 and cpu.cfs_period_us.
+func quotaPeriod(dir string) int64 {
 	if b, err := os.ReadFile(dir + "/cpu.max"); err == nil {
-		return !bytes.HasPrefix(b, []byte("max"))
+		f := strings.Fields(string(b))
+		if len(f) != 2 || f[0] == "max" {
+			return 0
+		}
+		return usec(f[1])
 	}
-	if b, err := os.ReadFile(dir + "/cpu.cfs_quota_us"); err == nil {
-		return strings.TrimSpace(string(b)) != "-1"
+	if b, err := os.ReadFile(dir + "/cpu.cfs_quota_us"); err != nil || strings.TrimSpace(string(b)) == "-1" {
+		return 0
 	}
-	return false
+	b, err := os.ReadFile(dir + "/cpu.cfs_period_us")
+	if err != nil {
+		return 0
+	}
+	return usec(strings.TrimSpace(string(b)))
+}
+
+// usec parses a positive number of µs into ns (0 if it is not one).
+func usec(s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 {
+		return 0
+	}
+	return v * 1000
 }
 
 // readThrottled reads throttled time from cpu.stat in ns: v2 says

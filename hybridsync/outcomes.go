@@ -43,9 +43,11 @@ type Epoch struct {
 	Reset bool
 	// Quiet: while the thread's CPU is free, the caller may skip its
 	// reports for up to this many ns as long as the thread's run delay
-	// (schedstat) grows by under 1% of the time, a looser form of the
-	// contention source's own rule; 0: report at Next.
-	Quiet int64
+	// (schedstat) grows by under 1% of the time, or by under QuietPerRun
+	// per scheduling-in: a looser form of SchedSignal's rule (2% and
+	// sharedDelayPerRun), so that whatever it would call contention
+	// reaches it. 0: report at Next.
+	Quiet, QuietPerRun int64
 }
 
 // Outcomes checks decisions against what they cost, so that a wrong model
@@ -82,7 +84,8 @@ type Epoch struct {
 // The zero value is not usable; Syncers make theirs.
 type Outcomes struct {
 	cont    ContentionSource
-	quiet   int64 // Epoch.Quiet in the free regime
+	quiet   int64                            // Epoch.Quiet in the free regime
+	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
 	threads threadSlots[armThread]
 
 	epochs       [arms]atomic.Uint64
@@ -158,6 +161,7 @@ func newOutcomes(cont ContentionSource) *Outcomes {
 	if _, ok := cont.(*SchedSignal); ok {
 		o.quiet = freeQuiet
 	}
+	o.quota, _ = cont.(interface{ QuotaPeriod() int64 })
 	return o
 }
 
@@ -176,11 +180,18 @@ func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
 	switch {
 	case !t.regime:
 		o.next(t, ArmModel, now, cpu)
-		return Epoch{Arm: ArmModel, Next: freeReport, Reset: true, Quiet: o.quiet}
+		e := Epoch{Arm: ArmModel, Next: freeReport, Reset: true, Quiet: o.quiet}
+		// A throttle is contention whatever the delay per run (a
+		// thread that sleeps often spreads one refill's wait over many
+		// wake-ups), so under a quota only the fraction counts.
+		if o.quiet > 0 && o.period() == 0 {
+			e.QuietPerRun = sharedDelayPerRun / 2
+		}
+		return e
 	case t.arm == ArmModel:
 		return o.next(t, o.resume(t), now, cpu)
 	case waits < minEpochWaits && now-t.start < maxEpoch:
-		return Epoch{Arm: t.arm, Next: epochLen / 4}
+		return Epoch{Arm: t.arm, Next: o.span(epochLen / 4)}
 	}
 	if t.step >= 0 {
 		a := t.arm
@@ -210,9 +221,31 @@ func (o *Outcomes) next(t *armThread, a Arm, now, cpu int64) Epoch {
 	o.epochNs[t.arm].Add(now - t.start)
 	t.arm, t.start, t.cpuStart = a, now, cpu
 	if t.step >= 0 {
-		return Epoch{Arm: a, Next: exploreLen, Reset: true}
+		return Epoch{Arm: a, Next: o.span(exploreLen), Reset: true}
 	}
-	return Epoch{Arm: a, Next: epochLen, Reset: true}
+	return Epoch{Arm: a, Next: o.span(epochLen), Reset: true}
+}
+
+// span is d rounded to whole periods of the process's CPU quota, if it
+// has one (the nearest number of them, at least one). Against a 20 ms
+// period, a 25 ms epoch holds one refill of the quota or two depending on
+// where it starts (10 or 15 ms of CPU under 10 ms per 20 ms): a bias of
+// up to 20% per epoch, by phase, which no order of the arms averages out.
+// Whole periods hold the same quota each. The nearest, not the next: an
+// exploring epoch of the worse arm costs its length (20 ms, not 40).
+func (o *Outcomes) span(d int64) int64 {
+	if p := o.period(); p > 0 {
+		return max((d+p/2)/p, 1) * p
+	}
+	return d
+}
+
+// period is the process's CPU quota period (ns), 0 without one.
+func (o *Outcomes) period() int64 {
+	if o.quota == nil {
+		return 0
+	}
+	return o.quota.QuotaPeriod()
 }
 
 // resume is the arm on entering the contended regime: the last decision

@@ -85,16 +85,76 @@ func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
 	} {
 		o := newOutcomes(tc.cont)
 		o.Report(7, 0, 1e9, 0)
-		if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != tc.want || e.Arm != ArmModel {
+		e := o.Report(7, 10, 1e9+samplePeriod, 0)
+		if e.Quiet != tc.want || e.Arm != ArmModel {
 			t.Errorf("%s, free: %+v, want the model arm and quiet %d", tc.name, e, tc.want)
 		}
+		if want := min(tc.want, sharedDelayPerRun/2); e.QuietPerRun != want {
+			t.Errorf("%s, free, no quota: quiet below %d ns of run delay per run, want %d", tc.name, e.QuietPerRun, want)
+		}
 	}
-	o := newOutcomes(sw)
+	// Under a quota, a throttle spread over many wake-ups must reach Go.
+	o := newOutcomes(quotaFree{})
+	o.quiet = freeQuiet
+	o.Report(7, 0, 1e9, 0)
+	if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
+		t.Errorf("free under a quota: %+v, want quiet reports judged by the delay's fraction alone", e)
+	}
+	o = newOutcomes(sw)
 	o.quiet = freeQuiet // as if from the run delay
 	o.Report(7, 0, 1e9, 0)
 	sw.c.Store(int64(ContentionShared))
 	if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != 0 {
 		t.Errorf("contended: %+v, want no quiet reports", e)
+	}
+}
+
+// quotaFree is a free CPU whose process has a CPU quota (20 ms period).
+type quotaFree struct{}
+
+func (quotaFree) Contention(int, int64) Contention { return ContentionFree }
+func (quotaFree) QuotaPeriod() int64               { return 20_000_000 }
+
+// quotaShared is a contended CPU whose process has a CPU quota period.
+type quotaShared struct{ period int64 }
+
+func (quotaShared) Contention(int, int64) Contention { return ContentionShared }
+func (q quotaShared) QuotaPeriod() int64             { return q.period }
+
+// explorationArms reports epochs of 25 ms with waits[arm] waits each and
+// returns the arms of the first n epochs after the regime begins, and
+// their lengths.
+func explorationArms(o *Outcomes, waits [arms]uint64, n int) ([]Arm, []int64) {
+	now := int64(1e9)
+	e := o.Report(1, 0, now, 0)
+	var got []Arm
+	var next []int64
+	for range n {
+		now += e.Next
+		e = o.Report(1, waits[e.Arm], now, 0)
+		got = append(got, e.Arm)
+		next = append(next, e.Next)
+	}
+	return got, next
+}
+
+// TestOutcomesEpochsFitQuota: under a CPU quota every epoch spans whole
+// periods, so that each holds the same quota whatever its phase.
+func TestOutcomesEpochsFitQuota(t *testing.T) {
+	for _, tc := range []struct {
+		period           int64
+		explore, exploit int64
+	}{
+		{0, exploreLen, epochLen},
+		{20_000_000, 20_000_000, 60_000_000},
+		{30_000_000, 30_000_000, 60_000_000},
+		{100_000_000, 100_000_000, 100_000_000},
+	} {
+		arms, next := explorationArms(newOutcomes(quotaShared{tc.period}), [arms]uint64{ArmDevice: 50, ArmPolicy: 100}, 5)
+		// Epochs 1-4 explore; epoch 5 is the first of the chosen arm.
+		if next[0] != tc.explore || next[4] != tc.exploit || arms[4] != ArmPolicy {
+			t.Errorf("quota period %d ns: arms %v, epochs of %v ns; want %d ns exploring, %d ns after", tc.period, arms, next, tc.explore, tc.exploit)
+		}
 	}
 }
 

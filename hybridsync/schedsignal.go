@@ -95,6 +95,11 @@ func (g *SchedSignal) Contention(tid int, now int64) Contention {
 // Contention call samples at once instead of waiting for the period.
 func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
 
+// QuotaPeriod returns the period (ns) of the CPU quota of the process's
+// innermost cgroup that has one, as of the last sample; 0: none (or not
+// sampled yet).
+func (g *SchedSignal) QuotaPeriod() int64 { return g.cg.period.Load() }
+
 func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
 	p := t.path.Load()
 	if p == nil {

@@ -234,8 +234,12 @@ func TestSchedSignalChild(t *testing.T) {
 	os.Stdin.Read(b[:]) // EOF once the parent has moved us
 	pin(t, cpu)
 	defer runtime.UnlockOSThread()
-	got := verdicts(&hybridsync.SchedSignal{}, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
+	sig := &hybridsync.SchedSignal{}
+	got := verdicts(sig, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
 	t.Logf("spinning under a 10/20 ms quota on CPU %d: %v", cpu, got)
+	if p := sig.QuotaPeriod(); p != 20_000_000 {
+		t.Errorf("quota period %d ns, want 20 ms (the cgroup's)", p)
+	}
 	if share(got, hybridsync.ContentionThrottled) < 0.5 {
 		t.Errorf("under a quota: too few throttled verdicts: %v", got)
 	}

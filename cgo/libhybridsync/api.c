@@ -187,9 +187,10 @@ struct epoch {
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
 	/* While the CPU is free (Epoch.Quiet in hybridsync/outcomes.go):
-	 * until when reports may be skipped, how often to check, and the run
-	 * delay at the last check. */
-	int64_t quiet_until, every, delay, delay_at;
+	 * until when reports may be skipped, how often to check, the run
+	 * delay per scheduling-in that is no contention (0: none is), and
+	 * the run delay and schedulings-in at the last check. */
+	int64_t quiet_until, every, per_run, delay, runs, delay_at;
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 static atomic_ulong quiet_checks; /* reports skipped by still_free */
@@ -203,43 +204,50 @@ static void set_arm(int arm)
 	epoch.cuda_blocking = blocking;
 }
 
-/* run_delay returns the calling thread's run delay, the time it was
- * runnable but waiting for a CPU (schedstat's second field, ns); -1 if
- * unreadable. Three system calls, a few µs: once per check. */
-static int64_t run_delay(void)
+/* run_delay reads the calling thread's run delay, the time it was runnable
+ * but waiting for a CPU (ns), and how often it was scheduled in
+ * (schedstat's second and third fields); 0 if unreadable. Three system
+ * calls, a few µs: once per check. */
+static int run_delay(int64_t *delay, int64_t *runs)
 {
 	char buf[96];
 	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return 0;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (n <= 0)
-		return -1;
+		return 0;
 	buf[n] = 0;
 	char *p = strchr(buf, ' '), *end;
 	if (p == NULL)
-		return -1;
-	long long d = strtoll(p + 1, &end, 10);
-	return end == p + 1 || d < 0 ? -1 : d;
+		return 0;
+	long long d = strtoll(p + 1, &end, 10), r = strtoll(end, &p, 10);
+	if (end == p || d < 0 || r < 0)
+		return 0;
+	*delay = d;
+	*runs = r;
+	return 1;
 }
 
 /* still_free tells whether the thread may skip this report: its CPU was
- * free at the last one, that was under Epoch.Quiet ago, and its run delay
- * grew by under 1% of the time since the last check. Any contention the
- * Go side would see in the run delay (hybridsync.SchedSignal: 2% and more,
- * throttling included, which shows there too) exceeds that, so only the
- * Go call is saved: a report crosses into Go, whose runtime threads then
- * wake on the program's CPU (hundreds of context switches a second). */
+ * free at the last one, that was under Epoch.Quiet ago, and since the last
+ * check its run delay grew by under 1% of the time, or by under
+ * Epoch.QuietPerRun per scheduling-in (a thread that sleeps often waits a
+ * little at each wake-up, tens of µs in a VM, with no competitor). The Go
+ * side (hybridsync.SchedSignal) calls contention only from 2% and twice
+ * that per run, and a throttle shows as run delay too, so only the Go call
+ * is saved: a report crosses into Go, whose runtime threads then wake on
+ * the program's CPU (hundreds of context switches a second). */
 static int still_free(int64_t now)
 {
-	if (now >= epoch.quiet_until)
+	int64_t d, r;
+	if (now >= epoch.quiet_until || !run_delay(&d, &r))
 		return 0;
-	int64_t d = run_delay();
-	if (d < 0)
-		return 0;
-	int flat = (d - epoch.delay) * 100 < now - epoch.delay_at;
+	int64_t grew = d - epoch.delay, runs = r - epoch.runs;
+	int flat = grew * 100 < now - epoch.delay_at || (runs > 0 && grew < epoch.per_run * runs);
 	epoch.delay = d;
+	epoch.runs = r;
 	epoch.delay_at = now;
 	if (flat)
 		atomic_fetch_add_explicit(&quiet_checks, 1, memory_order_relaxed);
@@ -265,16 +273,17 @@ static int epoch_arm(int64_t *now_out)
 		return epoch.arm;
 	}
 	int arm = ARM_MODEL;
-	int64_t next = 0, quiet = 0;
-	if (hsgo_epoch(epoch.waits, now, &arm, &next, &quiet))
+	int64_t next = 0, quiet = 0, per_run = 0;
+	if (hsgo_epoch(epoch.waits, now, &arm, &next, &quiet, &per_run))
 		epoch.waits = 0;
 	if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
 		set_arm(arm);
 	epoch.due = now + next;
 	epoch.every = next;
 	epoch.quiet_until = 0;
-	if (quiet > 0 && (epoch.delay = run_delay()) >= 0) {
+	if (quiet > 0 && run_delay(&epoch.delay, &epoch.runs)) {
 		epoch.quiet_until = now + quiet;
+		epoch.per_run = per_run;
 		epoch.delay_at = now;
 	}
 	return epoch.arm;

@@ -141,16 +141,17 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 // delay stays flat (Epoch.Quiet); returns 1 if a new epoch began.
 //
 //export hsgo_epoch
-func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next, quiet *C.int64_t) C.int {
+func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next, quiet, quietPerRun *C.int64_t) C.int {
 	l := current.Load()
 	if l == nil {
-		*arm, *next, *quiet = 0, 1_000_000_000, 0 // shut down meanwhile: the waits go to CUDA (api.c)
+		*arm, *next, *quiet, *quietPerRun = 0, 1_000_000_000, 0, 0 // shut down meanwhile: the waits go to CUDA (api.c)
 		return 1
 	}
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) // the caller's thread: cgo calls run on it
 	e := l.s.Epoch(unix.Gettid(), uint64(waits), int64(now), ts.Nano())
-	*arm, *next, *quiet = C.int(e.Arm), C.int64_t(e.Next), C.int64_t(e.Quiet)
+	*arm, *next = C.int(e.Arm), C.int64_t(e.Next)
+	*quiet, *quietPerRun = C.int64_t(e.Quiet), C.int64_t(e.QuietPerRun)
 	return boolInt(e.Reset)
 }
 
