@@ -56,7 +56,9 @@ type Options struct {
 	ForceRawTP bool
 	// DrainEvery is how often ReadEvent drains the ring buffer when the
 	// kernel has not woken it (it only does so once 256 KiB are queued);
-	// default 100ms.
+	// default 100ms. While no record can ask for a wake-up, the reader
+	// sleeps this long on a timer instead, less when records come fast
+	// enough to fill 256 KiB sooner (wait.go).
 	DrainEvery time.Duration
 	Log        zerolog.Logger
 }
@@ -74,6 +76,16 @@ type Probe struct {
 	reader *ringbuf.Reader
 	mode   string
 	drain  time.Duration
+
+	// How the reader waits (wait.go): which watched threads may wake it,
+	// and, for its timed sleeps, what it read since it last ran dry.
+	wake      *wakeWatch
+	timer     *time.Timer
+	drained   int
+	lastIdle  time.Time
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeMu   sync.Mutex
 
 	// Live-block arrays (hints.go): the template of hint_maps' values.
 	hintSpec *ebpf.MapSpec
@@ -108,7 +120,7 @@ func Load(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("parsing embedded BPF object: %w", err)
 	}
 
-	p := &Probe{}
+	p := &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
 	hintSpec := spec.Maps["hint_maps"].InnerMap
 	if !opts.ForceRawTP {
 		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
@@ -116,7 +128,7 @@ func Load(opts Options) (*Probe, error) {
 		} else if err := p.loadBTF(spec, opts); err != nil {
 			opts.Log.Info().Err(err).Msg("tp_btf programs failed; falling back to raw tracepoints")
 			p.Close()
-			p = &Probe{}
+			p = &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
 		}
 	}
 	if p.mode == "" {
@@ -136,7 +148,9 @@ func Load(opts Options) (*Probe, error) {
 	if p.drain <= 0 {
 		p.drain = 100 * time.Millisecond
 	}
-	rd.SetDeadline(time.Now().Add(p.drain))
+	// Due at once: the first ReadEvent decides how to wait (wait.go).
+	p.lastIdle = time.Now()
+	rd.SetDeadline(p.lastIdle)
 	opts.Log.Debug().Str("mode", p.mode).Msg("scheduler programs attached")
 	return p, nil
 }
@@ -271,6 +285,7 @@ func (p *Probe) Watch(tid uint32) error {
 	if err := p.setBit(tid, true); err != nil {
 		return fmt.Errorf("watching tid %d: %w", tid, err)
 	}
+	p.wake.watch(tid, true)
 	return nil
 }
 
@@ -306,6 +321,7 @@ func (p *Probe) Unwatch(tid uint32) error {
 	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching tid %d: %w", tid, err)
 	}
+	p.wake.watch(tid, false)
 	if err := p.ClearHintSlot(tid); err != nil {
 		return err
 	}
@@ -384,14 +400,17 @@ func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 	for {
 		err := p.reader.ReadInto(rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// Everything queued was read; sleep until the next drain
-			// (or a wake-up from a filling ring).
-			p.reader.SetDeadline(time.Now().Add(p.drain))
+			// Everything queued was read; wait until the next drain
+			// (or a wake-up from the programs).
+			if err := p.idle(); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("reading ring buffer: %w", err)
 		}
+		p.drained += len(rec.RawSample) + ringbufHeader
 		return decodeEvent(rec.RawSample, ev)
 	}
 }
@@ -399,8 +418,13 @@ func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 // Close detaches the programs and frees the maps; it interrupts ReadEvent.
 func (p *Probe) Close() error {
 	var errs []error
+	if p.closed != nil {
+		p.closeOnce.Do(func() { close(p.closed) })
+	}
 	if p.reader != nil {
+		p.closeMu.Lock()
 		errs = append(errs, p.reader.Close())
+		p.closeMu.Unlock()
 	}
 	errs = append(errs, p.Detach())
 	for _, prog := range p.progs {
