@@ -87,6 +87,11 @@ type Probe struct {
 	closeOnce sync.Once
 	closeMu   sync.Mutex
 
+	// AllStats' buffers.
+	batchMu   sync.Mutex
+	batchKeys []uint32
+	batchVals []bpf.SchedThreadStats
+
 	// Live-block arrays (hints.go): the template of hint_maps' values.
 	hintSpec *ebpf.MapSpec
 	hintMu   sync.Mutex
@@ -351,6 +356,36 @@ func (p *Probe) Stats(tid uint32, out *bpf.SchedThreadStats) error {
 		return fmt.Errorf("reading stats of tid %d: %w", tid, err)
 	}
 	return nil
+}
+
+// statsBatch is how many threads' counters AllStats reads per system
+// call (5 KiB each).
+const statsBatch = 32
+
+// AllStats reads the counters of every watched thread, a batch of them
+// per system call, and calls each with every one (st is reused after each
+// returns). Kernels without batch lookups (before 5.6) return an error;
+// read them one by one with Stats then.
+func (p *Probe) AllStats(each func(tid uint32, st *bpf.SchedThreadStats)) error {
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
+	if p.batchKeys == nil {
+		p.batchKeys = make([]uint32, statsBatch)
+		p.batchVals = make([]bpf.SchedThreadStats, statsBatch)
+	}
+	var cur ebpf.MapBatchCursor
+	for {
+		n, err := p.maps.Watched.BatchLookup(&cur, p.batchKeys, p.batchVals, nil)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("reading the counters of watched threads: %w", err)
+		}
+		for i := range n {
+			each(p.batchKeys[i], &p.batchVals[i])
+		}
+		if err != nil { // ErrKeyNotExist: the last batch
+			return nil
+		}
+	}
 }
 
 // Corunner is one task group that took the CPU from a watched thread.
