@@ -128,7 +128,13 @@ func Load(opts Options) (*Probe, error) {
 	p := &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
 	hintSpec := spec.Maps["hint_maps"].InnerMap
 	if !opts.ForceRawTP {
-		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
+		// The probe loads an fentry program, which some kernels refuse
+		// (EPERM: locked-down 6.18 kernels) while they run tp_btf
+		// programs, and tp_btf reads cost less than raw_tp's. Only a
+		// kernel without tracing programs at all is not tried; any other
+		// refusal falls back below.
+		ferr := features.HaveProgramType(ebpf.Tracing)
+		if errors.Is(ferr, ebpf.ErrNotSupported) {
 			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
 		} else if err := p.loadBTF(spec, opts); err != nil {
 			opts.Log.Info().Err(err).Msg("tp_btf programs failed; falling back to raw tracepoints")

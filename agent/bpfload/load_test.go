@@ -170,3 +170,22 @@ func TestAllStats(t *testing.T) {
 		t.Errorf("this thread: %d switch-ins in the batch, %d read after", mine.Switches, one.Switches)
 	}
 }
+
+// Load uses tp_btf wherever the kernel loads and attaches the tp_btf set,
+// whatever the feature probe (an fentry program) says.
+func TestLoadPrefersTPBTF(t *testing.T) {
+	p := loadOrSkip(t, Options{Log: zerolog.Nop()})
+	mode := p.Mode()
+	p.Close()
+	spec, err := bpf.LoadSched()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
+	berr := direct.loadBTF(spec, Options{Log: zerolog.Nop()})
+	direct.Close()
+	t.Logf("Load chose %s; tp_btf alone: %v", mode, berr)
+	if berr == nil && mode != ModeTPBTF {
+		t.Errorf("the kernel runs the tp_btf programs, Load chose %s", mode)
+	}
+}
