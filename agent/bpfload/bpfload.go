@@ -56,9 +56,10 @@ type Options struct {
 	ForceRawTP bool
 	// DrainEvery is how often ReadEvent drains the ring buffer when the
 	// kernel has not woken it (it only does so once 256 KiB are queued);
-	// default 100ms. While no record can ask for a wake-up, the reader
-	// sleeps this long on a timer instead, less when records come fast
-	// enough to fill 256 KiB sooner (wait.go).
+	// default 100ms. With WakeEveryEvent, while every watched thread has
+	// a live array (no record asks for a wake-up), the reader sleeps this
+	// long on a timer instead, less when records come fast enough to fill
+	// 256 KiB sooner (wait.go).
 	DrainEvery time.Duration
 	Log        zerolog.Logger
 }

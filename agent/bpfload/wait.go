@@ -22,14 +22,17 @@ import (
 // the reader cost ~50 sysmon wake-ups, half of the agent's CPU time at
 // ten waits a second.
 //
-// When no record can ask for a wake-up (no WakeEveryEvent, or every
-// watched thread has its live block in an array), the reader instead
-// sleeps on a Go timer, which parks it without a P, and drains what is
-// queued without blocking. The sleep is DrainEvery, shorter when records
-// come fast enough to fill wakeBytes before (the kernel's own wake-up
-// would have come then): the ring never holds more than it would have.
-// As soon as a thread the programs may wake the reader for is watched,
-// the sleep ends and the reader waits in epoll_wait again.
+// With WakeEveryEvent, while every watched thread has its live block in
+// an array, no record asks for a wake-up and the records are few (only
+// those the hint estimator learns from). The reader then sleeps on a Go
+// timer, which parks it without a P, and drains what is queued without
+// blocking: DrainEvery, shorter when records come fast enough to fill
+// wakeBytes before (the kernel's own wake-up would have come then). As
+// soon as a thread the programs may wake the reader for is watched, the
+// sleep ends and the reader waits in epoll_wait again. Without
+// WakeEveryEvent every switch-in sends a record, and a burst after a quiet
+// spell is better met by the kernel's wake-up at wakeBytes: the reader
+// keeps waiting in epoll_wait.
 
 // wakeBytes is WAKEUP_BYTES in sched.bpf.c.
 const wakeBytes = 256 << 10
@@ -109,10 +112,10 @@ func (w *wakeWatch) any() bool {
 	return w.unhinted > 0
 }
 
-// promptWake reports whether a record may come that asks for a wake-up
-// of the reader (besides the ring filling up).
+// promptWake reports whether the reader waits in epoll_wait for the
+// programs to wake it, rather than on a timer (above).
 func (p *Probe) promptWake() bool {
-	return p.config.Wakeup != 0 && p.wake.any()
+	return p.config.Wakeup == 0 || p.wake.any()
 }
 
 // idle is called by ReadEvent once everything queued was read: it waits
