@@ -28,6 +28,12 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+// RD reads a kernel field through a task pointer (or one reached from it).
+// The tp_btf programs get typed (BTF) pointers and load the field
+// directly; raw_tp must call bpf_probe_read_kernel for each, which costs
+// more. btf is a constant in each program, so only one branch is built.
+#define RD(btf, src, ...) ((btf) ? (src)->__VA_ARGS__ : BPF_CORE_READ(src, __VA_ARGS__))
+
 // Histograms are log2 buckets of nanoseconds with 4 linear sub-buckets per
 // power of two (about 19% wide), so a p50 of a 4 ms slice is resolved to
 // within a few hundred microseconds. 128 buckets reach 2^32 ns (4.3 s);
@@ -302,26 +308,26 @@ static __always_inline void hist_add(__u64 *hist, __u64 v)
 	hist[idx]++;
 }
 
-static __always_inline bool task_runnable(struct task_struct *t)
+static __always_inline bool task_runnable(struct task_struct *t, bool btf)
 {
 	// TASK_RUNNING is 0. A task switched out in that state was preempted
 	// (or throttled), which is what the kernel counts as nivcsw.
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state) == 0;
+		return RD(btf, t, __state) == 0;
 	struct task_struct___pre514 *old = (void *)t;
-	return BPF_CORE_READ(old, state) == 0;
+	return RD(btf, old, state) == 0;
 }
 
 // rq_throttled reports whether the runqueue a task is queued on, or one of
 // its ancestors, is throttled because its cgroup ran out of CPU bandwidth
 // quota; -1 on kernels without the group-scheduling fields.
-static __always_inline int rq_throttled(struct task_struct *t)
+static __always_inline int rq_throttled(struct task_struct *t, bool btf)
 {
 	if (bpf_core_field_exists(t->se.cfs_rq) &&
 	    bpf_core_field_exists(((struct cfs_rq *)0)->throttle_count)) {
-		struct cfs_rq *rq = BPF_CORE_READ(t, se.cfs_rq);
+		struct cfs_rq *rq = RD(btf, t, se.cfs_rq);
 		if (rq)
-			return BPF_CORE_READ(rq, throttle_count) > 0;
+			return RD(btf, rq, throttle_count) > 0;
 	}
 	return -1;
 }
@@ -356,7 +362,7 @@ static __always_inline struct thread_stats *watched_stats(__u32 tid, __u32 epoch
 // quota_state records in s the CPU bandwidth state of the cgroups above
 // t at its switch-in: of those with a quota, the one with the least
 // runtime left in the current period.
-static __always_inline void quota_state(struct thread_stats *s, struct task_struct *t)
+static __always_inline void quota_state(struct thread_stats *s, struct task_struct *t, bool btf)
 {
 	s->quota_ns = 0;
 	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(t->se.parent) ||
@@ -365,24 +371,24 @@ static __always_inline void quota_state(struct thread_stats *s, struct task_stru
 	    !bpf_core_field_exists(((struct cfs_rq *)0)->tg) ||
 	    !bpf_core_field_exists(((struct task_group *)0)->cfs_bandwidth))
 		return;
-	struct cfs_rq *rq = BPF_CORE_READ(t, se.cfs_rq);
-	struct sched_entity *se = BPF_CORE_READ(t, se.parent);
+	struct cfs_rq *rq = RD(btf, t, se.cfs_rq);
+	struct sched_entity *se = RD(btf, t, se.parent);
 #pragma unroll
 	for (int i = 0; i < QUOTA_LEVELS; i++) {
-		if (rq && BPF_CORE_READ(rq, runtime_enabled)) {
-			struct task_group *tg = BPF_CORE_READ(rq, tg);
-			__u64 quota = BPF_CORE_READ(tg, cfs_bandwidth.quota);
-			__s64 left = BPF_CORE_READ(rq, runtime_remaining) +
-				     (__s64)BPF_CORE_READ(tg, cfs_bandwidth.runtime);
+		if (rq && RD(btf, rq, runtime_enabled)) {
+			struct task_group *tg = RD(btf, rq, tg);
+			__u64 quota = RD(btf, tg, cfs_bandwidth.quota);
+			__s64 left = RD(btf, rq, runtime_remaining) +
+				     (__s64)RD(btf, tg, cfs_bandwidth.runtime);
 			if (quota != RUNTIME_INF && quota != 0 && (s->quota_ns == 0 || left < s->quota_left_ns)) {
 				s->quota_left_ns = left;
 				s->quota_ns = quota;
-				s->quota_period_ns = BPF_CORE_READ(tg, cfs_bandwidth.period);
-				s->quota_refill_ns = BPF_CORE_READ(tg, cfs_bandwidth.period_timer.node.expires);
+				s->quota_period_ns = RD(btf, tg, cfs_bandwidth.period);
+				s->quota_refill_ns = RD(btf, tg, cfs_bandwidth.period_timer.node.expires);
 			}
 		}
-		rq = se ? BPF_CORE_READ(se, cfs_rq) : NULL;
-		se = se ? BPF_CORE_READ(se, parent) : NULL;
+		rq = se ? RD(btf, se, cfs_rq) : NULL;
+		se = se ? RD(btf, se, parent) : NULL;
 	}
 }
 
@@ -534,13 +540,13 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	bpf_ringbuf_submit(e, flags);
 }
 
-static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next, bool btf)
 {
 	// At sched_switch `current` is still prev: the helper reads it
 	// without a probe read (one less per switch, watched or not).
 	__u64 prev_id = bpf_get_current_pid_tgid();
 	__u32 prev_tid = (__u32)prev_id;
-	__u32 next_tid = BPF_CORE_READ(next, pid);
+	__u32 next_tid = RD(btf, next, pid);
 	struct thread_stats *s;
 	// Read the clock and the config only once a watched thread is
 	// involved: most switches on a host are not, and must cost no more
@@ -562,7 +568,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		s = watched_stats(prev_tid, epoch);
 		if (s) {
 			now = bpf_ktime_get_ns();
-			bool preempted = task_runnable(prev);
+			bool preempted = task_runnable(prev, btf);
 			__u64 ran = 0;
 			if (s->switch_in_ns && s->on_cpu) {
 				ran = now - s->switch_in_ns;
@@ -581,7 +587,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			// once.
 			int thr = 0;
 			if (preempted && !s->in_throttle) {
-				thr = rq_throttled(prev);
+				thr = rq_throttled(prev, btf);
 				if (thr < 0)
 					thr = next_tid == 0;
 			}
@@ -605,7 +611,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				// A wake-up seen while it was still on CPU is
 				// void: its wait starts now.
 				s->wake_ns = 0;
-				s->replacer_tgid = BPF_CORE_READ(next, tgid);
+				s->replacer_tgid = RD(btf, next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
 			hint_write(prev_tid, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now);
@@ -652,23 +658,23 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 					bpf_map_update_elem(&corunners, &k, &nv, BPF_NOEXIST);
 				}
 			}
-			if (s->in_throttle && rq_throttled(next) <= 0)
+			if (s->in_throttle && rq_throttled(next, btf) <= 0)
 				s->in_throttle = 0;
 			s->wake_ns = 0;
 			s->on_cpu = 1;
 			s->switch_in_ns = now;
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
-			quota_state(s, next);
+			quota_state(s, next, btf);
 			bool hinted = hint_write(next_tid, s, HINT_RUNNING, s->switch_out_ns);
-			emit(cfg, s, now, off, next_tid, BPF_CORE_READ(next, tgid), waited, hinted);
+			emit(cfg, s, now, off, next_tid, RD(btf, next, tgid), waited, hinted);
 		}
 	}
 }
 
-static __always_inline void on_wakeup(struct task_struct *p)
+static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 {
-	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tid = RD(btf, p, pid);
 	if (tid == 0 || !maybe_watched(tid))
 		return;
 	struct trace_config *cfg = get_config();
@@ -689,41 +695,41 @@ static __always_inline void on_wakeup(struct task_struct *p)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next);
+	on_switch(prev, next, false);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(raw_sched_wakeup, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, false);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, false);
 	return 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next);
+	on_switch(prev, next, true);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, true);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(btf_sched_wakeup_new, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, true);
 	return 0;
 }

@@ -56,7 +56,10 @@ type Options struct {
 	ForceRawTP bool
 	// DrainEvery is how often ReadEvent drains the ring buffer when the
 	// kernel has not woken it (it only does so once 256 KiB are queued);
-	// default 100ms.
+	// default 100ms. With WakeEveryEvent, while every watched thread has
+	// a live array (no record asks for a wake-up), the reader sleeps this
+	// long on a timer instead, less when records come fast enough to fill
+	// 256 KiB sooner (wait.go).
 	DrainEvery time.Duration
 	Log        zerolog.Logger
 }
@@ -74,6 +77,21 @@ type Probe struct {
 	reader *ringbuf.Reader
 	mode   string
 	drain  time.Duration
+
+	// How the reader waits (wait.go): which watched threads may wake it,
+	// and, for its timed sleeps, what it read since it last ran dry.
+	wake      *wakeWatch
+	timer     *time.Timer
+	drained   int
+	lastIdle  time.Time
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeMu   sync.Mutex
+
+	// AllStats' buffers.
+	batchMu   sync.Mutex
+	batchKeys []uint32
+	batchVals []bpf.SchedThreadStats
 
 	// Live-block arrays (hints.go): the template of hint_maps' values.
 	hintSpec *ebpf.MapSpec
@@ -108,15 +126,21 @@ func Load(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("parsing embedded BPF object: %w", err)
 	}
 
-	p := &Probe{}
+	p := &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
 	hintSpec := spec.Maps["hint_maps"].InnerMap
 	if !opts.ForceRawTP {
-		if ferr := features.HaveProgramType(ebpf.Tracing); ferr != nil {
+		// The probe loads an fentry program, which some kernels refuse
+		// (EPERM: locked-down 6.18 kernels) while they run tp_btf
+		// programs, and tp_btf reads cost less than raw_tp's. Only a
+		// kernel without tracing programs at all is not tried; any other
+		// refusal falls back below.
+		ferr := features.HaveProgramType(ebpf.Tracing)
+		if errors.Is(ferr, ebpf.ErrNotSupported) {
 			opts.Log.Debug().Err(ferr).Msg("BPF tracing programs unavailable; using raw tracepoints")
 		} else if err := p.loadBTF(spec, opts); err != nil {
 			opts.Log.Info().Err(err).Msg("tp_btf programs failed; falling back to raw tracepoints")
 			p.Close()
-			p = &Probe{}
+			p = &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
 		}
 	}
 	if p.mode == "" {
@@ -136,7 +160,9 @@ func Load(opts Options) (*Probe, error) {
 	if p.drain <= 0 {
 		p.drain = 100 * time.Millisecond
 	}
-	rd.SetDeadline(time.Now().Add(p.drain))
+	// Due at once: the first ReadEvent decides how to wait (wait.go).
+	p.lastIdle = time.Now()
+	rd.SetDeadline(p.lastIdle)
 	opts.Log.Debug().Str("mode", p.mode).Msg("scheduler programs attached")
 	return p, nil
 }
@@ -271,6 +297,7 @@ func (p *Probe) Watch(tid uint32) error {
 	if err := p.setBit(tid, true); err != nil {
 		return fmt.Errorf("watching tid %d: %w", tid, err)
 	}
+	p.wake.watch(tid, true)
 	return nil
 }
 
@@ -306,6 +333,7 @@ func (p *Probe) Unwatch(tid uint32) error {
 	if err := p.maps.Watched.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching tid %d: %w", tid, err)
 	}
+	p.wake.watch(tid, false)
 	if err := p.ClearHintSlot(tid); err != nil {
 		return err
 	}
@@ -335,6 +363,36 @@ func (p *Probe) Stats(tid uint32, out *bpf.SchedThreadStats) error {
 		return fmt.Errorf("reading stats of tid %d: %w", tid, err)
 	}
 	return nil
+}
+
+// statsBatch is how many threads' counters AllStats reads per system
+// call (5 KiB each).
+const statsBatch = 32
+
+// AllStats reads the counters of every watched thread, a batch of them
+// per system call, and calls each with every one (st is reused after each
+// returns). Kernels without batch lookups (before 5.6) return an error;
+// read them one by one with Stats then.
+func (p *Probe) AllStats(each func(tid uint32, st *bpf.SchedThreadStats)) error {
+	p.batchMu.Lock()
+	defer p.batchMu.Unlock()
+	if p.batchKeys == nil {
+		p.batchKeys = make([]uint32, statsBatch)
+		p.batchVals = make([]bpf.SchedThreadStats, statsBatch)
+	}
+	var cur ebpf.MapBatchCursor
+	for {
+		n, err := p.maps.Watched.BatchLookup(&cur, p.batchKeys, p.batchVals, nil)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("reading the counters of watched threads: %w", err)
+		}
+		for i := range n {
+			each(p.batchKeys[i], &p.batchVals[i])
+		}
+		if err != nil { // ErrKeyNotExist: the last batch
+			return nil
+		}
+	}
 }
 
 // Corunner is one task group that took the CPU from a watched thread.
@@ -384,14 +442,17 @@ func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 	for {
 		err := p.reader.ReadInto(rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// Everything queued was read; sleep until the next drain
-			// (or a wake-up from a filling ring).
-			p.reader.SetDeadline(time.Now().Add(p.drain))
+			// Everything queued was read; wait until the next drain
+			// (or a wake-up from the programs).
+			if err := p.idle(); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("reading ring buffer: %w", err)
 		}
+		p.drained += len(rec.RawSample) + ringbufHeader
 		return decodeEvent(rec.RawSample, ev)
 	}
 }
@@ -399,8 +460,13 @@ func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 // Close detaches the programs and frees the maps; it interrupts ReadEvent.
 func (p *Probe) Close() error {
 	var errs []error
+	if p.closed != nil {
+		p.closeOnce.Do(func() { close(p.closed) })
+	}
 	if p.reader != nil {
+		p.closeMu.Lock()
 		errs = append(errs, p.reader.Close())
+		p.closeMu.Unlock()
 	}
 	errs = append(errs, p.Detach())
 	for _, prog := range p.progs {

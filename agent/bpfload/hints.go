@@ -104,6 +104,7 @@ func (p *Probe) SetHintSlot(tid, id, slot uint32) error {
 	if err := p.maps.HintSlots.Update(tid, &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("registering the hint slot of tid %d: %w", tid, err)
 	}
+	p.wake.hint(tid, true)
 	return nil
 }
 
@@ -113,6 +114,7 @@ func (p *Probe) ClearHintSlot(tid uint32) error {
 	if err := p.maps.HintSlots.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unregistering the hint slot of tid %d: %w", tid, err)
 	}
+	p.wake.hint(tid, false)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -120,5 +121,71 @@ func TestWatchSleeper(t *testing.T) {
 			t.Fatalf("Stats after Unwatch: %v", err)
 		}
 		p.Close()
+	}
+}
+
+// AllStats returns every watched thread once, across several batches, and
+// the same counters as Stats.
+func TestAllStats(t *testing.T) {
+	p := loadOrSkip(t, Options{Log: zerolog.Nop()})
+	want := map[uint32]bool{}
+	for i := range 3*statsBatch + 5 {
+		tid := uint32(4_000_000 + i) // no such threads: counters stay zero
+		if err := p.Watch(tid); err != nil {
+			t.Fatal(err)
+		}
+		want[tid] = true
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self := uint32(unix.Gettid())
+	if err := p.Watch(self); err != nil {
+		t.Fatal(err)
+	}
+	want[self] = true
+	time.Sleep(10 * time.Millisecond) // switches out and in
+	got := map[uint32]int{}
+	var mine bpf.SchedThreadStats
+	if err := p.AllStats(func(tid uint32, st *bpf.SchedThreadStats) {
+		got[tid]++
+		if tid == self {
+			mine = *st
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for tid := range want {
+		if got[tid] != 1 {
+			t.Errorf("tid %d returned %d times", tid, got[tid])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d threads returned, %d watched", len(got), len(want))
+	}
+	var one bpf.SchedThreadStats
+	if err := p.Stats(self, &one); err != nil {
+		t.Fatal(err)
+	}
+	if mine.Switches == 0 || one.Switches < mine.Switches {
+		t.Errorf("this thread: %d switch-ins in the batch, %d read after", mine.Switches, one.Switches)
+	}
+}
+
+// Load uses tp_btf wherever the kernel loads and attaches the tp_btf set,
+// whatever the feature probe (an fentry program) says.
+func TestLoadPrefersTPBTF(t *testing.T) {
+	p := loadOrSkip(t, Options{Log: zerolog.Nop()})
+	mode := p.Mode()
+	p.Close()
+	spec, err := bpf.LoadSched()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := &Probe{wake: newWakeWatch(), closed: make(chan struct{})}
+	berr := direct.loadBTF(spec, Options{Log: zerolog.Nop()})
+	direct.Close()
+	t.Logf("Load chose %s; tp_btf alone: %v", mode, berr)
+	if berr == nil && mode != ModeTPBTF {
+		t.Errorf("the kernel runs the tp_btf programs, Load chose %s", mode)
 	}
 }

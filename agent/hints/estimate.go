@@ -48,6 +48,7 @@ type thread struct {
 	tgid      int
 	userAfter uint64
 	lastEst   hintpage.Slot
+	refreshed uint64 // the publisher's refresh that last published it
 }
 
 // quotaState is the bandwidth limit binding a thread at its switch-in at

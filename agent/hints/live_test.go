@@ -197,7 +197,13 @@ func TestLiveArrayIsolation(t *testing.T) {
 		t.Errorf("b on its page: %s", got)
 	}
 	for _, pr := range []*peer{a, b} {
+		// The publisher registers the threads just after it sends the
+		// array: the peer may have mapped it and answered first.
 		h, err := probe.HintSlot(uint32(pr.pid))
+		for end := time.Now().Add(time.Second); err != nil && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+			h, err = probe.HintSlot(uint32(pr.pid))
+		}
 		if err != nil {
 			t.Fatalf("pid %d not registered: %v", pr.pid, err)
 		}

@@ -135,3 +135,74 @@ func TestCheckDir(t *testing.T) {
 		t.Log(err)
 	}
 }
+
+// fakeCounters serves counters per thread (Stats) and, with batch, all
+// at once (AllStats), counting both.
+type fakeCounters struct {
+	st            map[uint32]bpf.SchedThreadStats
+	lookups, alls int
+}
+
+func (f *fakeCounters) Stats(tid uint32, out *bpf.SchedThreadStats) error {
+	f.lookups++
+	st, ok := f.st[tid]
+	if !ok {
+		return errors.New("not watched")
+	}
+	*out = st
+	return nil
+}
+
+type batchCounters struct{ *fakeCounters }
+
+func (f batchCounters) AllStats(each func(uint32, *bpf.SchedThreadStats)) error {
+	f.alls++
+	for tid, st := range f.st {
+		each(tid, &st)
+	}
+	return nil
+}
+
+// The refresh takes each slot's state from the counters: one lookup per
+// thread for a few threads, one batch for many, and a thread the batch
+// does not return (not watched yet) is still re-published, without a
+// lookup.
+func TestRefreshCounters(t *testing.T) {
+	for _, n := range []int{batchFrom - 1, 2 * batchFrom} {
+		f := &fakeCounters{st: map[uint32]bpf.SchedThreadStats{}}
+		p := newPublisher(t)
+		p.SetCounters(batchCounters{f})
+		tids := []int{}
+		now := monoNow()
+		for i := range n {
+			tid := 1000 + i
+			tids = append(tids, tid)
+			if i > 0 { // the first is not watched yet
+				f.st[uint32(tid)] = bpf.SchedThreadStats{OnCpu: 0, SwitchInNs: now - 2000, SwitchOutNs: now - 1000, Cpu: 1}
+			}
+		}
+		p.Apply(added(targets.KindPID, "9", tids...))
+		f.lookups, f.alls = 0, 0
+		p.refresh()
+		if n >= batchFrom && (f.alls != 1 || f.lookups != 0) || n < batchFrom && (f.alls != 0 || f.lookups != n) {
+			t.Errorf("%d threads: %d batches, %d lookups", n, f.alls, f.lookups)
+		}
+		pg, err := hintpage.Map(p.Path("9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tid := range tids {
+			var s hintpage.Slot
+			if err := pg.FindTID(tid, &s); err != nil {
+				t.Fatalf("%d threads: tid %d: %v", n, tid, err)
+			}
+			if s.PublishNs < now {
+				t.Errorf("%d threads: tid %d not re-published", n, tid)
+			}
+			if i > 0 && (s.State != hintpage.StateSleeping || s.SwitchOutNs != now-1000) {
+				t.Errorf("%d threads: tid %d: state %d, switch-out %d: not from its counters", n, tid, s.State, s.SwitchOutNs)
+			}
+		}
+		pg.Close()
+	}
+}

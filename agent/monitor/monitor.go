@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
@@ -409,12 +408,8 @@ func topCorunners(cs []bpfload.Corunner, n int) []model.Corunner {
 	return out
 }
 
-func monoNow() uint64 {
-	var ts unix.Timespec
-	// CLOCK_MONOTONIC is bpf_ktime_get_ns's clock; it cannot fail.
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
+// monoNow is CLOCK_MONOTONIC, bpf_ktime_get_ns's clock.
+func monoNow() uint64 { return bpfload.MonoNow() }
 
 // readEvents copies switch events into the timeline until the probe is
 // closed; a record that does not parse is skipped.

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
 
@@ -132,11 +133,7 @@ func (p *placement) move(cpu int, now int64) (int, bool) {
 	return best, true
 }
 
-func monotonicNs() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
+func monotonicNs() int64 { return int64(bpfload.MonoNow()) }
 
 // getcpu is the CPU the calling thread runs on.
 func getcpu() (int, bool) {
