@@ -7,7 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/bpf"
 )
 
 // pinned starts test threads on one CPU and holds them until run, so that
@@ -49,4 +52,19 @@ func (p *pinned) spawn(body func()) uint32 {
 func (p *pinned) run() {
 	close(p.start)
 	p.wg.Wait()
+}
+
+// readEvents hands each of p's records to f, on a goroutine of its own,
+// until the probe is closed; the channel is closed when it has returned.
+func readEvents(p *Probe, f func(ev *bpf.SchedSwitchEvent)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ev bpf.SchedSwitchEvent
+		var rec ringbuf.Record
+		for p.ReadEvent(&rec, &ev) == nil {
+			f(&ev)
+		}
+	}()
+	return done
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -76,15 +75,9 @@ func hintedRecordsTeach(t *testing.T, p *Probe) {
 		other             uint32
 	}
 	recs := map[uint32][]rec{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var ev bpf.SchedSwitchEvent
-		var r ringbuf.Record
-		for p.ReadEvent(&r, &ev) == nil {
-			recs[ev.Tid] = append(recs[ev.Tid], rec{ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid})
-		}
-	}()
+	done := readEvents(p, func(ev *bpf.SchedSwitchEvent) {
+		recs[ev.Tid] = append(recs[ev.Tid], rec{ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid})
+	})
 	threads.run()
 	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
 	var hs, ps bpf.SchedThreadStats

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -75,15 +74,9 @@ func TestTimedReaderWakesForUnhinted(t *testing.T) {
 		lag   time.Duration
 	}
 	got := make(chan seen, 1<<16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var ev bpf.SchedSwitchEvent
-		var rec ringbuf.Record
-		for p.ReadEvent(&rec, &ev) == nil {
-			got <- seen{ev.Woken != 0, time.Duration(monoNow() - ev.InNs)}
-		}
-	}()
+	done := readEvents(p, func(ev *bpf.SchedSwitchEvent) {
+		got <- seen{ev.Woken != 0, time.Duration(monoNow() - ev.InNs)}
+	})
 
 	// A hinted sleeper: nothing to wake the reader for.
 	hinted := newPinned(t, cpu)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -64,31 +63,25 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 	woken, events, wrong := map[uint32]int{}, map[uint32]int{}, 0
 	contended := map[uint32]uint64{}
 	bySelf := 0 // preemptions of 100 µs or more by this process, with self set
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var ev bpf.SchedSwitchEvent
-		var rec ringbuf.Record
-		for p.ReadEvent(&rec, &ev) == nil {
-			quiet := ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < 100_000
-			if ev.Preempted != 0 && ev.OffNs >= 100_000 {
-				if self != 0 && ev.OtherTgid == self {
-					bySelf++
-				} else {
-					contended[ev.Tid] = ev.InNs
-				}
-			}
-			c := contended[ev.Tid]
-			want := !quiet && c != 0 && ev.InNs-c < 500_000_000
-			events[ev.Tid]++
-			if ev.Woken != 0 {
-				woken[ev.Tid]++
-			}
-			if want != (ev.Woken != 0) {
-				wrong++
+	done := readEvents(p, func(ev *bpf.SchedSwitchEvent) {
+		quiet := ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < 100_000
+		if ev.Preempted != 0 && ev.OffNs >= 100_000 {
+			if self != 0 && ev.OtherTgid == self {
+				bySelf++
+			} else {
+				contended[ev.Tid] = ev.InNs
 			}
 		}
-	}()
+		c := contended[ev.Tid]
+		want := !quiet && c != 0 && ev.InNs-c < 500_000_000
+		events[ev.Tid]++
+		if ev.Woken != 0 {
+			woken[ev.Tid]++
+		}
+		if want != (ev.Woken != 0) {
+			wrong++
+		}
+	})
 	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
 	p.Close()
 	<-done
