@@ -219,11 +219,11 @@ static int run_delay(int64_t *delay, int64_t *runs)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	char *p = strchr(buf, ' '), *end;
-	if (p == NULL)
+	char *s = strchr(buf, ' '), *e1, *e2;
+	if (s == NULL)
 		return 0;
-	long long d = strtoll(p + 1, &end, 10), r = strtoll(end, &p, 10);
-	if (end == p || d < 0 || r < 0)
+	long long d = strtoll(s + 1, &e1, 10), r = strtoll(e1, &e2, 10);
+	if (e1 == s + 1 || e2 == e1 || d < 0 || r < 0)
 		return 0;
 	*delay = d;
 	*runs = r;
