@@ -21,13 +21,18 @@ import (
 // pinned to its CPU for preemptions); a reader mapping the array through
 // a read-only descriptor sees blocks that match the thread's BPF stats,
 // never a torn one it accepts, and cannot map it writable.
-func TestHintArrayWrites(t *testing.T) {
+func TestHintArrayWrites(t *testing.T) { inEachMode(t, hintArrayWrites) }
+
+// inEachMode runs a live-array test with each program set the host can
+// load (tp_btf where it can, and raw tracepoints), as the hint publisher
+// loads them.
+func inEachMode(t *testing.T, test func(*testing.T, *Probe)) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("live arrays are x86-64 only")
 	}
 	for _, force := range []bool{false, true} {
 		p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, ForceRawTP: force, Log: zerolog.Nop()})
-		t.Run(p.Mode(), func(t *testing.T) { hintArrayWrites(t, p) })
+		t.Run(p.Mode(), func(t *testing.T) { test(t, p) })
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -19,15 +18,7 @@ import (
 // (teaches in bpf/sched.bpf.c): its voluntary sleeps send none, its
 // preemptions by a co-runner pinned to its CPU do. A watched thread
 // without a live block still sends one record per switch-in.
-func TestHintedRecordsTeach(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("live arrays are x86-64 only")
-	}
-	for _, force := range []bool{false, true} {
-		p := loadOrSkip(t, Options{Events: true, WakeEveryEvent: true, ForceRawTP: force, Log: zerolog.Nop()})
-		t.Run(p.Mode(), func(t *testing.T) { hintedRecordsTeach(t, p) })
-	}
-}
+func TestHintedRecordsTeach(t *testing.T) { inEachMode(t, hintedRecordsTeach) }
 
 func hintedRecordsTeach(t *testing.T, p *Probe) {
 	a, err := p.NewHintArray(4)

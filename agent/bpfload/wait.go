@@ -45,7 +45,7 @@ const minSleep = time.Millisecond
 // hint slot calls keep it; they come from different goroutines.
 type wakeWatch struct {
 	mu       sync.Mutex
-	watched  map[uint32]bool // tid -> has a hint slot
+	watched  map[uint32]bool // watched tids
 	hinted   map[uint32]bool // tids with a hint slot, watched or not yet
 	unhinted int             // watched tids without a hint slot
 	// prompt is signalled when unhinted becomes non-zero, to end a timed
