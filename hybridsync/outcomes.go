@@ -331,6 +331,11 @@ type OutcomeStats struct {
 	// QuietChecks: reports skipped because the thread's CPU stayed free
 	// (Epoch.Quiet); counted by the caller, which sets it.
 	QuietChecks uint64 `json:"quiet_checks"`
+	// Reports made into Go, and the wall time their callers spent in
+	// them (total and longest); counted by the caller, which sets them.
+	Reports          uint64  `json:"reports"`
+	ReportSeconds    float64 `json:"report_seconds"`
+	ReportMaxSeconds float64 `json:"report_max_seconds"`
 }
 
 // Stats returns the totals so far (epochs still running are not counted).

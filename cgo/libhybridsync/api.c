@@ -194,6 +194,11 @@ struct epoch {
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 static atomic_ulong quiet_checks; /* reports skipped by still_free */
+/* Reports made into Go, and the wall time the calling thread spent in
+ * them: a crossing wakes the Go runtime's threads, which on a contended
+ * CPU can wait behind the co-runner. */
+static atomic_ulong reports;
+static _Atomic int64_t report_ns, report_max_ns;
 
 static void set_arm(int arm)
 {
@@ -256,6 +261,23 @@ static int still_free(int64_t now)
 
 __attribute__((visibility("hidden"))) unsigned long hs_quiet_checks(void) { return atomic_load(&quiet_checks); }
 
+__attribute__((visibility("hidden"))) unsigned long hs_reports(int64_t *ns, int64_t *max_ns)
+{
+	*ns = atomic_load(&report_ns);
+	*max_ns = atomic_load(&report_max_ns);
+	return atomic_load(&reports);
+}
+
+/* count_report adds one report that took spent ns. */
+static void count_report(int64_t spent)
+{
+	atomic_fetch_add_explicit(&reports, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&report_ns, spent, memory_order_relaxed);
+	int64_t m = atomic_load_explicit(&report_max_ns, memory_order_relaxed);
+	while (spent > m && !atomic_compare_exchange_weak(&report_max_ns, &m, spent))
+		;
+}
+
 /* epoch_arm returns the arm of the thread's wait starting now, and sets
  * *now to the time it read (0 outside the default mode, which reads none). */
 static int epoch_arm(int64_t *now_out)
@@ -276,6 +298,7 @@ static int epoch_arm(int64_t *now_out)
 	int64_t next = 0, quiet = 0, per_run = 0;
 	if (hsgo_epoch(epoch.waits, now, &arm, &next, &quiet, &per_run))
 		epoch.waits = 0;
+	count_report(hs_now() - now);
 	if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
 		set_arm(arm);
 	epoch.due = now + next;

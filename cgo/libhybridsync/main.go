@@ -195,6 +195,10 @@ func statsJSON(l *lib) ([]byte, error) {
 	addFast(&st)
 	if st.Outcomes != nil {
 		st.Outcomes.QuietChecks = uint64(C.hs_quiet_checks())
+		var ns, maxNs C.int64_t
+		st.Outcomes.Reports = uint64(C.hs_reports(&ns, &maxNs))
+		st.Outcomes.ReportSeconds = float64(ns) / 1e9
+		st.Outcomes.ReportMaxSeconds = float64(maxNs) / 1e9
 	}
 	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st})
 }

@@ -28,5 +28,7 @@ void hs_delegate_mode(int on, int64_t short_wait_ns);
 void hs_delegate_set(uint64_t kernel, int on);
 /* Reports to Go skipped while a thread's CPU stayed free (api.c). */
 unsigned long hs_quiet_checks(void);
+/* Reports made into Go, their total and longest wall time (ns). */
+unsigned long hs_reports(int64_t *ns, int64_t *max_ns);
 #define HS_FAST_SLOTS 1024
 #endif
