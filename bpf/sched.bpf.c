@@ -78,6 +78,15 @@ struct thread_stats {
 	__u64 quota_ns;
 	__u64 quota_period_ns;
 	__u64 quota_refill_ns;
+	// The thread's hint_slots entry, copied here when config.hint_gen
+	// was hint_gen (hint_target 0: none), so that its switches need not
+	// look it up (see hint_block_of); and how many live blocks the
+	// programs wrote for it.
+	__u32 hint_gen;
+	__u32 hint_target;
+	__u32 hint_slot;
+	__u32 _pad_hint;
+	__u64 hint_writes;
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
 	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
@@ -193,6 +202,8 @@ struct trace_config {
 	__u32 epoch;  // bumped at every attach
 	__u32 wakeup; // 1: wake the reader at every record (the hint publisher needs each switch-in at once)
 	__u32 self_tgid; // the reader's process: its preemptions of a watched thread are not contention (0: none)
+	__u32 hint_gen;  // bumped by the agent at every change of hint_slots (never 0 once loaded)
+	__u32 _pad;
 };
 
 struct {
@@ -241,9 +252,8 @@ struct {
 } hint_maps SEC(".maps");
 
 struct hint_slot {
-	__u32 target; // key in hint_maps
+	__u32 target; // key in hint_maps (never 0)
 	__u32 slot;   // index in the target's array
-	__u64 writes; // live blocks written
 };
 
 struct {
@@ -420,6 +430,35 @@ static __always_inline __u64 quota_end(struct thread_stats *s)
 #define WRITE_ONCE32(p, v) (*(volatile __u32 *)&(p) = (v))
 #define WRITE_ONCE64(p, v) (*(volatile __u64 *)&(p) = (v))
 
+// hint_block_of returns the live block of tid's slot in its target's
+// array, or NULL when it has none. Its registration in hint_slots is
+// copied into s and read again only once the agent changed a
+// registration (config.hint_gen, bumped after the change): the hash
+// lookup of every switch of a watched thread was a tenth of the
+// program's time. hint_gen is read before hint_slots, so a copy taken
+// under an older generation is taken again at the next switch. A
+// registration the agent clears stops the writes from the next switch
+// on; the agent waits for a program still inside one (docs/hints.md).
+static __always_inline struct hint_block *hint_block_of(const struct trace_config *cfg, __u32 tid,
+							 struct thread_stats *s)
+{
+	__u32 gen = *(volatile __u32 *)&cfg->hint_gen;
+	if (s->hint_gen != gen) {
+		struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
+		s->hint_target = h ? h->target : 0;
+		s->hint_slot = h ? h->slot : 0;
+		s->hint_gen = gen;
+	}
+	__u32 target = s->hint_target;
+	if (!target)
+		return NULL;
+	void *arr = bpf_map_lookup_elem(&hint_maps, &target);
+	if (!arr)
+		return NULL;
+	__u32 slot = s->hint_slot;
+	return bpf_map_lookup_elem(arr, &slot);
+}
+
 // hint_write writes the live block of tid's slot, if it has one: seqlock
 // odd, body, seqlock even. A thread's switches are serialised (it is
 // switched in on one CPU only after its switch-out on another finished),
@@ -427,16 +466,10 @@ static __always_inline __u64 quota_end(struct thread_stats *s)
 // emitted in this order, and x86-64 (TSO) makes them visible in program
 // order; the agent registers slots only on x86-64 (nothing here orders
 // them on weaker machines). Returns whether it wrote.
-static __always_inline bool hint_write(__u32 tid, struct thread_stats *s, __u8 state, __u64 out)
+static __always_inline bool hint_write(const struct trace_config *cfg, __u32 tid, struct thread_stats *s,
+				       __u8 state, __u64 out)
 {
-	struct hint_slot *h = bpf_map_lookup_elem(&hint_slots, &tid);
-	if (!h)
-		return false;
-	void *arr = bpf_map_lookup_elem(&hint_maps, &h->target);
-	if (!arr)
-		return false;
-	__u32 slot = h->slot;
-	struct hint_block *b = bpf_map_lookup_elem(arr, &slot);
+	struct hint_block *b = hint_block_of(cfg, tid, s);
 	if (!b)
 		return false;
 	__u32 seq = *(volatile __u32 *)&b->seq & ~1U;
@@ -449,7 +482,7 @@ static __always_inline bool hint_write(__u32 tid, struct thread_stats *s, __u8 s
 	WRITE_ONCE32(b->tid, tid);
 	asm volatile("" ::: "memory");
 	WRITE_ONCE32(b->seq, seq + 2);
-	h->writes++;
+	s->hint_writes++;
 	return true;
 }
 
@@ -614,7 +647,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 				s->replacer_tgid = RD(btf, next, tgid);
 				BPF_CORE_READ_STR_INTO(&s->replacer_comm, next, comm);
 			}
-			hint_write(prev_tid, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now);
+			hint_write(cfg, prev_tid, s, preempted ? HINT_PREEMPTED : HINT_SLEEPING, now);
 		}
 	}
 
@@ -666,7 +699,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->switches++;
 			s->cpu = bpf_get_smp_processor_id();
 			quota_state(s, next, btf);
-			bool hinted = hint_write(next_tid, s, HINT_RUNNING, s->switch_out_ns);
+			bool hinted = hint_write(cfg, next_tid, s, HINT_RUNNING, s->switch_out_ns);
 			emit(cfg, s, now, off, next_tid, RD(btf, next, tgid), waited, hinted);
 		}
 	}

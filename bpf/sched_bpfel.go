@@ -41,7 +41,6 @@ type SchedHintSlot struct {
 	_      structs.HostLayout
 	Target uint32
 	Slot   uint32
-	Writes uint64
 }
 
 type SchedSwitchEvent struct {
@@ -88,6 +87,11 @@ type SchedThreadStats struct {
 	QuotaNs            uint64
 	QuotaPeriodNs      uint64
 	QuotaRefillNs      uint64
+	HintGen            uint32
+	HintTarget         uint32
+	HintSlot           uint32
+	PadHint            uint32
+	HintWrites         uint64
 	ReplacerComm       [16]int8
 	RunHist            [128]uint64
 	SliceHist          [128]uint64
@@ -102,6 +106,8 @@ type SchedTraceConfig struct {
 	Epoch    uint32
 	Wakeup   uint32
 	SelfTgid uint32
+	HintGen  uint32
+	Pad      uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -73,7 +73,10 @@ type Probe struct {
 	progs  []*ebpf.Program
 	links  []link.Link
 	attach func(i int, prog *ebpf.Program) (link.Link, error)
-	config bpf.SchedTraceConfig
+	// config is written whole into the config map at every change
+	// (Attach's epoch, the hint registrations' generation: hints.go).
+	configMu sync.Mutex
+	config   bpf.SchedTraceConfig
 	reader *ringbuf.Reader
 	mode   string
 	drain  time.Duration
@@ -217,6 +220,9 @@ func (p *Probe) attachAll(opts Options, mode string) error {
 		p.config.Wakeup = 1
 	}
 	p.config.SelfTgid = opts.Self
+	// The programs copy a thread's registration into its counters
+	// under this generation; counters start at 0, so never 0 here.
+	p.config.HintGen = 1
 	if err := p.Attach(); err != nil {
 		return err
 	}
@@ -232,9 +238,8 @@ func (p *Probe) Attach() error {
 	if len(p.links) > 0 {
 		return nil
 	}
-	p.config.Epoch++
-	if err := p.maps.Config.Update(uint32(0), &p.config, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("writing trace config: %w", err)
+	if err := p.updateConfig(func(c *bpf.SchedTraceConfig) { c.Epoch++ }); err != nil {
+		return err
 	}
 	for i, prog := range p.progs {
 		l, err := p.attach(i, prog)
@@ -243,6 +248,17 @@ func (p *Probe) Attach() error {
 			return err
 		}
 		p.links = append(p.links, l)
+	}
+	return nil
+}
+
+// updateConfig changes the trace config and writes it for the programs.
+func (p *Probe) updateConfig(change func(*bpf.SchedTraceConfig)) error {
+	p.configMu.Lock()
+	defer p.configMu.Unlock()
+	change(&p.config)
+	if err := p.maps.Config.Update(uint32(0), &p.config, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("writing trace config: %w", err)
 	}
 	return nil
 }

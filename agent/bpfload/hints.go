@@ -98,32 +98,65 @@ func (p *Probe) RemoveHintArray(a *HintArray) error {
 }
 
 // SetHintSlot makes the programs write tid's live block into block slot
-// of array id at each of its switches.
+// of array id at each of its switches, from its next switch on.
 func (p *Probe) SetHintSlot(tid, id, slot uint32) error {
 	v := bpf.SchedHintSlot{Target: id, Slot: slot}
 	if err := p.maps.HintSlots.Update(tid, &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("registering the hint slot of tid %d: %w", tid, err)
 	}
+	if err := p.hintsChanged(); err != nil {
+		return err
+	}
 	p.wake.hint(tid, true)
 	return nil
 }
 
-// ClearHintSlot stops the programs writing tid's live block; a program
-// already inside a write finishes it (within microseconds).
+// ClearHintSlot stops the programs writing tid's live block from its next
+// switch on; a program already inside a write finishes it (within
+// microseconds).
 func (p *Probe) ClearHintSlot(tid uint32) error {
 	if err := p.maps.HintSlots.Delete(tid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unregistering the hint slot of tid %d: %w", tid, err)
+	}
+	if err := p.hintsChanged(); err != nil {
+		return err
 	}
 	p.wake.hint(tid, false)
 	return nil
 }
 
+// hintsChanged tells the programs that hint_slots changed: they keep a
+// copy of each thread's registration in its counters and read it again
+// when the generation moves (hint_block_of in sched.bpf.c). Written after
+// the change, so a program that sees the new generation sees the change.
+func (p *Probe) hintsChanged() error {
+	err := p.updateConfig(func(c *bpf.SchedTraceConfig) {
+		if c.HintGen++; c.HintGen == 0 {
+			c.HintGen = 1 // 0 is what new counters hold
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("publishing a hint slot change: %w", err)
+	}
+	return nil
+}
+
+// HintReg is a thread's registration for live blocks.
+type HintReg struct {
+	Target, Slot uint32 // its array (HintArray.ID) and block
+	Writes       uint64 // live blocks the programs wrote for it since it was watched
+}
+
 // HintSlot reads tid's registration and how many live blocks the programs
 // wrote for it.
-func (p *Probe) HintSlot(tid uint32) (bpf.SchedHintSlot, error) {
+func (p *Probe) HintSlot(tid uint32) (HintReg, error) {
 	var v bpf.SchedHintSlot
 	if err := p.maps.HintSlots.Lookup(tid, &v); err != nil {
-		return v, fmt.Errorf("reading the hint slot of tid %d: %w", tid, err)
+		return HintReg{}, fmt.Errorf("reading the hint slot of tid %d: %w", tid, err)
 	}
-	return v, nil
+	var st bpf.SchedThreadStats
+	if err := p.Stats(tid, &st); err != nil {
+		return HintReg{}, err
+	}
+	return HintReg{Target: v.Target, Slot: v.Slot, Writes: st.HintWrites}, nil
 }

@@ -226,3 +226,163 @@ func hintArrayWrites(t *testing.T, p *Probe) {
 	close(stop)
 	_ = p.Unwatch(tid)
 }
+
+// TestHintRegistrationChanges: the programs keep a copy of each thread's
+// registration and take every change from the thread's next switch on: a
+// thread moved to another array and slot is written there (and no more
+// in the first), a cleared one nowhere, and registered again it is
+// written again; every write is counted for it.
+func TestHintRegistrationChanges(t *testing.T) { inEachMode(t, hintRegistrationChanges) }
+
+func hintRegistrationChanges(t *testing.T, p *Probe) {
+	var arrs [2]*HintArray
+	var live [2]*hintpage.LiveArray
+	for i := range arrs {
+		a, err := p.NewHintArray(4)
+		if err != nil {
+			t.Fatalf("NewHintArray: %v", err)
+		}
+		defer p.RemoveHintArray(a)
+		arrs[i], live[i] = a, mapLive(t, a)
+	}
+	sl := newSleeper(t)
+	defer sl.stop()
+	if err := p.Watch(sl.tid); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Unwatch(sl.tid)
+
+	// block reads the thread's block in array i, slot; ok false when the
+	// block is not the thread's.
+	block := func(i, slot int) (hintpage.Slot, bool) {
+		s := hintpage.Slot{PublishNs: 1}
+		err := live[i].ReadLive(slot, sl.tid, &s)
+		return s, err == nil
+	}
+	stats := func() bpf.SchedThreadStats {
+		var st bpf.SchedThreadStats
+		if err := p.Stats(sl.tid, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// written: the block is the thread's latest switch, read between
+	// two reads of its counters that agree (it may still be on its way
+	// to its wait).
+	written := func(what string, i, slot int) {
+		t.Helper()
+		var (
+			st, st2 bpf.SchedThreadStats
+			s       hintpage.Slot
+			ok      bool
+		)
+		for range 100 {
+			st = stats()
+			s, ok = block(i, slot)
+			if st2 = stats(); st2.Switches == st.Switches && st2.SwitchOutNs == st.SwitchOutNs {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !ok || s.SwitchInNs != st.SwitchInNs || s.SwitchOutNs != st.SwitchOutNs {
+			t.Errorf("%s: block %d/%d %+v (ok %v), counters in %d out %d", what, i, slot, s, ok, st.SwitchInNs, st.SwitchOutNs)
+		}
+	}
+	// stale: the block was not written since the switch-out at out.
+	stale := func(what string, i, slot int, out uint64) {
+		t.Helper()
+		if s, ok := block(i, slot); ok && s.SwitchOutNs > out {
+			t.Errorf("%s: block %d/%d written after the change (out %d > %d)", what, i, slot, s.SwitchOutNs, out)
+		}
+	}
+
+	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	sl.sleep(20)
+	written("registered", 0, 1)
+	w0 := stats().HintWrites
+
+	if err := p.SetHintSlot(sl.tid, arrs[1].ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	moved := stats().SwitchOutNs
+	sl.sleep(20)
+	written("moved", 1, 2)
+	stale("moved, the old array", 0, 1, moved)
+
+	if err := p.ClearHintSlot(sl.tid); err != nil {
+		t.Fatal(err)
+	}
+	cleared := stats()
+	sl.sleep(20)
+	stale("cleared", 1, 2, cleared.SwitchOutNs)
+	if st := stats(); st.HintWrites != cleared.HintWrites || st.Switches < cleared.Switches+20 {
+		t.Errorf("cleared: %d writes after %d more switches", st.HintWrites-cleared.HintWrites, st.Switches-cleared.Switches)
+	}
+
+	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	sl.sleep(20)
+	written("registered again", 0, 3)
+	st := stats()
+	// Two writes per switch while registered: 3 rounds of 20 sleeps and
+	// the thread's wait for the next round (a switch-out may fall just
+	// before a change).
+	if got := st.HintWrites; w0 < 2*20-2 || got < 3*w0-4 || got > 3*w0+4 {
+		t.Errorf("%d live blocks written (%d in the first round) for 3 rounds of 20 sleeps", got, w0)
+	}
+	if reg, err := p.HintSlot(sl.tid); err != nil || reg.Target != arrs[0].ID || reg.Slot != 3 || reg.Writes != st.HintWrites {
+		t.Errorf("HintSlot: %+v, %v; counters: %d writes", reg, err, st.HintWrites)
+	}
+}
+
+// mapLive maps a live array read-only, as a target's process does.
+func mapLive(t *testing.T, a *HintArray) *hintpage.LiveArray {
+	t.Helper()
+	fd, err := a.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	mem, err := unix.Mmap(fd, 0, hintpage.ArraySize(a.Slots), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mapping the array: %v", err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	arr, err := hintpage.ParseLiveArray(mem, a.Slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arr
+}
+
+// sleeper is a thread that sleeps 100 µs n times when asked (each sleep
+// a switch-out and a switch-in), and otherwise waits asleep.
+type sleeper struct {
+	tid  uint32
+	req  chan int
+	done chan struct{}
+}
+
+func newSleeper(t *testing.T) *sleeper {
+	s := &sleeper{req: make(chan int), done: make(chan struct{})}
+	tidc := make(chan uint32)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tidc <- uint32(unix.Gettid())
+		for n := range s.req {
+			for range n {
+				unix.Nanosleep(&unix.Timespec{Nsec: 100_000}, nil)
+			}
+			s.done <- struct{}{}
+		}
+	}()
+	s.tid = <-tidc
+	return s
+}
+
+func (s *sleeper) sleep(n int) { s.req <- n; <-s.done }
+func (s *sleeper) stop()       { close(s.req) }

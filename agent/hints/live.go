@@ -237,6 +237,7 @@ func (p *Publisher) unmap(tt *thread) {
 	tt.mapped = false
 	tt.userAfter = monoNow() + uint64(handOver)
 	p.mappedNow--
+	p.kickRefresh()
 }
 
 // LiveStats returns how many threads have their live block in a live

@@ -171,6 +171,12 @@ func TestLiveArrayIsolation(t *testing.T) {
 		t.Fatalf("b's socket: %v uid %d mode %o", err, st.Uid, st.Mode&0o777)
 	}
 
+	// The agent writes both live blocks until the processes hold their
+	// arrays: the refresh keeps its short period.
+	if got := pub.refreshPeriod(); got != RefreshEvery {
+		t.Errorf("refresh every %v before any array was mapped, want %v", got, RefreshEvery)
+	}
+
 	// Outsiders first.
 	if got := dial(pa + hintpage.SockSuffix); got != "refused" {
 		t.Errorf("another root process on a's socket: %s", got)
@@ -218,7 +224,16 @@ func TestLiveArrayIsolation(t *testing.T) {
 	if mapped, served, _ := pub.LiveStats(); mapped != 2 || served != 2 {
 		t.Errorf("mapped %d served %d", mapped, served)
 	}
+	// Every live block in an array: the refresh only keeps the
+	// estimates fresh, at the long period.
+	if got := pub.refreshPeriod(); got != RefreshMappedEvery {
+		t.Errorf("refresh every %v with every live block mapped, want %v", got, RefreshMappedEvery)
+	}
 	// a lets go (exits): its thread goes back to the page.
+	select {
+	case <-pub.kick: // the threads' assignment's
+	default:
+	}
 	a.in.Close()
 	a.cmd.Wait()
 	deadline := time.Now().Add(2 * time.Second)
@@ -233,6 +248,16 @@ func TestLiveArrayIsolation(t *testing.T) {
 	}
 	if _, err := probe.HintSlot(uint32(a.pid)); err == nil {
 		t.Error("a's registration is still in the map")
+	}
+	// a's live block is the agent's again: the short period, and Run
+	// told so.
+	if got := pub.refreshPeriod(); got != RefreshEvery {
+		t.Errorf("refresh every %v after a let go, want %v", got, RefreshEvery)
+	}
+	select {
+	case <-pub.kick:
+	default:
+		t.Error("the refresh was not told that a live block came back")
 	}
 }
 

@@ -26,9 +26,20 @@ import (
 const DefaultDir = "/dev/shm"
 
 // RefreshEvery is how often every slot is re-published from the BPF
-// counters (switch-outs, threads that ran on without a switch): well
-// within the readers' 250 ms freshness limit.
+// counters (switch-outs, threads that ran on without a switch) while the
+// agent writes the live block of some thread (a vCPU, a thread whose
+// process holds no live array): its switch-outs reach the page only
+// through this refresh. Well within the readers' 250 ms freshness limit.
 const RefreshEvery = 20 * time.Millisecond
+
+// RefreshMappedEvery is the refresh period while the BPF programs write
+// every thread's live block (all in live arrays): the refresh then only
+// keeps the estimate blocks fresh (their publish time, and a contention
+// that ages out after 500 ms), and the estimate's lessons come with the
+// records. At 20 ms the refresh's wake-ups were ~40% of the agent's CPU
+// (docs/BENCHMARKS.md); 100 ms still leaves 150 ms of the readers' limit
+// for a late refresh.
+const RefreshMappedEvery = 100 * time.Millisecond
 
 // threadPageSlots: a local target's page holds at least this many thread
 // slots (one 4 KiB page), so threads can come and go without a new file.
@@ -89,6 +100,9 @@ type Publisher struct {
 	threads map[uint32]*thread // by tid
 	lag     lagLog
 	quiet   int
+	// kick tells Run that a thread's live block is the agent's again
+	// (or a new thread's is), so that the refresh speeds up at once.
+	kick chan struct{}
 
 	mappedNow, served, refused int // LiveStats
 	applied                    int // Applied
@@ -139,7 +153,8 @@ func New(opts Options) (*Publisher, error) {
 		opts.Owner = procOwner
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
-		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{}}
+		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
+		kick: make(chan struct{}, 1)}
 	p.SetCounters(opts.Counters)
 	return p, nil
 }
@@ -282,6 +297,9 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
 		p.publish(tt, now, true)
 		p.mapIfServed(pg, tt)
+		if !tt.mapped {
+			p.kickRefresh()
+		}
 	}
 	for tid, tt := range pg.threads {
 		if !seen[tid] {
@@ -371,19 +389,49 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	}
 }
 
-// Run refreshes every slot each RefreshEvery until ctx is done, then
-// removes the pages.
+// Run refreshes every slot each RefreshEvery (RefreshMappedEvery while
+// every live block is in a live array) until ctx is done, then removes
+// the pages.
 func (p *Publisher) Run(ctx context.Context) {
-	tk := time.NewTicker(RefreshEvery)
-	defer tk.Stop()
+	period := p.refreshPeriod()
+	tm := time.NewTimer(period)
+	defer tm.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			p.Close()
 			return
-		case <-tk.C:
+		case <-p.kick:
+			// A live block came back to the agent: the next refresh
+			// is due within RefreshEvery, not a slow period away.
+			if period == RefreshEvery {
+				continue
+			}
+		case <-tm.C:
 			p.refresh()
 		}
+		period = p.refreshPeriod()
+		tm.Reset(period)
+	}
+}
+
+// refreshPeriod is RefreshMappedEvery while the BPF programs write every
+// thread's live block, else RefreshEvery.
+func (p *Publisher) refreshPeriod() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mappedNow < len(p.threads) {
+		return RefreshEvery
+	}
+	return RefreshMappedEvery
+}
+
+// kickRefresh wakes Run to re-time its refresh (a live block came back
+// to the agent). Never blocks: one pending kick is enough.
+func (p *Publisher) kickRefresh() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
 	}
 }
 
