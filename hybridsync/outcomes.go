@@ -34,20 +34,40 @@ func (a Arm) String() string {
 	return "model"
 }
 
-// Epoch is the answer to a thread's report: how to wait from now on.
+// Epoch is the answer to a thread's report: its next epochs, which the
+// caller runs back to back and reports together when the last one ends.
+// A report crosses from C into Go, which wakes the Go runtime's threads on
+// the program's CPU; on a contended CPU they wait behind the co-runner, and
+// a report cost the calling thread 1.1 ms of wall time on the H200 machine
+// (median, launch_bound beside a busy loop: 3% of its run at one report per
+// epoch; docs/BENCHMARKS.md). So an exploration's four epochs are one
+// report, and so is the run of epochs of the arm it chose.
 type Epoch struct {
-	Arm Arm
-	// Next: report again after this many ns.
-	Next int64
-	// Reset: a new epoch starts now; the caller counts its waits from 0.
-	Reset bool
+	// Arms[:N]: the arm of each epoch, in order. Each lasts Len ns.
+	Arms [PlanMax]Arm
+	N    int
+	Len  int64
+	// MinWaits: an epoch that has made fewer waits when its time is up
+	// goes on, Len/4 at a time, until MaxLen in all: a rate from a
+	// handful of waits is noise. 0: epochs end on time.
+	MinWaits uint64
+	MaxLen   int64
 	// Quiet: while the thread's CPU is free, the caller may skip its
 	// reports for up to this many ns as long as the thread's run delay
 	// (schedstat) grows by under 1% of the time, or by under QuietPerRun
 	// per scheduling-in: a looser form of SchedSignal's rule (2% and
 	// sharedDelayPerRun), so that whatever it would call contention
-	// reaches it. 0: report at Next.
+	// reaches it. 0: report at the end of the last epoch.
 	Quiet, QuietPerRun int64
+}
+
+// PlanMax is the most epochs one answer plans.
+const PlanMax = 4
+
+// EpochDone is what the caller measured of one epoch it ran.
+type EpochDone struct {
+	Waits     uint64 // waits made in it, complete or not
+	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
 }
 
 // Outcomes checks decisions against what they cost, so that a wrong model
@@ -74,6 +94,9 @@ type Epoch struct {
 // CPU per wait wins. Regret against the better fixed mode is bounded by
 // that share plus what noise costs, and noise can only cost where the two
 // arms are close.
+//
+// The contention verdict is taken at each report: after an exploration's
+// four epochs, and after the run of the chosen arm's (Epoch).
 //
 // Where the CPU is free, nothing is explored: the thread stays in
 // ArmModel, which spins like CUDA's default and so costs nothing alone.
@@ -104,10 +127,13 @@ const (
 	// a 1-second run under a co-runner, the device arm being 60% slower).
 	epochLen   = 50_000_000
 	exploreLen = 25_000_000
-	// minEpochWaits: an epoch with fewer waits is extended, up to
-	// maxEpoch: a rate from a handful of waits is noise.
+	// minEpochWaits: an exploring epoch with fewer waits is extended,
+	// up to maxEpoch (Epoch.MinWaits).
 	minEpochWaits = 8
 	maxEpoch      = 500_000_000
+	// exitCheck: epochs of the chosen arm per report while the CPU looks
+	// free again (regimeExit is then checked that often).
+	exitCheck = 8
 	// regimeExit: free verdicts needed, in a row, to leave the contended
 	// regime.
 	regimeExit = 2_000_000_000
@@ -139,19 +165,21 @@ var explore = [4]Arm{ArmDevice, ArmPolicy, ArmPolicy, ArmDevice}
 // armThread is one thread's state. The owner thread alone reports, except
 // in the overflow slot: mu keeps that one consistent.
 type armThread struct {
-	mu              sync.Mutex
-	arm             Arm
-	start, cpuStart int64 // the running epoch's start, and CPU time then
-	regime          bool
-	freeSince       int64
-	// step is the exploration's next epoch (0-3), or -1 while exploiting.
-	step  int
-	order int
+	mu        sync.Mutex
+	started   bool
+	regime    bool
+	freeSince int64
+	// plan: the epochs the thread was last told to run (their arms).
+	plan []Arm
+	// exploring: plan is an exploration; order: its order of arms.
+	exploring bool
+	order     int
 	// this exploration's sums, and the smoothed outcomes, per arm.
 	waits, wall, cpu [arms]float64
 	rate, cpuPer     [arms]float64
-	best             Arm
-	left             int
+	// best: the arm chosen, for left more epochs.
+	best Arm
+	left int
 }
 
 func newOutcomes(cont ContentionSource) *Outcomes {
@@ -165,41 +193,26 @@ func newOutcomes(cont ContentionSource) *Outcomes {
 	return o
 }
 
-// Report ends or continues thread tid's epoch: waits is how many waits it
-// made since its epoch began (the last Reset), now the time, cpu its CPU
-// time (CLOCK_THREAD_CPUTIME_ID).
-func (o *Outcomes) Report(tid int, waits uint64, now, cpu int64) Epoch {
+// Report takes what thread tid measured of the epochs it was last told to
+// run (done, in order; its first report has none), at now, and returns
+// its next epochs.
+func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 	t := o.threads.get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.start == 0 {
-		t.start, t.cpuStart, t.step = now, cpu, -1
-		return Epoch{Arm: ArmModel, Next: samplePeriod, Reset: true}
+	if !t.started {
+		t.started = true
+		return o.run(t, Epoch{Len: samplePeriod}, ArmModel)
 	}
 	t.track(o.cont.Contention(tid, now), now)
+	o.record(t, done)
 	switch {
 	case !t.regime:
-		o.next(t, ArmModel, now, cpu)
-		e := Epoch{Arm: ArmModel, Next: freeReport, Reset: true, Quiet: o.quiet}
-		// A throttle is contention whatever the delay per run (a
-		// thread that sleeps often spreads one refill's wait over many
-		// wake-ups), so under a quota only the fraction counts.
-		if o.quiet > 0 && o.period() == 0 {
-			e.QuietPerRun = sharedDelayPerRun / 2
-		}
-		return e
-	case t.arm == ArmModel:
-		return o.next(t, o.resume(t), now, cpu)
-	case waits < minEpochWaits && now-t.start < maxEpoch:
-		return Epoch{Arm: t.arm, Next: o.span(epochLen / 4)}
+		return o.free(t)
+	case t.left > 0:
+		return o.exploit(t)
 	}
-	if t.step >= 0 {
-		a := t.arm
-		t.waits[a] += float64(waits)
-		t.wall[a] += float64(now - t.start)
-		t.cpu[a] += float64(cpu - t.cpuStart)
-	}
-	return o.next(t, o.advance(t), now, cpu)
+	return o.begin(t)
 }
 
 // track moves the thread into or out of the contended regime.
@@ -215,23 +228,78 @@ func (t *armThread) track(c Contention, now int64) {
 	}
 }
 
-// next closes the running epoch and starts one of arm a.
-func (o *Outcomes) next(t *armThread, a Arm, now, cpu int64) Epoch {
-	o.epochs[t.arm].Add(1)
-	o.epochNs[t.arm].Add(now - t.start)
-	t.arm, t.start, t.cpuStart = a, now, cpu
-	if t.step >= 0 {
-		return Epoch{Arm: a, Next: o.span(exploreLen), Reset: true}
+// record counts the epochs done, adds an exploration's to its sums, and
+// decides when it is complete.
+func (o *Outcomes) record(t *armThread, done []EpochDone) {
+	for i, d := range done[:min(len(done), len(t.plan))] {
+		a := t.plan[i]
+		o.epochs[a].Add(1)
+		o.epochNs[a].Add(d.Wall)
+		if t.exploring {
+			t.waits[a] += float64(d.Waits)
+			t.wall[a] += float64(d.Wall)
+			t.cpu[a] += float64(d.CPU)
+		}
 	}
-	return Epoch{Arm: a, Next: o.span(epochLen), Reset: true}
+	if t.exploring && len(done) == len(t.plan) {
+		o.decide(t)
+	}
+	t.exploring = false
+}
+
+// run sets e's arms and t's plan to arms.
+func (o *Outcomes) run(t *armThread, e Epoch, arms ...Arm) Epoch {
+	e.N = copy(e.Arms[:], arms)
+	t.plan = append(t.plan[:0], arms...)
+	return e
+}
+
+// free: one epoch of the model, whose reports the caller may skip while
+// its run delay stays flat.
+func (o *Outcomes) free(t *armThread) Epoch {
+	e := Epoch{Len: freeReport, Quiet: o.quiet}
+	// A throttle is contention whatever the delay per run (a thread that
+	// sleeps often spreads one refill's wait over many wake-ups), so
+	// under a quota only the fraction counts.
+	if o.quiet > 0 && o.period() == 0 {
+		e.QuietPerRun = sharedDelayPerRun / 2
+	}
+	return o.run(t, e, ArmModel)
+}
+
+// exploit: the chosen arm for its remaining epochs, as one; while the
+// CPU looks free again, for at most exitCheck of them, so that the regime
+// can end on time.
+func (o *Outcomes) exploit(t *armThread) Epoch {
+	k := t.left
+	if t.freeSince != 0 {
+		k = min(k, exitCheck)
+	}
+	t.left -= k
+	return o.run(t, Epoch{Len: o.span(epochLen) * int64(k)}, t.best)
+}
+
+// begin starts an exploration: four epochs, ABBA or BAAB in turn.
+func (o *Outcomes) begin(t *armThread) Epoch {
+	o.explorations.Add(1)
+	t.exploring, t.order = true, 1-t.order
+	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
+	var a [len(explore)]Arm
+	for i, x := range explore {
+		a[i] = x
+		if t.order == 1 {
+			a[i] = ArmDevice + ArmPolicy - x
+		}
+	}
+	return o.run(t, Epoch{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch}, a[:]...)
 }
 
 // span is d rounded to whole periods of the process's CPU quota, if it
 // has one (the nearest number of them, at least one). Against a 20 ms
 // period, a 25 ms epoch holds one refill of the quota or two depending on
 // where it starts (10 or 15 ms of CPU under 10 ms per 20 ms): a bias of
-// up to 20% per epoch, by phase, which no order of the arms averages out.
-// Whole periods hold the same quota each. The nearest, not the next: an
+// up to 20% per epoch, which no order of the arms averages out. Whole
+// periods hold the same quota each. The nearest, not the next: an
 // exploring epoch of the worse arm costs its length (20 ms, not 40).
 func (o *Outcomes) span(d int64) int64 {
 	if p := o.period(); p > 0 {
@@ -248,51 +316,9 @@ func (o *Outcomes) period() int64 {
 	return o.quota.QuotaPeriod()
 }
 
-// resume is the arm on entering the contended regime: the last decision
-// while it has epochs left, else a new exploration.
-func (o *Outcomes) resume(t *armThread) Arm {
-	if t.left > 0 {
-		t.left--
-		return t.best
-	}
-	return o.begin(t)
-}
-
-func (o *Outcomes) begin(t *armThread) Arm {
-	o.explorations.Add(1)
-	t.step, t.order = 1, 1-t.order
-	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
-	return t.explored(0)
-}
-
-func (t *armThread) explored(i int) Arm {
-	a := explore[i]
-	if t.order == 1 {
-		a = ArmDevice + ArmPolicy - a
-	}
-	return a
-}
-
-// advance picks the next epoch's arm once the last one is recorded.
-func (o *Outcomes) advance(t *armThread) Arm {
-	if t.step >= 0 && t.step < len(explore) {
-		t.step++
-		return t.explored(t.step - 1)
-	}
-	if t.step >= 0 {
-		o.decide(t)
-	}
-	if t.left > 0 {
-		t.left--
-		return t.best
-	}
-	return o.begin(t)
-}
-
 // decide ends an exploration: smooth each arm's outcome, pick the better
 // arm and how long to keep it.
 func (o *Outcomes) decide(t *armThread) {
-	t.step = -1
 	for _, a := range []Arm{ArmDevice, ArmPolicy} {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
 			continue
@@ -322,7 +348,8 @@ func (o *Outcomes) decide(t *armThread) {
 
 // OutcomeStats is what Outcomes did, for the stats file.
 type OutcomeStats struct {
-	// Epochs and Seconds spent in each arm ("model", "device", "policy").
+	// Epochs and Seconds spent in each arm ("model", "device", "policy");
+	// a run of the chosen arm's epochs counts as one.
 	Epochs  map[string]uint64  `json:"epochs"`
 	Seconds map[string]float64 `json:"seconds"`
 	// Explorations started, and the arm each finished one chose.

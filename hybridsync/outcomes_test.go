@@ -2,6 +2,7 @@ package hybridsync
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -13,44 +14,60 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 
 // world simulates a thread whose waits complete at rate[arm] per second
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
-// it reports to o as the C library would, when told to.
+// it runs the plans o gives as the C library does (api.c).
 type world struct {
 	o          *Outcomes
 	rate, cpu  [arms]float64
 	noise      float64
 	rng        *rand.Rand
-	now, cpuNs int64
+	now        int64
 	waits      float64 // completed, total
 	byArm      [arms]float64
 	e          Epoch
+	reports    int
 }
 
 func newWorld(cont ContentionSource, seed uint64) *world {
 	w := &world{o: newOutcomes(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9}
-	w.e = w.o.Report(7, 0, w.now, 0)
+	w.e = w.o.Report(7, nil, w.now)
 	return w
 }
 
-// run advances the world by d ns, reporting every time the last answer
-// asked for.
+// run advances the world by at least d ns, a whole plan at a time.
 func (w *world) run(d int64) {
-	end := w.now + d
-	var n float64 // waits in the current epoch
-	for w.now < end {
-		dt := w.e.Next
-		f := 1 + w.noise*(2*w.rng.Float64()-1)
-		k := w.rate[w.e.Arm] * f * float64(dt) / 1e9
-		w.now += dt
-		w.cpuNs += int64(k * w.cpu[w.e.Arm])
-		n += k
-		w.waits += k
-		w.byArm[w.e.Arm] += float64(dt)
-		e := w.o.Report(7, uint64(n), w.now, w.cpuNs)
-		if e.Reset {
-			n = 0
-		}
-		w.e = e
+	for end := w.now + d; w.now < end; {
+		w.step()
 	}
+}
+
+// step runs the plan: its epochs back to back, each extended by Len/4 at
+// a time while it has fewer than MinWaits waits (up to MaxLen), and
+// reports them.
+func (w *world) step() {
+	var done []EpochDone
+	for _, a := range w.e.Arms[:w.e.N] {
+		var ep EpochDone
+		var n, cpu float64
+		for dt := w.e.Len; ; dt = w.e.Len / 4 {
+			for left := dt; left > 0; left -= epochLen { // noise per 50 ms at most
+				c := min(left, epochLen)
+				k := w.rate[a] * (1 + w.noise*(2*w.rng.Float64()-1)) * float64(c) / 1e9
+				w.waits += k
+				n += k
+				cpu += k * w.cpu[a]
+			}
+			w.now += dt
+			w.byArm[a] += float64(dt)
+			ep.Wall += dt
+			if uint64(n) >= w.e.MinWaits || ep.Wall >= w.e.MaxLen {
+				break
+			}
+		}
+		ep.Waits, ep.CPU = uint64(n), int64(cpu)
+		done = append(done, ep)
+	}
+	w.e = w.o.Report(7, done, w.now)
+	w.reports++
 }
 
 func TestOutcomesFreeNeverExplores(t *testing.T) {
@@ -63,8 +80,8 @@ func TestOutcomesFreeNeverExplores(t *testing.T) {
 			t.Errorf("%v: %.0f ns in the device arm, %.0f in the policy arm, %d explorations; want only the model",
 				c, w.byArm[ArmDevice], w.byArm[ArmPolicy], st.Explorations)
 		}
-		if w.e.Next != freeReport || !w.e.Reset {
-			t.Errorf("%v: next report in %d ns (reset %v), want every %d ns", c, w.e.Next, w.e.Reset, freeReport)
+		if w.e.N != 1 || w.e.Arms[0] != ArmModel || w.e.Len != freeReport || w.e.MinWaits != 0 {
+			t.Errorf("%v: next epochs %+v, want one of the model, reported after %d ns", c, w.e, freeReport)
 		}
 	}
 }
@@ -84,9 +101,9 @@ func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
 		{"switchable", sw, 0},
 	} {
 		o := newOutcomes(tc.cont)
-		o.Report(7, 0, 1e9, 0)
-		e := o.Report(7, 10, 1e9+samplePeriod, 0)
-		if e.Quiet != tc.want || e.Arm != ArmModel {
+		o.Report(7, nil, 1e9)
+		e := o.Report(7, done(10), 1e9+samplePeriod)
+		if e.Quiet != tc.want || e.Arms[0] != ArmModel {
 			t.Errorf("%s, free: %+v, want the model arm and quiet %d", tc.name, e, tc.want)
 		}
 		if want := min(tc.want, sharedDelayPerRun/2); e.QuietPerRun != want {
@@ -96,15 +113,15 @@ func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
 	// Under a quota, a throttle spread over many wake-ups must reach Go.
 	o := newOutcomes(quotaFree{})
 	o.quiet = freeQuiet
-	o.Report(7, 0, 1e9, 0)
-	if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
+	o.Report(7, nil, 1e9)
+	if e := o.Report(7, done(10), 1e9+samplePeriod); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
 		t.Errorf("free under a quota: %+v, want quiet reports judged by the delay's fraction alone", e)
 	}
 	o = newOutcomes(sw)
 	o.quiet = freeQuiet // as if from the run delay
-	o.Report(7, 0, 1e9, 0)
+	o.Report(7, nil, 1e9)
 	sw.c.Store(int64(ContentionShared))
-	if e := o.Report(7, 10, 1e9+samplePeriod, 0); e.Quiet != 0 {
+	if e := o.Report(7, done(10), 1e9+samplePeriod); e.Quiet != 0 {
 		t.Errorf("contended: %+v, want no quiet reports", e)
 	}
 }
@@ -121,21 +138,25 @@ type quotaShared struct{ period int64 }
 func (quotaShared) Contention(int, int64) Contention { return ContentionShared }
 func (q quotaShared) QuotaPeriod() int64             { return q.period }
 
-// explorationArms reports epochs of 25 ms with waits[arm] waits each and
-// returns the arms of the first n epochs after the regime begins, and
-// their lengths.
-func explorationArms(o *Outcomes, waits [arms]uint64, n int) ([]Arm, []int64) {
+// done is one epoch's report of n waits.
+func done(n uint64) []EpochDone { return []EpochDone{{Waits: n, Wall: samplePeriod}} }
+
+// plans runs o's plans from a thread's first report, each epoch lasting
+// its Len with waits[arm] waits, and returns the first n.
+func plans(o *Outcomes, waits [arms]uint64, n int) []Epoch {
 	now := int64(1e9)
-	e := o.Report(1, 0, now, 0)
-	var got []Arm
-	var next []int64
-	for range n {
-		now += e.Next
-		e = o.Report(1, waits[e.Arm], now, 0)
-		got = append(got, e.Arm)
-		next = append(next, e.Next)
+	e := o.Report(1, nil, now)
+	got := []Epoch{e}
+	for len(got) < n {
+		var d []EpochDone
+		for _, a := range e.Arms[:e.N] {
+			now += e.Len
+			d = append(d, EpochDone{Waits: waits[a], Wall: e.Len})
+		}
+		e = o.Report(1, d, now)
+		got = append(got, e)
 	}
-	return got, next
+	return got
 }
 
 // TestOutcomesEpochsFitQuota: under a CPU quota every epoch spans whole
@@ -150,10 +171,30 @@ func TestOutcomesEpochsFitQuota(t *testing.T) {
 		{30_000_000, 30_000_000, 60_000_000},
 		{100_000_000, 100_000_000, 100_000_000},
 	} {
-		arms, next := explorationArms(newOutcomes(quotaShared{tc.period}), [arms]uint64{ArmDevice: 50, ArmPolicy: 100}, 5)
-		// Epochs 1-4 explore; epoch 5 is the first of the chosen arm.
-		if next[0] != tc.explore || next[4] != tc.exploit || arms[4] != ArmPolicy {
-			t.Errorf("quota period %d ns: arms %v, epochs of %v ns; want %d ns exploring, %d ns after", tc.period, arms, next, tc.explore, tc.exploit)
+		// The model's first epoch, the exploration, the chosen arm's run.
+		p := plans(newOutcomes(quotaShared{tc.period}), [arms]uint64{ArmDevice: 50, ArmPolicy: 100}, 3)
+		if p[1].N != 4 || p[1].Len != tc.explore || p[2].Arms[0] != ArmPolicy || p[2].Len%tc.exploit != 0 {
+			t.Errorf("quota period %d ns: exploring %+v, then %+v; want epochs of %d ns exploring, whole %d ns after", tc.period, p[1], p[2], tc.explore, tc.exploit)
+		}
+	}
+}
+
+// TestOutcomesOneReportPerPlan: on a contended CPU a thread reports once
+// per exploration and once per run of the chosen arm, not per epoch
+// (Epoch says why), and only exploring epochs wait for enough waits to
+// give a rate.
+func TestOutcomesOneReportPerPlan(t *testing.T) {
+	w := newWorld(FixedContention(ContentionShared), 9)
+	w.rate = [arms]float64{1000, 1000, 1500}
+	w.run(10e9)
+	st := w.o.Stats()
+	if w.reports > 2*int(st.Explorations)+2 {
+		t.Errorf("%d reports for %d explorations, want at most two per exploration", w.reports, st.Explorations)
+	}
+	for _, e := range plans(newOutcomes(FixedContention(ContentionShared)), [arms]uint64{ArmDevice: 1, ArmPolicy: 1}, 4)[1:] {
+		exploring := e.N == 4
+		if exploring != (e.MinWaits == minEpochWaits && e.MaxLen == maxEpoch) {
+			t.Errorf("plan %+v: want a minimum of waits per epoch exactly when exploring", e)
 		}
 	}
 }
@@ -201,79 +242,48 @@ func TestOutcomesTieGoesToLessCPU(t *testing.T) {
 // TestOutcomesExplorationOrder: ABBA, then BAAB, with the better arm
 // between.
 func TestOutcomesExplorationOrder(t *testing.T) {
-	o := newOutcomes(FixedContention(ContentionShared))
-	now := int64(1e9)
-	o.Report(1, 0, now, 0)
 	var got []Arm
-	for i := 0; i < 4+minExploit+4+1; i++ {
-		now += epochLen
-		e := o.Report(1, 100, now, 0)
-		got = append(got, e.Arm)
+	var lens []int64
+	for _, e := range plans(newOutcomes(FixedContention(ContentionShared)), [arms]uint64{100, 100, 100}, 5)[1:] {
+		got = append(got, e.Arms[:e.N]...)
+		lens = append(lens, e.Len)
 	}
 	// The first report in the regime starts the exploration; the
 	// device arm is made faster in no epoch (same waits), so the tie
-	// goes to the arm with less CPU: both 0, the policy.
-	want := []Arm{ArmPolicy, ArmDevice, ArmDevice, ArmPolicy}
-	for range minExploit {
-		want = append(want, ArmPolicy)
-	}
-	want = append(want, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy)
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("arms %v, want %v", got, want)
-		}
+	// goes to the arm with less CPU: both 0, the policy, for minExploit
+	// epochs.
+	want := []Arm{ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy}
+	if !slices.Equal(got, want) || lens[1] != minExploit*epochLen {
+		t.Errorf("arms %v, plan lengths %v; want %v, the chosen arm's %d ns", got, lens, want, minExploit*epochLen)
 	}
 }
 
-// TestOutcomesShortEpochsExtend: too few waits, the epoch goes on (no
-// reset) until maxEpoch.
-func TestOutcomesShortEpochsExtend(t *testing.T) {
-	o := newOutcomes(FixedContention(ContentionShared))
-	now := int64(1e9)
-	o.Report(1, 0, now, 0)
-	now += samplePeriod
-	e := o.Report(1, 1, now, 0)
-	arm := e.Arm
-	for now += epochLen; ; now += e.Next {
-		e = o.Report(1, 2, now, 0)
-		if e.Reset {
-			break
-		}
-		if e.Arm != arm {
-			t.Fatalf("arm changed without a reset")
-		}
-	}
-	if now < 1e9+samplePeriod+maxEpoch {
-		t.Errorf("an epoch of 2 waits ended after %d ns, want maxEpoch", now-1e9-samplePeriod)
-	}
-}
-
-// TestOutcomesRegimeExit: after contention goes, the thread keeps its arm
-// for regimeExit, then returns to the model; when contention returns, the
-// last decision resumes without a new exploration.
+// TestOutcomesRegimeExit: after contention goes, the thread keeps to the
+// contended arms for regimeExit and leaves soon after (at most a run of
+// the chosen arm, an exploration and exitCheck epochs later); when
+// contention returns, the last decision resumes without a new exploration.
 func TestOutcomesRegimeExit(t *testing.T) {
 	src := &switchable{}
 	src.c.Store(int64(ContentionShared))
 	w := newWorld(src, 5)
 	w.rate = [arms]float64{1000, 1000, 3000}
-	w.run(1e9) // an exploration, then 16 of the 64 epochs it grants the policy
-	if w.e.Arm != ArmPolicy {
-		t.Fatalf("contended: arm %v, want the faster policy arm", w.e.Arm)
+	for w.e.N != 1 || w.e.Arms[0] != ArmPolicy {
+		w.step() // to the first run of the policy arm, the faster
 	}
 	src.c.Store(int64(ContentionFree))
-	w.run(regimeExit - epochLen)
-	if w.e.Arm != ArmPolicy {
-		t.Fatalf("free for less than regimeExit: arm %v, want policy kept", w.e.Arm)
+	gone := w.now
+	for w.e.Arms[0] != ArmModel {
+		w.step()
 	}
-	w.run(3 * epochLen)
-	if w.e.Arm != ArmModel {
-		t.Fatalf("free for regimeExit: arm %v, want model", w.e.Arm)
+	late := int64(maxExploit*epochLen + 4*exploreLen + exitCheck*epochLen)
+	if d := w.now - gone; d < regimeExit || d > regimeExit+late {
+		t.Errorf("back to the model %d ms after contention went, want %d-%d ms", d/1_000_000, regimeExit/1_000_000, (regimeExit+late)/1_000_000)
 	}
 	before := w.o.Stats().Explorations
 	src.c.Store(int64(ContentionShared))
-	w.run(2 * samplePeriod)
-	if w.e.Arm != ArmPolicy || w.o.Stats().Explorations != before {
-		t.Errorf("contended again: arm %v, explorations %d -> %d; want the last decision resumed", w.e.Arm, before, w.o.Stats().Explorations)
+	w.step()
+	if w.e.Arms[0] != ArmPolicy || w.o.Stats().Explorations != before {
+		t.Errorf("contended again: %+v, explorations %d -> %d; want the last decision resumed", w.e, before, w.o.Stats().Explorations)
 	}
 }
 
@@ -281,19 +291,19 @@ func TestOutcomesRegimeExit(t *testing.T) {
 // from many threads at once are safe (-race).
 func TestOutcomesThreadsIndependent(t *testing.T) {
 	o := newOutcomes(FixedContention(ContentionShared))
-	done := make(chan struct{})
+	finished := make(chan struct{})
 	for tid := 1; tid <= 8; tid++ {
 		go func() {
-			defer func() { done <- struct{}{} }()
+			defer func() { finished <- struct{}{} }()
 			now := int64(1e9)
 			for range 200 {
-				o.Report(tid, 50, now, 0)
+				o.Report(tid, done(50), now)
 				now += epochLen
 			}
 		}()
 	}
 	for range 8 {
-		<-done
+		<-finished
 	}
 	if st := o.Stats(); st.Explorations < 8 {
 		t.Errorf("%d explorations over 8 threads, want each thread's own", st.Explorations)

@@ -80,11 +80,11 @@ func New(cfg Config) *Syncer {
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }
 
-// Epoch reports the end (or progress) of thread tid's epoch to the
-// Outcomes check and returns how its waits go next; see Outcomes.Report.
-// The C library calls it from its own wait path in the default mode.
-func (s *Syncer) Epoch(tid int, waits uint64, now, cpu int64) Epoch {
-	return s.outcomes.Report(tid, waits, now, cpu)
+// Epoch reports the epochs thread tid ran to the Outcomes check and
+// returns its next ones; see Outcomes.Report. The C library calls it from
+// its own wait path in the default mode.
+func (s *Syncer) Epoch(tid int, done []EpochDone, now int64) Epoch {
+	return s.outcomes.Report(tid, done, now)
 }
 
 // Dict returns the timing dictionary.

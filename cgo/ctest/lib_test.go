@@ -165,6 +165,7 @@ type stats struct {
 		Explorations uint64            `json:"explorations"`
 		Chosen       map[string]uint64 `json:"chosen"`
 		QuietChecks  uint64            `json:"quiet_checks"`
+		Reports      uint64            `json:"reports"`
 	} `json:"outcomes"`
 	Kernels []struct {
 		Name   string  `json:"name"`
@@ -479,11 +480,19 @@ func TestPreloadShortWaitsToCUDA(t *testing.T) {
 func TestPreloadDelegatedWaitIsCUDAsAlone(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	// The fewest queries of three runs: on a loaded machine the policy's
+	// spins in the first waits poll more, and more variably.
 	queries := func(waits string) (int, uint64) {
-		path := filepath.Join(t.TempDir(), "stats.json")
-		r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", waits, "1", "20000")
-		_, _, q := standinAll(t, r.stderr)
-		return q, readStats(t, path).Deleg
+		q, d := -1, uint64(0)
+		for range 3 {
+			path := filepath.Join(t.TempDir(), "stats.json")
+			r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", waits, "1", "20000")
+			_, _, n := standinAll(t, r.stderr)
+			if q < 0 || n < q {
+				q, d = n, readStats(t, path).Deleg
+			}
+		}
+		return q, d
 	}
 	q1, d1 := queries("120")
 	q2, d2 := queries("1120")
@@ -576,6 +585,12 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 	o := st.Outcomes
 	if o == nil || o.Explorations == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] == 0 {
 		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
+	}
+	// An exploration's epochs, and the run of the arm it chose, are
+	// reported into Go together (hybridsync.Epoch): fewer reports than
+	// epochs once one exploration is done.
+	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"]; o.Reports == 0 || o.Reports >= epochs {
+		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)
 	}
 	// In the policy arm the context is switched to blocking-sync and
 	// the waits are CUDA's own: the stand-in saw them sleep on plain

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "_cgo_export.h"
@@ -171,26 +172,30 @@ static void check_delegated(struct fast *f, const struct hs_wait *w, int64_t sta
 		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
 
-/* The thread's epoch, in the default mode: which arm its waits take (see
- * hybridsync.Outcomes), how many waits it made since the epoch began, and
- * when it next reports them to Go. A report every few ms keeps the cost
- * per wait at one clock read. The arms: the model (short waits to CUDA,
- * the rest through the policy); CUDA's own wait with the program's
- * schedule (CUDA's default mode); and the policy, which on a contended CPU
- * is CUDA's blocking-sync mode: the context is switched to it and every
- * wait left to CUDA (where the driver cannot switch, the Go policy
- * blocks on a shadow event instead). */
+/* The thread's epochs, in the default mode: which arm its waits take (see
+ * hybridsync.Outcomes), how many waits it made since the running epoch
+ * began, and when that ends. The epochs of a plan run back to back and
+ * are reported to Go together at its end (hybridsync.Epoch says why), so
+ * the cost per wait is one clock read. The arms: the model (short waits
+ * to CUDA, the rest through the policy); CUDA's own wait with the
+ * program's schedule (CUDA's default mode); and the policy, which on a
+ * contended CPU is CUDA's blocking-sync mode: the context is switched to
+ * it and every wait left to CUDA (where the driver cannot switch, the Go
+ * policy blocks on a shadow event instead). */
 enum { ARM_MODEL = 0, ARM_DEVICE = 1, ARM_POLICY = 2 };
 struct epoch {
-	int64_t due;
+	int64_t due;        /* when the running epoch's time is up */
+	int64_t start, cpu; /* its start, and the thread's CPU time then */
 	unsigned long waits;
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
+	struct hs_plan plan;
+	int step; /* the running epoch's index in plan */
+	struct hs_epoch_done done[HS_PLAN_MAX];
 	/* While the CPU is free (Epoch.Quiet in hybridsync/outcomes.go):
-	 * until when reports may be skipped, how often to check, the run
-	 * delay per scheduling-in that is no contention (0: none is), and
-	 * the run delay and schedulings-in at the last check. */
-	int64_t quiet_until, every, per_run, delay, runs, delay_at;
+	 * until when reports may be skipped, the run delay and
+	 * schedulings-in at the last check, and when that was. */
+	int64_t quiet_until, delay, runs, delay_at;
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 static atomic_ulong quiet_checks; /* reports skipped by still_free */
@@ -250,7 +255,7 @@ static int still_free(int64_t now)
 	if (now >= epoch.quiet_until || !run_delay(&d, &r))
 		return 0;
 	int64_t grew = d - epoch.delay, runs = r - epoch.runs;
-	int flat = grew * 100 < now - epoch.delay_at || (runs > 0 && grew < epoch.per_run * runs);
+	int flat = grew * 100 < now - epoch.delay_at || (runs > 0 && grew < epoch.plan.quiet_per_run * runs);
 	epoch.delay = d;
 	epoch.runs = r;
 	epoch.delay_at = now;
@@ -278,6 +283,49 @@ static void count_report(int64_t spent)
 		;
 }
 
+/* thread_cpu is the calling thread's CPU time (ns): a system call, once
+ * per epoch. */
+static int64_t thread_cpu(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* report hands the plan's epochs to Go, at now, and takes the next plan. */
+static void report(int64_t now)
+{
+	hsgo_epoch(epoch.step, epoch.done, now, &epoch.plan);
+	count_report(hs_now() - now);
+	epoch.step = 0;
+	if (epoch.plan.n < 1 || epoch.plan.n > HS_PLAN_MAX)
+		epoch.plan = (struct hs_plan){.n = 1, .len = 1000000000};
+	epoch.quiet_until = 0;
+	if (epoch.plan.quiet > 0 && run_delay(&epoch.delay, &epoch.runs)) {
+		epoch.quiet_until = now + epoch.plan.quiet;
+		epoch.delay_at = now;
+	}
+}
+
+/* next_epoch ends the running epoch at now (if one ran), and starts the
+ * plan's next, reporting first when the plan is done. */
+static void next_epoch(int64_t now)
+{
+	int64_t cpu = thread_cpu();
+	if (epoch.plan.n > 0 && epoch.step < HS_PLAN_MAX)
+		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu};
+	if (epoch.step >= epoch.plan.n)
+		report(now);
+	int arm = epoch.plan.arms[epoch.step];
+	if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
+		set_arm(arm);
+	epoch.start = now;
+	epoch.cpu = cpu;
+	epoch.waits = 0;
+	epoch.due = now + epoch.plan.len;
+}
+
 /* epoch_arm returns the arm of the thread's wait starting now, and sets
  * *now to the time it read (0 outside the default mode, which reads none). */
 static int epoch_arm(int64_t *now_out)
@@ -291,24 +339,15 @@ static int epoch_arm(int64_t *now_out)
 	if (now < epoch.due)
 		return epoch.arm;
 	if (still_free(now)) {
-		epoch.due = now + epoch.every;
+		epoch.due = now + epoch.plan.len;
 		return epoch.arm;
 	}
-	int arm = ARM_MODEL;
-	int64_t next = 0, quiet = 0, per_run = 0;
-	if (hsgo_epoch(epoch.waits, now, &arm, &next, &quiet, &per_run))
-		epoch.waits = 0;
-	count_report(hs_now() - now);
-	if (arm != epoch.arm || (arm == ARM_POLICY && !epoch.cuda_blocking))
-		set_arm(arm);
-	epoch.due = now + next;
-	epoch.every = next;
-	epoch.quiet_until = 0;
-	if (quiet > 0 && run_delay(&epoch.delay, &epoch.runs)) {
-		epoch.quiet_until = now + quiet;
-		epoch.per_run = per_run;
-		epoch.delay_at = now;
+	/* Too few waits for a rate (Epoch.MinWaits): the epoch goes on. */
+	if (epoch.waits < epoch.plan.min_waits && now - epoch.start < epoch.plan.max_len) {
+		epoch.due = now + epoch.plan.len / 4;
+		return epoch.arm;
 	}
+	next_epoch(now);
 	return epoch.arm;
 }
 

@@ -135,24 +135,34 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 	return C.int(hscore.CodeOf(err))
 }
 
-// hsgo_epoch reports the calling thread's epoch (api.c): waits made since
-// it began, at now. Sets the arm for its next waits, when to report again
-// (ns from now) and for how long reports may be skipped while its run
-// delay stays flat (Epoch.Quiet); returns 1 if a new epoch began.
+// The plan's size in C and in Go must agree (a negative constant does not
+// convert to uint).
+const _ = uint(len(C.struct_hs_plan{}.arms)-hybridsync.PlanMax) + uint(hybridsync.PlanMax-len(C.struct_hs_plan{}.arms))
+
+// hsgo_epoch reports the n epochs the calling thread ran (api.c), at now,
+// and sets its next ones in plan: a struct hs_epoch_done[n] and a struct
+// hs_plan (wait.h), passed untyped because cgo declares exported functions
+// before the preamble's types.
 //
 //export hsgo_epoch
-func hsgo_epoch(waits C.ulong, now C.int64_t, arm *C.int, next, quiet, quietPerRun *C.int64_t) C.int {
+func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.Pointer) {
+	done, plan := (*C.struct_hs_epoch_done)(doneArg), (*C.struct_hs_plan)(planArg)
 	l := current.Load()
 	if l == nil {
-		*arm, *next, *quiet, *quietPerRun = 0, 1_000_000_000, 0, 0 // shut down meanwhile: the waits go to CUDA (api.c)
-		return 1
+		// Shut down meanwhile: the waits go to CUDA (api.c).
+		*plan = C.struct_hs_plan{n: 1, len: 1_000_000_000}
+		return
 	}
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) // the caller's thread: cgo calls run on it
-	e := l.s.Epoch(unix.Gettid(), uint64(waits), int64(now), ts.Nano())
-	*arm, *next = C.int(e.Arm), C.int64_t(e.Next)
-	*quiet, *quietPerRun = C.int64_t(e.Quiet), C.int64_t(e.QuietPerRun)
-	return boolInt(e.Reset)
+	var d [hybridsync.PlanMax]hybridsync.EpochDone
+	for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
+		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu)}
+	}
+	e := l.s.Epoch(unix.Gettid(), d[:min(int(n), len(d))], int64(now))
+	*plan = C.struct_hs_plan{n: C.int(e.N), len: C.int64_t(e.Len), max_len: C.int64_t(e.MaxLen),
+		min_waits: C.ulong(e.MinWaits), quiet: C.int64_t(e.Quiet), quiet_per_run: C.int64_t(e.QuietPerRun)}
+	for i := range e.N {
+		plan.arms[i] = C.int(e.Arms[i])
+	}
 }
 
 func boolInt(b bool) C.int {

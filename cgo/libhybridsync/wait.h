@@ -18,6 +18,19 @@ struct hs_cuda_wait {
 };
 int hs_wait_begin(struct hs_wait *w, struct hs_cuda_wait *c);
 void hs_wait_end(struct hs_wait *w, const struct hs_cuda_wait *c);
+/* A thread's epochs in the default mode (hybridsync.Epoch, EpochDone):
+ * the plan Go gives, and what each epoch of it measured. */
+#define HS_PLAN_MAX 4
+struct hs_plan {
+	int n, arms[HS_PLAN_MAX];
+	int64_t len, max_len;
+	unsigned long min_waits;
+	int64_t quiet, quiet_per_run;
+};
+struct hs_epoch_done {
+	unsigned long waits;
+	int64_t wall, cpu;
+};
 /* The already-complete waits counted in C, by kernel (see api.c). */
 int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg);
 void hs_fast_reset(void);
