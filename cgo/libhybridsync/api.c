@@ -299,7 +299,7 @@ static void report(int64_t now)
 	hsgo_epoch(epoch.step, epoch.done, now, &epoch.plan);
 	count_report(hs_now() - now);
 	epoch.step = 0;
-	if (epoch.plan.n < 1 || epoch.plan.n > HS_PLAN_MAX)
+	if (epoch.plan.n < 1 || epoch.plan.n > HS_PLAN_MAX || epoch.plan.len <= 0)
 		epoch.plan = (struct hs_plan){.n = 1, .len = 1000000000};
 	epoch.quiet_until = 0;
 	if (epoch.plan.quiet > 0 && run_delay(&epoch.delay, &epoch.runs)) {
