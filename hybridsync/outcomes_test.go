@@ -16,15 +16,15 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
 // it runs the plans o gives as the C library does (api.c).
 type world struct {
-	o          *Outcomes
-	rate, cpu  [arms]float64
-	noise      float64
-	rng        *rand.Rand
-	now        int64
-	waits      float64 // completed, total
-	byArm      [arms]float64
-	e          Epoch
-	reports    int
+	o         *Outcomes
+	rate, cpu [arms]float64
+	noise     float64
+	rng       *rand.Rand
+	now       int64
+	waits     float64 // completed, total
+	byArm     [arms]float64
+	e         Epoch
+	reports   int
 }
 
 func newWorld(cont ContentionSource, seed uint64) *world {

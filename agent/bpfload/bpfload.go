@@ -77,9 +77,9 @@ type Probe struct {
 	// (Attach's epoch, the hint registrations' generation: hints.go).
 	configMu sync.Mutex
 	config   bpf.SchedTraceConfig
-	reader *ringbuf.Reader
-	mode   string
-	drain  time.Duration
+	reader   *ringbuf.Reader
+	mode     string
+	drain    time.Duration
 
 	// How the reader waits (wait.go): which watched threads may wake it,
 	// and, for its timed sleeps, what it read since it last ran dry.

@@ -313,7 +313,7 @@ static void report(int64_t now)
 static void next_epoch(int64_t now)
 {
 	int64_t cpu = thread_cpu();
-	if (epoch.plan.n > 0 && epoch.step < HS_PLAN_MAX)
+	if (epoch.plan.n > 0) /* report() keeps n within HS_PLAN_MAX */
 		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu};
 	if (epoch.step >= epoch.plan.n)
 		report(now);
