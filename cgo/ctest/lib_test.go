@@ -161,8 +161,9 @@ type stats struct {
 		Ready uint64 `json:"ready"`
 	} `json:"unknown_kernels"`
 	Outcomes *struct {
-		Epochs       map[string]uint64 `json:"epochs"`
-		Explorations uint64            `json:"explorations"`
+		Epochs       map[string]uint64  `json:"epochs"`
+		Seconds      map[string]float64 `json:"seconds"`
+		Explorations uint64             `json:"explorations"`
 		Chosen       map[string]uint64 `json:"chosen"`
 		QuietChecks  uint64            `json:"quiet_checks"`
 		Reports      uint64            `json:"reports"`
@@ -545,6 +546,36 @@ func TestPreloadQuietWhileFree(t *testing.T) {
 		t.Fatalf("outcomes %+v: a free CPU, yet no report was skipped", *o)
 	}
 	t.Logf("model epochs (reports to Go) %d, skipped %d", o.Epochs["model"], o.QuietChecks)
+}
+
+// TestPreloadHookPauseLeavesEpochs: switching the wait hooks off
+// (hs_interpose) pauses the thread's epoch, so the time the library was
+// not waiting for the program is not counted as an outcome of its arm:
+// the epochs add up to no more than the run minus the pause.
+func TestPreloadHookPauseLeavesEpochs(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	const pause = 1500 * time.Millisecond
+	r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, fmt.Sprintf("STEPBENCH_PAUSE_MS=%d", pause.Milliseconds())}, "stepbench", "400")
+	m := regexp.MustCompile(`elapsed_ns (\d+)`).FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no elapsed_ns in %q", r.stderr)
+	}
+	elapsed, _ := strconv.ParseInt(m[1], 10, 64)
+	o := readStats(t, path).Outcomes
+	if o == nil {
+		t.Fatal("no outcomes in the stats of the default mode")
+	}
+	var counted float64
+	for _, s := range o.Seconds {
+		counted += s
+	}
+	active := time.Duration(elapsed) - pause
+	if counted == 0 || time.Duration(counted*1e9) > active+pause/10 {
+		t.Errorf("epochs counted %.3f s; the run was %v of which %v paused: want some, and no more than %v",
+			counted, time.Duration(elapsed), pause, active)
+	}
 }
 
 // TestPreloadChecksOutcomes: an unmodified program sharing its CPU with a

@@ -196,6 +196,9 @@ struct epoch {
 	 * until when reports may be skipped, the run delay and
 	 * schedulings-in at the last check, and when that was. */
 	int64_t quiet_until, delay, runs, delay_at;
+	/* While the thread's wait hooks are off (hs_epoch_pause): since
+	 * when, and its CPU time then; 0 when not paused. */
+	int64_t paused_at, paused_cpu;
 };
 static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 static atomic_ulong quiet_checks; /* reports skipped by still_free */
@@ -349,6 +352,40 @@ static int epoch_arm(int64_t *now_out)
 	}
 	next_epoch(now);
 	return epoch.arm;
+}
+
+/* hs_epoch_pause pauses (pause 1) or resumes (0) the calling thread's
+ * epoch, for hs_interpose switching its wait hooks off and on: the time and
+ * CPU spent paused are left out of the running epoch, so what the epoch
+ * reports measures only its own arm, and a context the arm switched to
+ * blocking-sync goes back to the program's schedule while paused (the
+ * waits are then CUDA's alone, in the program's own mode). Used to compare
+ * the library with CUDA's two modes inside one process
+ * (experiments/apps/inproc.py), where separate processes vary more than
+ * the difference looked for. */
+__attribute__((visibility("hidden"))) void hs_epoch_pause(int pause)
+{
+	if (!atomic_load_explicit(&delegating, memory_order_relaxed) || epoch.plan.n == 0)
+		return;
+	if (pause) {
+		if (epoch.paused_at)
+			return;
+		epoch.paused_at = hs_now();
+		epoch.paused_cpu = thread_cpu();
+		if (epoch.cuda_blocking)
+			hs_core_sched_blocking(0);
+		epoch.cuda_blocking = 0;
+		return;
+	}
+	if (!epoch.paused_at)
+		return;
+	int64_t gap = hs_now() - epoch.paused_at;
+	epoch.start += gap;
+	epoch.due += gap;
+	epoch.cpu += thread_cpu() - epoch.paused_cpu;
+	epoch.paused_at = 0;
+	if (epoch.arm == ARM_POLICY)
+		set_arm(ARM_POLICY);
 }
 
 /* to_cuda reports whether this unfinished wait goes to CUDA's own wait,

@@ -63,10 +63,16 @@ __attribute__((constructor)) static void decide(void)
  * measuring, within one process, what each hook costs
  * (experiments/apps/diag/hook_cost.py), where the speed of separate
  * processes varies more than the cost itself. Hooks turned off keep their
- * place in the program's call path, so what is measured is their work. */
+ * place in the program's call path, so what is measured is their work.
+ * Switching the waits off pauses the calling thread's epoch, and switching
+ * them on resumes it (hs_epoch_pause): the caller is the thread that waits
+ * (experiments/apps/inproc.py). */
 int hs_interpose(int hooks)
 {
-	return atomic_exchange(&interposing, hooks & HOOK_ALL);
+	int prev = atomic_exchange(&interposing, hooks & HOOK_ALL);
+	if (prev >= 0 && (prev & HOOK_WAIT) != (hooks & HOOK_WAIT))
+		hs_epoch_pause(!(hooks & HOOK_WAIT));
+	return prev;
 }
 
 static int hooks_on(int which) { return atomic_load_explicit(&interposing, memory_order_relaxed) & which; }

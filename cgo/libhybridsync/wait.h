@@ -38,6 +38,7 @@ void hs_fast_reset(void);
  * mode, per kernel as the policy learns its waits are short (completing
  * within short_wait_ns of their launch). */
 void hs_delegate_mode(int on, int64_t short_wait_ns);
+void hs_epoch_pause(int pause);
 void hs_delegate_set(uint64_t kernel, int on);
 /* Reports to Go skipped while a thread's CPU stayed free (api.c). */
 unsigned long hs_quiet_checks(void);
