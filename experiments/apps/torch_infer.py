@@ -10,38 +10,46 @@ import time
 
 import torch
 
-p = argparse.ArgumentParser()
-p.add_argument("--seconds", type=float, default=2.0)
-p.add_argument("--steps", type=int, default=0)
-p.add_argument("--batch", type=int, default=32)
-a = p.parse_args()
 
-dims = [256, 384, 512, 512, 384, 512, 256, 384, 256]
-layers = []
-for i in range(8):
-    layers += [torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.GELU()]
-model = torch.nn.Sequential(*layers).cuda().eval()
-x = torch.randn(a.batch, dims[0], device="cuda")
+def build(batch=32):
+    """Returns the step function (imported by inproc.py)."""
+    dims = [256, 384, 512, 512, 384, 512, 256, 384, 256]
+    layers = []
+    for i in range(8):
+        layers += [torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).cuda().eval()
+    x = torch.randn(batch, dims[0], device="cuda")
 
-
-def step():
-    with torch.inference_mode():
-        y = model(x)
-        torch.cuda.synchronize()
-        return y[0, 0].item()
+    def step():
+        with torch.inference_mode():
+            y = model(x)
+            torch.cuda.synchronize()
+            return y[0, 0].item()
+    return step
 
 
-print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--batch", type=int, default=32)
+    a = p.parse_args()
+    step = build(a.batch)
+    print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
 
-for _ in range(200):  # warm-up: allocator, cuBLAS handles, lazy module loading
-    step()
+    for _ in range(200):  # warm-up: allocator, cuBLAS handles, lazy module loading
+        step()
 
-n = 0
-t0, c0 = time.perf_counter(), time.process_time()
-while True:
-    step()
-    n += 1
-    if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
-        break
-wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"program": "torch_infer", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+    n = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while True:
+        step()
+        n += 1
+        if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
+            break
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"program": "torch_infer", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

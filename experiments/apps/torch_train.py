@@ -9,44 +9,52 @@ import time
 
 import torch
 
-p = argparse.ArgumentParser()
-p.add_argument("--seconds", type=float, default=2.0)
-p.add_argument("--steps", type=int, default=0)
-p.add_argument("--batch", type=int, default=64)
-a = p.parse_args()
 
-d = 256
-model = torch.nn.Sequential(
-    torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d),
-    torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d),
-    torch.nn.Linear(d, 10),
-).cuda()
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-lossf = torch.nn.CrossEntropyLoss()
-x = torch.randn(a.batch, d, device="cuda")
-t = torch.randint(0, 10, (a.batch,), device="cuda")
+def build(batch=64):
+    """Returns the step function (imported by inproc.py)."""
+    d = 256
+    model = torch.nn.Sequential(
+        torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d),
+        torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d),
+        torch.nn.Linear(d, 10),
+    ).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    lossf = torch.nn.CrossEntropyLoss()
+    x = torch.randn(batch, d, device="cuda")
+    t = torch.randint(0, 10, (batch,), device="cuda")
 
-
-def step():
-    opt.zero_grad(set_to_none=True)
-    loss = lossf(model(x), t)
-    loss.backward()
-    opt.step()
-    return loss.item()
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x), t)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
 
 
-print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--batch", type=int, default=64)
+    a = p.parse_args()
+    step = build(a.batch)
+    print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
 
-for _ in range(50):  # warm-up
-    step()
-torch.cuda.synchronize()
+    for _ in range(50):  # warm-up
+        step()
+    torch.cuda.synchronize()
 
-n = 0
-t0, c0 = time.perf_counter(), time.process_time()
-while True:
-    step()
-    n += 1
-    if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
-        break
-wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"program": "torch_train", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+    n = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while True:
+        step()
+        n += 1
+        if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
+            break
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"program": "torch_train", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

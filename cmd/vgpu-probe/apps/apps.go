@@ -43,6 +43,13 @@ type Program struct {
 	// s of CPU) does not run under contention for nothing. Without it,
 	// the setting is in place before the program starts.
 	Ready string `json:"ready,omitempty"`
+	// InProcess: the program compares the arms itself, inside one
+	// process (experiments/apps/inproc.py), where separate processes
+	// vary more than the differences looked for. It runs once per
+	// repetition and setting, under the hybridsync arm's LD_PRELOAD,
+	// and each record of its result line's "rounds" becomes a run of its
+	// arm, paired with the other arms of the same round.
+	InProcess bool `json:"in_process,omitempty"`
 
 	argv []string // resolved: the command's words, argv[0] a path
 }
@@ -115,6 +122,13 @@ bound, MISSED when all of it is beyond, open when it straddles the bound
 (more repetitions needed). A run that fails (exit status, no JSON line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
 
+A suite entry with "in_process": true compares the arms inside one
+process instead (experiments/apps/inproc.py): it runs once per repetition
+and setting under --lib, and prints "rounds", records of {"round", "arm",
+"steps", "wall_s", "cpu_s"}; each becomes a run, and "paired" then pairs
+the arms of one round. Separate processes of one program can differ by
+30% on a virtualised GPU host, which pairing by repetition cannot remove.
+
 --from FILE[,FILE] prints the table of earlier runs (their runs.jsonl,
 several taken together) without running anything; runs pair only with
 runs of the same file and repetition.
@@ -155,7 +169,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")
-	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm)")
+	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP)")
@@ -188,25 +202,6 @@ func (o *Options) complete() error {
 	}
 	if err := uniqueIn("--contention", "setting", o.Contention, corunner.Contentions); err != nil {
 		return err
-	}
-	for _, need := range []struct {
-		arm, flag string
-		path      *string
-	}{{"cuda-blocking", "--blocksync", &o.Blocksync}, {"hybridsync", "--lib", &o.Lib}} {
-		if !contains(o.Arms, need.arm) {
-			continue
-		}
-		if *need.path == "" {
-			return fmt.Errorf("the %s arm needs %s", need.arm, need.flag)
-		}
-		abs, err := filepath.Abs(*need.path)
-		if err == nil {
-			_, err = os.Stat(abs)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", need.flag, err)
-		}
-		*need.path = abs
 	}
 	if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--dir %s: not a directory", o.Dir)
@@ -271,6 +266,39 @@ func (o *Options) complete() error {
 		if err := p.resolve(o.Dir); err != nil {
 			return fmt.Errorf("program %s: %w", p.Name, err)
 		}
+		if p.InProcess && !contains(o.Arms, "hybridsync") {
+			return fmt.Errorf("program %s compares the arms in one process under --lib: --arms must include hybridsync", p.Name)
+		}
+	}
+	return o.completeShims()
+}
+
+// completeShims checks the libraries the arms preload: --lib for the
+// hybridsync arm, --blocksync for cuda-blocking unless every program
+// compares the arms inside one process (which switches the mode itself).
+func (o *Options) completeShims() error {
+	separate := false
+	for _, p := range o.progs {
+		separate = separate || !p.InProcess
+	}
+	for _, need := range []struct {
+		arm, flag string
+		path      *string
+	}{{"cuda-blocking", "--blocksync", &o.Blocksync}, {"hybridsync", "--lib", &o.Lib}} {
+		if !contains(o.Arms, need.arm) || (need.arm == "cuda-blocking" && !separate) {
+			continue
+		}
+		if *need.path == "" {
+			return fmt.Errorf("the %s arm needs %s", need.arm, need.flag)
+		}
+		abs, err := filepath.Abs(*need.path)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", need.flag, err)
+		}
+		*need.path = abs
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ func standinMain() int {
 	hang := fs.Bool("hang", false, "sleep for a minute")
 	seconds := fs.Float64("seconds", 0, "recorded only")
 	ready := fs.String("ready", "", "write the info file, then this line to stderr, wait 300 ms, and go on")
+	rounds := fs.Int("rounds", 0, "print this many rounds of the three arms, as inproc.py does, with wall times (round+1) x 1.1 (default), 1.2 (blocking), 1.0 (hybridsync)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -87,6 +88,18 @@ func standinMain() int {
 	wall, c := time.Since(t0).Seconds(), cpu()-c0
 	if *nojson {
 		fmt.Println("done, no JSON here")
+		return 0
+	}
+	if *rounds > 0 {
+		factor := map[string]float64{"cuda-default": 1.1, "cuda-blocking": 1.2, "hybridsync": 1.0}
+		var rs []Round
+		for r := range *rounds {
+			for _, arm := range []string{"hybridsync", "cuda-blocking", "cuda-default"} {
+				rs = append(rs, Round{Round: r, Arm: arm, Steps: 100, WallS: float64(r+1) * factor[arm], CPUS: c})
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"program": "standin", "steps": steps, "wall_s": wall, "cpu_s": c, "rounds": rs})
+		fmt.Println(string(b))
 		return 0
 	}
 	fmt.Printf("{\"program\":\"standin\",\"steps\":%d,\"wall_s\":%.6f,\"cpu_s\":%.6f}\n", steps, wall, c)
@@ -439,6 +452,71 @@ func TestFailures(t *testing.T) {
 	// Programs rotate too: each repetition starts with the next one.
 	if firstOfRep[0] != "ok" || firstOfRep[1] != "exits" {
 		t.Errorf("repetitions start with %v, want ok then exits", firstOfRep)
+	}
+}
+
+// TestInProcess: a suite entry that compares the arms inside one process
+// runs once per repetition and setting, preloaded with --lib, and its
+// rounds become runs paired by round: the stand-in's hybridsync rounds
+// take 1/1.1 of its default ones and 1/1.2 of its blocking ones in every
+// round, though rounds differ by up to 4x.
+func TestInProcess(t *testing.T) {
+	blocksync, lib := shims(t)
+	dir, info, out := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "out")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "suite.json")
+	cmd := "env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " --work 1000 --rounds 4 --info " + info
+	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd, "in_process": true}, {"name": "plain", "command": cmd}})
+	os.WriteFile(suite, b, 0o644)
+	stdout, stderr, err := execute(context.Background(), "--suite", suite, "--only", "ab", "--lib", lib, "--blocksync", blocksync,
+		"--contention", "none,while1", "--reps", "2", "--out", out, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	checkNothingLeft(t)
+	var sum Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	for _, row := range sum.Results {
+		d, bl := row.HSVsDefaultPaired, row.HSVsBestCUDAPaired
+		if d == nil || bl == nil || d.N != 8 || math.Abs(d.Median-1/1.1) > 1e-6 || math.Abs(bl.Median-1/1.1) > 1e-6 || row.Best != "hybridsync" {
+			t.Errorf("%s: paired vs default %+v, vs the better mode %+v, best %s; want n 8, 1/1.1 both, hybridsync", row.Contention, d, bl, row.Best)
+		}
+	}
+	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))
+	if len(runs) != 2*2*4*3 {
+		t.Fatalf("%d runs, want one per arm, round, setting and repetition (48)", len(runs))
+	}
+	for _, r := range runs {
+		if r.Round < 1 || r.Round > 4 || r.Order > 2 || (r.Arm == "hybridsync") != (r.Stats != "") {
+			t.Errorf("run %+v", r)
+		}
+	}
+	infos := readInfos(t, info)
+	if len(infos) != 2*2 {
+		t.Fatalf("%d processes, want one per setting and repetition (4)", len(infos))
+	}
+	for _, in := range infos {
+		if in.LDPreload != lib {
+			t.Errorf("LD_PRELOAD %q, want --lib %s", in.LDPreload, lib)
+		}
+	}
+
+	// An in-process program needs the hybridsync arm, and must print rounds.
+	_, _, err = execute(context.Background(), "--suite", suite, "--only", "ab", "--blocksync", blocksync, "--arms", "cuda-default,cuda-blocking", "--out", filepath.Join(t.TempDir(), "o"))
+	if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), "must include hybridsync") {
+		t.Errorf("without the hybridsync arm: %v", err)
+	}
+	norounds := strings.Replace(cmd, "--rounds 4", "", 1)
+	b, _ = json.Marshal([]map[string]any{{"name": "ab", "command": norounds, "in_process": true}})
+	os.WriteFile(suite, b, 0o644)
+	_, stderr, err = execute(context.Background(), "--suite", suite, "--lib", lib, "--contention", "none", "--reps", "1", "--out", filepath.Join(t.TempDir(), "o"))
+	if err == nil || !strings.Contains(stderr, "no \"rounds\"") {
+		t.Errorf("a program without rounds: err %v, stderr %s", err, stderr)
 	}
 }
 

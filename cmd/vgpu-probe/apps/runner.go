@@ -127,7 +127,11 @@ func run(ctx context.Context, o *Options) error {
 	defer jf.Close()
 
 	var runs []Run
-	total := o.Reps * len(o.progs) * len(o.Contention) * len(o.Arms)
+	total := 0 // processes, for the progress lines
+	for _, p := range o.progs {
+		total += o.Reps * len(o.Contention) * p.processes(len(o.Arms))
+	}
+	started := 0
 	for rep := range o.Reps {
 		// Programs too run in an order that rotates: variants of one
 		// program given as separate programs (with and without an
@@ -135,7 +139,14 @@ func run(ctx context.Context, o *Options) error {
 		// the first run of a repetition must not always be the same one.
 		for pi, p := range rotate(o.progs, rep) {
 			for ci, c := range o.Contention {
-				rs, err := o.runCell(ctx, p, c, rep, rotate(o.Arms, rep+pi+ci), out, len(runs), total)
+				var rs []Run
+				var err error
+				if p.InProcess {
+					rs, err = o.runInProcess(ctx, p, c, rep, out, started, total)
+				} else {
+					rs, err = o.runCell(ctx, p, c, rep, rotate(o.Arms, rep+pi+ci), out, started, total)
+				}
+				started += p.processes(len(o.Arms))
 				for _, r := range rs {
 					b, _ := json.Marshal(r)
 					jf.Write(append(b, '\n'))
@@ -269,6 +280,67 @@ func readRuns(path string) ([]Run, error) {
 	return runs, nil
 }
 
+// processes is how many processes of the program one cell of arms runs.
+func (p Program) processes(arms int) int {
+	if p.InProcess {
+		return 1
+	}
+	return arms
+}
+
+// statsFile is where the hybridsync stats of one cell's run go.
+func statsFile(out string, p Program, contention string, rep int) string {
+	f, _ := filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", p.Name, contention, rep+1)))
+	return f
+}
+
+// runInProcess runs a program that compares the arms itself
+// (Program.InProcess) once, under the hybridsync arm's environment, and
+// returns a run per arm and round of its result (only the arms asked
+// for); one failed hybridsync run if it failed.
+func (o *Options) runInProcess(ctx context.Context, p Program, contention string, rep int, out string, done, total int) ([]Run, error) {
+	stats := statsFile(out, p, contention, rep)
+	proc := Run{Program: p.Name, Arm: "hybridsync", Contention: contention, Rep: rep, Start: time.Now().UTC().Format(time.RFC3339Nano)}
+	rounds, err := o.runOne(ctx, p, "hybridsync", stats, contention, &proc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(stats); err != nil {
+		stats = ""
+	}
+	seen := map[int]bool{}
+	for _, rd := range rounds {
+		seen[rd.Round] = true
+	}
+	line := fmt.Sprintf("%d rounds  wall %.3f s  cpu %.3f s", len(seen), proc.WallS, proc.CPUS)
+	if proc.OK() && len(rounds) == 0 {
+		proc.Error = "no \"rounds\" in its result line: not a program that compares the arms in one process"
+	}
+	if !proc.OK() {
+		line = "FAILED: " + proc.Error
+	}
+	fmt.Fprintf(o.Err, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+1, total, rep+1, p.Name, contention, "in-process", line)
+	if !proc.OK() {
+		return []Run{proc}, nil
+	}
+	var runs []Run
+	order := map[int]int{}
+	for _, rd := range rounds {
+		if !contains(o.Arms, rd.Arm) {
+			continue
+		}
+		r := proc
+		r.Arm, r.Round, r.Order = rd.Arm, rd.Round+1, order[rd.Round]
+		r.Steps, r.WallS, r.CPUS, r.RusageCPUS, r.Stats = rd.Steps, rd.WallS, rd.CPUS, 0, ""
+		if rd.Arm == "hybridsync" {
+			r.Stats = stats
+		}
+		order[rd.Round]++
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
 // runCell runs the program in each arm in the order given, under one
 // contention setting.
 func (o *Options) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
@@ -276,11 +348,10 @@ func (o *Options) runCell(ctx context.Context, p Program, contention string, rep
 	for i, arm := range arms {
 		stats := ""
 		if arm == "hybridsync" {
-			stats, _ = filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", p.Name, contention, rep+1)))
+			stats = statsFile(out, p, contention, rep)
 		}
 		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
-		err := o.runOne(ctx, p, arm, stats, contention, &r)
-		if err != nil {
+		if _, err := o.runOne(ctx, p, arm, stats, contention, &r); err != nil {
 			return runs, err
 		}
 		if stats != "" {
@@ -358,17 +429,18 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// runOne runs the program once and fills r. A failure of the program is
-// recorded in r; the error returned is for the run's machinery (and
-// Ctrl-C), which ends the whole matrix.
-func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) error {
+// runOne runs the program once and fills r, and returns the rounds of its
+// result line, if any. A failure of the program is recorded in r; the
+// error returned is for the run's machinery (and Ctrl-C), which ends the
+// whole matrix.
+func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
 	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: p.args(o.Seconds), Env: o.armEnv(arm, stats)})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd, err := reexec.Command("apps-exec")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.Env = append(cmd.Env, envSpec+"="+string(sp))
 	cmd.Dir = o.Dir
@@ -385,10 +457,10 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 	cmd.WaitDelay = 2 * time.Second
 	start, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.Name, err)
+		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var timedOut atomic.Bool
@@ -417,7 +489,7 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 		<-applied
 		if setupErr != nil {
 			cmd.Wait()
-			return setupErr
+			return nil, setupErr
 		}
 	}
 	start.Close() // the stub's signal to exec the program
@@ -431,14 +503,14 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 		setting.Close()
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	if setupErr != nil {
-		return setupErr
+		return nil, setupErr
 	}
 	if p.Ready != "" && setting == nil && werr == nil {
 		r.Error = fmt.Sprintf("never wrote its ready line %q to stderr", p.Ready)
-		return nil
+		return nil, nil
 	}
 	if u, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.RusageCPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
@@ -453,11 +525,13 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 	case werr != nil:
 		r.Error = fmt.Sprintf("%v%s", werr, lastLine(stderr.b))
 	default:
-		if err := parseResult(stdout.b, r); err != nil {
+		rounds, err := parseResult(stdout.b, r)
+		if err != nil {
 			r.Error = err.Error() + lastLine(stderr.b)
 		}
+		return rounds, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // lastLine returns ": " and the last non-empty line of b, or "".
@@ -469,30 +543,47 @@ func lastLine(b []byte) string {
 	return ""
 }
 
-// parseResult reads the program's JSON line: the last non-empty line of
-// its stdout.
-func parseResult(out []byte, r *Run) error {
+// Round is one arm's epoch of a program that compares the arms inside
+// one process (Program.InProcess).
+type Round struct {
+	Round int     `json:"round"`
+	Arm   string  `json:"arm"`
+	Steps int     `json:"steps"`
+	WallS float64 `json:"wall_s"`
+	CPUS  float64 `json:"cpu_s"`
+}
+
+// parseResult reads the program's JSON line, the last non-empty line of
+// its stdout, into r, and returns its rounds if it has any.
+func parseResult(out []byte, r *Run) ([]Round, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	if last == "" {
-		return errors.New("no JSON result line on stdout")
+		return nil, errors.New("no JSON result line on stdout")
 	}
 	var res struct {
-		Steps *int     `json:"steps"`
-		WallS *float64 `json:"wall_s"`
-		CPUS  *float64 `json:"cpu_s"`
+		Steps  *int     `json:"steps"`
+		WallS  *float64 `json:"wall_s"`
+		CPUS   *float64 `json:"cpu_s"`
+		Rounds []Round  `json:"rounds"`
 	}
 	if err := json.Unmarshal([]byte(last), &res); err != nil {
-		return fmt.Errorf("no JSON result line on stdout (last line %q)", truncate(last, 80))
+		return nil, fmt.Errorf("no JSON result line on stdout (last line %q)", truncate(last, 80))
 	}
 	if res.WallS == nil || res.CPUS == nil || *res.WallS <= 0 || *res.CPUS < 0 {
-		return fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))
+		return nil, fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))
+	}
+	for _, rd := range res.Rounds {
+		if !contains(Arms, rd.Arm) || rd.Round < 0 || rd.Steps <= 0 || rd.WallS <= 0 || rd.CPUS < 0 {
+			return nil, fmt.Errorf("result line: round %+v: want an arm of %s, round >= 0, steps and wall_s > 0, cpu_s >= 0",
+				rd, strings.Join(Arms, ", "))
+		}
 	}
 	r.WallS, r.CPUS = *res.WallS, *res.CPUS
 	if res.Steps != nil {
 		r.Steps = *res.Steps
 	}
-	return nil
+	return res.Rounds, nil
 }
 
 func truncate(s string, n int) string {

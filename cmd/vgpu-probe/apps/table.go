@@ -12,14 +12,17 @@ import (
 // Run is one run of one program in one arm under one contention setting:
 // a row of runs.jsonl.
 type Run struct {
-	Program    string  `json:"program"`
-	Arm        string  `json:"arm"`
-	Contention string  `json:"contention"`
-	Rep        int     `json:"rep"`
-	Order      int     `json:"order"` // position among the arms of its cell, from 0
-	Steps      int     `json:"steps"`
-	WallS      float64 `json:"wall_s"`
-	CPUS       float64 `json:"cpu_s"`
+	Program    string `json:"program"`
+	Arm        string `json:"arm"`
+	Contention string `json:"contention"`
+	Rep        int    `json:"rep"`
+	// Round, from 1, of a program that compares the arms inside one
+	// process (Program.InProcess); 0 for a run of its own.
+	Round int     `json:"round,omitempty"`
+	Order int     `json:"order"` // position among the arms of its cell, from 0
+	Steps int     `json:"steps"`
+	WallS float64 `json:"wall_s"`
+	CPUS  float64 `json:"cpu_s"`
 	// RusageCPUS is the whole process's CPU time, warm-up included.
 	RusageCPUS float64 `json:"rusage_cpu_s"`
 	ExitStatus int     `json:"exit_status"`
@@ -175,17 +178,19 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 func ptr[T any](v T) *T { return &v }
 
 // paired returns the median of hybridsync's time per step over the other
-// arm's, by repetition (nil when no repetition has good runs of both).
+// arm's, by repetition, and within one by round (nil when none has good
+// runs of both).
 func paired(hs, other []Run) *Paired {
-	byRep := map[int]float64{}
+	type pair struct{ rep, round int }
+	byRep := map[pair]float64{}
 	for _, r := range other {
 		if r.OK() {
-			byRep[r.Rep] = r.perStep()
+			byRep[pair{r.Rep, r.Round}] = r.perStep()
 		}
 	}
 	var rs []float64
 	for _, r := range hs {
-		if o, ok := byRep[r.Rep]; ok && r.OK() && o > 0 {
+		if o, ok := byRep[pair{r.Rep, r.Round}]; ok && r.OK() && o > 0 {
 			rs = append(rs, r.perStep()/o)
 		}
 	}
