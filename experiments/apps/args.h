@@ -1,33 +1,39 @@
-// Shared by the suite's C/CUDA programs: --seconds S / --steps N, timers and
-// the one JSON line each prints (nothing else goes to stdout).
+// Shared by the suite's C/CUDA programs: --seconds S / --steps N, timers,
+// the timed loop and the one JSON line each prints (nothing else goes to
+// stdout); and --inproc ROUNDS, the arms compared inside one process.
+//
+// --inproc ROUNDS [--epoch-s S]: instead of one timed loop, ROUNDS rounds
+// of CUDA's default mode, CUDA's blocking-sync mode and libhybridsync, in
+// a shuffled order, S seconds each (default 0.3), as inproc.py does for the
+// Python programs (it says why). Needs LD_PRELOAD=libhybridsync.so: its
+// hs_interpose switches the library's hooks off for the CUDA arms, and
+// the context's schedule is switched with cuCtxSetFlags for the blocking
+// one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
 #pragma once
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-struct loop_args { double seconds; long steps; };
+struct loop_args { double seconds; long steps; int inproc; double epoch_s; };
 
 static struct loop_args parse_args(int argc, char **argv, const char *prog)
 {
-	struct loop_args a = {2.0, 0};
+	struct loop_args a = {2.0, 0, 0, 0.3};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--seconds") && i + 1 < argc) a.seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--steps") && i + 1 < argc) a.steps = atol(argv[++i]);
-		else { fprintf(stderr, "usage: %s [--seconds S | --steps N]\n", prog); exit(2); }
+		else if (!strcmp(argv[i], "--inproc") && i + 1 < argc) a.inproc = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--epoch-s") && i + 1 < argc) a.epoch_s = atof(argv[++i]);
+		else { fprintf(stderr, "usage: %s [--seconds S | --steps N | --inproc ROUNDS [--epoch-s S]]\n", prog); exit(2); }
 	}
 	if (a.seconds <= 0 && a.steps <= 0) { fprintf(stderr, "%s: --seconds or --steps must be positive\n", prog); exit(2); }
+	if (a.inproc < 0 || a.inproc > 1000 || a.epoch_s <= 0) { fprintf(stderr, "%s: --inproc must be 1-1000 and --epoch-s positive\n", prog); exit(2); }
 	return a;
 }
 
 static double clock_s(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-
-// loop_done: whether the timed loop that started at t0 (monotonic) and has
-// done n steps should stop.
-static int loop_done(struct loop_args a, long n, double t0)
-{
-	return a.steps > 0 ? n >= a.steps : clock_s(CLOCK_MONOTONIC) - t0 >= a.seconds;
-}
 
 // say_ready tells vgpu-probe apps that start-up is over (the suite's
 // "ready" line): the contention setting goes in place from here on.
@@ -37,8 +43,123 @@ static void say_ready(void)
 	fflush(stderr);
 }
 
-static void print_result(const char *prog, long n, double wall, double cpu)
+// A step of the program: 0, or non-zero after printing why.
+typedef int (*step_fn)(void *arg);
+
+// timed_steps runs steps until n are done (n > 0) or seconds have passed,
+// and returns how many, or -1 if one failed.
+static long timed_steps(step_fn step, void *arg, long n, double seconds, double *wall, double *cpu)
 {
+	long k = 0;
+	double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	do {
+		if (step(arg)) return -1;
+		k++;
+	} while (n > 0 ? k < n : clock_s(CLOCK_MONOTONIC) - t0 < seconds);
+	*wall = clock_s(CLOCK_MONOTONIC) - t0;
+	*cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	return k;
+}
+
+static const char *const inproc_arms[3] = {"cuda-default", "cuda-blocking", "hybridsync"};
+
+// inproc holds what switches the arms: the library's hook switch, and the
+// current context's schedule.
+struct inproc {
+	int (*interpose)(int);
+	int (*set_flags)(unsigned);
+	unsigned own;
+};
+
+static int inproc_open(struct inproc *p, const char *prog)
+{
+	p->interpose = (int (*)(int))dlsym(RTLD_DEFAULT, "hs_interpose");
+	if (!p->interpose) { fprintf(stderr, "%s: --inproc: hs_interpose not found: run it under LD_PRELOAD=libhybridsync.so\n", prog); return -1; }
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW);
+	int (*get_flags)(unsigned *) = cu ? (int (*)(unsigned *))dlsym(cu, "cuCtxGetFlags") : NULL;
+	p->set_flags = cu ? (int (*)(unsigned))dlsym(cu, "cuCtxSetFlags") : NULL;
+	if (!get_flags || !p->set_flags || get_flags(&p->own) != 0) {
+		fprintf(stderr, "%s: --inproc: no CUDA context whose schedule cuCtxGetFlags/cuCtxSetFlags can switch\n", prog);
+		return -1;
+	}
+	return 0;
+}
+
+// inproc_enter puts arm (an index of inproc_arms) in place; inproc_leave
+// goes back to hooks off and the context's own schedule.
+static int inproc_enter(struct inproc *p, int arm)
+{
+	const unsigned sched_mask = 0x07, blocking_sync = 0x04;
+	if (arm == 1 && p->set_flags((p->own & ~sched_mask) | blocking_sync) != 0) return -1;
+	if (arm == 2) p->interpose(3);
+	return 0;
+}
+
+static void inproc_leave(struct inproc *p)
+{
+	p->interpose(0);
+	p->set_flags(p->own);
+}
+
+// inproc_rounds runs the rounds and prints the JSON line with them.
+static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, void *arg, long warmup)
+{
+	struct inproc p;
+	if (inproc_open(&p, prog)) return 1;
+	struct round { int round, arm; long steps; double wall, cpu; } *rs = (struct round *)calloc(3 * a.inproc, sizeof *rs);
+	if (!rs) return 1;
+	inproc_leave(&p);
+	double w, c;
+	for (int arm = 0; arm < 3; arm++) { // warm-up in each arm; the library learns the kernels
+		inproc_enter(&p, arm);
+		if (timed_steps(step, arg, warmup, 0, &w, &c) < 0) return 1;
+		inproc_leave(&p);
+	}
+	unsigned long long seed = 1;
+	long steps = 0;
+	double wall = 0, cpu = 0;
+	for (int r = 0; r < a.inproc; r++) {
+		int order[3] = {0, 1, 2};
+		for (int i = 2; i > 0; i--) { // Fisher-Yates, a fixed LCG: the same order in every run
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			int j = (int)((seed >> 33) % (unsigned long long)(i + 1)), t = order[i];
+			order[i] = order[j];
+			order[j] = t;
+		}
+		for (int i = 0; i < 3; i++) {
+			struct round *x = &rs[3 * r + i];
+			if (inproc_enter(&p, order[i])) { fprintf(stderr, "%s: --inproc: cuCtxSetFlags failed\n", prog); return 1; }
+			if (step(arg)) return 1; // the switch settles outside the timed part
+			x->steps = timed_steps(step, arg, 0, a.epoch_s, &x->wall, &x->cpu);
+			inproc_leave(&p);
+			if (x->steps < 0) return 1;
+			x->round = r, x->arm = order[i];
+			steps += x->steps, wall += x->wall, cpu += x->cpu;
+		}
+	}
+	p.interpose(3);
+	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"rounds\":[", prog, steps, wall, cpu);
+	for (int i = 0; i < 3 * a.inproc; i++)
+		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}", i ? "," : "", rs[i].round,
+		       inproc_arms[rs[i].arm], rs[i].steps, rs[i].wall, rs[i].cpu);
+	printf("]}\n");
+	fflush(stdout);
+	free(rs);
+	return 0;
+}
+
+// run_loop is the program's main loop after its set-up: warmup steps,
+// then the timed loop (--seconds or --steps), or the rounds of --inproc;
+// it prints the JSON line and returns main's exit status.
+static int run_loop(struct loop_args a, const char *prog, step_fn step, void *arg, long warmup)
+{
+	say_ready();
+	if (a.inproc) return inproc_rounds(a, prog, step, arg, warmup);
+	double wall, cpu;
+	if (timed_steps(step, arg, warmup, 0, &wall, &cpu) < 0) return 1;
+	long n = timed_steps(step, arg, a.steps, a.seconds, &wall, &cpu);
+	if (n < 0) return 1;
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}\n", prog, n, wall, cpu);
 	fflush(stdout);
+	return 0;
 }

@@ -4,7 +4,8 @@
 // busy-waiting on %globaltimer) with a cudaEventSynchronize on an event
 // recorded mid-step and a cudaStreamSynchronize at the end, plus a little
 // host work between them.
-// Usage: mixed_static [--seconds S | --steps N]; prints one JSON line.
+// Usage: mixed_static [--seconds S | --steps N | --inproc ROUNDS]; prints
+// one JSON line.
 #include <cuda_runtime.h>
 #include "args.h"
 #include "../device/spin_kernel.cuh"
@@ -18,8 +19,12 @@ static void host_work(long n) { unsigned long x = sink | 1; for (long i = 0; i <
 
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "mixed_static: %s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
-static int step(cudaStream_t s, cudaEvent_t ev)
+struct work { cudaStream_t s; cudaEvent_t ev; };
+
+static int step(void *arg)
 {
+	cudaStream_t s = ((struct work *)arg)->s;
+	cudaEvent_t ev = ((struct work *)arg)->ev;
 	k20<<<1, 1, 0, s>>>(20000);
 	k100<<<1, 1, 0, s>>>(100000);
 	k20<<<1, 1, 0, s>>>(20000);
@@ -37,19 +42,8 @@ static int step(cudaStream_t s, cudaEvent_t ev)
 int main(int argc, char **argv)
 {
 	struct loop_args a = parse_args(argc, argv, "mixed_static");
-	cudaStream_t s;
-	cudaEvent_t ev;
-	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-	say_ready();
-	for (int i = 0; i < 20; i++)
-		if (step(s, ev)) return 1;
-	long n = 0;
-	double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	do {
-		if (step(s, ev)) return 1;
-		n++;
-	} while (!loop_done(a, n, t0));
-	print_result("mixed_static", n, clock_s(CLOCK_MONOTONIC) - t0, clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
-	return 0;
+	struct work w;
+	CHECK(cudaStreamCreateWithFlags(&w.s, cudaStreamNonBlocking));
+	CHECK(cudaEventCreateWithFlags(&w.ev, cudaEventDisableTiming));
+	return run_loop(a, "mixed_static", step, &w, 20);
 }

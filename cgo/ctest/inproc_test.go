@@ -1,0 +1,86 @@
+package ctest
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestInProcessHarness runs the suite's C harness (experiments/apps/args.h,
+// --inproc) with the real library on the stand-in: every round runs each
+// of the three arms, the cuda-blocking arm really is CUDA's blocking mode
+// (the stand-in's waits sleep: a fraction of the CPU per step of the
+// default arm's, which spins), and the library counts as outcomes only the
+// time of its own arm (its epochs pause while the CUDA arms run).
+func TestInProcessHarness(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	const rounds = 4
+	r, err := runErr([]string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "inprocapp", "--inproc", "4", "--epoch-s", "0.1")
+	if err != nil {
+		t.Fatalf("inprocapp --inproc: %v\n%s", err, r.stderr)
+	}
+	var res struct {
+		WallS  float64 `json:"wall_s"`
+		Rounds []struct {
+			Round int     `json:"round"`
+			Arm   string  `json:"arm"`
+			Steps int     `json:"steps"`
+			WallS float64 `json:"wall_s"`
+			CPUS  float64 `json:"cpu_s"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("result line: %v: %q", err, r.stdout)
+	}
+	if len(res.Rounds) != 3*rounds {
+		t.Fatalf("%d records, want %d: %s", len(res.Rounds), 3*rounds, r.stdout)
+	}
+	arms := map[int]map[string]bool{}
+	cpuShare := map[string][]float64{}
+	hsWall := 0.0
+	for _, x := range res.Rounds {
+		if arms[x.Round] == nil {
+			arms[x.Round] = map[string]bool{}
+		}
+		arms[x.Round][x.Arm] = true
+		if x.Steps <= 0 || x.WallS < 0.1 {
+			t.Errorf("record %+v: want steps, and at least --epoch-s", x)
+		}
+		cpuShare[x.Arm] = append(cpuShare[x.Arm], x.CPUS/x.WallS)
+		if x.Arm == "hybridsync" {
+			hsWall += x.WallS
+		}
+	}
+	for round, a := range arms {
+		if len(a) != 3 || !a["cuda-default"] || !a["cuda-blocking"] || !a["hybridsync"] {
+			t.Errorf("round %d ran %v, want each arm once", round, a)
+		}
+	}
+	med := func(v []float64) float64 { sort.Float64s(v); return v[len(v)/2] }
+	if b, d := med(cpuShare["cuda-blocking"]), med(cpuShare["cuda-default"]); b > 0.6*d {
+		t.Errorf("CPU per wall second: cuda-blocking %.2f, cuda-default %.2f; want blocking's waits to sleep", b, d)
+	}
+	o := readStats(t, path).Outcomes
+	if o == nil {
+		t.Fatal("no outcomes in the stats of the default mode")
+	}
+	var counted float64
+	for _, s := range o.Seconds {
+		counted += s
+	}
+	// Warm-up and the untimed step after each switch add a little.
+	t.Logf("CPU per wall second: %v; epochs counted %.3f s, hybridsync arm %.3f s, run %.3f s", cpuShare, counted, hsWall, res.WallS)
+	if counted > 1.2*hsWall+0.1 {
+		t.Errorf("the library counted %.3f s of epochs, its arm ran %.3f s (the run %.3f s): the CUDA arms were counted", counted, hsWall, res.WallS)
+	}
+
+	// Not preloaded: one line, and a failure.
+	r, err = runErr(nil, "inprocapp", "--inproc", "2")
+	if err == nil || !strings.Contains(r.stderr, "hs_interpose not found") || r.stdout != "" {
+		t.Errorf("without the library: err %v, stdout %q, stderr %q", err, r.stdout, r.stderr)
+	}
+}
