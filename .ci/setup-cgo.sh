@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CI setup for cgo/ (libhybridsync): the tests build the library with gcc
-# and make, check `pkg-config --cflags --libs hybridsync`, and build a CMake
-# consumer. Idempotent; assumes apt-get update ran.
+# and make, check `pkg-config --cflags --libs hybridsync`, build a CMake
+# consumer, and run the suite's Python harness (experiments/apps/inproc.py)
+# on the stand-in CUDA. Idempotent; assumes apt-get update ran.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in gcc make pkg-config cmake; do
+for p in gcc make pkg-config cmake python3; do
 	command -v "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -2,27 +2,72 @@ package ctest
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 )
 
-// TestInProcessHarness runs the suite's C harness (experiments/apps/args.h,
-// --inproc) with the real library on the stand-in: every round runs each
-// of the three arms, the cuda-blocking arm really is CUDA's blocking mode
-// (the stand-in's waits sleep: a fraction of the CPU per step of the
-// default arm's, which spins), and the library counts as outcomes only the
-// time of its own arm (its epochs pause while the CUDA arms run).
+// The suite's in-process harnesses (experiments/apps/args.h --inproc, and
+// experiments/apps/inproc.py) with the real library on the stand-in: every
+// round runs each of the three arms, the cuda-blocking arm really is
+// CUDA's blocking mode (the stand-in's waits sleep: a fraction of the CPU
+// per step of the default arm's, which spins), and the library counts as
+// outcomes only the time of its own arm (its epochs pause while the CUDA
+// arms run).
+
 func TestInProcessHarness(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")
-	const rounds = 4
 	r, err := runErr([]string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "inprocapp", "--inproc", "4", "--epoch-s", "0.1")
 	if err != nil {
 		t.Fatalf("inprocapp --inproc: %v\n%s", err, r.stderr)
 	}
+	checkInProcess(t, r.stdout, path, 4)
+
+	// Not preloaded: one line, and a failure.
+	r, err = runErr(nil, "inprocapp", "--inproc", "2")
+	if err == nil || !strings.Contains(r.stderr, "hs_interpose not found") || r.stdout != "" {
+		t.Errorf("without the library: err %v, stdout %q, stderr %q", err, r.stdout, r.stderr)
+	}
+}
+
+func TestInProcessHarnessPython(t *testing.T) {
+	need(t)
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: experiments/apps/inproc.py is not tested (CI installs python3)")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	script := filepath.Join(root, "experiments", "apps", "inproc.py")
+	env := []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "PYTHONPATH=" + filepath.Join(root, "cgo", "testdata", "programs")}
+	r, err := runErr(env, python, script, "standin_steps", "--rounds", "4", "--epoch-s", "0.1")
+	if err != nil {
+		t.Fatalf("inproc.py: %v\n%s", err, r.stderr)
+	}
+	checkInProcess(t, r.stdout, path, 4)
+
+	r, err = runErr(env[1:], python, script, "standin_steps", "--rounds", "1")
+	if err == nil || !strings.Contains(r.stderr, "hs_interpose not found") {
+		t.Errorf("without the library: err %v, stderr %q", err, r.stderr)
+	}
+	r, err = runErr(env, python, script, "no_such_module")
+	if err == nil || !strings.Contains(r.stderr, "no_such_module: no build()") {
+		t.Errorf("no such module: err %v, stderr %q", err, r.stderr)
+	}
+}
+
+// checkInProcess checks a harness's JSON line (stdout) and the library's
+// stats file.
+func checkInProcess(t *testing.T, stdout, stats string, rounds int) {
+	t.Helper()
 	var res struct {
 		WallS  float64 `json:"wall_s"`
 		Rounds []struct {
@@ -33,11 +78,11 @@ func TestInProcessHarness(t *testing.T) {
 			CPUS  float64 `json:"cpu_s"`
 		} `json:"rounds"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatalf("result line: %v: %q", err, r.stdout)
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("result line: %v: %q", err, stdout)
 	}
 	if len(res.Rounds) != 3*rounds {
-		t.Fatalf("%d records, want %d: %s", len(res.Rounds), 3*rounds, r.stdout)
+		t.Fatalf("%d records, want %d: %s", len(res.Rounds), 3*rounds, stdout)
 	}
 	arms := map[int]map[string]bool{}
 	cpuShare := map[string][]float64{}
@@ -64,7 +109,7 @@ func TestInProcessHarness(t *testing.T) {
 	if b, d := med(cpuShare["cuda-blocking"]), med(cpuShare["cuda-default"]); b > 0.6*d {
 		t.Errorf("CPU per wall second: cuda-blocking %.2f, cuda-default %.2f; want blocking's waits to sleep", b, d)
 	}
-	o := readStats(t, path).Outcomes
+	o := readStats(t, stats).Outcomes
 	if o == nil {
 		t.Fatal("no outcomes in the stats of the default mode")
 	}
@@ -73,14 +118,7 @@ func TestInProcessHarness(t *testing.T) {
 		counted += s
 	}
 	// Warm-up and the untimed step after each switch add a little.
-	t.Logf("CPU per wall second: %v; epochs counted %.3f s, hybridsync arm %.3f s, run %.3f s", cpuShare, counted, hsWall, res.WallS)
 	if counted > 1.2*hsWall+0.1 {
 		t.Errorf("the library counted %.3f s of epochs, its arm ran %.3f s (the run %.3f s): the CUDA arms were counted", counted, hsWall, res.WallS)
-	}
-
-	// Not preloaded: one line, and a failure.
-	r, err = runErr(nil, "inprocapp", "--inproc", "2")
-	if err == nil || !strings.Contains(r.stderr, "hs_interpose not found") || r.stdout != "" {
-		t.Errorf("without the library: err %v, stdout %q, stderr %q", err, r.stdout, r.stderr)
 	}
 }

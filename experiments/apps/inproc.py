@@ -16,19 +16,22 @@ back to back, in a shuffled order, for --epoch-s each:
   hybridsync     hooks on, the context's own schedule: the library in its
                  default mode, whose epochs pause while its hooks are off
 
-The step functions are the suite's programs' own, imported unchanged.
+The step functions are the suite's programs' own, imported unchanged
+(each program module's build() returns its step).
 Run under LD_PRELOAD=libhybridsync.so (vgpu-probe apps does that for a
 suite entry with "in_process": true, and applies the contention):
 
-  python3 inproc.py WORKLOAD [--rounds R] [--epoch-s S]
+  python3 inproc.py MODULE [--rounds R] [--epoch-s S]
 
-WORKLOAD: torch_infer, torch_train or cupy_stencil. Prints one JSON line:
-the whole process's steps, wall and CPU seconds (as every suite program
-does), and "rounds": one record per arm and round, {"round", "arm",
-"steps", "wall_s", "cpu_s"}, CPU being the whole process's (the library's
-own threads included)."""
+MODULE: torch_infer, torch_train, cupy_stencil, or any module on
+PYTHONPATH with a build(). Prints one JSON line: the whole process's
+steps, wall and CPU seconds (as every suite program does), and "rounds":
+one record per arm and round, {"round", "arm", "steps", "wall_s",
+"cpu_s"}, CPU being the whole process's (the library's own threads
+included). The C programs do the same with --inproc (args.h)."""
 import argparse
 import ctypes
+import importlib
 import json
 import os
 import random
@@ -40,17 +43,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ARMS = ["cuda-default", "cuda-blocking", "hybridsync"]
 CU_CTX_SCHED_MASK = 0x07
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04
-
-
-def builder(name):
-    if name == "cupy_stencil":
-        from cupy_stencil import stencil
-        return lambda: stencil(512)
-    if name == "torch_infer":
-        from torch_infer import build
-        return build
-    from torch_train import build
-    return build
 
 
 class Context:
@@ -75,7 +67,7 @@ class Context:
 
 def main():
     p = argparse.ArgumentParser(description="CUDA's two wait modes and libhybridsync, alternated inside one process")
-    p.add_argument("workload", choices=["torch_infer", "torch_train", "cupy_stencil"])
+    p.add_argument("module", help="a module whose build() returns the step function: torch_infer, torch_train, cupy_stencil")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--epoch-s", type=float, default=0.3, help="seconds of each arm per round")
     p.add_argument("--seed", type=int, default=1)
@@ -88,7 +80,11 @@ def main():
         sys.exit("inproc.py: hs_interpose not found: run it under LD_PRELOAD=libhybridsync.so")
     interpose.argtypes = [ctypes.c_int]
 
-    step = builder(a.workload)()
+    try:
+        build = importlib.import_module(a.module).build
+    except (ImportError, AttributeError) as e:
+        sys.exit("inproc.py: %s: no build(): %s" % (a.module, e))
+    step = build()
     step()  # compiles and loads the kernels: start-up
     ctx = Context()
 
@@ -126,7 +122,7 @@ def main():
             leave()
             rounds.append({"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)})
     interpose(3)
-    print(json.dumps({"program": "inproc-" + a.workload, "steps": sum(x["steps"] for x in rounds),
+    print(json.dumps({"program": a.module, "steps": sum(x["steps"] for x in rounds),
                       "wall_s": round(sum(x["wall_s"] for x in rounds), 6),
                       "cpu_s": round(sum(x["cpu_s"] for x in rounds), 6), "rounds": rounds}), flush=True)
 

@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import cupy as cp  # noqa: E402
-from cupy_stencil import stencil  # noqa: E402
+from cupy_stencil import build as stencil  # noqa: E402
 
 SETS = {"off": 0, "launches": 1, "waits": 2, "all": 3}
 
