@@ -7,10 +7,8 @@
 #   experiments/apps/run.sh [ARGS...]   # on the GPU machine (nvcc, gcc, python3; no Go)
 #
 # The second form builds the .cu programs and blocksync.so into build/apps,
-# then runs `vgpu-probe apps` on experiments/apps/suite.json (or
-# SUITE=experiments/apps/inproc.json: the Python programs with the arms
-# alternated inside one process) with ARGS passed through (e.g. --only
-# torch_infer --contention none,while1 --reps 5).
+# then runs `vgpu-probe apps` on experiments/apps/suite.json with ARGS
+# passed through (e.g. --only torch_infer --contention none,while1 --reps 5).
 # Raw runs and hybridsync stats go under $OUT (default ./device-out); the
 # table of several runs together (one command per program on the GPU
 # machine) is `vgpu-probe apps --from A/runs.jsonl,B/runs.jsonl`.
@@ -41,6 +39,6 @@ cp experiments/apps/*.py "$B/"
 	python3 -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1 || true
 	lscpu | grep -E 'Model name|^CPU\(s\)' || true
 } >"$OUT/apps-machine.txt" 2>&1
-exec "$D/vgpu-probe" apps --suite "${SUITE:-experiments/apps/suite.json}" --dir "$B" \
+exec "$D/vgpu-probe" apps --suite experiments/apps/suite.json --dir "$B" \
 	--lib "$D/lib/libhybridsync.so" --blocksync "$B/blocksync.so" \
 	--out "$OUT/apps-$(date -u +%Y%m%d-%H%M%S)" "$@"

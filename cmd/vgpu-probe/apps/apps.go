@@ -377,7 +377,9 @@ func (p *Program) resolve(dir string) error {
 // args returns the program's command line for a run.
 func (p *Program) args(seconds float64) []string {
 	a := append([]string(nil), p.argv...)
-	if seconds > 0 && (p.Seconds == nil || *p.Seconds) {
+	// A program that compares the arms in one process times its own
+	// rounds.
+	if seconds > 0 && !p.InProcess && (p.Seconds == nil || *p.Seconds) {
 		a = append(a, "--seconds", strconv.FormatFloat(seconds, 'f', -1, 64))
 	}
 	return a

@@ -472,7 +472,7 @@ func TestInProcess(t *testing.T) {
 	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd, "in_process": true}, {"name": "plain", "command": cmd}})
 	os.WriteFile(suite, b, 0o644)
 	stdout, stderr, err := execute(context.Background(), "--suite", suite, "--only", "ab", "--lib", lib, "--blocksync", blocksync,
-		"--contention", "none,while1", "--reps", "2", "--out", out, "--json")
+		"--contention", "none,while1", "--reps", "2", "--seconds", "1", "--out", out, "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -501,8 +501,8 @@ func TestInProcess(t *testing.T) {
 		t.Fatalf("%d processes, want one per setting and repetition (4)", len(infos))
 	}
 	for _, in := range infos {
-		if in.LDPreload != lib {
-			t.Errorf("LD_PRELOAD %q, want --lib %s", in.LDPreload, lib)
+		if in.LDPreload != lib || in.Seconds != 0 {
+			t.Errorf("LD_PRELOAD %q, --seconds %v; want --lib %s, and no --seconds (the program times its rounds)", in.LDPreload, in.Seconds, lib)
 		}
 	}
 
