@@ -42,7 +42,7 @@ int64_t hs_now(void)
 
 static _Atomic int log_level;
 static atomic_int log_off; /* HYBRIDSYNC_LOG=off, said explicitly */
-static atomic_int forked;
+atomic_int hs_forked, hs_loaded; /* see core.h */
 
 int hs_parse_log_level(const char *s)
 {
@@ -98,9 +98,8 @@ void hs_log_user(const char *msg)
 
 /* A child of fork() has none of the Go runtime's threads: it must never
  * call into Go, so every entry point checks this and passes through. */
-static void on_fork_child(void) { atomic_store(&forked, 1); }
+static void on_fork_child(void) { atomic_store(&hs_forked, 1); }
 
-int hs_in_forked_child(void) { return atomic_load_explicit(&forked, memory_order_relaxed); }
 
 __attribute__((constructor)) static void core_init(void)
 {
@@ -132,7 +131,6 @@ void *hs_real_dlsym(void *handle, const char *name)
 	return f(handle, name);
 }
 
-static void hs_mark_loaded(void);
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static void *driver;
 static char load_err[256];
@@ -183,10 +181,10 @@ static void load(void)
 			hs_alt[i] = fn;
 	}
 	load_rc = 0;
-	hs_mark_loaded();
+	atomic_store_explicit(&hs_loaded, 1, memory_order_release);
 }
 
-int hs_core_load(void)
+int hs_core_load_once(void)
 {
 	pthread_once(&load_once, load);
 	return load_rc;
@@ -212,12 +210,9 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
-void *hs_core_runtime(enum hs_sym s)
+void *hs_core_runtime_find(enum hs_sym s)
 {
-	void *p = atomic_load_explicit((_Atomic(void *) *)&hs_real[s], memory_order_acquire);
-	if (p)
-		return p;
-	p = hs_real_dlsym(RTLD_NEXT, hs_sym_name[s]);
+	void *p = hs_real_dlsym(RTLD_NEXT, hs_sym_name[s]);
 	if (p == NULL || is_ours(p)) {
 		/* Not in the global scope: a libcudart loaded RTLD_LOCAL (by a
 		 * Python extension, say) is found among the loaded objects. */
@@ -524,7 +519,10 @@ static void publish_last_launch(void)
 	}
 }
 
-void hs_reg_observed(void *stream, uint64_t kernel)
+/* reg_observed is hs_reg_launch for an interposed launch: only the
+ * stream's last launch is kept (by-kernel lookups serve the explicit API),
+ * with no time (a stream lookup then gives time 0). */
+static inline void reg_observed(void *stream, uint64_t kernel)
 {
 	uintptr_t key = stream_key(stream);
 	if (last_launch.unpublished && last_launch.stream != key)
@@ -587,24 +585,27 @@ static struct kname knames[KNAMES];
 #define KCACHE 16
 static __thread struct {
 	const void *fn;
-	unsigned g[3], b[3];
+	uint64_t shape[3]; /* the six dimensions, as three words to compare */
 	uint64_t id;
 } kcache[KCACHE] __attribute__((tls_model("initial-exec")));
 
-static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
+/* noinline: the cache hit, on every launch, then needs no saved registers. */
+__attribute__((noinline)) static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+						 unsigned by, unsigned bz);
 
-uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
+void hs_launch_observed(void *stream, const void *fn, const unsigned shape[6])
 {
-	__typeof__(&kcache[0]) c = &kcache[((uintptr_t)fn >> 4 ^ gx) & (KCACHE - 1)];
-	if (c->id && c->fn == fn && c->g[0] == gx && c->g[1] == gy && c->g[2] == gz && c->b[0] == bx &&
-	    c->b[1] == by && c->b[2] == bz)
-		return c->id;
-	uint64_t id = kernel_id(fn, gx, gy, gz, bx, by, bz);
-	c->fn = fn;
-	c->g[0] = gx, c->g[1] = gy, c->g[2] = gz;
-	c->b[0] = bx, c->b[1] = by, c->b[2] = bz;
-	c->id = id;
-	return id;
+	uint64_t sh[3];
+	memcpy(sh, shape, sizeof sh);
+	__typeof__(&kcache[0]) c = &kcache[((uintptr_t)fn >> 4 ^ shape[0]) & (KCACHE - 1)];
+	uint64_t id = c->id;
+	if (id == 0 || c->fn != fn || c->shape[0] != sh[0] || c->shape[1] != sh[1] || c->shape[2] != sh[2]) {
+		id = kernel_id(fn, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5]);
+		c->fn = fn;
+		memcpy(c->shape, sh, sizeof sh);
+		c->id = id;
+	}
+	reg_observed(stream, id);
 }
 
 static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
@@ -669,7 +670,3 @@ int hs_kernel_describe(uint64_t id, char *buf, size_t len)
 
 void hs_log_str(int level, const char *msg) { hs_log(level, "%s", msg); }
 
-static atomic_int loaded_flag;
-
-int hs_core_loaded(void) { return atomic_load_explicit(&loaded_flag, memory_order_acquire); }
-void hs_mark_loaded(void) { atomic_store_explicit(&loaded_flag, 1, memory_order_release); }

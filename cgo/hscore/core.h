@@ -6,6 +6,7 @@
 #ifndef HS_CORE_H
 #define HS_CORE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include "cuda_abi.h"
 
@@ -31,12 +32,20 @@ extern const int hs_sym_hooked[HS_SYM_COUNT];
 extern const int hs_sym_runtime[HS_SYM_COUNT];
 #define HS_REAL(name) ((__typeof__(&name))hs_real[HS_SYM_##name])
 
+/* Every hooked call (thousands a second in a launch-bound program) checks
+ * that the driver is loaded and that this is not a forked child, and a
+ * runtime hook finds the real function: inline reads of flags set once,
+ * with calls into core.c only until then. */
+extern atomic_int hs_loaded, hs_forked;
+
+/* hs_core_loaded: load finished and succeeded (never blocks). */
+static inline int hs_core_loaded(void) { return atomic_load_explicit(&hs_loaded, memory_order_acquire); }
+
 /* hs_core_load opens the driver (HYBRIDSYNC_CUDA_LIB or libcuda.so.1) and
  * resolves every symbol once. Idempotent and thread-safe. Returns 0, or -1
  * with a message in hs_core_error(). */
-int hs_core_load(void);
-/* hs_core_loaded: load finished and succeeded (never blocks). */
-int hs_core_loaded(void);
+int hs_core_load_once(void);
+static inline int hs_core_load(void) { return hs_core_loaded() ? 0 : hs_core_load_once(); }
 extern void *hs_alt[HS_SYM_COUNT];
 const char *hs_core_error(void);
 void *hs_core_driver_handle(void);
@@ -44,7 +53,12 @@ void *hs_core_driver_handle(void);
 void *hs_core_sym(const char *name);
 /* hs_core_runtime resolves a runtime symbol late: libcudart is often loaded
  * after this library (dlopen by Python, for one). */
-void *hs_core_runtime(enum hs_sym s);
+void *hs_core_runtime_find(enum hs_sym s);
+static inline void *hs_core_runtime(enum hs_sym s)
+{
+	void *p = atomic_load_explicit((void *_Atomic *)&hs_real[s], memory_order_acquire);
+	return p ? p : hs_core_runtime_find(s);
+}
 /* hs_real_dlsym is libc's dlsym, which the interposer replaces. */
 void *hs_real_dlsym(void *handle, const char *name);
 
@@ -66,23 +80,22 @@ int hs_core_finish(struct hs_wait *w);
 /* The launch registry (lock-free, bounded; a lost entry only means an
  * unknown kernel for one wait). */
 void hs_reg_launch(void *stream, uint64_t kernel, int64_t t);
-/* hs_reg_observed is hs_reg_launch for an interposed launch: only the
- * stream's last launch is kept (by-kernel lookups serve the explicit API),
- * with no time (a stream lookup then gives time 0; see core.c). */
-void hs_reg_observed(void *stream, uint64_t kernel);
 void hs_reg_record(void *event, void *stream);
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);
 int64_t hs_reg_kernel_launched(uint64_t kernel);
-/* hs_kernel_of derives a kernel id from a launch (function and shape) and
- * remembers how to name it; hs_kernel_describe names it for the stats. */
-uint64_t hs_kernel_of(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
+/* hs_launch_observed records an interposed launch of fn, shape {grid x, y,
+ * z, block x, y, z}, on stream: its kernel id, derived from function and
+ * shape (cached per thread), becomes the stream's last launch, with no
+ * time (see core.c); hs_kernel_describe names an id for the stats. */
+void hs_launch_observed(void *stream, const void *fn, const unsigned shape[6]);
 int hs_kernel_describe(uint64_t id, char *buf, size_t len);
 
 int64_t hs_now(void);
 
 /* Process state. */
-int hs_in_forked_child(void); /* this is not the process that loaded us */
+/* this is not the process that loaded us */
+static inline int hs_in_forked_child(void) { return atomic_load_explicit(&hs_forked, memory_order_relaxed); }
 void hs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hs_set_log_level(int level);
 enum { HS_LOG_OFF = 0, HS_LOG_ERROR, HS_LOG_WARN, HS_LOG_INFO, HS_LOG_DEBUG };
