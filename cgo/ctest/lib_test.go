@@ -166,9 +166,9 @@ type stats struct {
 		Epochs       map[string]uint64  `json:"epochs"`
 		Seconds      map[string]float64 `json:"seconds"`
 		Explorations uint64             `json:"explorations"`
-		Chosen       map[string]uint64 `json:"chosen"`
-		QuietChecks  uint64            `json:"quiet_checks"`
-		Reports      uint64            `json:"reports"`
+		Chosen       map[string]uint64  `json:"chosen"`
+		QuietChecks  uint64             `json:"quiet_checks"`
+		Reports      uint64             `json:"reports"`
 	} `json:"outcomes"`
 	Kernels []struct {
 		Name   string  `json:"name"`
