@@ -33,6 +33,10 @@ func TestLiveArrayFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "page")
+			// A slice far longer than this test takes, on a loaded
+			// machine too: a remaining time of 0 then means the page
+			// was not read.
+			const slice = 1_000_000_000
 			w, err := hintpage.Create(path, 63, 0, os.Getuid(), os.Getgid())
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +44,7 @@ func TestLiveArrayFallback(t *testing.T) {
 			defer w.Close()
 			now := uint64(Now())
 			w.Publish(0, &hintpage.Slot{TID: uint32(tid), PublishNs: now, State: hintpage.StateRunning, SwitchInNs: now - 1000,
-				Contention: hintpage.ContShared, SliceNs: 3_000_000})
+				Contention: hintpage.ContShared, SliceNs: slice})
 			if tc.serve != nil {
 				ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path + hintpage.SockSuffix, Net: "unix"})
 				if err != nil {
@@ -67,7 +71,7 @@ func TestLiveArrayFallback(t *testing.T) {
 			if !ok || live || s.SwitchInNs != now-1000 {
 				t.Fatalf("read ok %v live %v: %+v", ok, live, s)
 			}
-			if r := h.Remaining(tid, Now()); r <= 0 || r > 3_000_000 {
+			if r := h.Remaining(tid, Now()); r <= 0 || r > slice {
 				t.Fatalf("remaining %d from the page's live block", r)
 			}
 		})

@@ -84,13 +84,15 @@ func hintArrayWrites(t *testing.T, p *Probe) {
 		var set unix.CPUSet
 		set.Set(0)
 		_ = unix.SchedSetaffinity(0, &set)
-		// At least 300 ms and 5 preemptions (at most 3 s).
+		// At least 300 ms, 5 preemptions and the 50 switches judged
+		// below (at most 3 s: on a loaded machine 300 ms can hold
+		// fewer).
 		begin := time.Now()
 		var st bpf.SchedThreadStats
 		for i := 0; ; i++ {
 			if i%50 == 0 {
 				if d := time.Since(begin); d > 3*time.Second ||
-					d > 300*time.Millisecond && p.Stats(uint32(unix.Gettid()), &st) == nil && st.Preemptions >= 5 {
+					d > 300*time.Millisecond && p.Stats(uint32(unix.Gettid()), &st) == nil && st.Preemptions >= 5 && st.Switches >= 50 {
 					break
 				}
 				unix.Nanosleep(&unix.Timespec{Nsec: 200_000}, nil)

@@ -193,6 +193,21 @@ func readStats(t *testing.T, path string) stats {
 	return s
 }
 
+// epochSeconds reads the stats file of a run in the default mode and
+// returns the time its finished epochs took, all arms together.
+func epochSeconds(t *testing.T, path string) float64 {
+	t.Helper()
+	o := readStats(t, path).Outcomes
+	if o == nil {
+		t.Fatal("no outcomes in the stats of the default mode")
+	}
+	var sum float64
+	for _, s := range o.Seconds {
+		sum += s
+	}
+	return sum
+}
+
 func (s stats) kernel(substr string) (calls uint64, mean float64, ok bool) {
 	for _, k := range s.Kernels {
 		if strings.Contains(k.Name, substr) {
@@ -565,14 +580,7 @@ func TestPreloadHookPauseLeavesEpochs(t *testing.T) {
 		t.Fatalf("no elapsed_ns in %q", r.stderr)
 	}
 	elapsed, _ := strconv.ParseInt(m[1], 10, 64)
-	o := readStats(t, path).Outcomes
-	if o == nil {
-		t.Fatal("no outcomes in the stats of the default mode")
-	}
-	var counted float64
-	for _, s := range o.Seconds {
-		counted += s
-	}
+	counted := epochSeconds(t, path)
 	active := time.Duration(elapsed) - pause
 	if counted == 0 || time.Duration(counted*1e9) > active+pause/10 {
 		t.Errorf("epochs counted %.3f s; the run was %v of which %v paused: want some, and no more than %v",
