@@ -491,10 +491,10 @@ func TestPreloadShortWaitsToCUDA(t *testing.T) {
 }
 
 // TestPreloadDelegatedWaitIsCUDAsAlone: a wait left to CUDA makes CUDA's
-// wait and nothing else, no query before it: 1000 more waits on short
+// wait and nothing else, no query before it: 5000 more waits on short
 // kernels, all delegated, add few driver queries, where a query each would
-// add 1000. (The policy's own polls of the first, undelegated waits vary
-// by a few hundred between runs.)
+// add 5000. (The policy's own polls of the first, undelegated waits vary
+// by up to about 1300 between runs on a loaded machine.)
 func TestPreloadDelegatedWaitIsCUDAsAlone(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
@@ -513,12 +513,12 @@ func TestPreloadDelegatedWaitIsCUDAsAlone(t *testing.T) {
 		return q, d
 	}
 	q1, d1 := queries("120")
-	q2, d2 := queries("1120")
-	if d2 < d1+950 {
-		t.Fatalf("delegated waits: %d of 120, %d of 1120: want the extra waits delegated", d1, d2)
+	q2, d2 := queries("5120")
+	if d2 < d1+4750 {
+		t.Fatalf("delegated waits: %d of 120, %d of 5120: want the extra waits delegated", d1, d2)
 	}
-	if q2-q1 > 500 {
-		t.Errorf("driver queries: %d for 120 waits, %d for 1120 (%d of them delegated): delegated waits query", q1, q2, d2)
+	if q2-q1 > 2500 {
+		t.Errorf("driver queries: %d for 120 waits, %d for 5120 (%d of them delegated): delegated waits query", q1, q2, d2)
 	}
 }
 
