@@ -34,6 +34,10 @@ type Setting struct {
 	co    *Process
 }
 
+// Capped reports whether the setting name limits the program's CPU
+// bandwidth (the cap settings).
+func Capped(name string) bool { return strings.HasPrefix(name, "cap") }
+
 // Setup puts the contention setting name in place on cpu: for the cap
 // settings a cgroup called cgName limited to quota per period, for the
 // while1 settings a busy loop pinned to cpu. Close undoes it.
@@ -42,7 +46,7 @@ func Setup(name string, cpu int, cgName string, quota, period time.Duration) (*S
 		return nil, fmt.Errorf("unknown contention setting %q (want %s)", name, strings.Join(Contentions, ", "))
 	}
 	s := &Setting{}
-	if strings.HasPrefix(name, "cap") {
+	if Capped(name) {
 		g, err := cgroup.Create(cgName, quota, period)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (the cap settings need root)", name, err)

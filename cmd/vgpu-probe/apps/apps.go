@@ -124,9 +124,10 @@ recorded, left out of the medians and listed; the exit status is then 1.
 
 A suite entry with "in_process": true compares the arms inside one
 process instead (experiments/apps/inproc.py): it runs once per repetition
-and setting under --lib, and prints "rounds", records of {"round", "arm",
-"steps", "wall_s", "cpu_s"}; each becomes a run, and "paired" then pairs
-the arms of one round. Separate processes of one program can differ by
+and setting under --lib with --epoch-s (0.3 s, or under a cap the nearest
+whole number of --cap-period), and prints "rounds", records of {"round",
+"arm", "steps", "wall_s", "cpu_s"}; each becomes a run, and "paired" then
+pairs the arms of one round. Separate processes of one program can differ by
 30% on a virtualised GPU host, which pairing by repetition cannot remove.
 
 --from FILE[,FILE] prints the table of earlier runs (their runs.jsonl,

@@ -46,17 +46,18 @@ func standinMain() int {
 	nojson := fs.Bool("nojson", false, "print no JSON line")
 	hang := fs.Bool("hang", false, "sleep for a minute")
 	seconds := fs.Float64("seconds", 0, "recorded only")
+	epoch := fs.Float64("epoch-s", 0, "recorded only")
 	ready := fs.String("ready", "", "write the info file, then this line to stderr, wait 300 ms, and go on")
 	rounds := fs.Int("rounds", 0, "print this many rounds of the three arms, as inproc.py does, with wall times (round+1) x 1.1 (default), 1.2 (blocking), 1.0 (hybridsync)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
 	if *ready != "" {
-		writeInfo(*info, "before-", *seconds)
+		writeInfo(*info, "before-", *seconds, *epoch)
 		fmt.Fprintln(os.Stderr, *ready)
 		time.Sleep(300 * time.Millisecond)
 	}
-	writeInfo(*info, "", *seconds)
+	writeInfo(*info, "", *seconds, *epoch)
 	if s := os.Getenv("HYBRIDSYNC_STATS"); s != "" {
 		os.WriteFile(s, []byte("{}\n"), 0o644)
 	}
@@ -108,7 +109,7 @@ func standinMain() int {
 
 // writeInfo records where the stand-in runs now (CPU affinity, cgroup,
 // environment) in dir/PREFIX<pid>.json; nothing without dir.
-func writeInfo(dir, prefix string, seconds float64) {
+func writeInfo(dir, prefix string, seconds, epoch float64) {
 	if dir == "" {
 		return
 	}
@@ -123,7 +124,7 @@ func writeInfo(dir, prefix string, seconds float64) {
 	cg, _ := os.ReadFile("/proc/self/cgroup")
 	b, _ := json.Marshal(map[string]any{
 		"cpus": cpus, "cgroup": string(cg), "ld_preload": os.Getenv("LD_PRELOAD"),
-		"stats": os.Getenv("HYBRIDSYNC_STATS"), "seconds": seconds, "reexec": os.Getenv("VGPU_PROBE_REEXEC"),
+		"stats": os.Getenv("HYBRIDSYNC_STATS"), "seconds": seconds, "epoch_s": epoch, "reexec": os.Getenv("VGPU_PROBE_REEXEC"),
 	})
 	os.WriteFile(filepath.Join(dir, prefix+strconv.Itoa(os.Getpid())+".json"), b, 0o644)
 }
@@ -161,6 +162,7 @@ type infoFile struct {
 	LDPreload string  `json:"ld_preload"`
 	Stats     string  `json:"stats"`
 	Seconds   float64 `json:"seconds"`
+	Epoch     float64 `json:"epoch_s"`
 	Reexec    string  `json:"reexec"`
 }
 
@@ -471,8 +473,13 @@ func TestInProcess(t *testing.T) {
 	cmd := "env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " --work 1000 --rounds 4 --info " + info
 	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd, "in_process": true}, {"name": "plain", "command": cmd}})
 	os.WriteFile(suite, b, 0o644)
+	contention := []string{"none", "while1"}
+	if canCap(t) {
+		contention = append(contention, "cap")
+	}
 	stdout, stderr, err := execute(context.Background(), "--suite", suite, "--only", "ab", "--lib", lib, "--blocksync", blocksync,
-		"--contention", "none,while1", "--reps", "2", "--seconds", "1", "--out", out, "--json")
+		"--contention", strings.Join(contention, ","), "--cap-period", "40ms", "--cap-quota", "20ms",
+		"--reps", "2", "--seconds", "1", "--out", out, "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -488,8 +495,8 @@ func TestInProcess(t *testing.T) {
 		}
 	}
 	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))
-	if len(runs) != 2*2*4*3 {
-		t.Fatalf("%d runs, want one per arm, round, setting and repetition (48)", len(runs))
+	if len(runs) != 2*len(contention)*4*3 {
+		t.Fatalf("%d runs, want one per arm, round, setting and repetition (%d)", len(runs), 2*len(contention)*4*3)
 	}
 	for _, r := range runs {
 		if r.Round < 1 || r.Round > 4 || r.Order > 2 || (r.Arm == "hybridsync") != (r.Stats != "") {
@@ -497,12 +504,21 @@ func TestInProcess(t *testing.T) {
 		}
 	}
 	infos := readInfos(t, info)
-	if len(infos) != 2*2 {
-		t.Fatalf("%d processes, want one per setting and repetition (4)", len(infos))
+	if len(infos) != 2*len(contention) {
+		t.Fatalf("%d processes, want one per setting and repetition (%d)", len(infos), 2*len(contention))
 	}
 	for _, in := range infos {
 		if in.LDPreload != lib || in.Seconds != 0 {
 			t.Errorf("LD_PRELOAD %q, --seconds %v; want --lib %s, and no --seconds (the program times its rounds)", in.LDPreload, in.Seconds, lib)
+		}
+		// 0.3 s per arm, or under the cap the nearest whole number of
+		// its 40 ms periods (8).
+		want := 0.3
+		if strings.Contains(in.Cgroup, "vgpu-probe-apps") {
+			want = 0.32
+		}
+		if in.Epoch != want {
+			t.Errorf("--epoch-s %v in cgroup %q, want %v", in.Epoch, strings.TrimSpace(in.Cgroup), want)
 		}
 	}
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -280,6 +281,21 @@ func readRuns(path string) ([]Run, error) {
 	return runs, nil
 }
 
+// inProcessEpoch is how long a program that compares the arms in one
+// process runs each arm per round (--epoch-s). Under a cap each epoch
+// spans whole cap periods instead: one of 15.5 periods would hold 15 or
+// 16 refills of the quota by its phase, 7% apart, noise that every
+// round's ratios would carry.
+const inProcessEpoch = 300 * time.Millisecond
+
+// epochFor is the epoch of an in-process program under contention.
+func (o *Options) epochFor(contention string) time.Duration {
+	if !corunner.Capped(contention) {
+		return inProcessEpoch
+	}
+	return max(1, (inProcessEpoch+o.CapPeriod/2)/o.CapPeriod) * o.CapPeriod
+}
+
 // processes is how many processes of the program one cell of arms runs.
 func (p Program) processes(arms int) int {
 	if p.InProcess {
@@ -434,7 +450,11 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 // error returned is for the run's machinery (and Ctrl-C), which ends the
 // whole matrix.
 func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
-	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: p.args(o.Seconds), Env: o.armEnv(arm, stats)})
+	argv := p.args(o.Seconds)
+	if p.InProcess {
+		argv = append(argv, "--epoch-s", strconv.FormatFloat(o.epochFor(contention).Seconds(), 'f', -1, 64))
+	}
+	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: argv, Env: o.armEnv(arm, stats)})
 	if err != nil {
 		return nil, err
 	}
