@@ -298,6 +298,7 @@ func hintRegistrationChanges(t *testing.T, p *Probe) {
 		}
 	}
 
+	first := stats()
 	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -323,17 +324,19 @@ func hintRegistrationChanges(t *testing.T, p *Probe) {
 		t.Errorf("cleared: %d writes after %d more switches", st.HintWrites-cleared.HintWrites, st.Switches-cleared.Switches)
 	}
 
+	again := stats()
 	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 3); err != nil {
 		t.Fatal(err)
 	}
 	sl.sleep(20)
 	written("registered again", 0, 3)
 	st := stats()
-	// Two writes per switch while registered: 3 rounds of 20 sleeps and
-	// the thread's wait for the next round (a switch-out may fall just
-	// before a change).
-	if got := st.HintWrites; w0 < 2*20-2 || got < 3*w0-4 || got > 3*w0+4 {
-		t.Errorf("%d live blocks written (%d in the first round) for 3 rounds of 20 sleeps", got, w0)
+	// Two writes per switch while registered: 3 rounds of 20 sleeps, the
+	// thread's waits for the next round, and any preemption (a loaded
+	// machine adds some); a switch-out may fall just before a change.
+	switches := (cleared.Switches - first.Switches) + (st.Switches - again.Switches)
+	if got := st.HintWrites; w0 < 2*20-2 || got+6 < 2*switches || got > 2*switches+6 {
+		t.Errorf("%d live blocks written (%d in the first round) for %d switches in 3 rounds of 20 sleeps", got, w0, switches)
 	}
 	if reg, err := p.HintSlot(sl.tid); err != nil || reg.Target != arrs[0].ID || reg.Slot != 3 || reg.Writes != st.HintWrites {
 		t.Errorf("HintSlot: %+v, %v; counters: %d writes", reg, err, st.HintWrites)
