@@ -177,14 +177,18 @@ func TestFindPrefersPage(t *testing.T) {
 	}
 }
 
+// waitMounted waits until out is res mounted read-only: the bind mount
+// and its remount read-only are two steps, which a test that looks
+// between them would see half done.
 func waitMounted(t *testing.T, out, res string) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if sameFile(out, res) {
+		var fs unix.Statfs_t
+		if sameFile(out, res) && unix.Statfs(out, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0 {
 			return
 		}
 	}
-	t.Fatalf("%s never became %s", out, res)
+	t.Fatalf("%s never became %s, mounted read-only", out, res)
 }
 
 func sameFile(a, b string) bool {
