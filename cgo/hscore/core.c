@@ -593,16 +593,14 @@ static __thread struct {
 __attribute__((noinline)) static uint64_t kernel_id(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 						 unsigned by, unsigned bz);
 
-void hs_launch_observed(void *stream, const void *fn, const unsigned shape[6])
+void hs_launch_observed(void *stream, const void *fn, uint64_t g01, uint64_t g2b0, uint64_t b12)
 {
-	uint64_t sh[3];
-	memcpy(sh, shape, sizeof sh);
-	__typeof__(&kcache[0]) c = &kcache[((uintptr_t)fn >> 4 ^ shape[0]) & (KCACHE - 1)];
+	__typeof__(&kcache[0]) c = &kcache[((uintptr_t)fn >> 4 ^ g01) & (KCACHE - 1)];
 	uint64_t id = c->id;
-	if (id == 0 || c->fn != fn || c->shape[0] != sh[0] || c->shape[1] != sh[1] || c->shape[2] != sh[2]) {
-		id = kernel_id(fn, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5]);
+	if (id == 0 || c->fn != fn || c->shape[0] != g01 || c->shape[1] != g2b0 || c->shape[2] != b12) {
+		id = kernel_id(fn, (uint32_t)g01, g01 >> 32, (uint32_t)g2b0, g2b0 >> 32, (uint32_t)b12, b12 >> 32);
 		c->fn = fn;
-		memcpy(c->shape, sh, sizeof sh);
+		c->shape[0] = g01, c->shape[1] = g2b0, c->shape[2] = b12;
 		c->id = id;
 	}
 	reg_observed(stream, id);

@@ -84,11 +84,15 @@ void hs_reg_record(void *event, void *stream);
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);
 int64_t hs_reg_kernel_launched(uint64_t kernel);
-/* hs_launch_observed records an interposed launch of fn, shape {grid x, y,
- * z, block x, y, z}, on stream: its kernel id, derived from function and
- * shape (cached per thread), becomes the stream's last launch, with no
- * time (see core.c); hs_kernel_describe names an id for the stats. */
-void hs_launch_observed(void *stream, const void *fn, const unsigned shape[6]);
+/* hs_launch_observed records an interposed launch of fn on stream: its
+ * kernel id, derived from function and shape (cached per thread), becomes
+ * the stream's last launch, with no time (see core.c); hs_kernel_describe
+ * names an id for the stats. The shape comes as three words, grid x | y,
+ * grid z | block x, block y | z (hs_shape_word), built in registers: six
+ * 4-byte stores read back as three 8-byte words would stall store
+ * forwarding on every launch. */
+void hs_launch_observed(void *stream, const void *fn, uint64_t g01, uint64_t g2b0, uint64_t b12);
+static inline uint64_t hs_shape_word(unsigned lo, unsigned hi) { return (uint64_t)hi << 32 | lo; }
 int hs_kernel_describe(uint64_t id, char *buf, size_t len);
 
 int64_t hs_now(void);

@@ -231,35 +231,35 @@ static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 {
 	if (s == NULL && ptsz)
 		s = HS_CU_STREAM_PER_THREAD;
-	unsigned shape[6] = {gx, gy, gz, bx, by, bz};
-	hs_launch_observed(s, f, shape);
+	hs_launch_observed(s, f, hs_shape_word(gx, gy), hs_shape_word(gz, bx), hs_shape_word(by, bz));
 }
 
-/* Launches are observed before they are made, so that the hook ends in a
- * jump to the real launch with its arguments in place. Measured with
- * callgrind (launchbench on the stand-in), observing after the call cost
- * 23 instructions more per launch through static cudart, and 53 more
- * through libcudart (whose own driver launch, under our cudaLaunchKernel,
- * comes through here bypassed). A launch the driver then refuses is
- * recorded all the same, which only gives the stream's next wait a
- * kernel that is not running: that wait finds its work done, which
- * teaches nothing. */
+/* A hook bypassed (cudart's own driver launch under our cudaLaunchKernel,
+ * or the hooks off) returns the real call at once, a jump with the
+ * arguments in place; only an observed launch saves them across the call.
+ * Counted with callgrind (launchbench on the stand-in, docs/BENCHMARKS.md). */
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
 			unsigned shm, CUstream s, void **params, void **extra)
 {
 	DRV_REAL(cuLaunchKernel, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (!launch_bypassed())
+	if (launch_bypassed())
+		return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	if (r == 0)
 		note_launch(f, gx, gy, gz, bx, by, bz, s, 0);
-	return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	return r;
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 			     unsigned bz, unsigned shm, CUstream s, void **params, void **extra)
 {
 	DRV_REAL(cuLaunchKernel_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (!launch_bypassed())
+	if (launch_bypassed())
+		return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	if (r == 0)
 		note_launch(f, gx, gy, gz, bx, by, bz, s, 1);
-	return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+	return r;
 }
 
 CUresult cuEventRecord(CUevent e, CUstream s)
@@ -287,17 +287,23 @@ CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
 	DRV_REAL(cuLaunchKernelEx, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (c && !launch_bypassed())
+	if (launch_bypassed())
+		return real(c, f, params, extra);
+	CUresult r = real(c, f, params, extra);
+	if (r == 0 && c)
 		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 0);
-	return real(c, f, params, extra);
+	return r;
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
 	DRV_REAL(cuLaunchKernelEx_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (c && !launch_bypassed())
+	if (launch_bypassed())
+		return real(c, f, params, extra);
+	CUresult r = real(c, f, params, extra);
+	if (r == 0 && c)
 		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 1);
-	return real(c, f, params, extra);
+	return r;
 }
 
 CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
@@ -409,7 +415,7 @@ cudaError_t cudaLaunchKernel(const void *f, hs_dim3 g, hs_dim3 b, void **args, s
 	cudaError_t r = real(f, g, b, args, shm, s);
 	in_hook = 0;
 	if (r == 0)
-		hs_launch_observed(s, f, (unsigned[6]){g.x, g.y, g.z, b.x, b.y, b.z});
+		hs_launch_observed(s, f, hs_shape_word(g.x, g.y), hs_shape_word(g.z, b.x), hs_shape_word(b.y, b.z));
 	return r;
 }
 
