@@ -100,7 +100,6 @@ void hs_log_user(const char *msg)
  * call into Go, so every entry point checks this and passes through. */
 static void on_fork_child(void) { atomic_store(&hs_forked, 1); }
 
-
 __attribute__((constructor)) static void core_init(void)
 {
 	const char *v = getenv("HYBRIDSYNC_LOG");
