@@ -68,6 +68,7 @@ const PlanMax = 4
 type EpochDone struct {
 	Waits     uint64 // waits made in it, complete or not
 	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
+	WaitWall  int64  // wall time inside its waits (ns)
 }
 
 // Outcomes checks decisions against what they cost, so that a wrong model
@@ -95,6 +96,16 @@ type EpochDone struct {
 // that share plus what noise costs, and noise can only cost where the two
 // arms are close.
 //
+// An exploration is worth its cost only where blocking can gain more
+// than the tolerance: blocking gives back at most the time the device
+// arm spends inside waits (the CPU it spins, with any slice lost while
+// spinning), so while that is under exploreShare of the thread's time
+// (launch-bound PyTorch and CuPy programs, whose waits find the GPU all
+// but done), the thread keeps to ArmDevice, CUDA's default, without
+// exploring, and looks again every settledRun epochs. On the H100
+// machine, exploring cost such programs 1-3% under a co-runner
+// (blocking at once lost them 7-19%; docs/BENCHMARKS.md).
+//
 // The contention verdict is taken at each report: after an exploration's
 // four epochs, and after the run of the chosen arm's (Epoch).
 //
@@ -115,6 +126,7 @@ type Outcomes struct {
 	epochNs      [arms]atomic.Int64
 	explorations atomic.Uint64
 	chosen       [arms]atomic.Uint64
+	settled      atomic.Uint64
 }
 
 const (
@@ -139,6 +151,12 @@ const (
 	regimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	tieGap = 0.03
+	// exploreShare: below this share of the thread's time inside waits
+	// (outside the policy arm), no exploration; settledRun: the epochs
+	// of ArmDevice per report meanwhile (a report under a co-runner
+	// costs about 1 ms: 0.1% of them).
+	exploreShare = 0.03
+	settledRun   = 16
 	// freeReport: how often a thread whose CPU is free looks for
 	// contention (and so how soon it notices). A report is a call from C
 	// into Go, which costs the program's CPU 5-10 context switches of the
@@ -180,6 +198,11 @@ type armThread struct {
 	// best: the arm chosen, for left more epochs.
 	best Arm
 	left int
+	// waitNs, wallNs: time inside waits and in all, over the epochs
+	// outside the policy arm, each epoch's weight halving with every
+	// newer one; measured: there was one.
+	waitNs, wallNs float64
+	measured       bool
 }
 
 func newOutcomes(cont ContentionSource) *Outcomes {
@@ -211,8 +234,19 @@ func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 		return o.free(t)
 	case t.left > 0:
 		return o.exploit(t)
+	case t.shortWaits():
+		o.settled.Add(1)
+		t.best, t.left = ArmDevice, settledRun
+		return o.exploit(t)
 	}
 	return o.begin(t)
+}
+
+// shortWaits: the thread's waits take too little of its time for
+// blocking in them to gain exploreShare (measured outside the policy arm,
+// whose blocked waits include wake-ups).
+func (t *armThread) shortWaits() bool {
+	return t.measured && t.waitNs < exploreShare*t.wallNs
 }
 
 // track moves the thread into or out of the contended regime.
@@ -235,6 +269,11 @@ func (o *Outcomes) record(t *armThread, done []EpochDone) {
 		a := t.plan[i]
 		o.epochs[a].Add(1)
 		o.epochNs[a].Add(d.Wall)
+		if a != ArmPolicy && d.Wall > 0 {
+			t.waitNs = t.waitNs/2 + float64(d.WaitWall)
+			t.wallNs = t.wallNs/2 + float64(d.Wall)
+			t.measured = true
+		}
 		if t.exploring {
 			t.waits[a] += float64(d.Waits)
 			t.wall[a] += float64(d.Wall)
@@ -355,6 +394,9 @@ type OutcomeStats struct {
 	// Explorations started, and the arm each finished one chose.
 	Explorations uint64            `json:"explorations"`
 	Chosen       map[string]uint64 `json:"chosen"`
+	// Settled: runs of the device arm chosen without exploring, the
+	// waits being too short a share of the time for blocking to pay.
+	Settled uint64 `json:"settled"`
 	// QuietChecks: reports skipped because the thread's CPU stayed free
 	// (Epoch.Quiet); counted by the caller, which sets it.
 	QuietChecks uint64 `json:"quiet_checks"`
@@ -368,7 +410,7 @@ type OutcomeStats struct {
 // Stats returns the totals so far (epochs still running are not counted).
 func (o *Outcomes) Stats() OutcomeStats {
 	st := OutcomeStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
-		Explorations: o.explorations.Load()}
+		Explorations: o.explorations.Load(), Settled: o.settled.Load()}
 	for a := range arms {
 		st.Epochs[a.String()] = o.epochs[a].Load()
 		st.Seconds[a.String()] = sec(o.epochNs[a].Load())

@@ -18,6 +18,7 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 type world struct {
 	o         *Outcomes
 	rate, cpu [arms]float64
+	waitShare float64 // of each epoch's wall time, inside waits
 	noise     float64
 	rng       *rand.Rand
 	now       int64
@@ -28,7 +29,7 @@ type world struct {
 }
 
 func newWorld(cont ContentionSource, seed uint64) *world {
-	w := &world{o: newOutcomes(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9}
+	w := &world{o: newOutcomes(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9, waitShare: 0.5}
 	w.e = w.o.Report(7, nil, w.now)
 	return w
 }
@@ -63,7 +64,7 @@ func (w *world) step() {
 				break
 			}
 		}
-		ep.Waits, ep.CPU = uint64(n), int64(cpu)
+		ep.Waits, ep.CPU, ep.WaitWall = uint64(n), int64(cpu), int64(w.waitShare*float64(ep.Wall))
 		done = append(done, ep)
 	}
 	w.e = w.o.Report(7, done, w.now)
@@ -139,7 +140,9 @@ func (quotaShared) Contention(int, int64) Contention { return ContentionShared }
 func (q quotaShared) QuotaPeriod() int64             { return q.period }
 
 // done is one epoch's report of n waits.
-func done(n uint64) []EpochDone { return []EpochDone{{Waits: n, Wall: samplePeriod}} }
+func done(n uint64) []EpochDone {
+	return []EpochDone{{Waits: n, Wall: samplePeriod, WaitWall: samplePeriod / 2}}
+}
 
 // plans runs o's plans from a thread's first report, each epoch lasting
 // its Len with waits[arm] waits, and returns the first n.
@@ -151,7 +154,7 @@ func plans(o *Outcomes, waits [arms]uint64, n int) []Epoch {
 		var d []EpochDone
 		for _, a := range e.Arms[:e.N] {
 			now += e.Len
-			d = append(d, EpochDone{Waits: waits[a], Wall: e.Len})
+			d = append(d, EpochDone{Waits: waits[a], Wall: e.Len, WaitWall: e.Len / 2})
 		}
 		e = o.Report(1, d, now)
 		got = append(got, e)
@@ -220,6 +223,30 @@ func TestOutcomesRegret(t *testing.T) {
 			t.Errorf("seed %d, gap %.3f: %.3f of the better arm's waits, want >= 0.97 (device %.1fs, policy %.1fs, model %.1fs)",
 				seed, gap, got, w.byArm[ArmDevice]/1e9, w.byArm[ArmPolicy]/1e9, w.byArm[ArmModel]/1e9)
 		}
+	}
+}
+
+// TestOutcomesShortWaitsNotExplored: on a contended CPU, a thread whose
+// waits take under exploreShare of its time keeps to CUDA's default
+// without exploring (blocking could not gain more), reporting once per
+// settledRun epochs; once its waits grow, it explores.
+func TestOutcomesShortWaitsNotExplored(t *testing.T) {
+	w := newWorld(FixedContention(ContentionShared), 4)
+	w.rate = [arms]float64{1000, 1000, 1020}
+	w.waitShare = 0.02
+	w.run(10e9)
+	st := w.o.Stats()
+	if st.Explorations != 0 || w.byArm[ArmPolicy] != 0 || st.Settled == 0 {
+		t.Errorf("waits 2%% of the time: %d explorations, %.2fs in the policy arm, %d settled runs; want none, none, some",
+			st.Explorations, w.byArm[ArmPolicy]/1e9, st.Settled)
+	}
+	if max := 10e9/(settledRun*epochLen) + 2; w.reports > int(max) {
+		t.Errorf("%d reports in 10 s, want at most %d", w.reports, int(max))
+	}
+	w.waitShare = 0.2
+	w.run(2 * settledRun * epochLen)
+	if st := w.o.Stats(); st.Explorations == 0 {
+		t.Errorf("waits 20%% of the time: no exploration after %d ms", 2*settledRun*epochLen/1_000_000)
 	}
 }
 

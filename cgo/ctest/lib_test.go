@@ -167,6 +167,7 @@ type stats struct {
 		Seconds      map[string]float64 `json:"seconds"`
 		Explorations uint64             `json:"explorations"`
 		Chosen       map[string]uint64  `json:"chosen"`
+		Settled      uint64             `json:"settled"`
 		QuietChecks  uint64             `json:"quiet_checks"`
 		Reports      uint64             `json:"reports"`
 	} `json:"outcomes"`
@@ -596,6 +597,48 @@ func TestPreloadHookPauseLeavesEpochs(t *testing.T) {
 // wait returned early or with the wrong code, in either arm.
 func TestPreloadChecksOutcomes(t *testing.T) {
 	need(t)
+	st, stderr, cpu := underBusyLoop(t, "rtapp_dyn", "6000", "1", "100000")
+	o := st.Outcomes
+	if o == nil || o.Explorations == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] == 0 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
+	}
+	// An exploration's epochs, and the run of the arm it chose, are
+	// reported into Go together (hybridsync.Epoch): fewer reports than
+	// epochs once one exploration is done.
+	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"]; o.Reports == 0 || o.Reports >= epochs {
+		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)
+	}
+	// In the policy arm the context is switched to blocking-sync and
+	// the waits are CUDA's own: the stand-in saw them sleep on plain
+	// events, more often than the library blocked on shadow events.
+	blocking, spinning := standin(t, stderr)
+	if blocking <= int(st.Blocks) || spinning == 0 {
+		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
+			blocking, spinning, st.Blocks)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v; CUDA's waits blocking %d spinning %d, library blocks %d", cpu, *o, blocking, spinning, st.Blocks)
+}
+
+// TestPreloadShortWaitsNotExplored: the same contention, but a program
+// like the launch-bound PyTorch and CuPy ones, whose one wait per step
+// (2 µs) is about 1% of its time (8 launches after 20 µs of host work
+// each): blocking could not gain what exploring costs, so the waits stay
+// CUDA's default, with no exploration and no epoch in the policy arm.
+func TestPreloadShortWaitsNotExplored(t *testing.T) {
+	need(t)
+	st, _, cpu := underBusyLoop(t, "stepbench", "600", "8", "2000", "20000")
+	o := st.Outcomes
+	if o == nil || o.Settled == 0 || o.Explorations != 0 || o.Epochs["policy"] != 0 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want runs of the device arm settled on, no exploration", cpu, o)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
+}
+
+// underBusyLoop runs program (from the built test programs) under
+// LD_PRELOAD, pinned with a busy loop to the last online CPU, and returns
+// its stats, its stderr and the CPU.
+func underBusyLoop(t *testing.T, program string, args ...string) (stats, string, int) {
+	t.Helper()
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
 		t.Fatalf("taskset (util-linux) is needed to pin the program and its co-runner: %v", err)
@@ -618,30 +661,10 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 			loop.Wait()
 		}
 	}()
-
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")
-	r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, taskset, "-c", cpuArg, filepath.Join(built.dir, "rtapp_dyn"), "6000", "1", "100000")
-	st := readStats(t, path)
-	o := st.Outcomes
-	if o == nil || o.Explorations == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] == 0 {
-		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
-	}
-	// An exploration's epochs, and the run of the arm it chose, are
-	// reported into Go together (hybridsync.Epoch): fewer reports than
-	// epochs once one exploration is done.
-	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"]; o.Reports == 0 || o.Reports >= epochs {
-		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)
-	}
-	// In the policy arm the context is switched to blocking-sync and
-	// the waits are CUDA's own: the stand-in saw them sleep on plain
-	// events, more often than the library blocked on shadow events.
-	blocking, spinning := standin(t, r.stderr)
-	if blocking <= int(st.Blocks) || spinning == 0 {
-		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
-			blocking, spinning, st.Blocks)
-	}
-	t.Logf("sharing CPU %d with a busy loop: %+v; CUDA's waits blocking %d spinning %d, library blocks %d", cpu, *o, blocking, spinning, st.Blocks)
+	r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, taskset, append([]string{"-c", cpuArg, filepath.Join(built.dir, program)}, args...)...)
+	return readStats(t, path), r.stderr, cpu
 }
 
 // TestPreloadElsewhere: a program that never uses CUDA is untouched, and

@@ -161,13 +161,12 @@ static struct fast *delegated(uint64_t kernel)
 #define DONE_AT_START_NS 2000
 
 /* check_delegated ends the delegation of w's kernel when its wait, which
- * started at start and has just returned, completed later after the launch
+ * started at start and returned at end, completed later after the launch
  * than a short wait does. */
-static void check_delegated(struct fast *f, const struct hs_wait *w, int64_t start)
+static void check_delegated(struct fast *f, const struct hs_wait *w, int64_t start, int64_t end)
 {
 	if (f == NULL || w->launched <= 0)
 		return;
-	int64_t end = hs_now();
 	if (end - start > DONE_AT_START_NS && end - w->launched > atomic_load_explicit(&short_ns, memory_order_relaxed))
 		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
@@ -187,6 +186,7 @@ struct epoch {
 	int64_t due;        /* when the running epoch's time is up */
 	int64_t start, cpu; /* its start, and the thread's CPU time then */
 	unsigned long waits;
+	int64_t wait_ns; /* wall time inside its waits */
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
 	struct hs_plan plan;
@@ -317,7 +317,7 @@ static void next_epoch(int64_t now)
 {
 	int64_t cpu = thread_cpu();
 	if (epoch.plan.n > 0) /* report() keeps n within HS_PLAN_MAX */
-		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu};
+		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu, epoch.wait_ns};
 	if (epoch.step >= epoch.plan.n)
 		report(now);
 	int arm = epoch.plan.arms[epoch.step];
@@ -326,6 +326,7 @@ static void next_epoch(int64_t now)
 	epoch.start = now;
 	epoch.cpu = cpu;
 	epoch.waits = 0;
+	epoch.wait_ns = 0;
 	epoch.due = now + epoch.plan.len;
 }
 
@@ -460,9 +461,16 @@ __attribute__((visibility("hidden"))) int hs_wait_begin(struct hs_wait *w, struc
 	return 0;
 }
 
+/* hs_wait_end adds the wait's wall time to the epoch's: where the waits
+ * take little of a thread's time, blocking in them cannot gain much, and
+ * Outcomes does not explore it (hybridsync/outcomes.go). */
 __attribute__((visibility("hidden"))) void hs_wait_end(struct hs_wait *w, const struct hs_cuda_wait *c)
 {
-	check_delegated(c->f, w, c->start);
+	if (c->start == 0)
+		return;
+	int64_t end = hs_now();
+	epoch.wait_ns += end - c->start;
+	check_delegated(c->f, w, c->start, end);
 }
 
 /* hs_wait_policy runs the policy on w, which started at start (0: not
@@ -490,11 +498,13 @@ static int hs_wait_policy(struct hs_wait *w, int64_t start)
 __attribute__((visibility("hidden"))) int hs_wait(struct hs_wait *w)
 {
 	struct hs_cuda_wait c;
+	int r;
 	if (!hs_wait_begin(w, &c))
-		return c.rc;
-	if (!hs_core_loaded())
+		r = c.rc;
+	else if (!hs_core_loaded())
 		return HS_CUDA_ERROR_NOT_INITIALIZED;
-	int r = hs_core_finish(w);
+	else
+		r = hs_core_finish(w);
 	hs_wait_end(w, &c);
 	return r;
 }

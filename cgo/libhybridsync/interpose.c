@@ -343,6 +343,7 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
 static void rt_begin(struct hs_wait *w, struct hs_cuda_wait *c)
 {
 	c->f = NULL;
+	c->start = 0;
 	if (hs_core_load() != 0)
 		return;
 	in_hook = 1;
