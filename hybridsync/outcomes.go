@@ -68,7 +68,10 @@ const PlanMax = 4
 type EpochDone struct {
 	Waits     uint64 // waits made in it, complete or not
 	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
-	WaitWall  int64  // wall time inside its waits (ns)
+	// Blockable: how long its waits lasted beyond the least that
+	// blocking in one costs (10 µs, cgo/libhybridsync/api.c), summed:
+	// the most that blocking in them could give back (ns).
+	Blockable int64
 }
 
 // Outcomes checks decisions against what they cost, so that a wrong model
@@ -96,15 +99,26 @@ type EpochDone struct {
 // that share plus what noise costs, and noise can only cost where the two
 // arms are close.
 //
+// Noise costs more one way. An exploring epoch under a co-runner holds a
+// handful of 3 ms slices, so one exploration misjudges gaps of 10%; a
+// wrong choice of the device arm costs what CUDA's default would, a
+// wrong choice of the policy arm can cost more than the program ever
+// loses to the default (the CuPy stencil, whose blocking mode is 7-19%
+// slower, chose it once in four explorations: 2-3% of its time on the
+// H100 machine). So the policy arm is taken on a gap under confirmGap
+// only when the exploration before also favoured it; until then the
+// device arm runs minExploit epochs and the next exploration decides.
+//
 // An exploration is worth its cost only where blocking can gain more
 // than the tolerance: blocking gives back at most the time the device
 // arm spends inside waits (the CPU it spins, with any slice lost while
-// spinning), so while that is under exploreShare of the thread's time
-// (launch-bound PyTorch and CuPy programs, whose waits find the GPU all
-// but done), the thread keeps to ArmDevice, CUDA's default, without
-// exploring, and looks again every settledRun epochs. On the H100
-// machine, exploring cost such programs 1-3% under a co-runner
-// (blocking at once lost them 7-19%; docs/BENCHMARKS.md).
+// spinning) less what blocking costs per wait (EpochDone.Blockable), so
+// while that is under exploreShare of the thread's time (launch-bound
+// PyTorch and CuPy programs, whose waits find the GPU all but done), the
+// thread keeps to ArmDevice, CUDA's default, without exploring, and looks
+// again every settledRun epochs. On the H100 machine, exploring cost
+// such programs 1-3% under a co-runner (blocking at once lost them 7-19%;
+// docs/BENCHMARKS.md).
 //
 // The contention verdict is taken at each report: after an exploration's
 // four epochs, and after the run of the chosen arm's (Epoch).
@@ -127,6 +141,10 @@ type Outcomes struct {
 	explorations atomic.Uint64
 	chosen       [arms]atomic.Uint64
 	settled      atomic.Uint64
+	deferred     atomic.Uint64
+	// blockableNs, outsideNs: EpochDone.Blockable and Wall summed over
+	// the epochs outside the policy arm.
+	blockableNs, outsideNs atomic.Int64
 }
 
 const (
@@ -157,6 +175,9 @@ const (
 	// costs about 1 ms: 0.1% of them).
 	exploreShare = 0.03
 	settledRun   = 16
+	// confirmGap: a gap in the policy arm's favour under this is taken
+	// only when a second exploration in a row finds it.
+	confirmGap = 0.2
 	// freeReport: how often a thread whose CPU is free looks for
 	// contention (and so how soon it notices). A report is a call from C
 	// into Go, which costs the program's CPU 5-10 context switches of the
@@ -198,10 +219,12 @@ type armThread struct {
 	// best: the arm chosen, for left more epochs.
 	best Arm
 	left int
-	// waitNs, wallNs: time inside waits and in all, over the epochs
+	// policyWon: the last exploration, on its own, favoured the policy.
+	policyWon bool
+	// blockableNs, wallNs: EpochDone.Blockable and Wall over the epochs
 	// outside the policy arm, each epoch's weight halving with every
 	// newer one; measured: there was one.
-	waitNs, wallNs float64
+	blockableNs, wallNs float64
 	measured       bool
 }
 
@@ -244,9 +267,9 @@ func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 
 // shortWaits: the thread's waits take too little of its time for
 // blocking in them to gain exploreShare (measured outside the policy arm,
-// whose blocked waits include wake-ups).
+// whose blocked waits include the wake-ups).
 func (t *armThread) shortWaits() bool {
-	return t.measured && t.waitNs < exploreShare*t.wallNs
+	return t.measured && t.blockableNs < exploreShare*t.wallNs
 }
 
 // track moves the thread into or out of the contended regime.
@@ -270,7 +293,9 @@ func (o *Outcomes) record(t *armThread, done []EpochDone) {
 		o.epochs[a].Add(1)
 		o.epochNs[a].Add(d.Wall)
 		if a != ArmPolicy && d.Wall > 0 {
-			t.waitNs = t.waitNs/2 + float64(d.WaitWall)
+			o.blockableNs.Add(d.Blockable)
+			o.outsideNs.Add(d.Wall)
+			t.blockableNs = t.blockableNs/2 + float64(d.Blockable)
 			t.wallNs = t.wallNs/2 + float64(d.Wall)
 			t.measured = true
 		}
@@ -358,31 +383,46 @@ func (o *Outcomes) period() int64 {
 // decide ends an exploration: smooth each arm's outcome, pick the better
 // arm and how long to keep it.
 func (o *Outcomes) decide(t *armThread) {
+	var rate, cpuPer [arms]float64 // this exploration's alone
 	for _, a := range []Arm{ArmDevice, ArmPolicy} {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
 			continue
 		}
-		r, c := t.waits[a]/t.wall[a], t.cpu[a]/t.waits[a]
+		rate[a], cpuPer[a] = t.waits[a]/t.wall[a], t.cpu[a]/t.waits[a]
 		if t.rate[a] == 0 {
-			t.rate[a], t.cpuPer[a] = r, c
+			t.rate[a], t.cpuPer[a] = rate[a], cpuPer[a]
 		} else {
-			t.rate[a], t.cpuPer[a] = (t.rate[a]+r)/2, (t.cpuPer[a]+c)/2
+			t.rate[a], t.cpuPer[a] = (t.rate[a]+rate[a])/2, (t.cpuPer[a]+cpuPer[a])/2
 		}
 	}
-	d, p := t.rate[ArmDevice], t.rate[ArmPolicy]
+	best, gap := better(t.rate, t.cpuPer)
+	t.left = min(max(int(gap*exploitPerGap), minExploit), maxExploit)
+	won, _ := better(rate, cpuPer)
+	confirmed := gap >= confirmGap || t.policyWon
+	t.policyWon = won == ArmPolicy
+	if best == ArmPolicy && !confirmed {
+		o.deferred.Add(1)
+		t.best, t.left = ArmDevice, minExploit
+		return
+	}
+	t.best = best
+	o.chosen[best].Add(1)
+}
+
+// better returns the arm with the higher rate, or within tieGap the one
+// with less CPU per wait, and the relative gap between the rates.
+func better(rate, cpuPer [arms]float64) (Arm, float64) {
+	d, p := rate[ArmDevice], rate[ArmPolicy]
 	gap := (max(d, p) - min(d, p)) / max(d, p, 1e-300)
 	switch {
-	case gap < tieGap && t.cpuPer[ArmDevice] < t.cpuPer[ArmPolicy]:
-		t.best = ArmDevice
+	case gap < tieGap && cpuPer[ArmDevice] < cpuPer[ArmPolicy]:
+		return ArmDevice, gap
 	case gap < tieGap:
-		t.best = ArmPolicy
+		return ArmPolicy, gap
 	case d > p:
-		t.best = ArmDevice
-	default:
-		t.best = ArmPolicy
+		return ArmDevice, gap
 	}
-	t.left = min(max(int(gap*exploitPerGap), minExploit), maxExploit)
-	o.chosen[t.best].Add(1)
+	return ArmPolicy, gap
 }
 
 // OutcomeStats is what Outcomes did, for the stats file.
@@ -396,7 +436,13 @@ type OutcomeStats struct {
 	Chosen       map[string]uint64 `json:"chosen"`
 	// Settled: runs of the device arm chosen without exploring, the
 	// waits being too short a share of the time for blocking to pay.
-	Settled uint64 `json:"settled"`
+	// Deferred: explorations that favoured the policy arm by under
+	// confirmGap, the one before not: the device arm ran on.
+	Settled  uint64 `json:"settled"`
+	Deferred uint64 `json:"deferred"`
+	// BlockableShare: of the time outside the policy arm, the share
+	// that blocking could have given back (EpochDone.Blockable).
+	BlockableShare float64 `json:"blockable_share"`
 	// QuietChecks: reports skipped because the thread's CPU stayed free
 	// (Epoch.Quiet); counted by the caller, which sets it.
 	QuietChecks uint64 `json:"quiet_checks"`
@@ -410,7 +456,10 @@ type OutcomeStats struct {
 // Stats returns the totals so far (epochs still running are not counted).
 func (o *Outcomes) Stats() OutcomeStats {
 	st := OutcomeStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
-		Explorations: o.explorations.Load(), Settled: o.settled.Load()}
+		Explorations: o.explorations.Load(), Settled: o.settled.Load(), Deferred: o.deferred.Load()}
+	if wall := o.outsideNs.Load(); wall > 0 {
+		st.BlockableShare = float64(o.blockableNs.Load()) / float64(wall)
+	}
 	for a := range arms {
 		st.Epochs[a.String()] = o.epochs[a].Load()
 		st.Seconds[a.String()] = sec(o.epochNs[a].Load())

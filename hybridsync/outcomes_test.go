@@ -64,7 +64,7 @@ func (w *world) step() {
 				break
 			}
 		}
-		ep.Waits, ep.CPU, ep.WaitWall = uint64(n), int64(cpu), int64(w.waitShare*float64(ep.Wall))
+		ep.Waits, ep.CPU, ep.Blockable = uint64(n), int64(cpu), int64(w.waitShare*float64(ep.Wall))
 		done = append(done, ep)
 	}
 	w.e = w.o.Report(7, done, w.now)
@@ -141,7 +141,7 @@ func (q quotaShared) QuotaPeriod() int64             { return q.period }
 
 // done is one epoch's report of n waits.
 func done(n uint64) []EpochDone {
-	return []EpochDone{{Waits: n, Wall: samplePeriod, WaitWall: samplePeriod / 2}}
+	return []EpochDone{{Waits: n, Wall: samplePeriod, Blockable: samplePeriod / 2}}
 }
 
 // plans runs o's plans from a thread's first report, each epoch lasting
@@ -154,7 +154,7 @@ func plans(o *Outcomes, waits [arms]uint64, n int) []Epoch {
 		var d []EpochDone
 		for _, a := range e.Arms[:e.N] {
 			now += e.Len
-			d = append(d, EpochDone{Waits: waits[a], Wall: e.Len, WaitWall: e.Len / 2})
+			d = append(d, EpochDone{Waits: waits[a], Wall: e.Len, Blockable: e.Len / 2})
 		}
 		e = o.Report(1, d, now)
 		got = append(got, e)
@@ -250,6 +250,24 @@ func TestOutcomesShortWaitsNotExplored(t *testing.T) {
 	}
 }
 
+// TestOutcomesPolicyConfirmed: a small gap in the policy arm's favour is
+// taken when two explorations in a row find it, a large one at once.
+func TestOutcomesPolicyConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		policy   uint64 // waits per epoch; the device arm's: 100
+		deferred uint64
+	}{{110, 1}, {150, 0}} {
+		o := newOutcomes(FixedContention(ContentionShared))
+		p := plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: tc.policy}, 5)
+		// The model's epoch, an exploration, a run, an exploration, a run.
+		first, second := p[2].Arms[0], p[4].Arms[0]
+		if d := o.Stats().Deferred; d != tc.deferred || second != ArmPolicy || (tc.deferred == 1) != (first == ArmDevice) {
+			t.Errorf("policy %d waits to the device's 100: runs of %v then %v, %d deferred; want %d deferred, then the policy",
+				tc.policy, first, second, d, tc.deferred)
+		}
+	}
+}
+
 // TestOutcomesTieGoesToLessCPU: arms equally fast, the one that burns less
 // CPU per wait is kept.
 func TestOutcomesTieGoesToLessCPU(t *testing.T) {
@@ -277,9 +295,10 @@ func TestOutcomesExplorationOrder(t *testing.T) {
 	}
 	// The first report in the regime starts the exploration; the
 	// device arm is made faster in no epoch (same waits), so the tie
-	// goes to the arm with less CPU: both 0, the policy, for minExploit
-	// epochs.
-	want := []Arm{ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy}
+	// goes to the arm with less CPU: both 0, the policy, but only once a
+	// second exploration finds it too (the device arm runs between),
+	// each for minExploit epochs.
+	want := []Arm{ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy}
 	if !slices.Equal(got, want) || lens[1] != minExploit*epochLen {
 		t.Errorf("arms %v, plan lengths %v; want %v, the chosen arm's %d ns", got, lens, want, minExploit*epochLen)
 	}
