@@ -296,11 +296,11 @@ func TestOutcomesExplorationOrder(t *testing.T) {
 	// The first report in the regime starts the exploration; the
 	// device arm is made faster in no epoch (same waits), so the tie
 	// goes to the arm with less CPU: both 0, the policy, but only once a
-	// second exploration finds it too (the device arm runs between),
-	// each for minExploit epochs.
+	// second exploration finds it too (the device arm runs deferRun
+	// epochs between), then for minExploit epochs.
 	want := []Arm{ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmDevice, ArmDevice, ArmPolicy, ArmPolicy, ArmDevice, ArmPolicy}
-	if !slices.Equal(got, want) || lens[1] != minExploit*epochLen {
-		t.Errorf("arms %v, plan lengths %v; want %v, the chosen arm's %d ns", got, lens, want, minExploit*epochLen)
+	if !slices.Equal(got, want) || lens[1] != deferRun*epochLen || lens[3] != minExploit*epochLen {
+		t.Errorf("arms %v, plan lengths %v; want %v, runs of %d and %d ns", got, lens, want, deferRun*epochLen, minExploit*epochLen)
 	}
 }
 
