@@ -251,19 +251,25 @@ func TestOutcomesShortWaitsNotExplored(t *testing.T) {
 }
 
 // TestOutcomesPolicyConfirmed: a small gap in the policy arm's favour is
-// taken when two explorations in a row find it, a large one at once.
+// taken when two explorations in a row find it, a large one at once, and
+// under a CPU quota (whose bias is to the device arm) at once.
 func TestOutcomesPolicyConfirmed(t *testing.T) {
 	for _, tc := range []struct {
+		cont     ContentionSource
 		policy   uint64 // waits per epoch; the device arm's: 100
 		deferred uint64
-	}{{110, 1}, {150, 0}} {
-		o := newOutcomes(FixedContention(ContentionShared))
+	}{
+		{FixedContention(ContentionShared), 110, 1},
+		{FixedContention(ContentionShared), 150, 0},
+		{quotaShared{20_000_000}, 110, 0},
+	} {
+		o := newOutcomes(tc.cont)
 		p := plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: tc.policy}, 5)
 		// The model's epoch, an exploration, a run, an exploration, a run.
 		first, second := p[2].Arms[0], p[4].Arms[0]
 		if d := o.Stats().Deferred; d != tc.deferred || second != ArmPolicy || (tc.deferred == 1) != (first == ArmDevice) {
-			t.Errorf("policy %d waits to the device's 100: runs of %v then %v, %d deferred; want %d deferred, then the policy",
-				tc.policy, first, second, d, tc.deferred)
+			t.Errorf("%T: policy %d waits to the device's 100: runs of %v then %v, %d deferred; want %d deferred, then the policy",
+				tc.cont, tc.policy, first, second, d, tc.deferred)
 		}
 	}
 }
