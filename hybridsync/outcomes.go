@@ -174,7 +174,7 @@ const (
 	regimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	tieGap = 0.03
-	// exploreShare: below this share of the thread's time inside waits
+	// exploreShare: below this share of the thread's time blockable
 	// (outside the policy arm), no exploration; settledRun: the epochs
 	// of ArmDevice per report meanwhile (a report under a co-runner
 	// costs about 1 ms: 0.1% of them).
@@ -231,7 +231,7 @@ type armThread struct {
 	// outside the policy arm, each epoch's weight halving with every
 	// newer one; measured: there was one.
 	blockableNs, wallNs float64
-	measured       bool
+	measured            bool
 }
 
 func newOutcomes(cont ContentionSource) *Outcomes {

@@ -186,7 +186,7 @@ struct epoch {
 	int64_t due;        /* when the running epoch's time is up */
 	int64_t start, cpu; /* its start, and the thread's CPU time then */
 	unsigned long waits;
-	int64_t wait_ns; /* its waits' wall time beyond BLOCK_COST_NS each */
+	int64_t blockable_ns; /* its waits' wall time beyond BLOCK_COST_NS each */
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
 	struct hs_plan plan;
@@ -317,7 +317,7 @@ static void next_epoch(int64_t now)
 {
 	int64_t cpu = thread_cpu();
 	if (epoch.plan.n > 0) /* report() keeps n within HS_PLAN_MAX */
-		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu, epoch.wait_ns};
+		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu, epoch.blockable_ns};
 	if (epoch.step >= epoch.plan.n)
 		report(now);
 	int arm = epoch.plan.arms[epoch.step];
@@ -326,7 +326,7 @@ static void next_epoch(int64_t now)
 	epoch.start = now;
 	epoch.cpu = cpu;
 	epoch.waits = 0;
-	epoch.wait_ns = 0;
+	epoch.blockable_ns = 0;
 	epoch.due = now + epoch.plan.len;
 }
 
@@ -479,7 +479,7 @@ __attribute__((visibility("hidden"))) void hs_wait_end(struct hs_wait *w, const 
 		return;
 	int64_t end = hs_now();
 	if (end - c->start > BLOCK_COST_NS)
-		epoch.wait_ns += end - c->start - BLOCK_COST_NS;
+		epoch.blockable_ns += end - c->start - BLOCK_COST_NS;
 	check_delegated(c->f, w, c->start, end);
 }
 

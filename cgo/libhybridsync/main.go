@@ -155,7 +155,7 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.P
 	}
 	var d [hybridsync.PlanMax]hybridsync.EpochDone
 	for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
-		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.wait)}
+		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable)}
 	}
 	e := l.s.Epoch(unix.Gettid(), d[:min(int(n), len(d))], int64(now))
 	*plan = C.struct_hs_plan{n: C.int(e.N), len: C.int64_t(e.Len), max_len: C.int64_t(e.MaxLen),

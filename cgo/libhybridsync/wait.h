@@ -29,7 +29,7 @@ struct hs_plan {
 };
 struct hs_epoch_done {
 	unsigned long waits;
-	int64_t wall, cpu, wait; /* wait: EpochDone.WaitWall */
+	int64_t wall, cpu, blockable; /* EpochDone.Blockable */
 };
 /* The already-complete waits counted in C, by kernel (see api.c). */
 int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg);
