@@ -229,9 +229,8 @@ type armThread struct {
 	policyWon bool
 	// blockableNs, wallNs: EpochDone.Blockable and Wall over the epochs
 	// outside the policy arm, each epoch's weight halving with every
-	// newer one; measured: there was one.
+	// newer one (wallNs 0: none yet).
 	blockableNs, wallNs float64
-	measured            bool
 }
 
 func newOutcomes(cont ContentionSource) *Outcomes {
@@ -275,7 +274,7 @@ func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 // blocking in them to gain exploreShare (measured outside the policy arm,
 // whose blocked waits include the wake-ups).
 func (t *armThread) shortWaits() bool {
-	return t.measured && t.blockableNs < exploreShare*t.wallNs
+	return t.wallNs > 0 && t.blockableNs < exploreShare*t.wallNs
 }
 
 // track moves the thread into or out of the contended regime.
@@ -303,7 +302,6 @@ func (o *Outcomes) record(t *armThread, done []EpochDone) {
 			o.outsideNs.Add(d.Wall)
 			t.blockableNs = t.blockableNs/2 + float64(d.Blockable)
 			t.wallNs = t.wallNs/2 + float64(d.Wall)
-			t.measured = true
 		}
 		if t.exploring {
 			t.waits[a] += float64(d.Waits)
