@@ -470,6 +470,28 @@ func TestPreloadHookSwitch(t *testing.T) {
 	}
 }
 
+// TestPreloadUnseenRecords: a record the library did not see (inside a
+// CUDA graph; here, made with the launch hooks off) must not leave the
+// previous record's time in place for the next wait: the kernel would learn
+// the time since the first record, growing with every step, and the policy
+// sleep for it. Every wait here is on work of at most 500 µs; what the
+// library learns must stay within a few times that.
+func TestPreloadUnseenRecords(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, prog := range []string{"rtapp_dyn", "rtapp_static"} {
+		path := filepath.Join(t.TempDir(), "stats.json")
+		run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "RTAPP_UNSEEN_RECORDS=1"}, prog, "90", "1")
+		st := readStats(t, path)
+		for _, k := range st.Kernels {
+			if k.MeanUS > 2000 {
+				t.Errorf("%s: %s learned %.0f µs for kernels of 200-500 µs: a stale record's time", prog, k.Name, k.MeanUS)
+			}
+		}
+		t.Logf("%s: kernels %+v", prog, st.Kernels)
+	}
+}
+
 // TestPreloadShortWaitsToCUDA: in the default mode, once a kernel's waits
 // are learned to be short, most of them go to CUDA's own wait (which
 // busy-waits on the stand-in's plain events) and the policy sees only a

@@ -556,6 +556,20 @@ void hs_reg_record(void *event, void *stream)
 }
 
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t) { return reg_get(reg_events, (uintptr_t)event, kernel, t); }
+
+/* A record is good for one completion: once a wait has seen it, the entry
+ * is forgotten, if it is still the one the wait read (kernel, t). Else a
+ * record the interposer did not see (inside a CUDA graph, or with the
+ * hooks off) would leave the old record's time in place, and the next
+ * wait would learn the time since then as the kernel's: on the GPU, an
+ * empty kernel learned 1.9 s that way, and the policy then slept for it. */
+void hs_reg_event_done(void *event, uint64_t kernel, int64_t t)
+{
+	uint64_t k;
+	int64_t tt;
+	if (kernel && reg_get(reg_events, (uintptr_t)event, &k, &tt) && k == kernel && tt == t)
+		reg_put(reg_events, (uintptr_t)event, 0, 0);
+}
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t) { return stream_last(stream_key(stream), kernel, t); }
 
 int64_t hs_reg_kernel_launched(uint64_t kernel)

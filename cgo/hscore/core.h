@@ -82,6 +82,7 @@ int hs_core_finish(struct hs_wait *w);
 void hs_reg_launch(void *stream, uint64_t kernel, int64_t t);
 void hs_reg_record(void *event, void *stream);
 int hs_reg_event(void *event, uint64_t *kernel, int64_t *t);
+void hs_reg_event_done(void *event, uint64_t kernel, int64_t t);
 int hs_reg_stream(void *stream, uint64_t *kernel, int64_t *t);
 int64_t hs_reg_kernel_launched(uint64_t kernel);
 /* hs_launch_observed records an interposed launch of fn on stream: its

@@ -181,11 +181,13 @@ CUresult cuEventSynchronize(CUevent e)
 	if (wait_bypassed())
 		return real(e);
 	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
-	uint64_t k;
-	int64_t t;
+	uint64_t k = 0;
+	int64_t t = 0;
 	if (hs_reg_event(e, &k, &t))
 		w.kernel = k, w.launched = t;
-	return drv_wait(&w);
+	CUresult r = drv_wait(&w);
+	hs_reg_event_done(e, k, t);
+	return r;
 }
 
 static CUresult stream_sync(CUstream s, int ptsz)
@@ -356,8 +358,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	if (wait_bypassed())
 		return real(e);
 	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
-	uint64_t k;
-	int64_t t;
+	uint64_t k = 0;
+	int64_t t = 0;
 	if (hs_reg_event(e, &k, &t))
 		w.kernel = k, w.launched = t;
 	struct hs_cuda_wait c;
@@ -366,6 +368,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	cudaError_t r = real(e);
 	in_hook = 0;
 	hs_wait_end(&w, &c);
+	hs_reg_event_done(e, k, t);
 	return r;
 }
 

@@ -15,6 +15,9 @@
 
 static int iterations;
 static int64_t kernel_ns = 200000, later_ns;
+/* The preloaded library's hook switch (hs_interpose), when asked for. */
+static int (*set_hooks)(int);
+static int unseen_records;
 
 static void *worker(void *arg)
 {
@@ -26,8 +29,12 @@ static void *worker(void *arg)
 	for (int i = 0; i < iterations; i++) {
 		int64_t base = later_ns && i >= iterations / 2 ? later_ns : kernel_ns;
 		int64_t d = base + base / 2 * ((i + id) % 4);
+		if (unseen_records && i > 0)
+			set_hooks(2);
 		CHECK(launch((i % 3) ? kernel_a : kernel_b, d, 64, s) == 0, "launch");
 		CHECK(cudaEventRecord(ev, s) == 0, "record");
+		if (unseen_records && i > 0)
+			set_hooks(3);
 		int64_t due = done_at(ev);
 		cudaError_t r;
 		switch (i % 3) {
@@ -61,13 +68,19 @@ int main(int argc, char **argv)
 	CHECK(cudaEventCreate(&probe) == 0, "cuda init");
 	standin_open();
 	/* RTAPP_HOOKS=N: which interposer hooks run from here on (the
-	 * preloaded library's hs_interpose), for the test of that switch. */
+	 * preloaded library's hs_interpose), for the test of that switch.
+	 * RTAPP_UNSEEN_RECORDS=1 (one thread): every launch and record after
+	 * the first is made with the launch hooks off, unseen by the library,
+	 * as a record inside a CUDA graph is. */
 	const char *hooks = getenv("RTAPP_HOOKS");
-	if (hooks) {
-		int (*set)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "hs_interpose");
-		CHECK(set != NULL, "hs_interpose not found");
-		set(atoi(hooks));
+	unseen_records = getenv("RTAPP_UNSEEN_RECORDS") != NULL;
+	if (hooks || unseen_records) {
+		set_hooks = (int (*)(int))dlsym(RTLD_DEFAULT, "hs_interpose");
+		CHECK(set_hooks != NULL, "hs_interpose not found");
 	}
+	if (hooks)
+		set_hooks(atoi(hooks));
+	CHECK(!unseen_records || threads == 1, "RTAPP_UNSEEN_RECORDS needs one thread");
 
 	pthread_t t[64];
 	for (long i = 0; i < threads && i < 64; i++)
