@@ -9,6 +9,10 @@
 // hs_interpose switches the library's hooks off for the CUDA arms, and
 // the context's schedule is switched with cuCtxSetFlags for the blocking
 // one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
+// APPS_INPROC_ARMS=a,b,... picks other arms, among them the library with
+// only its launch and record observers on (hooks-observe): what that part
+// of it costs under the same contention (experiments/apps/diag/hook_tax.sh).
+// (Waits alone would see no records, a configuration no program runs.)
 #pragma once
 #include <dlfcn.h>
 #include <stdio.h>
@@ -61,7 +65,31 @@ static long timed_steps(step_fn step, void *arg, long n, double seconds, double 
 	return k;
 }
 
-static const char *const inproc_arms[3] = {"cuda-default", "cuda-blocking", "hybridsync"};
+// The arms: their names, the library's hooks (hs_interpose's mask) and
+// whether the context is switched to blocking-sync.
+static const struct inproc_arm { const char *name; int hooks, blocking; } inproc_arm_table[] = {
+	{"cuda-default", 0, 0}, {"cuda-blocking", 0, 1}, {"hybridsync", 3, 0},
+	{"hooks-observe", 1, 0},
+};
+#define INPROC_MAX_ARMS 4
+
+// inproc_pick fills arms (indexes of inproc_arm_table) from
+// APPS_INPROC_ARMS, or the first three; returns how many, 0 on a bad list.
+static int inproc_pick(int *arms, const char *prog)
+{
+	const char *v = getenv("APPS_INPROC_ARMS");
+	if (!v || !*v) { for (int i = 0; i < 3; i++) arms[i] = i; return 3; }
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", v);
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int k = -1;
+		for (int i = 0; i < INPROC_MAX_ARMS; i++) if (!strcmp(t, inproc_arm_table[i].name)) k = i;
+		if (k < 0 || n == INPROC_MAX_ARMS) { fprintf(stderr, "%s: APPS_INPROC_ARMS: unknown or too many arms at %s\n", prog, t); return 0; }
+		arms[n++] = k;
+	}
+	return n;
+}
 
 // inproc holds what switches the arms: the library's hook switch, and the
 // current context's schedule.
@@ -90,8 +118,8 @@ static int inproc_open(struct inproc *p, const char *prog)
 static int inproc_enter(struct inproc *p, int arm)
 {
 	const unsigned sched_mask = 0x07, blocking_sync = 0x04;
-	if (arm == 1 && p->set_flags((p->own & ~sched_mask) | blocking_sync) != 0) return -1;
-	if (arm == 2) p->interpose(3);
+	if (inproc_arm_table[arm].blocking && p->set_flags((p->own & ~sched_mask) | blocking_sync) != 0) return -1;
+	if (inproc_arm_table[arm].hooks) p->interpose(inproc_arm_table[arm].hooks);
 	return 0;
 }
 
@@ -105,13 +133,14 @@ static void inproc_leave(struct inproc *p)
 static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, void *arg, long warmup)
 {
 	struct inproc p;
-	if (inproc_open(&p, prog)) return 1;
-	struct round { int round, arm; long steps; double wall, cpu; } *rs = (struct round *)calloc(3 * a.inproc, sizeof *rs);
+	int arms[INPROC_MAX_ARMS], n = inproc_pick(arms, prog);
+	if (!n || inproc_open(&p, prog)) return 1;
+	struct round { int round, arm; long steps; double wall, cpu; } *rs = (struct round *)calloc(n * a.inproc, sizeof *rs);
 	if (!rs) return 1;
 	inproc_leave(&p);
 	double w, c;
-	for (int arm = 0; arm < 3; arm++) { // warm-up in each arm; the library learns the kernels
-		inproc_enter(&p, arm);
+	for (int i = 0; i < n; i++) { // warm-up in each arm; the library learns the kernels
+		inproc_enter(&p, arms[i]);
 		if (timed_steps(step, arg, warmup, 0, &w, &c) < 0) return 1;
 		inproc_leave(&p);
 	}
@@ -119,15 +148,16 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	long steps = 0;
 	double wall = 0, cpu = 0;
 	for (int r = 0; r < a.inproc; r++) {
-		int order[3] = {0, 1, 2};
-		for (int i = 2; i > 0; i--) { // Fisher-Yates, a fixed LCG: the same order in every run
+		int order[INPROC_MAX_ARMS];
+		memcpy(order, arms, sizeof order);
+		for (int i = n - 1; i > 0; i--) { // Fisher-Yates, a fixed LCG: the same order in every run
 			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 			int j = (int)((seed >> 33) % (unsigned long long)(i + 1)), t = order[i];
 			order[i] = order[j];
 			order[j] = t;
 		}
-		for (int i = 0; i < 3; i++) {
-			struct round *x = &rs[3 * r + i];
+		for (int i = 0; i < n; i++) {
+			struct round *x = &rs[n * r + i];
 			if (inproc_enter(&p, order[i])) { fprintf(stderr, "%s: --inproc: cuCtxSetFlags failed\n", prog); return 1; }
 			if (step(arg)) return 1; // the switch settles outside the timed part
 			x->steps = timed_steps(step, arg, 0, a.epoch_s, &x->wall, &x->cpu);
@@ -139,9 +169,9 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	}
 	p.interpose(3);
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"rounds\":[", prog, steps, wall, cpu);
-	for (int i = 0; i < 3 * a.inproc; i++)
+	for (int i = 0; i < n * a.inproc; i++)
 		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}", i ? "," : "", rs[i].round,
-		       inproc_arms[rs[i].arm], rs[i].steps, rs[i].wall, rs[i].cpu);
+		       inproc_arm_table[rs[i].arm].name, rs[i].steps, rs[i].wall, rs[i].cpu);
 	printf("]}\n");
 	fflush(stdout);
 	free(rs);
