@@ -161,6 +161,7 @@ type stats struct {
 	Deleg   uint64 `json:"delegated"`
 	Unknown struct {
 		Ready uint64 `json:"ready"`
+		Deleg uint64 `json:"delegated"`
 	} `json:"unknown_kernels"`
 	Outcomes *struct {
 		Epochs       map[string]uint64  `json:"epochs"`
@@ -638,7 +639,14 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
 			blocking, spinning, st.Blocks)
 	}
-	t.Logf("sharing CPU %d with a busy loop: %+v; CUDA's waits blocking %d spinning %d, library blocks %d", cpu, *o, blocking, spinning, st.Blocks)
+	// Outside the model arm no launch or record is observed (api.c,
+	// set_arm): the event waits there, two in three of this program's,
+	// know no kernel. The model arm ran the first 0.3 s of about 1.2.
+	if all := st.Calls + st.Unknown.Ready + st.Unknown.Deleg; st.Unknown.Deleg*4 < all {
+		t.Errorf("%d of %d waits of no known kernel; want the event waits of the device and policy arms (about half), whose records go unobserved", st.Unknown.Deleg, all)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v; CUDA's waits blocking %d spinning %d, library blocks %d; waits %d, of no known kernel %d",
+		cpu, *o, blocking, spinning, st.Blocks, st.Calls, st.Unknown.Deleg)
 }
 
 // TestPreloadShortWaitsNotExplored: the same contention, but a program
@@ -653,7 +661,7 @@ func TestPreloadShortWaitsNotExplored(t *testing.T) {
 	if o == nil || o.Settled == 0 || o.Explorations != 0 || o.Epochs["policy"] != 0 {
 		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want runs of the device arm settled on, no exploration", cpu, o)
 	}
-	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
+	t.Logf("sharing CPU %d with a busy loop: %+v; kernels %+v", cpu, *o, st.Kernels)
 }
 
 // underBusyLoop runs program (from the built test programs) under

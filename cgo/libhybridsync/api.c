@@ -208,6 +208,15 @@ static atomic_ulong quiet_checks; /* reports skipped by still_free */
 static atomic_ulong reports;
 static _Atomic int64_t report_ns, report_max_ns;
 
+/* Only the model arm, and the policy where CUDA cannot block for it, use
+ * what a launch or record tells (the kernel, its time); in the others every
+ * wait is CUDA's own. A thread in those skips observing its launches: on
+ * the GPU that cost a launch-bound program 0.3-1.4% of its time
+ * (experiments/apps/diag/hook_tax.sh), which under contention made it
+ * slower than CUDA's default, whose arm it was running. A thread that
+ * launches and never waits has no epoch and observes all along. */
+__attribute__((visibility("hidden"))) __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
+
 static void set_arm(int arm)
 {
 	int blocking = arm == ARM_POLICY && hs_core_sched_blocking(1) == 0;
@@ -215,6 +224,7 @@ static void set_arm(int arm)
 		hs_core_sched_blocking(0);
 	epoch.arm = arm;
 	epoch.cuda_blocking = blocking;
+	hs_unobserved = arm == ARM_DEVICE || blocking;
 }
 
 /* run_delay reads the calling thread's run delay, the time it was runnable

@@ -87,7 +87,7 @@ static __thread int in_hook __attribute__((tls_model("initial-exec")));
 
 static int bypass_hook(int which) { return in_hook || !hooks_on(which) || hs_in_forked_child(); }
 static int wait_bypassed(void) { return bypass_hook(HOOK_WAIT); }
-static int launch_bypassed(void) { return bypass_hook(HOOK_OBSERVE); }
+static int launch_bypassed(void) { return hs_unobserved || bypass_hook(HOOK_OBSERVE); }
 
 /* hook_for returns our replacement for a CUDA driver function pointer, or p
  * itself when it is not one we resolved. */

@@ -40,6 +40,9 @@ void hs_fast_reset(void);
 void hs_delegate_mode(int on, int64_t short_wait_ns);
 void hs_epoch_pause(int pause);
 void hs_delegate_set(uint64_t kernel, int on);
+/* Set while the calling thread's arm needs no kernel identity (api.c): its
+ * launches and records then go unobserved. */
+extern __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
 /* Reports to Go skipped while a thread's CPU stayed free (api.c). */
 unsigned long hs_quiet_checks(void);
 /* Reports made into Go, their total and longest wall time (ns). */
