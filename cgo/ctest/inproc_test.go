@@ -115,3 +115,42 @@ func checkInProcess(t *testing.T, stdout, stats string, rounds int) {
 		t.Errorf("the library counted %.3f s of epochs, its arm ran %.3f s (the run %.3f s): the CUDA arms were counted", counted, hsWall, res.WallS)
 	}
 }
+
+// TestInProcessArmsChosen: APPS_INPROC_ARMS (experiments/apps/diag/arms.sh)
+// picks the arms of both harnesses; an unknown one is an error.
+func TestInProcessArmsChosen(t *testing.T) {
+	need(t)
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "cgo", "testdata", "programs")}
+	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "2", "--epoch-s", "0.05"}}
+	if python, err := exec.LookPath("python3"); err == nil {
+		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.05"}
+	}
+	for name, cmd := range harnesses {
+		r, err := runErr(append(env, "APPS_INPROC_ARMS=cuda-default,cuda-default-again,hooks-observe"), cmd[0], cmd[1:]...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, r.stderr)
+		}
+		var res struct {
+			Rounds []struct{ Arm string } `json:"rounds"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("%s: result line: %v: %q", name, err, r.stdout)
+		}
+		count := map[string]int{}
+		for _, x := range res.Rounds {
+			count[x.Arm]++
+		}
+		if len(res.Rounds) != 6 || count["cuda-default"] != 2 || count["cuda-default-again"] != 2 || count["hooks-observe"] != 2 {
+			t.Errorf("%s: arms run %v, want each of the three twice", name, count)
+		}
+		r, err = runErr(append(env, "APPS_INPROC_ARMS=cuda-default,no-such-arm"), cmd[0], cmd[1:]...)
+		if err == nil || !strings.Contains(r.stderr, "APPS_INPROC_ARMS") || r.stdout != "" {
+			t.Errorf("%s, an unknown arm: err %v, stdout %q, stderr %q", name, err, r.stdout, r.stderr)
+		}
+	}
+}

@@ -212,7 +212,7 @@ static _Atomic int64_t report_ns, report_max_ns;
  * what a launch or record tells (the kernel, its time); in the others every
  * wait is CUDA's own. A thread in those skips observing its launches: on
  * the GPU that cost a launch-bound program 0.3-1.4% of its time
- * (experiments/apps/diag/hook_tax.sh), which under contention made it
+ * (experiments/apps/diag/arms.sh), which under contention made it
  * slower than CUDA's default, whose arm it was running. A thread that
  * launches and never waits has no epoch and observes all along. */
 __attribute__((visibility("hidden"))) __thread int hs_unobserved __attribute__((tls_model("initial-exec")));

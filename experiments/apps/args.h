@@ -9,10 +9,10 @@
 // hs_interpose switches the library's hooks off for the CUDA arms, and
 // the context's schedule is switched with cuCtxSetFlags for the blocking
 // one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
-// APPS_INPROC_ARMS=a,b,... picks other arms, among them the library with
-// only its launch and record observers on (hooks-observe): what that part
-// of it costs under the same contention (experiments/apps/diag/hook_tax.sh).
-// (Waits alone would see no records, a configuration no program runs.)
+// APPS_INPROC_ARMS=a,b,... picks other arms (experiments/apps/diag/arms.sh):
+// hooks-observe, the library with only its launch and record observers on
+// (waits alone would see no records, a configuration no program runs);
+// cuda-default-again, the default arm once more, an A/A control.
 #pragma once
 #include <dlfcn.h>
 #include <stdio.h>
@@ -69,9 +69,9 @@ static long timed_steps(step_fn step, void *arg, long n, double seconds, double 
 // whether the context is switched to blocking-sync.
 static const struct inproc_arm { const char *name; int hooks, blocking; } inproc_arm_table[] = {
 	{"cuda-default", 0, 0}, {"cuda-blocking", 0, 1}, {"hybridsync", 3, 0},
-	{"hooks-observe", 1, 0},
+	{"hooks-observe", 1, 0}, {"cuda-default-again", 0, 0},
 };
-#define INPROC_MAX_ARMS 4
+#define INPROC_MAX_ARMS 5
 
 // inproc_pick fills arms (indexes of inproc_arm_table) from
 // APPS_INPROC_ARMS, or the first three; returns how many, 0 on a bad list.
@@ -149,7 +149,7 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	double wall = 0, cpu = 0;
 	for (int r = 0; r < a.inproc; r++) {
 		int order[INPROC_MAX_ARMS];
-		memcpy(order, arms, sizeof order);
+		memcpy(order, arms, n * sizeof *order);
 		for (int i = n - 1; i > 0; i--) { // Fisher-Yates, a fixed LCG: the same order in every run
 			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 			int j = (int)((seed >> 33) % (unsigned long long)(i + 1)), t = order[i];

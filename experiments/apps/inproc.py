@@ -41,6 +41,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 ARMS = ["cuda-default", "cuda-blocking", "hybridsync"]
+# Every arm: the library's hooks (hs_interpose's mask), and whether the
+# context is switched to blocking-sync. APPS_INPROC_ARMS=a,b,... picks
+# others than ARMS, as for the C programs (args.h, experiments/apps/diag/arms.sh).
+ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync": (3, False),
+             "hooks-observe": (1, False), "cuda-default-again": (0, False)}
 CU_CTX_SCHED_MASK = 0x07
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04
 
@@ -84,14 +89,18 @@ def main():
         build = importlib.import_module(a.module).build
     except (ImportError, AttributeError) as e:
         sys.exit("inproc.py: %s: no build(): %s" % (a.module, e))
+    arms = [x for x in os.environ.get("APPS_INPROC_ARMS", "").split(",") if x] or ARMS
+    if any(x not in ARM_SETUP for x in arms):
+        sys.exit("inproc.py: APPS_INPROC_ARMS: want arms among %s" % ", ".join(ARM_SETUP))
     step = build()
     step()  # compiles and loads the kernels: start-up
     ctx = Context()
 
     def enter(arm):
-        ctx.blocking(arm == "cuda-blocking")
-        if arm == "hybridsync":
-            interpose(3)
+        hooks, blocking = ARM_SETUP[arm]
+        ctx.blocking(blocking)
+        if hooks:
+            interpose(hooks)
 
     def leave():
         interpose(0)
@@ -100,7 +109,7 @@ def main():
     print("apps: ready", file=sys.stderr, flush=True)  # vgpu-probe apps applies the contention now
     leave()
     for _ in range(2):  # warm-up in each arm; the library learns the kernels
-        for arm in ARMS:
+        for arm in arms:
             enter(arm)
             for _ in range(50):
                 step()
@@ -108,7 +117,7 @@ def main():
 
     rounds, rng = [], random.Random(a.seed)
     for r in range(a.rounds):
-        order = ARMS[:]
+        order = arms[:]
         rng.shuffle(order)
         for arm in order:
             enter(arm)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One of the suite's in-process programs under each contention setting,
+# with arms of your choosing alternated per round inside each process
+# (APPS_INPROC_ARMS; args.h and inproc.py list them), for what the suite's
+# three product arms cannot show:
+#   cuda-default,hooks-observe,hybridsync   what observing launches and
+#       records costs, against the whole library (the default)
+#   cuda-default,cuda-default-again,hybridsync   an A/A control: how far
+#       two identical arms measure apart, the resolution of the method
+#
+#   experiments/apps/diag/arms.sh PROGRAM [ROUNDS [ARMS]]   # on the GPU machine, as root (cgroup v2)
+#
+# PROGRAM: launch_bound or mixed_static (built here with nvcc), or
+# torch_infer, torch_train, cupy_stencil (through inproc.py). PROCS=N runs
+# N processes per setting (default 1). Needs build/device/lib/libhybridsync.so
+# (experiments/apps/run.sh prepare). Appends one JSON line per process to
+# $OUT/arms.jsonl, the library's stats beside it; arms.py prints the table.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PROG=${1:?usage: arms.sh PROGRAM [ROUNDS [ARMS]]}
+ROUNDS=${2:-24}
+ARMS=${3:-cuda-default,hooks-observe,hybridsync}
+PROCS=${PROCS:-1}
+OUT=${OUT:-$PWD/device-out}
+LIB=$PWD/build/device/lib/libhybridsync.so
+CPU=$(($(nproc) - 1))
+CG=/sys/fs/cgroup/apps-arms-$$
+mkdir -p build/apps "$OUT"
+case $PROG in
+launch_bound | mixed_static)
+	nvcc -O2 -arch=native -o "build/apps/$PROG" "experiments/apps/$PROG.cu" 2>/dev/null ||
+		nvcc -O2 -arch=sm_90 -o "build/apps/$PROG" "experiments/apps/$PROG.cu"
+	cmd=("build/apps/$PROG" --inproc "$ROUNDS")
+	;;
+*) cmd=(python3 experiments/apps/inproc.py "$PROG" --rounds "$ROUNDS") ;;
+esac
+co=
+cleanup() {
+	[ -n "$co" ] && kill "$co" 2>/dev/null || true
+	[ -d "$CG" ] && rmdir "$CG" 2>/dev/null || true
+	co=
+}
+trap cleanup EXIT
+for proc in $(seq "$PROCS"); do
+	for setting in none while1 cap cap+while1; do
+		if [[ $setting == *while1 ]]; then
+			taskset -c "$CPU" bash -c 'while :; do :; done' &
+			co=$!
+		fi
+		prefix=()
+		if [[ $setting == cap* ]]; then
+			grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
+			mkdir "$CG"
+			echo "10000 20000" >"$CG/cpu.max"
+			prefix=(bash -c 'echo $$ >"$0/cgroup.procs"; shift; exec "$@"' "$CG" -)
+		fi
+		echo "arms: $PROG $setting process $proc" >&2
+		line=$(APPS_INPROC_ARMS=$ARMS LD_PRELOAD=$LIB HYBRIDSYNC_STATS="$OUT/$PROG-$setting-$proc.stats.json" \
+			"${prefix[@]}" taskset -c "$CPU" "${cmd[@]}")
+		echo "{\"program\":\"$PROG\",\"setting\":\"$setting\",\"proc\":$proc,\"result\":$line}" >>"$OUT/arms.jsonl"
+		cleanup
+	done
+done
