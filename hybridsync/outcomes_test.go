@@ -87,6 +87,25 @@ func TestOutcomesFreeNeverExplores(t *testing.T) {
 	}
 }
 
+// TestOutcomesFreeShortWaitsOnDevice: alone, a thread whose waits are too
+// short for anything but spinning runs the device arm (which equals the
+// model's for such waits, without observing launches), and is back in the
+// model at the next report once its waits grow; nothing is explored.
+func TestOutcomesFreeShortWaitsOnDevice(t *testing.T) {
+	w := newWorld(FixedContention(ContentionFree), 1)
+	w.waitShare = 0.01
+	w.run(1e9)
+	if st := w.o.Stats(); w.e.Arms[0] != ArmDevice || st.Settled != 1 || st.Explorations != 0 || w.byArm[ArmPolicy] != 0 {
+		t.Errorf("free, waits 1%% of the time: next arm %v, %d settled, %d explorations, %.2fs in the policy arm; want the device arm, settled once, no exploration",
+			w.e.Arms[0], st.Settled, st.Explorations, w.byArm[ArmPolicy]/1e9)
+	}
+	w.waitShare = 0.5
+	w.step()
+	if w.e.Arms[0] != ArmModel || w.e.Len != freeReport {
+		t.Errorf("free, waits now half the time: next epochs %+v, want the model's", w.e)
+	}
+}
+
 // TestOutcomesQuietOnlyFromRunDelay: a free thread may skip its reports
 // (Epoch.Quiet) only where the verdict comes from its run delay, which the
 // caller can check without Go; never once contended.

@@ -589,6 +589,25 @@ func TestPreloadQuietWhileFree(t *testing.T) {
 	t.Logf("model epochs (reports to Go) %d, skipped %d", o.Epochs["model"], o.QuietChecks)
 }
 
+// TestPreloadShortWaitsAloneOnDevice: alone too, a program whose one wait
+// per step (2 µs) is about 1% of its time runs CUDA's default (the device
+// arm, which skips observing launches) rather than the model, which would
+// only leave the same waits to CUDA after observing every launch. (Where
+// other work on the machine makes its CPU look contended, the device arm
+// is settled on as under contention; TestOutcomesFreeShortWaitsOnDevice
+// checks the free case alone.)
+func TestPreloadShortWaitsAloneOnDevice(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "stepbench", "1000", "8", "2000", "20000")
+	o := readStats(t, path).Outcomes
+	if o == nil || o.Settled == 0 || o.Epochs["device"] == 0 || o.Explorations != 0 || o.Epochs["policy"] != 0 {
+		t.Fatalf("outcomes %+v; want the device arm settled on, nothing explored", o)
+	}
+	t.Logf("outcomes %+v", *o)
+}
+
 // TestPreloadHookPauseLeavesEpochs: switching the wait hooks off
 // (hs_interpose) pauses the thread's epoch, so the time the library was
 // not waiting for the program is not counted as an outcome of its arm:
