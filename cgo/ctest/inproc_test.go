@@ -117,7 +117,9 @@ func checkInProcess(t *testing.T, stdout, stats string, rounds int) {
 }
 
 // TestInProcessArmsChosen: APPS_INPROC_ARMS (experiments/apps/diag/arms.sh)
-// picks the arms of both harnesses; an unknown one is an error.
+// picks the arms of both harnesses, and over six rounds each of three arms
+// runs twice in each place of the round (the balanced order); an unknown
+// arm is an error.
 func TestInProcessArmsChosen(t *testing.T) {
 	need(t)
 	root, err := repoRoot()
@@ -126,9 +128,9 @@ func TestInProcessArmsChosen(t *testing.T) {
 	}
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "cgo", "testdata", "programs")}
-	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "2", "--epoch-s", "0.05"}}
+	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "6", "--epoch-s", "0.02"}}
 	if python, err := exec.LookPath("python3"); err == nil {
-		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.05"}
+		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "6", "--epoch-s", "0.02"}
 	}
 	for name, cmd := range harnesses {
 		r, err := runErr(append(env, "APPS_INPROC_ARMS=cuda-default,cuda-default-again,hooks-observe"), cmd[0], cmd[1:]...)
@@ -141,12 +143,15 @@ func TestInProcessArmsChosen(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 			t.Fatalf("%s: result line: %v: %q", name, err, r.stdout)
 		}
-		count := map[string]int{}
-		for _, x := range res.Rounds {
-			count[x.Arm]++
+		place := map[string][3]int{}
+		for i, x := range res.Rounds {
+			p := place[x.Arm]
+			p[i%3]++
+			place[x.Arm] = p
 		}
-		if len(res.Rounds) != 6 || count["cuda-default"] != 2 || count["cuda-default-again"] != 2 || count["hooks-observe"] != 2 {
-			t.Errorf("%s: arms run %v, want each of the three twice", name, count)
+		want := [3]int{2, 2, 2}
+		if len(res.Rounds) != 18 || len(place) != 3 || place["cuda-default"] != want || place["cuda-default-again"] != want || place["hooks-observe"] != want {
+			t.Errorf("%s: %d records, arms by place in the round %v; want each of the three arms twice in each place", name, len(res.Rounds), place)
 		}
 		r, err = runErr(append(env, "APPS_INPROC_ARMS=cuda-default,no-such-arm"), cmd[0], cmd[1:]...)
 		if err == nil || !strings.Contains(r.stderr, "APPS_INPROC_ARMS") || r.stdout != "" {

@@ -3,9 +3,9 @@
 // stdout); and --inproc ROUNDS, the arms compared inside one process.
 //
 // --inproc ROUNDS [--epoch-s S]: instead of one timed loop, ROUNDS rounds
-// of CUDA's default mode, CUDA's blocking-sync mode and libhybridsync, in
-// a shuffled order, S seconds each (default 0.3), as inproc.py does for the
-// Python programs (it says why). Needs LD_PRELOAD=libhybridsync.so: its
+// of CUDA's default mode, CUDA's blocking-sync mode and libhybridsync, S
+// seconds each (default 0.3), in the balanced order inproc.py uses for the
+// Python programs (it says why: ROUNDS a multiple of 6 balances 3 arms). Needs LD_PRELOAD=libhybridsync.so: its
 // hs_interpose switches the library's hooks off for the CUDA arms, and
 // the context's schedule is switched with cuCtxSetFlags for the blocking
 // one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
@@ -129,6 +129,23 @@ static void inproc_leave(struct inproc *p)
 	p->set_flags(p->own);
 }
 
+// nth_order sets order to the k-th permutation of arms[0..n) in
+// lexicographic order of positions (as Python's itertools.permutations).
+static void nth_order(int *order, const int *arms, int n, unsigned long k)
+{
+	int pool[INPROC_MAX_ARMS];
+	unsigned long f = 1;
+	memcpy(pool, arms, n * sizeof *pool);
+	for (int i = 2; i < n; i++) f *= i; // (n-1)!
+	for (int i = 0; i < n; i++) {
+		int j = (int)(k / f);
+		k %= f;
+		order[i] = pool[j];
+		memmove(pool + j, pool + j + 1, (n - j - 1) * sizeof *pool);
+		if (n - 1 - i > 1) f /= n - 1 - i;
+	}
+}
+
 // inproc_rounds runs the rounds and prints the JSON line with them.
 static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, void *arg, long warmup)
 {
@@ -144,18 +161,13 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 		if (timed_steps(step, arg, warmup, 0, &w, &c) < 0) return 1;
 		inproc_leave(&p);
 	}
-	unsigned long long seed = 1;
+	unsigned long perms = 1;
+	for (int i = 2; i <= n; i++) perms *= i;
 	long steps = 0;
 	double wall = 0, cpu = 0;
 	for (int r = 0; r < a.inproc; r++) {
 		int order[INPROC_MAX_ARMS];
-		memcpy(order, arms, n * sizeof *order);
-		for (int i = n - 1; i > 0; i--) { // Fisher-Yates, a fixed LCG: the same order in every run
-			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-			int j = (int)((seed >> 33) % (unsigned long long)(i + 1)), t = order[i];
-			order[i] = order[j];
-			order[j] = t;
-		}
+		nth_order(order, arms, n, (unsigned long)r % perms);
 		for (int i = 0; i < n; i++) {
 			struct round *x = &rs[n * r + i];
 			if (inproc_enter(&p, order[i])) { fprintf(stderr, "%s: --inproc: cuCtxSetFlags failed\n", prog); return 1; }

@@ -5,7 +5,12 @@ Separate processes of the same program run up to 30-40% apart on the GPU
 machine (docs/BENCHMARKS.md), far more than the 2-3% the targets ask
 about, and pairing runs by repetition does not remove a per-process
 factor. Inside one process it cancels: each round runs the three arms
-back to back, in a shuffled order, for --epoch-s each:
+back to back, for --epoch-s each, in a balanced order: round r takes the
+(r mod 6)-th of the six orders of three arms, so that over 6k rounds each
+arm runs in each place, and right after each other arm, equally often.
+(A fixed shuffled order, the same in every process, left an A/A control,
+the default arm against itself, 2% apart in both processes of a run: an
+arm's place in the round matters by that much, docs/BENCHMARKS.md.)
 
   cuda-default   the library's hooks off (hs_interpose(0)): every CUDA call
                  goes straight through, with the context's own schedule
@@ -32,9 +37,9 @@ included). The C programs do the same with --inproc (args.h)."""
 import argparse
 import ctypes
 import importlib
+import itertools
 import json
 import os
-import random
 import sys
 import time
 
@@ -75,7 +80,6 @@ def main():
     p.add_argument("module", help="a module whose build() returns the step function: torch_infer, torch_train, cupy_stencil")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--epoch-s", type=float, default=0.3, help="seconds of each arm per round")
-    p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     if a.rounds < 1 or a.epoch_s <= 0:
         sys.exit("inproc.py: --rounds and --epoch-s must be positive")
@@ -115,11 +119,9 @@ def main():
                 step()
             leave()
 
-    rounds, rng = [], random.Random(a.seed)
+    rounds, orders = [], list(itertools.permutations(arms))
     for r in range(a.rounds):
-        order = arms[:]
-        rng.shuffle(order)
-        for arm in order:
+        for arm in orders[r % len(orders)]:
             enter(arm)
             step()  # the switch settles outside the timed part
             n = 0
