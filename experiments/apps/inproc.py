@@ -7,7 +7,8 @@ about, and pairing runs by repetition does not remove a per-process
 factor. Inside one process it cancels: each round runs the three arms
 back to back, for --epoch-s each, in a balanced order: round r takes the
 (r mod 6)-th of the six orders of three arms, so that over 6k rounds each
-arm runs in each place, and right after each other arm, equally often.
+arm runs in each place equally often (and, within the rounds, right after
+each other arm equally often).
 (A fixed shuffled order, the same in every process, left an A/A control,
 the default arm against itself, 2% apart in both processes of a run: an
 arm's place in the round matters by that much, docs/BENCHMARKS.md.)
