@@ -453,7 +453,8 @@ type OutcomeStats struct {
 	Explorations uint64            `json:"explorations"`
 	Chosen       map[string]uint64 `json:"chosen"`
 	// Settled: runs of the device arm chosen without exploring, the
-	// waits being too short a share of the time for blocking to pay.
+	// waits being too short a share of the time for blocking to pay
+	// (under contention, each run; alone, each switch from the model).
 	// Deferred: explorations that favoured the policy arm by under
 	// confirmGap, the one before not: the device arm ran on.
 	Settled  uint64 `json:"settled"`
