@@ -6,9 +6,9 @@
 // of CUDA's default mode, CUDA's blocking-sync mode and libhybridsync, S
 // seconds each (default 0.3), in the balanced order inproc.py uses for the
 // Python programs (it says why: ROUNDS a multiple of 6 balances 3 arms).
-// Needs LD_PRELOAD=libhybridsync.so: its hs_interpose switches the library's hooks off for the CUDA arms, and
-// the context's schedule is switched with cuCtxSetFlags for the blocking
-// one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
+// Needs LD_PRELOAD=libhybridsync.so: its hs_interpose switches the
+// library's hooks off for the CUDA arms, and the context's schedule is
+// switched with cuCtxSetFlags for the blocking one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
 // APPS_INPROC_ARMS=a,b,... picks other arms (experiments/apps/diag/arms.sh):
 // hooks-observe, the library with only its launch and record observers on
 // (waits alone would see no records, a configuration no program runs);
