@@ -8,7 +8,8 @@
 // Python programs (it says why: ROUNDS a multiple of 6 balances 3 arms).
 // Needs LD_PRELOAD=libhybridsync.so: its hs_interpose switches the
 // library's hooks off for the CUDA arms, and the context's schedule is
-// switched with cuCtxSetFlags for the blocking one. The JSON line then carries "rounds" (vgpu-probe apps, in_process).
+// switched with cuCtxSetFlags for the blocking one. The JSON line then
+// carries "rounds" (vgpu-probe apps, in_process).
 // APPS_INPROC_ARMS=a,b,... picks other arms (experiments/apps/diag/arms.sh):
 // hooks-observe, the library with only its launch and record observers on
 // (waits alone would see no records, a configuration no program runs);
