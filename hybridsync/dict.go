@@ -65,6 +65,9 @@ type entry struct {
 	key    atomic.Uint64
 	timing atomic.Uint64 // packed Timing; written only by CAS in Update
 	stats  kernelCounters
+	// oversleeps counts the waits in a row that slept to the prediction
+	// and found the work already done (overslept); an exact sample resets it.
+	oversleeps atomic.Uint32
 }
 
 // Dict is the per-kernel timing dictionary. It is tuned for one workload: a
@@ -150,6 +153,9 @@ func (d *Dict) Update(k KernelID, x int64) {
 }
 
 func (e *entry) update(x int64) {
+	if e.oversleeps.Load() != 0 {
+		e.oversleeps.Store(0)
+	}
 	for {
 		old := e.timing.Load()
 		if e.timing.CompareAndSwap(old, pack(unpack(old).next(x))) {
@@ -174,6 +180,32 @@ func (e *entry) bound(u int64) {
 			return
 		}
 	}
+}
+
+// forgetAfter: this many waits in a row that slept to the prediction and
+// found the work done make the kernel's timing be forgotten. A sleep wakes
+// 2*Dev plus the timer's lateness before the prediction, so such a wait
+// only bounds the completion just under the mean, and bound walks a mean
+// that is far too high down by about that much over window a wait, each
+// wait sleeping to the wrong prediction: from 50 ms, dozens of waits; from
+// the 1.9 s once learned on an H100 from records the interposer never saw,
+// hundreds of 1.8 s sleeps. A right prediction is done at the wake-up only
+// when the work ran more than 2*Dev short (a few percent of waits), so
+// three in a row almost only happen to a wrong one. Forgotten, the kernel
+// is learned afresh: the next waits do not sleep, and their spins or
+// blocking waits observe the completion exactly.
+const forgetAfter = 3
+
+// overslept folds the bound u of a wait that slept to the prediction and
+// found the work already done, and forgets the timing after forgetAfter
+// such waits in a row.
+func (e *entry) overslept(u int64) {
+	if e.oversleeps.Add(1) < forgetAfter {
+		e.bound(u)
+		return
+	}
+	e.oversleeps.Store(0)
+	e.timing.Store(0)
 }
 
 // Len returns how many kernels the dictionary holds.

@@ -165,7 +165,10 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 		deadline = max(deadline, now+c.spinCap(now))
 	}
 	if deadline-now > c.spinCap(now) {
-		return true, c.block()
+		// Query once before blocking: work found done at the wake-up tells
+		// learn the prediction was too long, which a blocking wait that
+		// returns at once could not tell from a quick wake-up.
+		deadline = now
 	}
 	return true, c.spinThenBlock(deadline, endSleepSpin)
 }

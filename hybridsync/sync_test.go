@@ -137,6 +137,37 @@ func TestHybridStopsBlockingOnceLearned(t *testing.T) {
 	}
 }
 
+// untimed hides the simulated event's exact completion time, as a CUDA
+// event does: Sync learns from its own queries only.
+type untimed struct{ hybridsync.Event }
+
+// TestHybridForgetsWrongTiming: a kernel learned far too long (50 ms, as
+// from records the interposer never saw) that now takes 300 µs costs a few
+// long sleeps, not dozens: the waits that find the work done at their
+// wake-up make the timing be forgotten and learned afresh.
+func TestHybridForgetsWrongTiming(t *testing.T) {
+	dev := simdev.New(1)
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
+	const k = 9
+	for range 20 {
+		s.Dict().Update(k, 50_000_000)
+	}
+	for range 10 {
+		if err := s.Sync(untimed{dev.Launch(0, 300*time.Microsecond)}, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := s.Dict().Lookup(k)
+	if got.Mean > 2_000_000 {
+		t.Errorf("after 10 waits of a 300 µs kernel learned as 50 ms: mean %.1f ms, %+v", float64(got.Mean)/1e6, got)
+	}
+	// The 50 ms sleeps are forgetAfter (3); the rest sleep under 300 µs.
+	// Counted, not timed: five would need two more 50 ms sleeps.
+	if st := s.Stats(nil); st.SleepSeconds > 0.25 {
+		t.Errorf("slept %.3f s in 10 waits: more than 5 sleeps to the wrong 50 ms prediction", st.SleepSeconds)
+	}
+}
+
 // TestHybridSpinsShortKernels: a kernel too short to sleep through, and
 // shorter than what a blocking wait costs, is spun for, not blocked on.
 // The device's interrupt delay makes blocking cost at least 200 µs

@@ -298,12 +298,15 @@ func (c *call) learn() {
 		// The blocking wait returned some wake-up cost after completion,
 		// and the work was still running at notBefore.
 		c.sample(max(c.notBefore, c.seen-c.s.blockLate.mean.Load()))
-	default:
+	case c.e == nil || c.launch == 0:
+	case c.slept > 0:
 		// Done at the first query after a sleep: it may have completed any
 		// time during the sleep.
-		if c.e != nil && c.launch != 0 {
-			c.e.bound(c.seen - c.launch)
-		}
+		c.e.overslept(c.seen - c.launch)
+	default:
+		// A spin that lost its CPU for a while: done some time during the
+		// gap.
+		c.e.bound(c.seen - c.launch)
 	}
 }
 
