@@ -80,7 +80,13 @@ func checkSchedule(t *testing.T, mode hybridsync.Mode, seed uint64) {
 					want = fmt.Errorf("step %d: %w", i, errDevice)
 				}
 				ev := &flaky{Event: dev.LaunchFailing(th, d, want), rng: rand.New(rand.NewPCG(seed, uint64(i))), stall: time.Duration(r.IntN(3)) * time.Millisecond}
-				err := s.Sync(ev, k)
+				// Half the waits learn as from a CUDA event, from their own
+				// queries only (upper bounds, forgetting).
+				var sev hybridsync.Event = ev
+				if r.IntN(2) == 0 {
+					sev = untimed{ev}
+				}
+				err := s.Sync(sev, k)
 				now := hybridsync.Now()
 				done, _ := ev.CompletedAt()
 				if now < done {
