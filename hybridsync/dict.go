@@ -190,7 +190,7 @@ func (e *entry) bound(u int64) {
 // wait sleeping to the wrong prediction: from 50 ms, dozens of waits; from
 // the 1.9 s once learned on an H100 from records the interposer never saw,
 // hundreds of 1.8 s sleeps. A right prediction is done at the wake-up only
-// when the work ran more than 2*Dev short (a few percent of waits), so
+// when the work ran more than 2*Dev short or the timer fired late, so
 // three in a row almost only happen to a wrong one. Forgotten, the kernel
 // is learned afresh: the next waits do not sleep, and their spins or
 // blocking waits observe the completion exactly.
@@ -198,14 +198,20 @@ const forgetAfter = 3
 
 // overslept folds the bound u of a wait that slept to the prediction and
 // found the work already done, and forgets the timing after forgetAfter
-// such waits in a row.
+// such waits in a row. A wake-up late by more than the timer's typical
+// lateness finds a right prediction's work done too, but three in a row
+// are rare (the typical lateness is the 75th percentile), and forgetting
+// costs a right prediction only the few waits that relearn it, which spin
+// on a free CPU (sleeping to a prediction happens only there).
 func (e *entry) overslept(u int64) {
 	if e.oversleeps.Add(1) < forgetAfter {
 		e.bound(u)
 		return
 	}
 	e.oversleeps.Store(0)
-	e.timing.Store(0)
+	// N = 0: nothing to predict from until relearned; the stats show the
+	// bound meanwhile, the one thing known about the completion.
+	e.timing.Store(pack(Timing{Mean: u}))
 }
 
 // Len returns how many kernels the dictionary holds.

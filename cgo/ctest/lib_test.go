@@ -426,8 +426,13 @@ func TestPreload(t *testing.T) {
 					}
 				}
 				st := readStats(t, path)
-				if st.PID != r.pid || st.Mode != mode || st.Calls+st.Unknown.Ready < 80 {
-					t.Errorf("%s: stats pid %d (want %d) mode %q calls %d+%d", mode, st.PID, r.pid, st.Mode, st.Calls, st.Unknown.Ready)
+				// Every wait is in the stats: through the policy, or, for
+				// waits of no known kernel, found done or left to CUDA (the
+				// default mode explores CUDA's modes when its CPU looks
+				// contended, as a loaded test machine's may, and those
+				// arms observe no records).
+				if all := st.Calls + st.Unknown.Ready + st.Unknown.Deleg; st.PID != r.pid || st.Mode != mode || all < 80 {
+					t.Errorf("%s: stats pid %d (want %d) mode %q calls %d+%d+%d", mode, st.PID, r.pid, st.Mode, st.Calls, st.Unknown.Ready, st.Unknown.Deleg)
 				}
 				// Kernel identity and launch time came from the
 				// interposed launches (named by their host symbol).
