@@ -299,6 +299,7 @@ func (c *call) learn() {
 		// and the work was still running at notBefore.
 		c.sample(max(c.notBefore, c.seen-c.s.blockLate.mean.Load()))
 	case c.e == nil || c.launch == 0:
+		// Nothing to learn into, or nothing to count from.
 	case c.slept > 0:
 		// Done at the first query after a sleep: it may have completed any
 		// time during the sleep.
