@@ -154,15 +154,19 @@ func TestE2EAgentAgreesWithGuest(t *testing.T) {
 	if g.TotalS < 0.2*span {
 		t.Errorf("guest saw only %.3fs of gaps in %.2fs next to a busy co-runner: the two vCPUs do not share a CPU?", g.TotalS, span)
 	}
-	// Compared: time away in whole host slices (intervals of 1 ms or more
-	// on both sides). The guest sees every host off-CPU interval, plus, on
-	// each return, the time its kernel spends on the timer interrupts that
-	// came due while it was away: under TCG that is a few hundred µs of
-	// emulated kernel code per return, which the host counts as running.
-	// Measured: the guest's figure is 15-20% above the agent's. Tolerance:
-	// the agent between 75% and 102% of the guest's figure.
-	if r := hostLong / g.LongS; r < 0.75 || r > 1.02 {
-		t.Errorf("agent %.3fs vs guest %.3fs off-CPU in slices of 1 ms or more: ratio %.2f, want 0.75-1.02", hostLong, g.LongS, r)
+	// Compared: the total time away. The guest sees every host off-CPU
+	// interval, plus, on each return, the time its kernel spends on the
+	// timer interrupts that came due while it was away: under TCG that is
+	// a few hundred µs of emulated kernel code per return, which the host
+	// counts as running. Measured: the guest's figure is 15-25% above the
+	// agent's (agent/guest 0.80-0.85 in five runs). Tolerance: the agent
+	// between 75% and 102% of the guest's figure. Only intervals of 1 ms
+	// or more on both sides were compared before: the host sometimes
+	// splits one guest gap into pieces (its vCPU thread runs briefly
+	// between them), which moved that ratio from 0.78-0.84 to 0.71 in one
+	// run of five while the totals stayed at 0.83.
+	if r := host / g.TotalS; r < 0.75 || r > 1.02 {
+		t.Errorf("agent %.3fs vs guest %.3fs off-CPU: ratio %.2f, want 0.75-1.02", host, g.TotalS, r)
 	}
 }
 
