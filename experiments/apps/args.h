@@ -72,7 +72,7 @@ static const struct inproc_arm { const char *name; int hooks, blocking; } inproc
 	{"cuda-default", 0, 0}, {"cuda-blocking", 0, 1}, {"hybridsync", 3, 0},
 	{"hooks-observe", 1, 0}, {"cuda-default-again", 0, 0},
 };
-#define INPROC_MAX_ARMS 5
+#define INPROC_MAX_ARMS ((int)(sizeof inproc_arm_table / sizeof *inproc_arm_table))
 
 // inproc_pick fills arms (indexes of inproc_arm_table) from
 // APPS_INPROC_ARMS, or the first three; returns how many, 0 on a bad list.
