@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,12 +18,10 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
-	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
@@ -321,39 +318,6 @@ func (o *Options) openGPUs() *nvml.Sampler {
 	}
 	o.Log.Info().Int("gpus", len(s.Devices())).Msg("exporting GPU metrics from NVML")
 	return s
-}
-
-func (o *Options) serve(ctx context.Context, m *monitor.Monitor) error {
-	var extra []prometheus.Collector
-	if o.NVML {
-		if s := o.openGPUs(); s != nil {
-			defer s.Close()
-			extra = append(extra, exporter.NewGPUCollector(s))
-		}
-	}
-	h, err := exporter.NewHandler(m, o.Log, extra...)
-	if err != nil {
-		return fmt.Errorf("building HTTP handler: %w", err)
-	}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", o.Listen, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	o.Log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics, /api/v1/snapshot, /api/v1/timeline")
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving HTTP: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutting down HTTP server: %w", err)
-	}
-	return nil
 }
 
 func writeTable(w io.Writer, snap *model.Snapshot) error {
