@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // ErrNoIsolation means the backend cannot apply CPU bandwidth isolation
@@ -48,7 +49,7 @@ type Workload struct {
 	// The built-in NAMD-like loop: Config, on Device, waiting with Mode.
 	Config workload.Config
 	Device string
-	Mode   string
+	Mode   hybridsync.Mode
 	// Cmd, when set, is run instead (with sh -c), with HYBRIDSYNC_MODE=Mode
 	// in its environment; its wall time is the measurement.
 	Cmd string

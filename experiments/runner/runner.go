@@ -172,8 +172,8 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 	}
 	skipped := false
 	for _, g := range o.Matrix.Groups() {
-		g.Keys = slices.DeleteFunc(g.Keys, func(k results.Key) bool { return done[k] })
-		if len(g.Keys) == 0 {
+		g.Cells = slices.DeleteFunc(g.Cells, func(c scenario.Cell) bool { return done[c.Key] })
+		if len(g.Cells) == 0 {
 			continue
 		}
 		if g.Scenario.Isolation && noIso != nil {
@@ -189,9 +189,9 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 	}
 	total := 0
 	for _, g := range plan {
-		total += len(g.Keys) * o.Reps
+		total += len(g.Cells) * o.Reps
 		if o.Agent != nil {
-			total += len(g.Keys)
+			total += len(g.Cells)
 		}
 	}
 	o.Progress.Begin(total)
@@ -303,18 +303,18 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		agentRun workload.Result // the run the agent watched
 		agentErr string
 	}
-	accs := make([]acc, len(g.Keys))
+	accs := make([]acc, len(g.Cells))
 	// Modes interleave within each repetition, so that a slow patch of
 	// the machine hits every mode alike.
 	for rep := range o.Reps {
-		for i, k := range g.Keys {
+		for i, c := range g.Cells {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			o.Progress.Next(describe(k, rep, o.Reps))
-			r, err := env.Run(ctx, o.workloadFor(k), nil)
+			o.Progress.Next(describe(c.Key, rep, o.Reps))
+			r, err := env.Run(ctx, o.workloadFor(c), nil)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", describe(k, rep, o.Reps), err)
+				return nil, fmt.Errorf("%s: %w", describe(c.Key, rep, o.Reps), err)
 			}
 			accs[i].reps = append(accs[i].reps, r)
 			o.Progress.Advance()
@@ -323,18 +323,18 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 	// The agent watches one more run of each cell, not counted in the
 	// cell's repetitions: its tracing costs CPU that the measured runs
 	// must not pay.
-	for i, k := range g.Keys {
+	for i, c := range g.Cells {
 		if o.Agent == nil {
 			break
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		o.Progress.Next(describe(k, -1, o.Reps))
+		o.Progress.Next(describe(c.Key, -1, o.Reps))
 		a := &accs[i]
-		r, run, err := o.withAgent(ctx, env, k)
+		r, run, err := o.withAgent(ctx, env, c)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", describe(k, -1, o.Reps), err)
+			return nil, fmt.Errorf("%s: %w", describe(c.Key, -1, o.Reps), err)
 		}
 		a.agentRun = r
 		if run.err != nil {
@@ -344,8 +344,9 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 		o.Progress.Advance()
 	}
-	cells := make([]results.Cell, len(g.Keys))
-	for i, k := range g.Keys {
+	cells := make([]results.Cell, len(g.Cells))
+	for i, gc := range g.Cells {
+		k := gc.Key
 		a := accs[i]
 		med := workload.Median(a.reps)
 		c := results.Cell{Key: k, Median: med, RunnerVCPUs: g.RunnerVCPUs(), QuotaCPUs: topo.Runner.QuotaCPUs,
@@ -376,10 +377,10 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 	return cells, nil
 }
 
-// workloadFor is the runner's workload for cell k.
-func (o *Options) workloadFor(k results.Key) backend.Workload {
+// workloadFor is the runner's workload for cell c.
+func (o *Options) workloadFor(c scenario.Cell) backend.Workload {
 	w := o.Workload
-	w.Mode = k.Mode
+	w.Mode = c.Mode
 	w.Config.Timeline = o.TimelineSteps > 0
 	return w
 }
@@ -391,17 +392,17 @@ type agentResult struct {
 	err error
 }
 
-// withAgent runs cell k once with the agent watching the runner and the
+// withAgent runs cell c once with the agent watching the runner and the
 // co-runners: the runner waits at its start line until the agent is
 // ready, and at its finish line until the agent has collected.
-func (o *Options) withAgent(ctx context.Context, env backend.Env, k results.Key) (workload.Result, agentResult, error) {
+func (o *Options) withAgent(ctx context.Context, env backend.Env, c scenario.Cell) (workload.Result, agentResult, error) {
 	var res agentResult
 	agentDone := make(chan struct{})
 	loopDone := make(chan struct{})
 	var closeLoop sync.Once
 	endLoop := func() { closeLoop.Do(func() { close(loopDone) }) }
 	started := false
-	w := o.workloadFor(k)
+	w := o.workloadFor(c)
 	if w.Cmd == "" {
 		w.Hold = func() { endLoop(); <-agentDone }
 	}

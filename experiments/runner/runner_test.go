@@ -127,7 +127,7 @@ func TestShape(t *testing.T) {
 	}
 	cpus, _ := corunner.Online()
 	m := scenario.Matrix{Scenarios: []string{scenario.Shared1, scenario.Baseline}, Corunner: "while1", Corunners: []int{1, 3}, VCPUs: []int{1},
-		Modes: []string{"spin", "yield", "block", "hybrid"}}
+		Modes: []hybridsync.Mode{hybridsync.ModeSpin, hybridsync.ModeYield, hybridsync.ModeBlock, hybridsync.ModeHybrid}}
 	var bad []string
 	for attempt := 1; attempt <= 2; attempt++ {
 		o := options(m, 150, 3)
@@ -229,7 +229,7 @@ func TestInterruptCleansUp(t *testing.T) {
 	if local.CanIsolate() == nil {
 		scenarios = append(scenarios, scenario.Shared2) // cgroups too, as root
 	}
-	m := scenario.Matrix{Scenarios: scenarios, Corunner: "cmd", Corunners: []int{2}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
+	m := scenario.Matrix{Scenarios: scenarios, Corunner: "cmd", Corunners: []int{2}, VCPUs: []int{1}, Modes: []hybridsync.Mode{hybridsync.ModeBlock, hybridsync.ModeSpin}}
 	o := options(m, 300, 1)
 	o.Load = backend.Load{Cmd: "MARK=" + marker + "; while :; do :; done"}
 	o.OutDir = t.TempDir()
@@ -292,7 +292,7 @@ func (c countProgress) Note(string) {}
 // TestSkipsIsolationWithoutRights: a backend that cannot isolate skips
 // shared2 with a note instead of failing; shared1 and the baseline run.
 func TestSkipsIsolationWithoutRights(t *testing.T) {
-	m := scenario.Matrix{Scenarios: []string{scenario.Shared2, scenario.Shared1, scenario.Baseline}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1}, Modes: []string{"block"}}
+	m := scenario.Matrix{Scenarios: []string{scenario.Shared2, scenario.Shared1, scenario.Baseline}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1}, Modes: []hybridsync.Mode{hybridsync.ModeBlock}}
 	o := options(m, 30, 1)
 	o.Backend = noIsolation{local.Backend{}}
 	var notes []string
@@ -352,7 +352,7 @@ func TestWindow(t *testing.T) {
 }
 
 func TestTopology(t *testing.T) {
-	g := scenario.Matrix{Scenarios: []string{scenario.Shared2, scenario.Baseline}, Corunner: "while1", Corunners: []int{3}, VCPUs: []int{2}, Modes: []string{"spin"}}.Groups()
+	g := scenario.Matrix{Scenarios: []string{scenario.Shared2, scenario.Baseline}, Corunner: "while1", Corunners: []int{3}, VCPUs: []int{2}, Modes: []hybridsync.Mode{hybridsync.ModeSpin}}.Groups()
 	base, shared := Topology(g[0], []int{0, 1, 2, 3}, 20*time.Millisecond), Topology(g[1], []int{0, 1, 2, 3}, 20*time.Millisecond)
 	if len(base.Runner.CPUs) != 1 || base.Runner.CPUs[0] != 2 || len(base.Corunners) != 0 || base.Runner.QuotaCPUs != 0 {
 		t.Errorf("baseline %+v", base)
@@ -373,7 +373,7 @@ func TestTopology(t *testing.T) {
 // agent returns lands in the cell: its snapshot, and its thread tracks
 // beside the same run's steps, made relative to the run's start.
 func TestAgentPerCell(t *testing.T) {
-	m := scenario.Matrix{Scenarios: []string{scenario.Shared1}, Corunner: "while1", Corunners: []int{2}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
+	m := scenario.Matrix{Scenarios: []string{scenario.Shared1}, Corunner: "while1", Corunners: []int{2}, VCPUs: []int{1}, Modes: []hybridsync.Mode{hybridsync.ModeBlock, hybridsync.ModeSpin}}
 	o := options(m, 100, 2)
 	o.TimelineSteps = 10
 	var calls atomic.Int32
@@ -438,7 +438,7 @@ func TestAgentPerCell(t *testing.T) {
 // runner: each mode reaches it in HYBRIDSYNC_MODE (a wrong mode fails the
 // command), and its wall time is the measurement.
 func TestCommandWorkload(t *testing.T) {
-	m := scenario.Matrix{Scenarios: []string{scenario.Baseline, scenario.Shared1}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1}, Modes: []string{"block", "spin"}}
+	m := scenario.Matrix{Scenarios: []string{scenario.Baseline, scenario.Shared1}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1}, Modes: []hybridsync.Mode{hybridsync.ModeBlock, hybridsync.ModeSpin}}
 	o := options(m, 0, 2)
 	o.Workload = backend.Workload{Cmd: `case "$HYBRIDSYNC_MODE" in block|spin) sleep 0.05;; *) exit 3;; esac`}
 	o.Config.Workload = o.Workload.Cmd
@@ -457,7 +457,7 @@ func TestCommandWorkload(t *testing.T) {
 			t.Errorf("cell %+v: no slowdown", c.Key)
 		}
 	}
-	o.Matrix.Modes = []string{"hybrid"}
+	o.Matrix.Modes = []hybridsync.Mode{hybridsync.ModeHybrid}
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("a failing command: %v", err)
 	}

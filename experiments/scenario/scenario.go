@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // Scenario names, as in Table I.
@@ -93,12 +94,10 @@ type Matrix struct {
 	Corunner  string // a built-in kind or the label of a command
 	Corunners []int  // co-runner VMs, for the scenarios that have them
 	VCPUs     []int
-	Modes     []string
+	Modes     []hybridsync.Mode
 }
 
-// Validate checks the matrix against a machine with cpus CPUs. Modes are
-// only checked for being present and distinct: which names are valid
-// depends on the workload.
+// Validate checks the matrix against a machine with cpus CPUs.
 func (m Matrix) Validate(cpus int) error {
 	if len(m.Scenarios) == 0 || len(m.VCPUs) == 0 || len(m.Modes) == 0 {
 		return fmt.Errorf("want at least one scenario, vCPU count and mode")
@@ -108,10 +107,10 @@ func (m Matrix) Validate(cpus int) error {
 			return err
 		}
 	}
-	if dup := firstDup(m.Scenarios); dup != "" {
+	if dup, ok := firstDup(m.Scenarios); ok {
 		return fmt.Errorf("scenario %s given twice", dup)
 	}
-	if dup := firstDup(m.Modes); dup != "" {
+	if dup, ok := firstDup(m.Modes); ok {
 		return fmt.Errorf("mode %s given twice", dup)
 	}
 	for _, v := range m.VCPUs {
@@ -119,7 +118,7 @@ func (m Matrix) Validate(cpus int) error {
 			return fmt.Errorf("%d vCPUs: want 1 to %d (this machine's CPUs; vCPUs of the runner and co-runners share them)", v, cpus)
 		}
 	}
-	if dup := firstDup(m.VCPUs); dup != 0 {
+	if dup, ok := firstDup(m.VCPUs); ok {
 		return fmt.Errorf("vCPU count %d given twice", dup)
 	}
 	if m.needsCorunner() {
@@ -134,21 +133,21 @@ func (m Matrix) Validate(cpus int) error {
 				return fmt.Errorf("%d co-runner VMs: want 1 to %d", c, MaxCorunners)
 			}
 		}
-		if dup := firstDup(m.Corunners); dup != 0 {
+		if dup, ok := firstDup(m.Corunners); ok {
 			return fmt.Errorf("co-runner VM count %d given twice", dup)
 		}
 	}
 	return nil
 }
 
-func firstDup[T comparable](list []T) T {
-	var zero T
+func firstDup[T comparable](list []T) (T, bool) {
 	for i, v := range list {
 		if slices.Contains(list[:i], v) {
-			return v
+			return v, true
 		}
 	}
-	return zero
+	var zero T
+	return zero, false
 }
 
 func (m Matrix) needsCorunner() bool {
@@ -166,7 +165,14 @@ type Group struct {
 	Scenario  Scenario
 	VCPUs     int // the matrix vCPU count
 	Corunners int // co-runner VMs; 0 in the baseline
-	Keys      []results.Key
+	Cells     []Cell
+}
+
+// Cell is one cell of the matrix: its key in the results, which records
+// the mode by name, and the mode it runs with.
+type Cell struct {
+	Key  results.Key
+	Mode hybridsync.Mode
 }
 
 // RunnerVCPUs is how many vCPUs the group's runner has.
@@ -196,11 +202,11 @@ func (m Matrix) Groups() []Group {
 			for _, c := range counts {
 				g := Group{Scenario: sc, VCPUs: v, Corunners: c}
 				for _, mode := range m.Modes {
-					k := results.Key{Scenario: sc.Name, Corunners: c, VCPUs: v, Mode: mode}
+					k := results.Key{Scenario: sc.Name, Corunners: c, VCPUs: v, Mode: mode.String()}
 					if sc.Corunner {
 						k.Corunner = m.Corunner
 					}
-					g.Keys = append(g.Keys, k)
+					g.Cells = append(g.Cells, Cell{Key: k, Mode: mode})
 				}
 				gs = append(gs, g)
 			}
@@ -213,7 +219,9 @@ func (m Matrix) Groups() []Group {
 func (m Matrix) Keys() []results.Key {
 	var ks []results.Key
 	for _, g := range m.Groups() {
-		ks = append(ks, g.Keys...)
+		for _, c := range g.Cells {
+			ks = append(ks, c.Key)
+		}
 	}
 	return ks
 }

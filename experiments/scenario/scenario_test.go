@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 func TestTableI(t *testing.T) {
@@ -41,7 +42,7 @@ func TestScaledVCPUs(t *testing.T) {
 }
 
 func TestGroupsExpandTheMatrix(t *testing.T) {
-	m := Matrix{Scenarios: []string{Shared1, Shared2, Baseline}, Corunner: "while1", Corunners: []int{1, 3}, VCPUs: []int{1, 2}, Modes: []string{"spin", "block"}}
+	m := Matrix{Scenarios: []string{Shared1, Shared2, Baseline}, Corunner: "while1", Corunners: []int{1, 3}, VCPUs: []int{1, 2}, Modes: []hybridsync.Mode{hybridsync.ModeSpin, hybridsync.ModeBlock}}
 	if err := m.Validate(2); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestGroupsExpandTheMatrix(t *testing.T) {
 }
 
 func TestBaselineOnlyNeedsNoCorunner(t *testing.T) {
-	m := Matrix{Scenarios: []string{Baseline}, VCPUs: []int{2}, Modes: []string{"block"}}
+	m := Matrix{Scenarios: []string{Baseline}, VCPUs: []int{2}, Modes: []hybridsync.Mode{hybridsync.ModeBlock}}
 	if err := m.Validate(2); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestBaselineOnlyNeedsNoCorunner(t *testing.T) {
 }
 
 func TestValidateRejects(t *testing.T) {
-	good := Matrix{Scenarios: []string{Shared1, Baseline}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1, 2}, Modes: []string{"spin"}}
+	good := Matrix{Scenarios: []string{Shared1, Baseline}, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1, 2}, Modes: []hybridsync.Mode{hybridsync.ModeSpin}}
 	for name, mut := range map[string]func(*Matrix){
 		"unknown scenario":   func(m *Matrix) { m.Scenarios = []string{"shared9"} },
 		"too many vCPUs":     func(m *Matrix) { m.VCPUs = []int{3} },
@@ -105,7 +106,9 @@ func TestValidateRejects(t *testing.T) {
 		"5 co-runner VMs":    func(m *Matrix) { m.Corunners = []int{5} },
 		"no co-runner count": func(m *Matrix) { m.Corunners = nil },
 		"no modes":           func(m *Matrix) { m.Modes = nil },
-		"duplicate mode":     func(m *Matrix) { m.Modes = []string{"spin", "spin"} },
+		"duplicate mode":     func(m *Matrix) { m.Modes = []hybridsync.Mode{hybridsync.ModeSpin, hybridsync.ModeSpin} },
+		// hybrid is Mode's zero value, which a duplicate must not hide behind.
+		"duplicate hybrid":   func(m *Matrix) { m.Modes = []hybridsync.Mode{hybridsync.ModeHybrid, hybridsync.ModeHybrid} },
 		"duplicate vCPUs":    func(m *Matrix) { m.VCPUs = []int{1, 1} },
 		"duplicate scenario": func(m *Matrix) { m.Scenarios = []string{Shared1, Shared1} },
 	} {

@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
@@ -95,7 +96,7 @@ func TestCreateRunDestroy(t *testing.T) {
 		t.Errorf("work not calibrated")
 	}
 	var pid int
-	r, err := e.Run(t.Context(), backend.Workload{Config: loop(200), Device: "sim", Mode: "spin"}, func(p int) { pid = p })
+	r, err := e.Run(t.Context(), backend.Workload{Config: loop(200), Device: "sim", Mode: hybridsync.ModeSpin}, func(p int) { pid = p })
 	if err != nil {
 		t.Fatal(err)
 	}

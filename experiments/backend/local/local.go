@@ -34,7 +34,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // Backend is the local backend.
@@ -200,14 +199,12 @@ func (e *env) Corunners() []int {
 
 // Run runs w in the runner VM.
 func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (workload.Result, error) {
-	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd, Mode: w.Mode}
+	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd}
 	var stdout io.Writer = io.Discard
-	if w.Cmd == "" {
-		mode, err := hybridsync.ParseMode(w.Mode)
-		if err != nil {
-			return workload.Result{}, err
-		}
-		s.Loop = &loopSpec{Config: w.Config, Device: w.Device, Mode: mode}
+	if w.Cmd != "" {
+		s.Mode = w.Mode.String()
+	} else {
+		s.Loop = &loopSpec{Config: w.Config, Device: w.Device, Mode: w.Mode}
 		s.Hold = w.Hold != nil
 		stdout = nil // read through a pipe: the result comes before the exit
 	}

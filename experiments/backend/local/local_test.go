@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
 
@@ -78,7 +79,7 @@ func TestSharedNoIsolation(t *testing.T) {
 		t.Fatalf("%d co-runners, want 2", len(pids))
 	}
 	var runnerPid int
-	r, err := env.Run(context.Background(), backend.Workload{Config: loop, Device: "sim", Mode: "block"}, func(pid int) {
+	r, err := env.Run(context.Background(), backend.Workload{Config: loop, Device: "sim", Mode: hybridsync.ModeBlock}, func(pid int) {
 		runnerPid = pid
 		// The whole VM process is confined to its CPUs from the start.
 		if got := status(t, pid, "Cpus_allowed_list"); got != strconv.Itoa(cpu) {
@@ -117,14 +118,14 @@ func TestCommandWorkload(t *testing.T) {
 	}
 	defer env.Destroy()
 	check := fmt.Sprintf(`test "$HYBRIDSYNC_MODE" = block && grep -q "^Cpus_allowed_list:[[:space:]]*%d$" /proc/self/status`, cpu)
-	r, err := env.Run(context.Background(), backend.Workload{Cmd: check, Mode: "block"}, nil)
+	r, err := env.Run(context.Background(), backend.Workload{Cmd: check, Mode: hybridsync.ModeBlock}, nil)
 	if err != nil {
 		t.Fatalf("mode and confinement check failed: %v", err)
 	}
 	if r.WallS <= 0 {
 		t.Errorf("wall %v", r.WallS)
 	}
-	if _, err := env.Run(context.Background(), backend.Workload{Cmd: check, Mode: "spin"}, nil); err == nil {
+	if _, err := env.Run(context.Background(), backend.Workload{Cmd: check, Mode: hybridsync.ModeSpin}, nil); err == nil {
 		t.Error("a failing command (wrong mode) reported success")
 	}
 }
@@ -198,7 +199,7 @@ func TestSharedIsolation(t *testing.T) {
 	if !strings.Contains(string(procs), strconv.Itoa(env.Corunners()[0])) {
 		t.Errorf("co-runner not in its cgroup: %q", procs)
 	}
-	_, err = env.Run(context.Background(), backend.Workload{Config: loop, Device: "sim", Mode: "spin"}, func(pid int) {
+	_, err = env.Run(context.Background(), backend.Workload{Config: loop, Device: "sim", Mode: hybridsync.ModeSpin}, func(pid int) {
 		b, _ := os.ReadFile(filepath.Join(dir("runner"), "cgroup.procs"))
 		if !strings.Contains(string(b), strconv.Itoa(pid)) {
 			t.Errorf("runner %d not in its cgroup before it starts: %q", pid, b)

@@ -102,7 +102,14 @@ func (g *guest) read(r io.Reader, out chan<- Job) {
 		}
 		var j Job
 		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
-			g.send(Reply{Type: TypeError, Error: "bad job line: " + err.Error()})
+			// Answer by the job's id where it has one (a job with an
+			// unknown mode, say), so that the host waiting for it hears
+			// why now, not at its timeout.
+			var id struct {
+				ID int `json:"id"`
+			}
+			json.Unmarshal(sc.Bytes(), &id)
+			g.send(Reply{Type: TypeError, ID: id.ID, Error: "bad job line: " + err.Error()})
 			continue
 		}
 		out <- j
@@ -158,8 +165,7 @@ func (g *guest) do(j Job) Reply {
 // loop runs the NAMD-like loop with one thread per vCPU, as the local
 // backend's runner process does, and adds the CPU time it took.
 func (g *guest) loop(j Job) (*workload.Result, error) {
-	mode, _ := hybridsync.ParseMode(j.Mode)
-	cfg, err := workload.SimConfigFor(mode, j.Threshold, HintPage)
+	cfg, err := workload.SimConfigFor(j.Mode, j.Threshold, HintPage)
 	if err != nil {
 		return nil, err
 	}

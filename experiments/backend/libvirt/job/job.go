@@ -63,7 +63,7 @@ type Job struct {
 	Kind string `json:"kind"`
 	// Loop.
 	Config workload.Config `json:"config,omitzero"`
-	Mode   string          `json:"mode,omitempty"`
+	Mode   hybridsync.Mode `json:"mode,omitempty"`
 	// Threshold is where the loop's waits take the remaining slice from
 	// (workload.Threshold*): hints reads HintPage, the page `vgpu-probe
 	// guest` exposes; "" leaves it to the guest's environment.
@@ -81,8 +81,9 @@ func (j Job) Validate() error {
 	switch j.Kind {
 	case Serve, Ping, Poweroff:
 	case Loop:
-		if _, err := hybridsync.ParseMode(j.Mode); err != nil {
-			return err
+		// A Mode decoded from JSON is one of them; one set in Go may not be.
+		if !slices.Contains(hybridsync.Modes(), j.Mode.String()) {
+			return fmt.Errorf("loop job: unknown mode %v (want one of %v)", j.Mode, hybridsync.Modes())
 		}
 		if j.Threshold != "" && !slices.Contains(workload.Thresholds, j.Threshold) {
 			return fmt.Errorf("loop job: unknown threshold %q (want one of %v)", j.Threshold, workload.Thresholds)

@@ -2,6 +2,7 @@ package job
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"strings"
@@ -9,11 +10,12 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
 
 func loopJob() Job {
-	return Job{Kind: Loop, Mode: "spin", Config: workload.Config{Steps: 20, Work: 100, Profile: simdev.Fixed("k", 200*time.Microsecond, 0), Seed: 1}}
+	return Job{Kind: Loop, Mode: hybridsync.ModeSpin, Config: workload.Config{Steps: 20, Work: 100, Profile: simdev.Fixed("k", 200*time.Microsecond, 0), Seed: 1}}
 }
 
 func TestCmdlineRoundTrip(t *testing.T) {
@@ -39,9 +41,9 @@ func TestCmdlineRoundTrip(t *testing.T) {
 func TestValidateRejects(t *testing.T) {
 	bad := []Job{
 		{Kind: "reboot"},
-		{Kind: Loop, Mode: "nap", Config: loopJob().Config},
-		{Kind: Loop, Mode: "spin"},
-		{Kind: Loop, Mode: "hybrid", Config: loopJob().Config, Threshold: "oracle"},
+		{Kind: Loop, Mode: hybridsync.Mode(99), Config: loopJob().Config},
+		{Kind: Loop, Mode: hybridsync.ModeSpin},
+		{Kind: Loop, Mode: hybridsync.ModeHybrid, Config: loopJob().Config, Threshold: "oracle"},
 		{Kind: Calibrate},
 		{Kind: Gaps, Seconds: -1},
 		{Kind: Corunner, Corunner: "fork-bomb"},
@@ -126,10 +128,34 @@ func TestServe(t *testing.T) {
 
 func TestOneShotError(t *testing.T) {
 	out := &bytes.Buffer{}
-	if err := RunGuest(Job{Kind: Loop, Mode: "nap"}, pipePort{Reader: strings.NewReader(""), out: out}); err == nil {
+	if err := RunGuest(Job{Kind: Loop, Mode: hybridsync.Mode(99)}, pipePort{Reader: strings.NewReader(""), out: out}); err == nil {
 		t.Fatal("no error")
 	}
 	if rs := replies(t, out); len(rs) != 1 || rs[0].Type != TypeError {
 		t.Errorf("replies %+v, want one error", rs)
+	}
+}
+
+// A job naming an unknown mode is refused with an error that names it,
+// from the kernel command line and from the port, where the reply carries
+// the job's id.
+func TestBadMode(t *testing.T) {
+	line := `{"id":7,"kind":"loop","mode":"nap","config":{"steps":20}}`
+	if _, err := ParseCmdlineValue(base64.RawURLEncoding.EncodeToString([]byte(line))); err == nil || !strings.Contains(err.Error(), `unknown mode "nap"`) {
+		t.Errorf("cmdline: %v, want unknown mode \"nap\"", err)
+	}
+	in := strings.NewReader(line + "\n" + `{"id":8,"kind":"poweroff"}` + "\n")
+	out := &bytes.Buffer{}
+	if err := RunGuest(Job{Kind: Serve}, pipePort{Reader: in, out: out}); err != nil {
+		t.Fatal(err)
+	}
+	var got []Reply
+	for _, r := range replies(t, out) {
+		if r.Type == TypeError {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 1 || got[0].ID != 7 || !strings.Contains(got[0].Error, `unknown mode "nap"`) {
+		t.Errorf("error replies %+v, want one for job 7 naming the mode", got)
 	}
 }
