@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
@@ -182,11 +183,7 @@ func Median(rs []Result) Result {
 		for i, r := range rs {
 			v[i] = f(r)
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return stats.Median(v)
 	}
 	byWall := slices.Clone(rs)
 	slices.SortFunc(byWall, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })

@@ -22,6 +22,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,7 +134,7 @@ func checkTopology(t backend.Topology) error {
 			return fmt.Errorf("VM %s has no vCPUs", vm.Name)
 		}
 		for _, c := range vm.CPUs {
-			if !contains(online, c) {
+			if !slices.Contains(online, c) {
 				return fmt.Errorf("VM %s: cpu %d is not one this process may use (%v)", vm.Name, c, online)
 			}
 		}
@@ -142,15 +143,6 @@ func checkTopology(t backend.Topology) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func (e *env) startCorunner(vm backend.VM, co backend.Load) error {
