@@ -69,8 +69,31 @@ func sub(a, b uint64) uint64 {
 
 // Corunner is a task group that took the CPU from a thread.
 type Corunner struct {
-	TGID          uint32  `json:"tgid"`
-	Comm          string  `json:"comm"`
+	TGID uint32 `json:"tgid"`
+	Comm string `json:"comm"`
+	// Key is the stable name it is attributed to (see CorunnerWait.Key).
+	Key           string  `json:"key"`
+	Preemptions   uint64  `json:"preemptions"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+}
+
+// Keys of co-runners that are not a task group's own.
+const (
+	// CorunnerThrottled is the idle task: the thread was throttled by CPU
+	// bandwidth control and nothing else wanted the CPU.
+	CorunnerThrottled = "(throttled)"
+	// CorunnerOther sums the keys beyond a target's cap.
+	CorunnerOther = "(other)"
+)
+
+// CorunnerWait is how long a target's threads waited, since they were
+// first watched and while tracing, behind one co-runner key.
+type CorunnerWait struct {
+	// Key is stable for as long as the co-runner lives: the domain name
+	// when it is a thread of a watched domain's process, else its cgroup
+	// path (starting with "/"), CorunnerThrottled or CorunnerOther. A
+	// domain name never contains "/", so the two cannot be confused.
+	Key           string  `json:"key"`
 	Preemptions   uint64  `json:"preemptions"`
 	WaitedSeconds float64 `json:"waited_seconds"`
 }
@@ -256,6 +279,10 @@ type Target struct {
 	PeriodUS int64    `json:"period_us,omitempty"`
 	QuotaUS  int64    `json:"quota_us,omitempty"`
 	Threads  []Thread `json:"threads"`
+	// Corunners are the co-runners of all its threads by key, capped (the
+	// cap's first keys stay, the rest are summed as CorunnerOther), sorted
+	// by key.
+	Corunners []CorunnerWait `json:"corunners,omitempty"`
 }
 
 // Snapshot is what `vgpu-probe agent --once --json` prints and

@@ -103,6 +103,7 @@ type Monitor struct {
 	watched map[uint32]*watch         // guarded by mu
 	history []sample                  // oldest first; guarded by mu
 	traced  traceLog                  // guarded by mu
+	corun   attribution               // guarded by mu
 
 	timeline *timeline
 }
@@ -354,7 +355,10 @@ func (m *Monitor) Snapshot() model.Snapshot {
 	if err != nil {
 		m.log.Warn().Err(err).Msg("reading corunners")
 	}
-	for _, t := range m.targets {
+	m.corun.forget(corunners, m.targets)
+	domains := domainTGIDs(m.targets)
+	for key, t := range m.targets {
+		var all []model.Corunner
 		mt := model.Target{Name: t.Name, Kind: string(t.Kind), PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS, Threads: []model.Thread{}}
 		for _, th := range t.Threads {
 			tid := uint32(th.TID)
@@ -376,9 +380,12 @@ func (m *Monitor) Snapshot() model.Snapshot {
 				Tracing: m.traced.on,
 				Quota:   model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS},
 			})
-			mth.Corunners = topCorunners(corunners[tid], 5)
+			cs := m.corun.threadCorunners(corunners[tid], domains)
+			all = append(all, cs...)
+			mth.Corunners = cs[:min(len(cs), MaxCorunnerKeys)]
 			mt.Threads = append(mt.Threads, mth)
 		}
+		mt.Corunners = m.corun.totals(key, all)
 		snap.Targets = append(snap.Targets, mt)
 	}
 	slices.SortFunc(snap.Targets, func(a, b model.Target) int {
@@ -397,15 +404,6 @@ func (m *Monitor) base(tid uint32, w *watch) (*model.Counters, uint64) {
 		}
 	}
 	return w.start, w.sinceNs
-}
-
-func topCorunners(cs []bpfload.Corunner, n int) []model.Corunner {
-	slices.SortFunc(cs, func(a, b bpfload.Corunner) int { return cmp.Compare(b.WaitedNs, a.WaitedNs) })
-	var out []model.Corunner
-	for _, c := range cs[:min(n, len(cs))] {
-		out = append(out, model.Corunner{TGID: c.TGID, Comm: c.Comm, Preemptions: c.Count, WaitedSeconds: float64(c.WaitedNs) / 1e9})
-	}
-	return out
 }
 
 // monoNow is CLOCK_MONOTONIC, bpf_ktime_get_ns's clock.
