@@ -59,18 +59,34 @@ func dial() (*lv.Libvirt, error) {
 	}
 }
 
+// Explicit says the tests were asked for by name (make e2e sets
+// VGPU_E2E=1): then a missing prerequisite is a failure, not a skip, so
+// that the target cannot pass without testing anything.
+func Explicit() bool { return os.Getenv("VGPU_E2E") == "1" }
+
+// Unavailable skips the test for a missing prerequisite, or fails it,
+// naming the prerequisite, where the test was asked for explicitly.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Explicit() {
+		t.Fatalf("missing prerequisite (the test was asked for with VGPU_E2E=1): "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 // Connect returns a connection to libvirtd, closed in t.Cleanup. It skips
-// the test when libvirtd is not reachable. It also holds the host-wide test
-// lock until the test ends (see lock).
+// the test when libvirtd is not reachable (fails it when asked for
+// explicitly). It also holds the host-wide test lock until the test ends
+// (see lock).
 func Connect(t testing.TB) *lv.Libvirt {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("libvirt tests need root (qemu:///system); %s", skipHint)
+		Unavailable(t, "libvirt tests need root (qemu:///system); %s", skipHint)
 	}
 	lock(t)
 	l, err := dial()
 	if err != nil {
-		t.Skipf("libvirtd not running at %s (%v): %s", Socket(), err, skipHint)
+		Unavailable(t, "libvirtd not running at %s (%v): %s", Socket(), err, skipHint)
 	}
 	t.Cleanup(func() { l.Disconnect() })
 	return l

@@ -27,7 +27,7 @@ func jobImage(t *testing.T) string {
 	t.Helper()
 	dir := vmimages.DefaultDir()
 	if b, err := os.ReadFile(filepath.Join(dir, "stamp")); err != nil || !strings.Contains(string(b), "\n") || strings.Contains(string(b), "none") {
-		t.Skipf("the vm image in %s has no vgpu-probe: build it with make vmimage", dir)
+		libvirttest.Unavailable(t, "the vm image in %s has no vgpu-probe: build it with make vmimage", dir)
 	}
 	return dir
 }
