@@ -82,6 +82,8 @@ const (
 	// CorunnerThrottled is the idle task: the thread was throttled by CPU
 	// bandwidth control and nothing else wanted the CPU.
 	CorunnerThrottled = "(throttled)"
+	// CorunnerSelf is the target's own process (another of its threads).
+	CorunnerSelf = "(self)"
 	// CorunnerOther sums the keys beyond a target's cap.
 	CorunnerOther = "(other)"
 )
@@ -91,7 +93,8 @@ const (
 type CorunnerWait struct {
 	// Key is stable for as long as the co-runner lives: the domain name
 	// when it is a thread of a watched domain's process, else its cgroup
-	// path (starting with "/"), CorunnerThrottled or CorunnerOther. A
+	// path (starting with "/"), or one of CorunnerThrottled, CorunnerSelf
+	// and CorunnerOther. A
 	// domain name never contains "/", so the two cannot be confused.
 	Key           string  `json:"key"`
 	Preemptions   uint64  `json:"preemptions"`

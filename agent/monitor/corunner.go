@@ -39,10 +39,14 @@ type attribution struct {
 }
 
 // keyOf returns the stable key of the task group tgid; domains maps the
-// tgid of each watched domain's process to its name.
-func (a *attribution) keyOf(tgid uint32, domains map[uint32]string) string {
+// tgid of each watched domain's process to its name, self holds the
+// processes of the target the co-runner took the CPU from.
+func (a *attribution) keyOf(tgid uint32, domains map[uint32]string, self map[uint32]bool) string {
 	if tgid == 0 {
 		return model.CorunnerThrottled
+	}
+	if self[tgid] {
+		return model.CorunnerSelf
 	}
 	if name, ok := domains[tgid]; ok {
 		return name
@@ -85,7 +89,7 @@ func (a *attribution) forget(byTID map[uint32][]bpfload.Corunner, live map[strin
 
 // totals sums a target's co-runners by key, and caps the keys: the first
 // MaxCorunnerKeys seen (the biggest first) keep their name for as long as
-// the target is watched, model.CorunnerThrottled always does.
+// the target is watched; the reserved keys always do.
 func (a *attribution) totals(target string, cs []model.Corunner) []model.CorunnerWait {
 	by := map[string]*model.CorunnerWait{}
 	for _, c := range cs {
@@ -116,10 +120,11 @@ func (a *attribution) totals(target string, cs []model.Corunner) []model.Corunne
 	other := model.CorunnerWait{Key: model.CorunnerOther}
 	capped := false
 	for _, w := range ranked {
-		if !adm[w.Key] && w.Key != model.CorunnerThrottled && w.Key != model.CorunnerOther && len(adm) < MaxCorunnerKeys {
+		reserved := w.Key == model.CorunnerThrottled || w.Key == model.CorunnerSelf
+		if !adm[w.Key] && !reserved && w.Key != model.CorunnerOther && len(adm) < MaxCorunnerKeys {
 			adm[w.Key] = true
 		}
-		if adm[w.Key] || w.Key == model.CorunnerThrottled {
+		if adm[w.Key] || reserved {
 			out = append(out, *w)
 			continue
 		}
@@ -134,19 +139,28 @@ func (a *attribution) totals(target string, cs []model.Corunner) []model.Corunne
 	return out
 }
 
-// domainTGIDs maps the process of each watched domain to its name (the
-// tgid of its first thread that still exists).
-func domainTGIDs(live map[string]targets.Target) map[uint32]string {
+// domainTGIDs maps the processes of the watched domains to their names.
+// Must be called with Monitor.mu held.
+func (m *Monitor) domainTGIDs() map[uint32]string {
 	out := map[uint32]string{}
-	for _, t := range live {
+	for _, t := range m.targets {
 		if t.Kind != targets.KindDomain {
 			continue
 		}
-		for _, th := range t.Threads {
-			if tgid, err := tgidOf(th.TID); err == nil {
-				out[tgid] = t.Name
-				break
-			}
+		for tgid := range m.targetTGIDs(t) {
+			out[tgid] = t.Name
+		}
+	}
+	return out
+}
+
+// targetTGIDs are the processes of a target's watched threads. Must be
+// called with Monitor.mu held.
+func (m *Monitor) targetTGIDs(t targets.Target) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, th := range t.Threads {
+		if w := m.watched[uint32(th.TID)]; w != nil && w.tgid != 0 {
+			out[w.tgid] = true
 		}
 	}
 	return out
@@ -205,10 +219,10 @@ func parseCgroup(b []byte) (string, error) {
 
 // threadCorunners returns a thread's co-runners with their keys, the
 // biggest first.
-func (a *attribution) threadCorunners(cs []bpfload.Corunner, domains map[uint32]string) []model.Corunner {
+func (a *attribution) threadCorunners(cs []bpfload.Corunner, domains map[uint32]string, self map[uint32]bool) []model.Corunner {
 	out := make([]model.Corunner, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, model.Corunner{TGID: c.TGID, Comm: c.Comm, Key: a.keyOf(c.TGID, domains),
+		out = append(out, model.Corunner{TGID: c.TGID, Comm: c.Comm, Key: a.keyOf(c.TGID, domains, self),
 			Preemptions: c.Count, WaitedSeconds: float64(c.WaitedNs) / 1e9})
 	}
 	slices.SortFunc(out, func(x, y model.Corunner) int { return cmp.Compare(y.WaitedSeconds, x.WaitedSeconds) })

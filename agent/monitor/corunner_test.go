@@ -43,9 +43,16 @@ func TestCorunnerKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tgid, err := tgidOf(os.Getpid())
+	if err != nil || tgid != self {
+		t.Fatalf("tgidOf(self) = %d, %v; want %d", tgid, err, self)
+	}
+	m := New(nil, Options{})
 	live := map[string]targets.Target{"domain/guest2": {Kind: targets.KindDomain, Name: "guest2",
 		Threads: []targets.Thread{{TID: os.Getpid(), VCPU: 0}}}}
-	domains := domainTGIDs(live)
+	m.targets = live
+	m.watched[self] = &watch{refs: 1, tgid: tgid}
+	domains := m.domainTGIDs()
 	if domains[self] != "guest2" {
 		t.Fatalf("domainTGIDs = %v, want %d: guest2", domains, self)
 	}
@@ -53,14 +60,16 @@ func TestCorunnerKeys(t *testing.T) {
 	for _, c := range []struct {
 		tgid    uint32
 		domains map[uint32]string
+		self    map[uint32]bool
 		want    string
 	}{
-		{0, nil, model.CorunnerThrottled},
-		{self, domains, "guest2"},
-		{self, nil, cg},
-		{1 << 30, nil, model.CorunnerOther}, // no such process
+		{0, nil, nil, model.CorunnerThrottled},
+		{self, domains, nil, "guest2"},
+		{self, domains, map[uint32]bool{self: true}, model.CorunnerSelf},
+		{self, nil, nil, cg},
+		{1 << 30, nil, nil, model.CorunnerOther}, // no such process
 	} {
-		if got := a.keyOf(c.tgid, c.domains); got != c.want {
+		if got := a.keyOf(c.tgid, c.domains, c.self); got != c.want {
 			t.Errorf("keyOf(%d) = %q, want %q", c.tgid, got, c.want)
 		}
 	}
@@ -79,7 +88,8 @@ func TestCorunnerKeys(t *testing.T) {
 // changes.
 func TestCorunnerTotalsCap(t *testing.T) {
 	var a attribution
-	cs := []model.Corunner{{Key: model.CorunnerThrottled, Preemptions: 1, WaitedSeconds: 0.1}}
+	cs := []model.Corunner{{Key: model.CorunnerThrottled, Preemptions: 1, WaitedSeconds: 0.1},
+		{Key: model.CorunnerSelf, Preemptions: 1, WaitedSeconds: 0.1}}
 	for i := range MaxCorunnerKeys + 2 {
 		key := "/k" + string(rune('a'+i))
 		// Two threads behind the same key: summed.
@@ -87,8 +97,8 @@ func TestCorunnerTotalsCap(t *testing.T) {
 			model.Corunner{Key: key, Preemptions: 1, WaitedSeconds: 1})
 	}
 	first := a.totals("domain/vm1", cs)
-	if len(first) != MaxCorunnerKeys+2 {
-		t.Fatalf("%d keys, want %d named + throttled + other: %+v", len(first), MaxCorunnerKeys, first)
+	if len(first) != MaxCorunnerKeys+3 {
+		t.Fatalf("%d keys, want %d named + throttled + self + other: %+v", len(first), MaxCorunnerKeys, first)
 	}
 	byKey := map[string]model.CorunnerWait{}
 	for _, w := range first {

@@ -83,6 +83,7 @@ func (o *Options) defaults() {
 type watch struct {
 	refs    int
 	vcpu    int
+	tgid    uint32          // its process (0: unknown), for co-runner keys
 	sinceNs uint64          // CLOCK_MONOTONIC when first watched
 	start   *model.Counters // the kernel's counters then
 }
@@ -246,7 +247,8 @@ func (m *Monitor) ref(tid uint32, vcpu int) {
 		m.log.Warn().Err(err).Uint32("tid", tid).Msg("cannot watch thread")
 		return
 	}
-	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, sinceNs: monoNow(), start: &model.Counters{Kernel: k}}
+	tgid, _ := tgidOf(int(tid)) // 0 if it just exited: it will not run again
+	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, tgid: tgid, sinceNs: monoNow(), start: &model.Counters{Kernel: k}}
 }
 
 func (m *Monitor) unref(tid uint32) {
@@ -356,9 +358,10 @@ func (m *Monitor) Snapshot() model.Snapshot {
 		m.log.Warn().Err(err).Msg("reading corunners")
 	}
 	m.corun.forget(corunners, m.targets)
-	domains := domainTGIDs(m.targets)
+	domains := m.domainTGIDs()
 	for key, t := range m.targets {
 		var all []model.Corunner
+		self := m.targetTGIDs(t)
 		mt := model.Target{Name: t.Name, Kind: string(t.Kind), PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS, Threads: []model.Thread{}}
 		for _, th := range t.Threads {
 			tid := uint32(th.TID)
@@ -380,7 +383,7 @@ func (m *Monitor) Snapshot() model.Snapshot {
 				Tracing: m.traced.on,
 				Quota:   model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS},
 			})
-			cs := m.corun.threadCorunners(corunners[tid], domains)
+			cs := m.corun.threadCorunners(corunners[tid], domains, self)
 			all = append(all, cs...)
 			mth.Corunners = cs[:min(len(cs), MaxCorunnerKeys)]
 			mt.Threads = append(mt.Threads, mth)
