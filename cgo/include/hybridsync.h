@@ -15,11 +15,16 @@
  * Configuration, read by hs_init (or the first call that needs it):
  *   HYBRIDSYNC_MODE        hybrid (default), paper, spin, yield, block, cuda-auto
  *   HYBRIDSYNC_MAX_SPIN_US longest single spin in µs, or "inf" (default 10000)
+ *   HYBRIDSYNC_HINTS       path of the host agent's hint page (remaining time
+ *                          slice, contention): /dev/shm/vgpu-probe-hints in
+ *                          a guest; unset or unusable: estimated from spins
  *   HYBRIDSYNC_STATS       file the stats JSON is written to at exit; "%p" is
  *                          replaced by the process id
  *   HYBRIDSYNC_LOG         off (default), error, warn, info, debug: what goes
  *                          to stderr. Nothing is ever written to stdout.
  *   HYBRIDSYNC_CUDA_LIB    path of the CUDA driver library
+ *   HYBRIDSYNC_CUDART_LIB  path of the CUDA runtime library, used when the
+ *                          program has none loaded
  *   HYBRIDSYNC_INTERPOSE   1/0: replace the CUDA waits of the whole program
  *                          (default: 1 only when loaded through LD_PRELOAD)
  *

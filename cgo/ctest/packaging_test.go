@@ -1,0 +1,222 @@
+package ctest
+
+// The library as it is packaged: its SONAME and links, the CMake version
+// check, and the documentation of every variable it reads.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// headerVersion reads HYBRIDSYNC_VERSION_MAJOR and _MINOR from the header.
+func headerVersion(t *testing.T) (major, minor string) {
+	t.Helper()
+	root, _ := repoRoot()
+	b, err := os.ReadFile(filepath.Join(root, "cgo", "include", "hybridsync.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) string {
+		m := regexp.MustCompile(`#define ` + name + ` (\d+)`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("hybridsync.h defines no %s", name)
+		}
+		return string(m[1])
+	}
+	return get("HYBRIDSYNC_VERSION_MAJOR"), get("HYBRIDSYNC_VERSION_MINOR")
+}
+
+func readelfDynamic(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("readelf", "-d", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("readelf -d %s (binutils, installed with gcc): %v\n%s", path, err, out)
+	}
+	return string(out)
+}
+
+// TestSONAME: the installed library is libhybridsync.so.MAJOR.MINOR.PATCH
+// with SONAME libhybridsync.so.MAJOR, the major of the header's version,
+// reached through the .so.MAJOR and .so links; what links with
+// -lhybridsync records the SONAME, so a library of another major is never
+// loaded in its place.
+func TestSONAME(t *testing.T) {
+	need(t)
+	major, minor := headerVersion(t)
+	lib := filepath.Join(built.prefix, "lib")
+	soname := "libhybridsync.so." + major
+	for link, want := range map[string]string{"libhybridsync.so": soname, soname: ""} {
+		got, err := os.Readlink(filepath.Join(lib, link))
+		if err != nil {
+			t.Fatalf("%s: %v, want a symbolic link", link, err)
+		}
+		if want != "" && got != want {
+			t.Errorf("%s -> %s, want -> %s", link, got, want)
+		}
+		if link == soname && !strings.HasPrefix(got, soname+"."+minor+".") {
+			t.Errorf("%s -> %s, want -> %s.%s.PATCH (the header's version)", link, got, soname, minor)
+		}
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(lib, "libhybridsync.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(real); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("%s: %v %v, want a regular file, mode 0755", real, fi.Mode(), err)
+	}
+	if dyn := readelfDynamic(t, real); !strings.Contains(dyn, "Library soname: ["+soname+"]") {
+		t.Errorf("%s has not SONAME %s:\n%s", real, soname, dyn)
+	}
+	if dyn := readelfDynamic(t, filepath.Join(built.dir, "hsapp_so")); !strings.Contains(dyn, "Shared library: ["+soname+"]") {
+		t.Errorf("a program linked with -lhybridsync does not need %s:\n%s", soname, dyn)
+	}
+}
+
+// TestCMakeVersion: find_package(hybridsync VERSION) accepts the installed
+// version and older ones of the same major, and refuses newer ones and
+// other majors (write_basic_package_version_file's SameMajorVersion).
+func TestCMakeVersion(t *testing.T) {
+	need(t)
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake not installed (.ci/setup-cgo.sh installs it)")
+	}
+	major, minor := headerVersion(t)
+	root, _ := repoRoot()
+	src := filepath.Join(root, "cgo", "testdata", "cmake")
+	configure := func(want string) (string, string, error) {
+		bdir := t.TempDir()
+		cmd := exec.Command("cmake", "-S", src, "-B", bdir, "-DCMAKE_PREFIX_PATH="+built.prefix, "-DHS_WANT_VERSION="+want)
+		out, err := cmd.CombinedOutput()
+		return bdir, string(out), err
+	}
+	cur := major + "." + minor
+	for _, want := range []string{cur, cur + ".0", major, major + ".0", cur + "...<" + major + ".99"} {
+		if _, out, err := configure(want); err != nil {
+			t.Errorf("find_package(hybridsync %s): %v\n%s", want, err, out)
+		}
+	}
+	newer := major + "." + incr(t, minor)
+	for _, want := range []string{newer, incr(t, major) + ".0", newer + "...<" + major + ".99"} {
+		_, out, err := configure(want)
+		if err == nil || !strings.Contains(out, `compatible with requested version`) {
+			t.Errorf("find_package(hybridsync %s) against %s: %v, want it refused\n%s", want, cur, err, out)
+		}
+	}
+	// The imported target links the SONAME, as -lhybridsync does.
+	bdir, out, err := configure(cur)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := sh(bdir, "cmake", "--build", bdir, "--target", "consumer"); err != nil {
+		t.Fatal(err)
+	}
+	if dyn := readelfDynamic(t, filepath.Join(bdir, "consumer")); !strings.Contains(dyn, "Shared library: [libhybridsync.so."+major+"]") {
+		t.Errorf("the CMake consumer does not need libhybridsync.so.%s:\n%s", major, dyn)
+	}
+}
+
+// incr returns the decimal number n plus one.
+func incr(t *testing.T, n string) string {
+	t.Helper()
+	i, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(i + 1)
+}
+
+var envLiteral = regexp.MustCompile(`"(HYBRIDSYNC_[A-Z0-9_]*[A-Z0-9])"`)
+
+// envRead returns the HYBRIDSYNC_* variables the library's code names as
+// string literals: getenv calls in C, the Env* constants in Go. Test
+// files and programs (testdata) are not the library.
+func envRead(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	vars := map[string]bool{}
+	for _, dir := range []string{"cgo", "hybridsync"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			ext := filepath.Ext(path)
+			if d.IsDir() || strings.HasSuffix(path, "_test.go") || (ext != ".go" && ext != ".c" && ext != ".h") {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range envLiteral.FindAllSubmatch(b, -1) {
+				vars[string(m[1])] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The scan itself must work: these two are read for certain.
+	if !vars["HYBRIDSYNC_MODE"] || !vars["HYBRIDSYNC_CUDA_LIB"] {
+		t.Fatalf("the source scan found %v: it misses variables the library reads", sorted(vars))
+	}
+	return vars
+}
+
+func sorted(set map[string]bool) []string {
+	var s []string
+	for k := range set {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return s
+}
+
+// TestEnvironmentDocumented: every HYBRIDSYNC_* variable the library reads
+// has a line in the header's table, a row in docs/libhybridsync.md's table
+// and an entry in the man page, and none of them documents a variable the
+// library does not read.
+func TestEnvironmentDocumented(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := envRead(t, root)
+	docs := []struct {
+		file string
+		row  *regexp.Regexp // what documents a variable there
+	}{
+		{"cgo/include/hybridsync.h", regexp.MustCompile(`(?m)^ \*   (HYBRIDSYNC_[A-Z0-9_]+) `)},
+		{"docs/libhybridsync.md", regexp.MustCompile("(?m)^\\| `(HYBRIDSYNC_[A-Z0-9_]+)` \\|")},
+		{"cgo/libhybridsync.3", regexp.MustCompile(`(?m)^\.TP\n\.B (HYBRIDSYNC_[A-Z0-9_]+)$`)},
+	}
+	for _, d := range docs {
+		b, err := os.ReadFile(filepath.Join(root, d.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		documented := map[string]bool{}
+		for _, m := range d.row.FindAllSubmatch(b, -1) {
+			documented[string(m[1])] = true
+		}
+		for _, v := range sorted(read) {
+			if !documented[v] {
+				t.Errorf("%s: %s is read by the library but not documented", d.file, v)
+			}
+		}
+		for _, v := range sorted(documented) {
+			if !read[v] {
+				t.Errorf("%s documents %s, which the library does not read", d.file, v)
+			}
+		}
+	}
+	t.Logf("variables read: %v", sorted(read))
+}
