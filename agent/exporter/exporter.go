@@ -1,10 +1,14 @@
 package exporter
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +23,23 @@ import (
 // Source is what the exporter serves (*monitor.Monitor).
 type Source interface {
 	Snapshot() model.Snapshot
-	Timeline(name string, last time.Duration) ([]model.TimelineEvent, error)
+	TimelinePage(name string, last time.Duration, cur monitor.TimelineCursor, limit int) (monitor.TimelinePage, error)
 }
 
 var _ Source = (*monitor.Monitor)(nil)
 
-// MaxTimelineSeconds bounds /api/v1/timeline's seconds parameter.
-const MaxTimelineSeconds = 3600
+// Bounds of the API: what one request may cost.
+const (
+	// MaxTimelineSeconds bounds /api/v1/timeline's seconds parameter.
+	MaxTimelineSeconds = 3600
+	// DefaultTimelineLimit and MaxTimelineLimit are the events of one
+	// timeline page: at most ~3.5 MB of JSON and ~2 MB of memory.
+	DefaultTimelineLimit = 5000
+	MaxTimelineLimit     = 10000
+	// MaxHeavyRequests bounds the timeline and snapshot requests served
+	// at once; more get 503 with Retry-After.
+	MaxHeavyRequests = 4
+)
 
 // collector is one group of metrics, computed from a snapshot.
 type collector interface {
@@ -95,6 +109,7 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 		NewCollector(src, log),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		Errors,
 	}, extra...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -102,50 +117,156 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zerologAdapter{log}}))
-	mux.HandleFunc("GET /api/v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
+	heavy := newLimiter(MaxHeavyRequests)
+	mux.Handle("GET /api/v1/snapshot", heavy.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, src.Snapshot())
-	})
-	mux.HandleFunc("GET /api/v1/timeline", func(w http.ResponseWriter, r *http.Request) {
-		name := r.URL.Query().Get("domain")
-		if name == "" {
-			writeJSON(w, http.StatusBadRequest, apiError{"missing domain parameter"})
-			return
-		}
-		secs := 10.0
-		if s := r.URL.Query().Get("seconds"); s != "" {
-			v, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(v > 0) || v > MaxTimelineSeconds {
-				writeJSON(w, http.StatusBadRequest, apiError{"seconds must be a number in (0, 3600]"})
-				return
-			}
-			secs = v
-		}
-		evs, err := src.Timeline(name, time.Duration(secs*float64(time.Second)))
-		if errors.Is(err, monitor.ErrUnknownTarget) {
-			writeJSON(w, http.StatusNotFound, apiError{err.Error()})
-			return
-		}
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, timeline{Domain: name, Seconds: secs, Events: evs})
-	})
+	})))
+	mux.Handle("GET /api/v1/timeline", heavy.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serveTimeline(w, r, src)
+	})))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("vgpu-probe agent\n\n/metrics\n/api/v1/snapshot\n/api/v1/timeline?domain=NAME&seconds=N\n"))
+		_, _ = w.Write([]byte("vgpu-probe agent\n\n/metrics\n/api/v1/snapshot\n/api/v1/timeline?domain=NAME&seconds=N&limit=N&cursor=C\n"))
 	})
 	return mux, nil
+}
+
+// limiter turns requests beyond its capacity away at once (503 and
+// Retry-After) rather than queueing them: a queue would hold their memory.
+type limiter chan struct{}
+
+func newLimiter(n int) limiter { return make(limiter, n) }
+
+func (l limiter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case l <- struct{}{}:
+			defer func() { <-l }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, apiError{"busy: too many timeline and snapshot requests at once, retry later"})
+		}
+	})
+}
+
+// timelineQuery is /api/v1/timeline's parameters.
+type timelineQuery struct {
+	domain  string
+	seconds float64
+	limit   int
+	cursor  monitor.TimelineCursor
+}
+
+func parseTimelineQuery(q url.Values) (timelineQuery, error) {
+	tq := timelineQuery{domain: q.Get("domain"), seconds: 10, limit: DefaultTimelineLimit}
+	if tq.domain == "" {
+		return tq, errors.New("missing domain parameter")
+	}
+	if s := q.Get("seconds"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v > 0) || v > MaxTimelineSeconds {
+			return tq, fmt.Errorf("seconds must be a number in (0, %d]", MaxTimelineSeconds)
+		}
+		tq.seconds = v
+	}
+	if s := q.Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > MaxTimelineLimit {
+			return tq, fmt.Errorf("limit must be an integer in [1, %d]", MaxTimelineLimit)
+		}
+		tq.limit = v
+	}
+	if s := q.Get("cursor"); s != "" {
+		c, err := parseCursor(s)
+		if err != nil {
+			return tq, err
+		}
+		tq.cursor = c
+	}
+	return tq, nil
+}
+
+// The cursor is opaque to clients: the monitor's three numbers in hex.
+func formatCursor(c monitor.TimelineCursor) string {
+	return fmt.Sprintf("%x.%x.%x", c.Next, c.End, c.FromNs)
+}
+
+func parseCursor(s string) (monitor.TimelineCursor, error) {
+	var c monitor.TimelineCursor
+	parts := strings.Split(s, ".")
+	if len(parts) == 3 {
+		var err error
+		for i, p := range []*uint64{&c.Next, &c.End, &c.FromNs} {
+			if *p, err = strconv.ParseUint(parts[i], 16, 64); err != nil {
+				break
+			}
+		}
+		if err == nil && c.Next <= c.End {
+			return c, nil
+		}
+	}
+	return c, errors.New("cursor: not one this agent returned")
+}
+
+// serveTimeline writes one page, encoding event by event: the response
+// never exists whole in memory.
+func serveTimeline(w http.ResponseWriter, r *http.Request, src Source) {
+	tq, err := parseTimelineQuery(r.URL.Query())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	p, err := src.TimelinePage(tq.domain, time.Duration(tq.seconds*float64(time.Second)), tq.cursor, tq.limit)
+	if errors.Is(err, monitor.ErrUnknownTarget) {
+		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
+		return
+	}
+	head := timelineHead{Domain: tq.domain, Seconds: tq.seconds, Overwritten: p.Overwritten}
+	if p.More {
+		head.Next = formatCursor(p.Cursor)
+	}
+	b, err := json.Marshal(head)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// The head's fields, then the events, one a line.
+	bw := bufio.NewWriter(w)
+	bw.Write(b[:len(b)-1])
+	bw.WriteString(`,"events":[`)
+	enc := json.NewEncoder(bw)
+	for i := range p.Events {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+		if enc.Encode(&p.Events[i]) != nil {
+			return
+		}
+	}
+	bw.WriteString("]}\n")
+	_ = bw.Flush() // the client went away; nothing to do
 }
 
 type apiError struct {
 	Error string `json:"error"`
 }
 
-type timeline struct {
-	Domain  string                `json:"domain"`
-	Seconds float64               `json:"seconds"`
-	Events  []model.TimelineEvent `json:"events"`
+// timelineHead is a timeline page without its events. Next, present when
+// there is more, is the cursor of the next page; Overwritten counts the
+// events lost since the previous page because the reader fell behind.
+type timelineHead struct {
+	Domain      string  `json:"domain"`
+	Seconds     float64 `json:"seconds"`
+	Next        string  `json:"next,omitempty"`
+	Overwritten uint64  `json:"overwritten,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

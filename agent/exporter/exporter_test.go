@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +20,33 @@ import (
 )
 
 // fixed is a Source with a fixed snapshot, for checking the export format
-// (the numbers themselves are checked against the kernel in monitor).
-type fixed struct{ snap model.Snapshot }
+// (the numbers themselves are checked against the kernel in monitor), and
+// a timeline of events numbered by their TID; hold, when set, holds each
+// timeline request until it is closed.
+type fixed struct {
+	snap   model.Snapshot
+	events int
+	hold   chan struct{}
+}
 
 func (f fixed) Snapshot() model.Snapshot { return f.snap }
-func (f fixed) Timeline(name string, last time.Duration) ([]model.TimelineEvent, error) {
-	if name != "vm1" {
-		return nil, fmt.Errorf("timeline of %q: %w", name, monitor.ErrUnknownTarget)
+
+func (f fixed) TimelinePage(name string, _ time.Duration, cur monitor.TimelineCursor, limit int) (monitor.TimelinePage, error) {
+	if f.hold != nil {
+		<-f.hold
 	}
-	return []model.TimelineEvent{{TID: 11, VCPU: 0, OffUS: 4000, Preempted: true}}, nil
+	if name != "vm1" {
+		return monitor.TimelinePage{}, fmt.Errorf("timeline of %q: %w", name, monitor.ErrUnknownTarget)
+	}
+	if cur == (monitor.TimelineCursor{}) {
+		cur.End = uint64(f.events)
+	}
+	p := monitor.TimelinePage{}
+	for ; cur.Next < cur.End && len(p.Events) < limit; cur.Next++ {
+		p.Events = append(p.Events, model.TimelineEvent{TID: uint32(cur.Next), VCPU: 0, OffUS: 4000, Preempted: true})
+	}
+	p.Cursor, p.More = cur, cur.Next < cur.End
+	return p, nil
 }
 
 func testSnapshot() model.Snapshot {
@@ -49,7 +69,7 @@ func testSnapshot() model.Snapshot {
 }
 
 func TestMetrics(t *testing.T) {
-	c := NewCollector(fixed{testSnapshot()}, zerolog.Nop())
+	c := NewCollector(fixed{snap: testSnapshot()}, zerolog.Nop())
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +114,12 @@ vgpu_probe_agent_ring_drops_total 3
 }
 
 func mustHandler(t *testing.T) http.Handler {
-	h, err := NewHandler(fixed{testSnapshot()}, zerolog.Nop())
+	return handlerOf(t, fixed{snap: testSnapshot(), events: 1})
+}
+
+func handlerOf(t *testing.T, src Source) http.Handler {
+	t.Helper()
+	h, err := NewHandler(src, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +159,7 @@ func TestSnapshotAndTimelineAPI(t *testing.T) {
 	if len(snap.Targets) != 1 || snap.Targets[0].Kind != "domain" || len(snap.Targets[0].Threads) != 3 {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	if !strings.Contains(get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds=5", 200), `"tid": 11`) {
+	if !strings.Contains(get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds=5", 200), `"tid":0,`) {
 		t.Fatal("timeline lacks the event")
 	}
 	get(t, srv.URL+"/api/v1/timeline?domain=nope", 404)
@@ -142,4 +167,107 @@ func TestSnapshotAndTimelineAPI(t *testing.T) {
 	for _, bad := range []string{"x", "-1", "0", "NaN", "1e9"} {
 		get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds="+bad, 400)
 	}
+	for _, bad := range []string{"limit=0", "limit=10001", "limit=x", "cursor=x", "cursor=1.2", "cursor=5.4.0", "cursor=g.1.1"} {
+		get(t, srv.URL+"/api/v1/timeline?domain=vm1&"+bad, 400)
+	}
+}
+
+// TestTimelinePages: no page holds more than its limit (the default, or
+// the maximum whatever is asked), and following the cursors reads every
+// event once, in order.
+func TestTimelinePages(t *testing.T) {
+	srv := httptest.NewServer(handlerOf(t, fixed{events: 2*MaxTimelineLimit + 5}))
+	defer srv.Close()
+	type page struct {
+		Domain string `json:"domain"`
+		Next   string `json:"next"`
+		Events []struct {
+			TID uint32 `json:"tid"`
+		} `json:"events"`
+	}
+	read := func(query string) page {
+		var p page
+		if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/v1/timeline?domain=vm1"+query, 200)), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := read(""); len(p.Events) != DefaultTimelineLimit || p.Next == "" || p.Domain != "vm1" {
+		t.Fatalf("default page: %d events, next %q", len(p.Events), p.Next)
+	}
+	var (
+		got   []uint32
+		query = "&limit=" + strconv.Itoa(MaxTimelineLimit)
+	)
+	for pages := 1; ; pages++ {
+		p := read(query)
+		if len(p.Events) > MaxTimelineLimit {
+			t.Fatalf("page %d: %d events", pages, len(p.Events))
+		}
+		for _, e := range p.Events {
+			got = append(got, e.TID)
+		}
+		if p.Next == "" {
+			if pages != 3 {
+				t.Errorf("%d pages, want 3", pages)
+			}
+			break
+		}
+		query = "&limit=" + strconv.Itoa(MaxTimelineLimit) + "&cursor=" + url.QueryEscape(p.Next)
+	}
+	for i, tid := range got {
+		if tid != uint32(i) {
+			t.Fatalf("event %d is %d", i, tid)
+		}
+	}
+	if len(got) != 2*MaxTimelineLimit+5 {
+		t.Fatalf("read %d events, want %d", len(got), 2*MaxTimelineLimit+5)
+	}
+}
+
+// TestHeavyLimit: timeline and snapshot requests beyond MaxHeavyRequests
+// are turned away at once with 503 and Retry-After; /metrics still answers.
+func TestHeavyLimit(t *testing.T) {
+	hold := make(chan struct{})
+	srv := httptest.NewServer(handlerOf(t, fixed{snap: testSnapshot(), events: 3, hold: hold}))
+	defer srv.Close()
+	held := make(chan int, MaxHeavyRequests)
+	for range MaxHeavyRequests {
+		go func() {
+			resp, err := http.Get(srv.URL + "/api/v1/timeline?domain=vm1")
+			if err != nil {
+				held <- 0
+				return
+			}
+			resp.Body.Close()
+			held <- resp.StatusCode
+		}()
+	}
+	// Snapshots are not held: until the held timeline requests have taken
+	// every slot, a snapshot request gets in and is answered.
+	extra := 0
+	for {
+		resp, err := http.Get(srv.URL + "/api/v1/snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+			break
+		}
+		if extra++; extra > 1000 {
+			t.Fatal("the held timeline requests never filled the limit")
+		}
+	}
+	get(t, srv.URL+"/metrics", 200)
+	close(hold)
+	for range MaxHeavyRequests {
+		if code := <-held; code != 200 {
+			t.Errorf("held request: %d", code)
+		}
+	}
+	get(t, srv.URL+"/api/v1/timeline?domain=vm1", 200)
 }

@@ -32,7 +32,7 @@ func TestGPUMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h, err := NewHandler(fixed{testSnapshot()}, zerolog.Nop(), NewGPUCollector(s))
+	h, err := NewHandler(fixed{snap: testSnapshot()}, zerolog.Nop(), NewGPUCollector(s))
 	if err != nil {
 		t.Fatal(err)
 	}

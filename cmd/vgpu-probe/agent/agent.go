@@ -53,6 +53,8 @@ type Options struct {
 	Hints string
 	// TraceEvery and TraceWindow: see monitor.Options.
 	TraceEvery, TraceWindow time.Duration
+	// WebConfigFile is --web.config.file (serve.go): "" is plain HTTP.
+	WebConfigFile string
 
 	Ctx context.Context
 	Out io.Writer
@@ -117,6 +119,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.DurationVar(&o.TraceWindow, "trace-window", time.Second, "for this long each period")
 	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
 	addMitigateFlag(f, o)
+	addWebConfigFlag(f, o)
 	addHints(cmd, o)
 	return cmd
 }
@@ -147,6 +150,9 @@ func (o *Options) Validate() error {
 		}
 	}
 	if err := o.validateMitigate(); err != nil {
+		return err
+	}
+	if err := o.validateWeb(); err != nil {
 		return err
 	}
 	for _, p := range o.PIDs {

@@ -4,14 +4,33 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 )
+
+func addWebConfigFlag(f *pflag.FlagSet, o *Options) {
+	f.StringVar(&o.WebConfigFile, "web.config.file", "", "exporter-toolkit web config: TLS and basic auth for --listen (see docs/agent.md)")
+}
+
+// validateWeb reads --web.config.file and the certificate files it names,
+// so that a bad one fails at start, before any eBPF is loaded.
+func (o *Options) validateWeb() error {
+	if o.WebConfigFile == "" {
+		return nil
+	}
+	if o.Once > 0 {
+		return usage.Errorf("--web.config.file configures the server: it has no use with --once")
+	}
+	if err := exporter.ValidateWebConfig(o.WebConfigFile); err != nil {
+		return usage.Errorf("--web.config.file %s: %v", o.WebConfigFile, err)
+	}
+	return nil
+}
 
 func (o *Options) serve(ctx context.Context, m *monitor.Monitor) error {
 	var extra []prometheus.Collector
@@ -29,19 +48,6 @@ func (o *Options) serve(ctx context.Context, m *monitor.Monitor) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", o.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	o.Log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics, /api/v1/snapshot, /api/v1/timeline")
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving HTTP: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutting down HTTP server: %w", err)
-	}
-	return nil
+	return exporter.Serve(ctx, ln, h, exporter.ServeOptions{WebConfigFile: o.WebConfigFile, Log: o.Log})
 }
