@@ -3,7 +3,6 @@ package hints
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,7 +72,15 @@ type Options struct {
 	// Owner returns the uid and gid the page of a target whose thread is
 	// tid must belong to; default: the thread's, from /proc.
 	Owner func(tid int) (uid, gid int, err error)
+	// Failed is called for every failed attempt to create a target's
+	// page (the agent counts them); nil: only logged.
+	Failed func()
 }
+
+// RetryEvery is how often the page of a target that could not be
+// created (its owner could not be read, the chown or the open was
+// refused) is tried again while the target lasts.
+const RetryEvery = 5 * time.Second
 
 // Publisher keeps one page per target. Safe for concurrent use.
 type Publisher struct {
@@ -95,9 +102,10 @@ type Publisher struct {
 	unbatched bool   // a batch read failed (said once); guarded by refMu
 
 	mu      sync.Mutex
-	pages   map[string]*page   // by target key
-	files   map[string]string  // file name -> target key: never shared
-	threads map[uint32]*thread // by tid
+	pages   map[string]*page    // by target key
+	files   map[string]string   // file name -> target key: never shared
+	threads map[uint32]*thread  // by tid
+	failed  map[string]*failure // targets without a page, by key: retried
 	lag     lagLog
 	quiet   int
 	// kick tells Run that a thread's live block is the agent's again
@@ -106,6 +114,13 @@ type Publisher struct {
 
 	mappedNow, served, refused int // LiveStats
 	applied                    int // Applied
+}
+
+// failure is a target whose page could not be created.
+type failure struct {
+	target targets.Target
+	msg    string // the latest error, logged when it changes
+	n      int    // attempts that failed
 }
 
 type countersRef struct{ Counters }
@@ -154,7 +169,7 @@ func New(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
-		kick: make(chan struct{}, 1)}
+		failed: map[string]*failure{}, kick: make(chan struct{}, 1)}
 	p.SetCounters(opts.Counters)
 	return p, nil
 }
@@ -193,6 +208,7 @@ func (p *Publisher) Apply(ev targets.Event) {
 	key := ev.Target.Key()
 	pg := p.pages[key]
 	if ev.Kind == targets.Removed {
+		delete(p.failed, key)
 		if pg != nil {
 			p.drop(pg)
 		}
@@ -203,14 +219,70 @@ func (p *Publisher) Apply(ev targets.Event) {
 		pg = nil
 	}
 	if pg == nil {
-		var err error
-		if pg, err = p.create(ev.Target); err != nil {
-			p.opts.Log.Error().Err(err).Str("target", key).Msg("no hint page for this target")
-			return
-		}
+		p.tryCreate(ev.Target)
+		return
 	}
-	pg.quota, pg.period = clampU32(ev.Target.QuotaUS), clampU32(ev.Target.PeriodUS)
-	p.assign(pg, ev.Target)
+	p.update(pg, ev.Target)
+}
+
+func (p *Publisher) update(pg *page, t targets.Target) {
+	pg.quota, pg.period = clampU32(t.QuotaUS), clampU32(t.PeriodUS)
+	p.assign(pg, t)
+}
+
+// tryCreate creates t's page and fills it, or logs and counts the failure
+// and keeps t for retryFailed. A target with no threads yet waits for the
+// event that brings them. Must be called with mu held.
+func (p *Publisher) tryCreate(t targets.Target) {
+	key := t.Key()
+	if len(t.Threads) == 0 {
+		delete(p.failed, key)
+		return
+	}
+	pg, err := p.create(t)
+	if err == nil {
+		if f := p.failed[key]; f != nil {
+			p.opts.Log.Info().Str("target", key).Int("failed_attempts", f.n).Msg("hint page created after all")
+			delete(p.failed, key)
+		}
+		p.update(pg, t)
+		return
+	}
+	f := p.failed[key]
+	if f == nil {
+		f = &failure{}
+		p.failed[key] = f
+	}
+	f.target, f.n = t, f.n+1
+	if msg := err.Error(); msg != f.msg {
+		f.msg = msg
+		p.opts.Log.Error().Err(err).Str("target", key).Dur("retry_every", RetryEvery).Msg("no hint page for this target")
+	}
+	if p.opts.Failed != nil {
+		p.opts.Failed()
+	}
+}
+
+// retryFailed tries again to create the pages that could not be.
+func (p *Publisher) retryFailed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.failed {
+		p.tryCreate(f.target)
+	}
+}
+
+// Failing returns the keys of the targets that have no page because
+// creating it failed (retried every RetryEvery).
+func (p *Publisher) Failing() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := make([]string, 0, len(p.failed))
+	for k := range p.failed {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func clampU32(v int64) uint32 { return uint32(max(0, min(v, 1<<31))) }
@@ -228,11 +300,8 @@ func (pg *page) fits(t targets.Target) bool {
 	return true
 }
 
-// create must be called with mu held.
+// create must be called with mu held, for a target with threads.
 func (p *Publisher) create(t targets.Target) (*page, error) {
-	if len(t.Threads) == 0 {
-		return nil, errors.New("no threads yet")
-	}
 	file := hintpage.FileName(t.Name)
 	if other, ok := p.files[file]; ok && other != t.Key() {
 		return nil, fmt.Errorf("page file %s already belongs to %s", file, other)
@@ -252,12 +321,14 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	} else {
 		n := max(threadPageSlots, 2*len(t.Threads))
 		pg.w, err = hintpage.Create(path, min(n, hintpage.MaxSlots), 0, uid, gid)
-		for i := pg.w.Slots() - 1; err == nil && i >= 0; i-- {
-			pg.free = append(pg.free, i)
-		}
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !pg.vcpu {
+		for i := pg.w.Slots() - 1; i >= 0; i-- {
+			pg.free = append(pg.free, i)
+		}
 	}
 	p.pages[pg.key], p.files[file] = pg, pg.key
 	l := p.opts.Log.Info().Str("target", pg.key).Str("page", path).Int("uid", uid).Int("slots", pg.w.Slots())
@@ -396,11 +467,16 @@ func (p *Publisher) Run(ctx context.Context) {
 	period := p.refreshPeriod()
 	tm := time.NewTimer(period)
 	defer tm.Stop()
+	retry := time.NewTicker(RetryEvery)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			p.Close()
 			return
+		case <-retry.C:
+			p.retryFailed()
+			continue // the refresh keeps its own time
 		case <-p.kick:
 			// A live block came back to the agent: the next refresh
 			// is due within RefreshEvery, not a slow period away.

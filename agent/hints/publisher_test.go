@@ -206,3 +206,63 @@ func TestRefreshCounters(t *testing.T) {
 		pg.Close()
 	}
 }
+
+// A page that cannot be created (here: its directory went away) is logged,
+// counted and retried, never a crash, for both kinds of page.
+func TestPageCreationFailureCountedAndRetried(t *testing.T) {
+	for _, kind := range []targets.Kind{targets.KindPID, targets.KindDomain} {
+		t.Run(string(kind), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "hints")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			p, err := New(Options{Dir: dir, Log: zerolog.Nop(), Failed: func() { failed++ },
+				Owner: func(int) (int, int, error) { return os.Getuid(), os.Getgid(), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if err := os.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+			ev := added(kind, "vm1", 100)
+			p.Apply(ev)
+			key := ev.Target.Key()
+			if got := p.Failing(); failed != 1 || len(got) != 1 || got[0] != key {
+				t.Fatalf("after a failed create: %d failures counted, failing %v; want 1 and [%s]", failed, got, key)
+			}
+			p.retryFailed()
+			if failed != 2 {
+				t.Fatalf("a failed retry counted %d failures in all, want 2", failed)
+			}
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			p.retryFailed()
+			if got := p.Failing(); len(got) != 0 || failed != 2 {
+				t.Fatalf("after a retry that could succeed: failing %v, %d failures; want none and 2", got, failed)
+			}
+			r, err := hintpage.Map(p.Path("vm1"))
+			if err != nil {
+				t.Fatalf("the retried page: %v", err)
+			}
+			defer r.Close()
+			var s hintpage.Slot
+			if kind == targets.KindPID {
+				if err := r.FindTID(100, &s); err != nil {
+					t.Fatalf("the retried page lacks its thread: %v", err)
+				}
+			}
+			// A target that goes while failing is not retried.
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			p.Apply(added(kind, "vm2", 200))
+			p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: kind, Name: "vm2"}})
+			if got := p.Failing(); len(got) != 0 {
+				t.Fatalf("a removed target is still retried: %v", got)
+			}
+		})
+	}
+}

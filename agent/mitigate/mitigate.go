@@ -18,15 +18,20 @@ type Options struct {
 	Log   zerolog.Logger
 	// Sched is System unless a test plays another kernel.
 	Sched Sched
+	// Failed is called for every thread whose slice could not be read,
+	// set or restored (the agent counts them); nil: only logged. A
+	// thread that exited meanwhile is no failure.
+	Failed func()
 }
 
 // Mitigator sets the slice of the threads of the targets it is given and
 // restores them. It is safe for concurrent use.
 type Mitigator struct {
-	slice uint64 // ns
-	base  uint64 // the kernel's default slice, as getattr reports it
-	sched Sched
-	log   zerolog.Logger
+	slice  uint64 // ns
+	base   uint64 // the kernel's default slice, as getattr reports it
+	sched  Sched
+	log    zerolog.Logger
+	failed func()
 
 	mu      sync.Mutex
 	threads map[int]*thread  // by tid; guarded by mu
@@ -57,7 +62,10 @@ func New(o Options) (*Mitigator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log,
+	if o.Failed == nil {
+		o.Failed = func() {}
+	}
+	return &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log, failed: o.Failed,
 		threads: map[int]*thread{}, targets: map[string][]int{}}, nil
 }
 
@@ -150,7 +158,7 @@ func (m *Mitigator) unref(tid int) {
 	delete(m.threads, tid)
 	if t.applied {
 		if err := m.restore(tid, t.restore); err != nil {
-			m.log.Warn().Err(err).Msg("mitigation")
+			m.log.Error().Err(err).Msg("mitigation")
 		}
 	}
 }
@@ -160,7 +168,7 @@ func (m *Mitigator) apply(tid int) (restore uint64, ok bool) {
 	a, err := m.sched.Get(tid)
 	if err != nil {
 		if !gone(err) {
-			m.log.Warn().Err(err).Int("tid", tid).Msg("mitigation: reading scheduling attributes")
+			m.fail(err, tid, "mitigation: reading scheduling attributes")
 		}
 		return 0, false
 	}
@@ -178,7 +186,7 @@ func (m *Mitigator) apply(tid int) (restore uint64, ok bool) {
 	}
 	if err := m.sched.Set(tid, withRuntime(a, m.slice)); err != nil {
 		if !gone(err) {
-			m.log.Warn().Err(err).Int("tid", tid).Msg("mitigation: setting the slice")
+			m.fail(err, tid, "mitigation: setting the slice")
 		}
 		return 0, false
 	}
@@ -193,9 +201,16 @@ func (m *Mitigator) restore(tid int, runtime uint64) error {
 		err = m.sched.Set(tid, withRuntime(a, runtime))
 	}
 	if err != nil && !gone(err) {
+		m.failed()
 		return fmt.Errorf("restoring the slice of thread %d: %w", tid, err)
 	}
 	return nil
+}
+
+// fail logs and counts a thread left without the slice.
+func (m *Mitigator) fail(err error, tid int, msg string) {
+	m.log.Error().Err(err).Int("tid", tid).Msg(msg)
+	m.failed()
 }
 
 // gone: the thread exited, which is how targets usually go.

@@ -350,3 +350,39 @@ func TestUnsupportedKernel(t *testing.T) {
 		t.Error("a 1 s slice was accepted")
 	}
 }
+
+// refusingSched plays an agent without CAP_SYS_NICE: the check on its own
+// thread passes, and setting the slice of another user's thread (tid
+// refused) fails with err.
+type refusingSched struct {
+	fakeSched
+	refused int
+	err     error
+}
+
+func (r *refusingSched) Set(tid int, a *unix.SchedAttr) error {
+	if tid == r.refused {
+		return r.err
+	}
+	return r.fakeSched.Set(tid, a)
+}
+
+// A thread whose slice cannot be set is counted, not only logged; one that
+// exited meanwhile is not a failure.
+func TestRefusedThreadCounted(t *testing.T) {
+	target := targets.Target{Kind: targets.KindPID, Name: "4242", Threads: []targets.Thread{{TID: 4242, VCPU: -1}}}
+	for _, c := range []struct {
+		err  error
+		want int
+	}{{unix.EPERM, 1}, {unix.ESRCH, 0}} {
+		failed := 0
+		m, err := New(Options{Slice: slice, Sched: &refusingSched{refused: 4242, err: c.err}, Log: zerolog.Nop(), Failed: func() { failed++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Apply(targets.Event{Kind: targets.Added, Target: target})
+		if m.Mitigated(4242) || failed != c.want {
+			t.Errorf("%v: mitigated %v, %d failures counted; want false and %d", c.err, m.Mitigated(4242), failed, c.want)
+		}
+	}
+}
