@@ -1,20 +1,17 @@
 // Package apps is `vgpu-probe apps`: unmodified GPU programs (PyTorch,
 // CuPy, nvcc-built CUDA) under CUDA's default wait, CUDA's blocking-sync
 // mode and LD_PRELOAD=libhybridsync.so, each under the contention settings
-// of bench, interleaved, with one ratio table at the end.
+// of bench, interleaved, with one ratio table at the end. The suite itself
+// is experiments/suite.
 package apps
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,61 +19,20 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 )
 
-// Arms: how a program is run.
-//
-//	cuda-default   the command as is
-//	cuda-blocking  LD_PRELOAD=--blocksync (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)
-//	hybridsync     LD_PRELOAD=--lib (libhybridsync.so in its default mode)
-var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
-
-// Program is one program of the suite.
-type Program struct {
-	Name    string `json:"name"`
-	Command string `json:"command"`
-	// Seconds false: the program takes no --seconds flag.
-	Seconds *bool `json:"seconds,omitempty"`
-	// Ready is a line the program writes to stderr once it is set up,
-	// before its warm-up: the contention setting is put in place from
-	// then on, so that a slow start (Python importing PyTorch takes 4-5
-	// s of CPU) does not run under contention for nothing. Without it,
-	// the setting is in place before the program starts.
-	Ready string `json:"ready,omitempty"`
-	// InProcess: the program compares the arms itself, inside one
-	// process (experiments/apps/inproc.py), where separate processes
-	// vary more than the differences looked for. It runs once per
-	// repetition and setting, under the hybridsync arm's LD_PRELOAD,
-	// and each record of its result line's "rounds" becomes a run of its
-	// arm, paired with the other arms of the same round.
-	InProcess bool `json:"in_process,omitempty"`
-
-	argv []string // resolved: the command's words, argv[0] a path
-}
-
-// Options are apps' flags.
+// Options are apps' flags: the suite's matrix, and where its programs
+// and output come from and go.
 type Options struct {
-	Programs   []string
-	Suite      string
-	Only       []string
-	Dir        string
-	Arms       []string
-	Contention []string
-	Reps       int
-	CPU        int
-	Lib        string
-	Blocksync  string
-	Seconds    float64
-	OutDir     string
-	JSON       bool
-	Timeout    time.Duration
-	CapQuota   time.Duration
-	CapPeriod  time.Duration
-	From       []string
+	suite.Config
+	Program []string // --program NAME=COMMAND
+	Suite   string
+	OutDir  string
+	JSON    bool
+	From    []string
 
 	Out, Err io.Writer
-
-	progs []Program // resolved by complete
 }
 
 // NewCmd returns the apps command; runF replaces the run in tests.
@@ -147,7 +103,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if len(o.From) > 0 {
-				if len(o.Programs) > 0 || o.Suite != "" {
+				if len(o.Program) > 0 || o.Suite != "" {
 					return usage.Errorf("--from prints the table of earlier runs; it runs nothing (no --program or --suite)")
 				}
 				return summarizeFrom(o)
@@ -162,11 +118,11 @@ removed after each cell, also on Ctrl-C and failure.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.Programs, "program", nil, "a program as NAME=COMMAND (shell words; repeatable)")
+	f.StringArrayVar(&o.Program, "program", nil, "a program as NAME=COMMAND (shell words; repeatable)")
 	f.StringVar(&o.Suite, "suite", "", "a JSON file listing programs: [{\"name\":..,\"command\":..}, ...]")
 	f.StringSliceVar(&o.Only, "only", nil, "run only these programs (names from --suite or --program)")
 	f.StringVar(&o.Dir, "dir", ".", "directory the programs run in; relative paths in their commands are resolved there")
-	f.StringSliceVar(&o.Arms, "arms", Arms, "arms: "+strings.Join(Arms, ", "))
+	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.Arms, ", "))
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")
@@ -182,229 +138,62 @@ removed after each cell, also on Ctrl-C and failure.`,
 	return cmd
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-
-// complete validates the flags and resolves the programs.
+// complete reads the programs of --suite and --program and checks the
+// matrix.
 func (o *Options) complete() error {
-	if o.Reps <= 0 {
-		return errors.New("--reps must be positive")
-	}
-	if o.Seconds < 0 || o.Timeout <= 0 {
-		return errors.New("--seconds must be >= 0 and --timeout positive")
-	}
-	if o.CapQuota <= 0 || o.CapQuota > o.CapPeriod {
-		return errors.New("--cap-quota must be positive and at most --cap-period")
-	}
-	if len(o.Arms) == 0 || len(o.Contention) == 0 {
-		return errors.New("--arms and --contention must not be empty")
-	}
-	if err := uniqueIn("--arms", "arm", o.Arms, Arms); err != nil {
-		return err
-	}
-	if err := uniqueIn("--contention", "setting", o.Contention, corunner.Contentions); err != nil {
-		return err
-	}
-	if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("--dir %s: not a directory", o.Dir)
-	}
-	cpus, err := corunner.Online()
-	if err != nil {
-		return err
-	}
-	if o.CPU < 0 {
-		o.CPU = cpus[len(cpus)-1]
-	} else if !contains(cpus, o.CPU) {
-		return fmt.Errorf("--cpu %d: not one this process may use (%v)", o.CPU, cpus)
-	}
-	o.progs = nil
+	o.Programs = nil
 	if o.Suite != "" {
 		b, err := os.ReadFile(o.Suite)
 		if err != nil {
 			return fmt.Errorf("--suite: %w", err)
 		}
-		ps, err := ParseSuite(b)
+		ps, err := suite.ParseSuite(b)
 		if err != nil {
 			return fmt.Errorf("--suite %s: %w", o.Suite, err)
 		}
-		o.progs = append(o.progs, ps...)
+		o.Programs = ps
 	}
-	for _, p := range o.Programs {
+	for _, p := range o.Program {
 		name, command, ok := strings.Cut(p, "=")
 		if !ok {
 			return fmt.Errorf("--program %q: want NAME=COMMAND", p)
 		}
-		o.progs = append(o.progs, Program{Name: name, Command: command})
+		o.Programs = append(o.Programs, suite.Program{Name: name, Command: command})
 	}
-	if len(o.progs) == 0 {
-		return errors.New("no programs: give --suite or --program")
-	}
-	if len(o.Only) > 0 {
-		var names []string
-		for _, p := range o.progs {
-			names = append(names, p.Name)
-		}
-		if err := uniqueIn("--only", "program", o.Only, names); err != nil {
-			return err
-		}
-		var keep []Program
-		for _, p := range o.progs {
-			if contains(o.Only, p.Name) {
-				keep = append(keep, p)
-			}
-		}
-		o.progs = keep
-	}
-	seen := map[string]bool{}
-	for i := range o.progs {
-		p := &o.progs[i]
-		if !nameRE.MatchString(p.Name) {
-			return fmt.Errorf("program name %q: want letters, digits, '_', '.', '-'", p.Name)
-		}
-		if seen[p.Name] {
-			return fmt.Errorf("program %q given twice", p.Name)
-		}
-		seen[p.Name] = true
-		if err := p.resolve(o.Dir); err != nil {
-			return fmt.Errorf("program %s: %w", p.Name, err)
-		}
-		if p.InProcess && !contains(o.Arms, "hybridsync") {
-			return fmt.Errorf("program %s compares the arms in one process under --lib: --arms must include hybridsync", p.Name)
-		}
-	}
-	return o.completeShims()
+	return o.Check()
 }
 
-// completeShims checks the libraries the arms preload: --lib for the
-// hybridsync arm, --blocksync for cuda-blocking unless every program
-// compares the arms inside one process (which switches the mode itself).
-func (o *Options) completeShims() error {
-	separate := false
-	for _, p := range o.progs {
-		separate = separate || !p.InProcess
+func run(ctx context.Context, o *Options) error {
+	out := o.OutDir
+	if out == "" {
+		out = filepath.Join("results", "apps-"+time.Now().Format("20060102-150405"))
 	}
-	for _, need := range []struct {
-		arm, flag string
-		path      *string
-	}{{"cuda-blocking", "--blocksync", &o.Blocksync}, {"hybridsync", "--lib", &o.Lib}} {
-		if !contains(o.Arms, need.arm) || (need.arm == "cuda-blocking" && !separate) {
-			continue
-		}
-		if *need.path == "" {
-			return fmt.Errorf("the %s arm needs %s", need.arm, need.flag)
-		}
-		abs, err := filepath.Abs(*need.path)
-		if err == nil {
-			_, err = os.Stat(abs)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", need.flag, err)
-		}
-		*need.path = abs
+	o.Log = o.Err
+	runs, err := o.Run(ctx, out)
+	if errors.Is(err, suite.ErrExists) {
+		return usage.Wrap(err)
 	}
-	return nil
-}
-
-// ParseSuite reads a suite file: a JSON list of programs, or an object
-// with the list under "programs".
-func ParseSuite(b []byte) ([]Program, error) {
-	var ps []Program
-	if err := json.Unmarshal(b, &ps); err != nil {
-		var doc struct {
-			Programs []Program `json:"programs"`
-		}
-		if err2 := json.Unmarshal(b, &doc); err2 != nil {
-			return nil, err
-		}
-		ps = doc.Programs
-	}
-	if len(ps) == 0 {
-		return nil, errors.New("no programs in the suite")
-	}
-	for _, p := range ps {
-		if p.Name == "" || p.Command == "" {
-			return nil, errors.New("every program needs a name and a command")
-		}
-	}
-	return ps, nil
-}
-
-// resolve splits the command into words and checks that the program, and
-// a script given to an interpreter, exist.
-func (p *Program) resolve(dir string) error {
-	argv, err := SplitWords(p.Command)
 	if err != nil {
 		return err
 	}
-	if len(argv) == 0 {
-		return errors.New("empty command")
-	}
-	if strings.Contains(argv[0], "/") {
-		path := argv[0]
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			return fmt.Errorf("%s: not found", argv[0])
-		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return fmt.Errorf("%s: not an executable file", argv[0])
-		}
-		argv[0], _ = filepath.Abs(path)
-	} else {
-		path, err := exec.LookPath(argv[0])
-		if err != nil {
-			return fmt.Errorf("%s: not found in PATH", argv[0])
-		}
-		argv[0], _ = filepath.Abs(path)
-	}
-	// A script handed to an interpreter must exist too.
-	for _, a := range argv[1:] {
-		if strings.HasPrefix(a, "-") || !(strings.HasSuffix(a, ".py") || strings.HasSuffix(a, ".sh")) {
-			continue
-		}
-		path := a
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("%s: not found in %s", a, dir)
-		}
-	}
-	p.argv = argv
-	return nil
+	sum := suite.Summarized(runs, o.Names(), o.Contention, o.Arms)
+	sum.CPU, sum.Reps, sum.Out = o.CPU, o.Reps, out
+	sum.Write(filepath.Join(out, "summary.json"))
+	err = sum.Print(o.Out, o.Err, o.JSON)
+	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, suite.RunsName))
+	return err
 }
 
-// args returns the program's command line for a run.
-func (p *Program) args(seconds float64) []string {
-	a := append([]string(nil), p.argv...)
-	// A program that compares the arms in one process times its own
-	// rounds.
-	if seconds > 0 && !p.InProcess && (p.Seconds == nil || *p.Seconds) {
-		a = append(a, "--seconds", strconv.FormatFloat(seconds, 'f', -1, 64))
+// summarizeFrom prints the table of the runs in o.From, earlier runs
+// taken together.
+func summarizeFrom(o *Options) error {
+	runs, err := suite.ReadRuns(o.From)
+	if err != nil {
+		return usage.Errorf("--from: %v", err)
 	}
-	return a
-}
-
-func uniqueIn(flag, what string, list, valid []string) error {
-	seen := map[string]bool{}
-	for _, v := range list {
-		if !contains(valid, v) {
-			return fmt.Errorf("%s: unknown %s %q (want %s)", flag, what, v, strings.Join(valid, ", "))
-		}
-		if seen[v] {
-			return fmt.Errorf("%s: %q given twice", flag, v)
-		}
-		seen[v] = true
+	if len(runs) == 0 {
+		return usage.Errorf("--from: no runs in %s", strings.Join(o.From, ", "))
 	}
-	return nil
-}
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	programs, contentions, arms := suite.Present(runs)
+	return suite.Summarized(runs, programs, contentions, arms).Print(o.Out, o.Err, o.JSON)
 }

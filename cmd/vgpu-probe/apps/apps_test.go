@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 )
 
 func TestMain(m *testing.M) {
@@ -93,10 +94,10 @@ func standinMain() int {
 	}
 	if *rounds > 0 {
 		factor := map[string]float64{"cuda-default": 1.1, "cuda-blocking": 1.2, "hybridsync": 1.0}
-		var rs []Round
+		var rs []suite.Round
 		for r := range *rounds {
 			for _, arm := range []string{"hybridsync", "cuda-blocking", "cuda-default"} {
-				rs = append(rs, Round{Round: r, Arm: arm, Steps: 100, WallS: float64(r+1) * factor[arm], CPUS: c})
+				rs = append(rs, suite.Round{Round: r, Arm: arm, Steps: 100, WallS: float64(r+1) * factor[arm], CPUS: c})
 			}
 		}
 		b, _ := json.Marshal(map[string]any{"program": "standin", "steps": steps, "wall_s": wall, "cpu_s": c, "rounds": rs})
@@ -183,9 +184,9 @@ func readInfos(t *testing.T, dir string) []infoFile {
 	return out
 }
 
-func mustReadRuns(t *testing.T, path string) []Run {
+func mustReadRuns(t *testing.T, path string) []suite.Run {
 	t.Helper()
-	runs, err := readRuns(path)
+	runs, err := suite.ReadRuns([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestRunMatrix(t *testing.T) {
 	}
 	checkNothingLeft(t)
 
-	var sum Summary
+	var sum suite.Summary
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sum); err != nil {
@@ -277,7 +278,7 @@ func TestRunMatrix(t *testing.T) {
 			t.Errorf("row %d: %+v", i, row)
 		}
 		for j, a := range row.Arms {
-			if a.Arm != Arms[j] || a.Runs != reps || a.Failed != 0 || a.Ratio == nil || a.WallS <= 0 {
+			if a.Arm != suite.Arms[j] || a.Runs != reps || a.Failed != 0 || a.Ratio == nil || a.WallS <= 0 {
 				t.Errorf("%s/%s: %+v", row.Contention, a.Arm, a)
 			}
 		}
@@ -428,7 +429,7 @@ func TestFailures(t *testing.T) {
 			}
 		}
 	}
-	var sum Summary
+	var sum suite.Summary
 	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
@@ -469,22 +470,22 @@ func TestInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	suite := filepath.Join(dir, "suite.json")
+	suiteFile := filepath.Join(dir, "suite.json")
 	cmd := "env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " --work 1000 --rounds 4 --info " + info
 	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd, "in_process": true}, {"name": "plain", "command": cmd}})
-	os.WriteFile(suite, b, 0o644)
+	os.WriteFile(suiteFile, b, 0o644)
 	contention := []string{"none", "while1"}
 	if canCap(t) {
 		contention = append(contention, "cap")
 	}
-	stdout, stderr, err := execute(context.Background(), "--suite", suite, "--only", "ab", "--lib", lib, "--blocksync", blocksync,
+	stdout, stderr, err := execute(context.Background(), "--suite", suiteFile, "--only", "ab", "--lib", lib, "--blocksync", blocksync,
 		"--contention", strings.Join(contention, ","), "--cap-period", "40ms", "--cap-quota", "20ms",
 		"--reps", "2", "--seconds", "1", "--out", out, "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	checkNothingLeft(t)
-	var sum Summary
+	var sum suite.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
@@ -523,14 +524,14 @@ func TestInProcess(t *testing.T) {
 	}
 
 	// An in-process program needs the hybridsync arm, and must print rounds.
-	_, _, err = execute(context.Background(), "--suite", suite, "--only", "ab", "--blocksync", blocksync, "--arms", "cuda-default,cuda-blocking", "--out", filepath.Join(t.TempDir(), "o"))
+	_, _, err = execute(context.Background(), "--suite", suiteFile, "--only", "ab", "--blocksync", blocksync, "--arms", "cuda-default,cuda-blocking", "--out", filepath.Join(t.TempDir(), "o"))
 	if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), "must include hybridsync") {
 		t.Errorf("without the hybridsync arm: %v", err)
 	}
 	norounds := strings.Replace(cmd, "--rounds 4", "", 1)
 	b, _ = json.Marshal([]map[string]any{{"name": "ab", "command": norounds, "in_process": true}})
-	os.WriteFile(suite, b, 0o644)
-	_, stderr, err = execute(context.Background(), "--suite", suite, "--lib", lib, "--contention", "none", "--reps", "1", "--out", filepath.Join(t.TempDir(), "o"))
+	os.WriteFile(suiteFile, b, 0o644)
+	_, stderr, err = execute(context.Background(), "--suite", suiteFile, "--lib", lib, "--contention", "none", "--reps", "1", "--out", filepath.Join(t.TempDir(), "o"))
 	if err == nil || !strings.Contains(stderr, "no \"rounds\"") {
 		t.Errorf("a program without rounds: err %v, stderr %s", err, stderr)
 	}
@@ -620,85 +621,29 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestFlagsAndSuite(t *testing.T) {
+// TestFlags maps the flags onto the suite's matrix: defaults, and --only
+// picking programs of --suite in the suite's order (the others are not
+// resolved, so they need not exist).
+func TestFlags(t *testing.T) {
 	var got *Options
 	cmd := NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--program", `x=sh -c "exit 0" 'a b'`, "--arms", "cuda-default", "--seconds", "0.5"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Contention) != 4 || got.Reps != 5 || got.CPU < 0 || len(got.progs) != 1 {
+	if len(got.Contention) != 4 || got.Reps != 5 || got.CPU < 0 || got.Seconds != 0.5 || len(got.Programs) != 1 || got.Programs[0].Command != `sh -c "exit 0" 'a b'` {
 		t.Errorf("defaults: %+v", got)
 	}
-	args := got.progs[0].args(got.Seconds)
-	if len(args) != 6 || !filepath.IsAbs(args[0]) || args[2] != "exit 0" || args[3] != "a b" || args[4] != "--seconds" || args[5] != "0.5" {
-		t.Errorf("args %q", args)
-	}
-	no := false
-	p := Program{argv: []string{"/bin/x"}, Seconds: &no}
-	if a := p.args(2); len(a) != 1 {
-		t.Errorf("a program that takes no --seconds got %q", a)
-	}
-
-	// --only picks programs from a suite, in the suite's order; the
-	// others are not resolved, so they need not exist.
 	dir := t.TempDir()
-	suite := filepath.Join(dir, "suite.json")
-	os.WriteFile(suite, []byte(`{"programs": [{"name": "a", "command": "true"}, {"name": "b", "command": "./absent"}, {"name": "c", "command": "sh -c :", "seconds": false}]}`), 0o644)
+	suiteFile := filepath.Join(dir, "suite.json")
+	os.WriteFile(suiteFile, []byte(`{"programs": [{"name": "a", "command": "true"}, {"name": "b", "command": "./absent"}, {"name": "c", "command": "sh -c :", "seconds": false}]}`), 0o644)
 	cmd = NewCmd(func(_ context.Context, o *Options) error { got = o; return nil })
-	cmd.SetArgs([]string{"--suite", suite, "--only", "c,a", "--arms", "cuda-default", "--dir", dir})
+	cmd.SetArgs([]string{"--suite", suiteFile, "--only", "c,a", "--arms", "cuda-default", "--dir", dir})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.progs) != 2 || got.progs[0].Name != "a" || got.progs[1].Name != "c" || len(got.progs[1].args(2)) != 3 {
-		t.Errorf("--only: %+v", got.progs)
-	}
-
-	// The committed suite names the five programs.
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "experiments", "apps", "suite.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := ParseSuite(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range ps {
-		names = append(names, p.Name)
-	}
-	for _, want := range []string{"torch_infer", "torch_train", "cupy_stencil", "mixed_static", "launch_bound"} {
-		if !contains(names, want) {
-			t.Errorf("suite.json lacks %s: %v", want, names)
-		}
-	}
-}
-
-func TestSplitWords(t *testing.T) {
-	for in, want := range map[string][]string{
-		"a b  c":                  {"a", "b", "c"},
-		`python3 'x y.py' --n 1`:  {"python3", "x y.py", "--n", "1"},
-		`a "b \"c\" \$d \n" e\ f`: {"a", `b "c" $d \n`, "e f"},
-		`''`:                      {""},
-		"  ":                      nil,
-	} {
-		got, err := SplitWords(in)
-		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) || len(got) != len(want) {
-			t.Errorf("SplitWords(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{`a 'b`, `a "b`, `a\`} {
-		if _, err := SplitWords(bad); err == nil {
-			t.Errorf("SplitWords(%q): no error", bad)
-		}
-	}
-}
-
-func TestRotate(t *testing.T) {
-	for k, want := range []string{"[a b c]", "[b c a]", "[c a b]", "[a b c]"} {
-		if got := fmt.Sprint(rotate([]string{"a", "b", "c"}, k)); got != want {
-			t.Errorf("rotate %d = %s, want %s", k, got, want)
-		}
+	if names := got.Names(); fmt.Sprint(names) != "[a c]" {
+		t.Errorf("--only: %v", names)
 	}
 }
 
@@ -715,12 +660,12 @@ func TestReadyLine(t *testing.T) {
 	cmdOf := func(args ...string) string {
 		return strings.SplitN(standin(t, "x", append([]string{"--info", info, "--work", "1000000"}, args...)...), "=", 2)[1]
 	}
-	suite, _ := json.Marshal([]map[string]string{
+	suiteFile, _ := json.Marshal([]map[string]string{
 		{"name": "late", "command": cmdOf("--ready", "READY-NOW"), "ready": "READY-NOW"},
 		{"name": "never", "command": cmdOf(), "ready": "READY-NOW"},
 	})
 	sf := filepath.Join(t.TempDir(), "suite.json")
-	os.WriteFile(sf, suite, 0o644)
+	os.WriteFile(sf, suiteFile, 0o644)
 	_, stderr, err := execute(context.Background(), "--suite", sf, "--arms", "cuda-default", "--contention", contention,
 		"--reps", "1", "--out", out)
 	if err == nil || !strings.Contains(stderr, "never wrote its ready line") {
@@ -756,7 +701,7 @@ func TestReadyLine(t *testing.T) {
 // and refuses what is not a runs.jsonl with one line.
 func TestFrom(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, runs ...Run) string {
+	write := func(name string, runs ...suite.Run) string {
 		var b bytes.Buffer
 		for _, r := range runs {
 			j, _ := json.Marshal(r)
@@ -766,8 +711,8 @@ func TestFrom(t *testing.T) {
 		os.WriteFile(path, b.Bytes(), 0o644)
 		return path
 	}
-	run := func(c, arm string, rep int, wall float64) Run {
-		return Run{Program: "p", Contention: c, Arm: arm, Rep: rep, WallS: wall, CPUS: wall, Steps: 100}
+	run := func(c, arm string, rep int, wall float64) suite.Run {
+		return suite.Run{Program: "p", Contention: c, Arm: arm, Rep: rep, WallS: wall, CPUS: wall, Steps: 100}
 	}
 	a := write("a.jsonl", run("none", "cuda-default", 0, 1), run("none", "hybridsync", 0, 1.01),
 		run("while1", "cuda-default", 0, 2), run("while1", "hybridsync", 0, 1.5))
@@ -783,8 +728,8 @@ func TestFrom(t *testing.T) {
 		t.Errorf("table:\n%s", stdout)
 	}
 	stdout, _, err = execute(context.Background(), "--from", a, "--json")
-	var sum Summary
-	if err != nil || json.Unmarshal([]byte(stdout), &sum) != nil || len(sum.Results) != 2 || sum.Results[1].HSVsDefaultPaired == nil || !near(&sum.Results[1].HSVsDefaultPaired.Median, 0.75) {
+	var sum suite.Summary
+	if err != nil || json.Unmarshal([]byte(stdout), &sum) != nil || len(sum.Results) != 2 || sum.Results[1].HSVsDefaultPaired == nil || math.Abs(sum.Results[1].HSVsDefaultPaired.Median-0.75) > 1e-9 {
 		t.Errorf("--json: %v %s", err, stdout)
 	}
 

@@ -1,12 +1,13 @@
-package apps
+package suite
 
 import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 )
 
 // Run is one run of one program in one arm under one contention setting:
@@ -65,7 +66,7 @@ type ArmResult struct {
 }
 
 // Paired is a median over repetitions of one ratio, with a confidence
-// interval for it that assumes nothing of the distribution (medianCI), the
+// interval for it that assumes nothing of the distribution (stats.MedianCI), the
 // interval's level, and the number of repetitions.
 type Paired struct {
 	Median float64    `json:"median"`
@@ -139,7 +140,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				step, cpuStep := perStepMedians(rs)
 				ar.StepUS, ar.CPUStepUS = step*1e6, cpuStep*1e6
 				if b := base[p]; b > 0 && ar.Runs > 0 {
-					lo, hi := minMax(walls)
+					lo, hi := stats.MinMax(walls)
 					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(step/b), ptr(lo/b), ptr(hi/b)
 				}
 				if ar.Runs > 0 {
@@ -197,8 +198,8 @@ func paired(hs, other []Run) *Paired {
 	if len(rs) == 0 {
 		return nil
 	}
-	lo, hi, level := medianCI(rs)
-	return &Paired{Median: median(rs), CI: [2]float64{lo, hi}, Level: level, N: len(rs)}
+	lo, hi, level := stats.MedianCI(rs)
+	return &Paired{Median: stats.Median(rs), CI: [2]float64{lo, hi}, Level: level, N: len(rs)}
 }
 
 // setPaired fills the row's paired fields from hybridsync over default
@@ -219,32 +220,6 @@ func (row *Row) setPaired(def, blk *Paired) {
 	}
 }
 
-// medianCI returns a confidence interval for the median of xs that
-// assumes nothing of their distribution: the order statistics x(k) and
-// x(n+1-k), with the largest k whose level 1 - 2 P(Binomial(n, 1/2) < k)
-// is at least 95%, and that level. Below 6 values no k reaches 95%: the
-// interval is then [min, max], at its level (94% for 5, 88% for 4).
-func medianCI(xs []float64) (lo, hi, level float64) {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	// tail[k] = P(Binomial(n, 1/2) < k), built up term by term.
-	term, tail := math.Pow(0.5, float64(n)), 0.0
-	k := 1
-	tail = term // P(X < 1) = P(X = 0)
-	level = 1 - 2*tail
-	for k+1 <= (n+1)/2 {
-		term *= float64(n-k+1) / float64(k) // P(X = k)
-		if 1-2*(tail+term) < 0.95 {
-			break
-		}
-		tail += term
-		k++
-		level = 1 - 2*tail
-	}
-	return s[k-1], s[n-k], level
-}
-
 // medians returns the median wall and CPU seconds of the good runs in rs
 // (0 when there are none).
 func medians(rs []Run) (wall, cpu float64) {
@@ -255,7 +230,7 @@ func medians(rs []Run) (wall, cpu float64) {
 			c = append(c, r.CPUS)
 		}
 	}
-	return median(w), median(c)
+	return stats.Median(w), stats.Median(c)
 }
 
 // perStepMedians returns the median wall and CPU time per step of the
@@ -268,7 +243,7 @@ func perStepMedians(rs []Run) (wall, cpu float64) {
 			c = append(c, r.CPUS*r.perStep()/r.WallS)
 		}
 	}
-	return median(w), median(c)
+	return stats.Median(w), stats.Median(c)
 }
 
 func medianSteps(rs []Run) int {
@@ -278,29 +253,7 @@ func medianSteps(rs []Run) int {
 			s = append(s, float64(r.Steps))
 		}
 	}
-	return int(math.Round(median(s)))
-}
-
-// median of xs; the mean of the middle two for an even count; 0 if empty.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-func minMax(xs []float64) (lo, hi float64) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, x := range xs {
-		lo, hi = math.Min(lo, x), math.Max(hi, x)
-	}
-	return lo, hi
+	return int(math.Round(stats.Median(s)))
 }
 
 // PrintTable writes rows as one table: per arm, the ratio of wall time

@@ -1,8 +1,6 @@
-package apps
+package suite
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
@@ -71,7 +69,7 @@ func execMain() int {
 }
 
 // armEnv returns the environment an arm adds to the program's.
-func (o *Options) armEnv(arm, statsFile string) []string {
+func (c *Config) armEnv(arm, statsFile string) []string {
 	preload := func(lib string) string {
 		if cur := os.Getenv("LD_PRELOAD"); cur != "" {
 			return "LD_PRELOAD=" + cur + ":" + lib
@@ -80,9 +78,9 @@ func (o *Options) armEnv(arm, statsFile string) []string {
 	}
 	switch arm {
 	case "cuda-blocking":
-		return []string{preload(o.Blocksync)}
+		return []string{preload(c.Blocksync)}
 	case "hybridsync":
-		env := []string{preload(o.Lib)}
+		env := []string{preload(c.Lib)}
 		if statsFile != "" {
 			env = append(env, "HYBRIDSYNC_STATS="+statsFile)
 		}
@@ -101,186 +99,6 @@ func rotate[T any](s []T, k int) []T {
 	return out
 }
 
-// Summary is the JSON output and summary.json.
-type Summary struct {
-	CPU      int    `json:"cpu"`
-	Reps     int    `json:"reps"`
-	Results  []Row  `json:"results"`
-	Failures []Run  `json:"failures"`
-	Out      string `json:"out"`
-}
-
-func run(ctx context.Context, o *Options) error {
-	out := o.OutDir
-	if out == "" {
-		out = filepath.Join("results", "apps-"+time.Now().Format("20060102-150405"))
-	}
-	if _, err := os.Stat(filepath.Join(out, "runs.jsonl")); err == nil {
-		return usage.Errorf("--out %s: has a runs.jsonl already; pick another directory", out)
-	}
-	if err := os.MkdirAll(filepath.Join(out, "stats"), 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	jf, err := os.OpenFile(filepath.Join(out, "runs.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	defer jf.Close()
-
-	var runs []Run
-	total := 0 // processes, for the progress lines
-	for _, p := range o.progs {
-		total += o.Reps * len(o.Contention) * p.processes(len(o.Arms))
-	}
-	started := 0
-	for rep := range o.Reps {
-		// Programs too run in an order that rotates: variants of one
-		// program given as separate programs (with and without an
-		// environment variable, say) are compared by repetition, and
-		// the first run of a repetition must not always be the same one.
-		for pi, p := range rotate(o.progs, rep) {
-			for ci, c := range o.Contention {
-				var rs []Run
-				var err error
-				if p.InProcess {
-					rs, err = o.runInProcess(ctx, p, c, rep, out, started, total)
-				} else {
-					rs, err = o.runCell(ctx, p, c, rep, rotate(o.Arms, rep+pi+ci), out, started, total)
-				}
-				started += p.processes(len(o.Arms))
-				for _, r := range rs {
-					b, _ := json.Marshal(r)
-					jf.Write(append(b, '\n'))
-				}
-				runs = append(runs, rs...)
-				if err != nil {
-					return err
-				}
-			}
-		}
-	}
-
-	names := make([]string, len(o.progs))
-	for i, p := range o.progs {
-		names[i] = p.Name
-	}
-	sum := Summary{CPU: o.CPU, Reps: o.Reps, Out: out}
-	err = o.report(&sum, runs, names, o.Contention, o.Arms, filepath.Join(out, "summary.json"))
-	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, "runs.jsonl"))
-	return err
-}
-
-// report summarizes runs into sum, writes it to summaryPath (if not ""),
-// prints the table or the JSON, and lists the failed runs, which make it
-// return an error.
-func (o *Options) report(sum *Summary, runs []Run, programs, contentions, arms []string, summaryPath string) error {
-	sum.Results = Summarize(runs, programs, contentions, arms)
-	sum.Failures = []Run{}
-	for _, r := range runs {
-		if !r.OK() {
-			sum.Failures = append(sum.Failures, r)
-		}
-	}
-	if summaryPath != "" {
-		if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
-			os.WriteFile(summaryPath, append(b, '\n'), 0o644)
-		}
-	}
-	if o.JSON {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else if err := PrintTable(o.Out, sum.Results); err != nil {
-		return err
-	}
-	if len(sum.Failures) > 0 {
-		for _, r := range sum.Failures {
-			fmt.Fprintf(o.Err, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
-		}
-		return fmt.Errorf("%d of %d runs failed (left out of the medians)", len(sum.Failures), len(runs))
-	}
-	return nil
-}
-
-// summarizeFrom prints the table of the runs in o.From (runs.jsonl files
-// of earlier runs, taken together): programs in the order they first
-// appear, settings and arms in their usual order.
-func summarizeFrom(o *Options) error {
-	var runs []Run
-	offset := 0
-	for _, path := range o.From {
-		rs, err := readRuns(path)
-		if err != nil {
-			return err
-		}
-		// Repetitions pair runs of one file only: each file's are
-		// numbered after the previous files' (two files' repetition 0
-		// ran at different times, perhaps on different machines).
-		next := offset
-		for i := range rs {
-			rs[i].Rep += offset
-			next = max(next, rs[i].Rep+1)
-		}
-		offset = next
-		runs = append(runs, rs...)
-	}
-	if len(runs) == 0 {
-		return usage.Errorf("--from: no runs in %s", strings.Join(o.From, ", "))
-	}
-	var programs []string
-	seen := map[string]bool{}
-	present := map[string]bool{}
-	for _, r := range runs {
-		if !seen[r.Program] {
-			seen[r.Program] = true
-			programs = append(programs, r.Program)
-		}
-		present[r.Contention], present[r.Arm] = true, true
-	}
-	var contentions, arms []string
-	for _, c := range corunner.Contentions {
-		if present[c] {
-			contentions = append(contentions, c)
-		}
-	}
-	for _, a := range Arms {
-		if present[a] {
-			arms = append(arms, a)
-		}
-	}
-	return o.report(&Summary{}, runs, programs, contentions, arms, "")
-}
-
-// readRuns reads one runs.jsonl; a line that is not a run is an error
-// naming the file and line.
-func readRuns(path string) ([]Run, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, usage.Errorf("--from: %v", err)
-	}
-	defer f.Close()
-	var runs []Run
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var r Run
-		if err := json.Unmarshal(line, &r); err != nil || r.Program == "" || r.Arm == "" || r.Contention == "" {
-			return nil, usage.Errorf("--from: %s:%d: not a run of vgpu-probe apps", path, n)
-		}
-		runs = append(runs, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--from: %s: %w", path, err)
-	}
-	return runs, nil
-}
-
 // inProcessEpoch is how long a program that compares the arms in one
 // process runs each arm per round (--epoch-s). Under a cap each epoch
 // spans whole cap periods instead: one of 15.5 periods would hold 15 or
@@ -289,11 +107,11 @@ func readRuns(path string) ([]Run, error) {
 const inProcessEpoch = 300 * time.Millisecond
 
 // epochFor is the epoch of an in-process program under contention.
-func (o *Options) epochFor(contention string) time.Duration {
+func (c *Config) epochFor(contention string) time.Duration {
 	if !corunner.Capped(contention) {
 		return inProcessEpoch
 	}
-	return max(1, (inProcessEpoch+o.CapPeriod/2)/o.CapPeriod) * o.CapPeriod
+	return max(1, (inProcessEpoch+c.CapPeriod/2)/c.CapPeriod) * c.CapPeriod
 }
 
 // processes is how many processes of the program one cell of arms runs.
@@ -314,10 +132,10 @@ func statsFile(out string, p Program, contention string, rep int) string {
 // (Program.InProcess) once, under the hybridsync arm's environment, and
 // returns a run per arm and round of its result (only the arms asked
 // for); one failed hybridsync run if it failed.
-func (o *Options) runInProcess(ctx context.Context, p Program, contention string, rep int, out string, done, total int) ([]Run, error) {
+func (c *Config) runInProcess(ctx context.Context, p Program, contention string, rep int, out string, done, total int) ([]Run, error) {
 	stats := statsFile(out, p, contention, rep)
 	proc := Run{Program: p.Name, Arm: "hybridsync", Contention: contention, Rep: rep, Start: time.Now().UTC().Format(time.RFC3339Nano)}
-	rounds, err := o.runOne(ctx, p, "hybridsync", stats, contention, &proc)
+	rounds, err := c.runOne(ctx, p, "hybridsync", stats, contention, &proc)
 	if err != nil {
 		return nil, err
 	}
@@ -335,14 +153,14 @@ func (o *Options) runInProcess(ctx context.Context, p Program, contention string
 	if !proc.OK() {
 		line = "FAILED: " + proc.Error
 	}
-	fmt.Fprintf(o.Err, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+1, total, rep+1, p.Name, contention, "in-process", line)
+	fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+1, total, rep+1, p.Name, contention, "in-process", line)
 	if !proc.OK() {
 		return []Run{proc}, nil
 	}
 	var runs []Run
 	order := map[int]int{}
 	for _, rd := range rounds {
-		if !contains(o.Arms, rd.Arm) {
+		if !slices.Contains(c.Arms, rd.Arm) {
 			continue
 		}
 		r := proc
@@ -359,7 +177,7 @@ func (o *Options) runInProcess(ctx context.Context, p Program, contention string
 
 // runCell runs the program in each arm in the order given, under one
 // contention setting.
-func (o *Options) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
+func (c *Config) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
 	var runs []Run
 	for i, arm := range arms {
 		stats := ""
@@ -367,7 +185,7 @@ func (o *Options) runCell(ctx context.Context, p Program, contention string, rep
 			stats = statsFile(out, p, contention, rep)
 		}
 		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
-		if _, err := o.runOne(ctx, p, arm, stats, contention, &r); err != nil {
+		if _, err := c.runOne(ctx, p, arm, stats, contention, &r); err != nil {
 			return runs, err
 		}
 		if stats != "" {
@@ -380,15 +198,15 @@ func (o *Options) runCell(ctx context.Context, p Program, contention string, rep
 		if !r.OK() {
 			line = "FAILED: " + r.Error
 		}
-		fmt.Fprintf(o.Err, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
+		fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
 	}
 	return runs, nil
 }
 
 // contend puts a contention setting in place for the program pid: the
 // co-runner, and the cgroup it is moved into. The caller closes it.
-func (o *Options) contend(contention string, pid int) (*corunner.Setting, error) {
-	s, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
+func (c *Config) contend(contention string, pid int) (*corunner.Setting, error) {
+	s, err := corunner.Setup(contention, c.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), c.CapQuota, c.CapPeriod)
 	if err != nil {
 		return nil, err
 	}
@@ -449,12 +267,12 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 // result line, if any. A failure of the program is recorded in r; the
 // error returned is for the run's machinery (and Ctrl-C), which ends the
 // whole matrix.
-func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
-	argv := p.args(o.Seconds)
+func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
+	argv := p.args(c.Seconds)
 	if p.InProcess {
-		argv = append(argv, "--epoch-s", strconv.FormatFloat(o.epochFor(contention).Seconds(), 'f', -1, 64))
+		argv = append(argv, "--epoch-s", strconv.FormatFloat(c.epochFor(contention).Seconds(), 'f', -1, 64))
 	}
-	sp, err := json.Marshal(spec{CPU: o.CPU, Argv: argv, Env: o.armEnv(arm, stats)})
+	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: c.armEnv(arm, stats)})
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +281,7 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 		return nil, err
 	}
 	cmd.Env = append(cmd.Env, envSpec+"="+string(sp))
-	cmd.Dir = o.Dir
+	cmd.Dir = c.Dir
 	stdout := &tailWriter{max: 1 << 20}
 	stderr := &tailWriter{max: 4096}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -484,7 +302,7 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 	}
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(o.Timeout, func() { timedOut.Store(true); kill() })
+	timer := time.AfterFunc(c.Timeout, func() { timedOut.Store(true); kill() })
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
@@ -501,7 +319,7 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 		case <-exited:
 			return
 		}
-		if setting, setupErr = o.contend(contention, cmd.Process.Pid); setupErr != nil {
+		if setting, setupErr = c.contend(contention, cmd.Process.Pid); setupErr != nil {
 			kill()
 		}
 	}()
@@ -539,7 +357,7 @@ func (o *Options) runOne(ctx context.Context, p Program, arm, stats, contention 
 	var ee *exec.ExitError
 	switch {
 	case timedOut.Load():
-		r.Error = fmt.Sprintf("timed out after %v", o.Timeout)
+		r.Error = fmt.Sprintf("timed out after %v", c.Timeout)
 	case werr != nil && !errors.As(werr, &ee):
 		r.Error = werr.Error()
 	case werr != nil:
@@ -594,7 +412,7 @@ func parseResult(out []byte, r *Run) ([]Round, error) {
 		return nil, fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))
 	}
 	for _, rd := range res.Rounds {
-		if !contains(Arms, rd.Arm) || rd.Round < 0 || rd.Steps <= 0 || rd.WallS <= 0 || rd.CPUS < 0 {
+		if !slices.Contains(Arms, rd.Arm) || rd.Round < 0 || rd.Steps <= 0 || rd.WallS <= 0 || rd.CPUS < 0 {
 			return nil, fmt.Errorf("result line: round %+v: want an arm of %s, round >= 0, steps and wall_s > 0, cpu_s >= 0",
 				rd, strings.Join(Arms, ", "))
 		}
