@@ -185,7 +185,7 @@ struct {
 // (the publisher's contendedFor), whatever the time of its switch-in, so
 // that switch-in wakes nobody either. Waking the reader for every
 // switch-in cost the agent 15% of a core for a pair of threads switching
-// 33k times a second (docs/BENCHMARKS.md, "Hint pages").
+// 33k times a second (docs/BENCHMARKS.md, "What we tried": waking the reader).
 #define CONTENDED_NS 500000000ULL
 
 // Index 0: records dropped because the ring buffer was full.
