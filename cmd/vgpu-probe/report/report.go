@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/profiler/promsource"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/html"
 	jsonr "github.com/vgpu-probe/vgpu-probe/profiler/render/json"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
@@ -49,7 +50,13 @@ type Options struct {
 	Format   string
 	Output   string
 	Timeline int           // seconds of agent timeline to fetch (0: none)
-	Timeout  time.Duration // per agent request
+	Timeout  time.Duration // per agent request or Prometheus query
+
+	// Prometheus is a server that scrapes the agents; Range and Match
+	// say over what span and which of its series.
+	Prometheus, Range, Match string
+	promRange                time.Duration
+	promMatch                promsource.Selector
 
 	Out, Err io.Writer
 	// HTTPClient reaches the agents; tests replace it.
@@ -74,7 +81,10 @@ Table II) and a verdict on whether the workload is vulnerable.
 For operators: report --agent URL (repeat for several hosts) reads live
 agents and ranks their VMs by interference, with a recommendation per VM
 (dedicate vCPUs, enable CPU bandwidth control, use hybridsync, or nothing
-to do) and the numbers behind it.
+to do) and the numbers behind it. For a fleet, report --prometheus URL
+asks the Prometheus server that scrapes the agents instead: the same
+ranking over --range (default 1h) from a dozen aggregated queries,
+whatever the number of hosts; --match '{job="gpu"}' narrows the series.
 
 Extra inputs: --stats FILE (HYBRIDSYNC_STATS files), --nvml FILE (NVML
 samples). Formats: text (default), json, html (one self-contained page
@@ -84,6 +94,7 @@ is written atomically: a failed report never leaves a partial file.`,
   vgpu-probe report results.json --format html -o report.html
   vgpu-probe report results.json --format perfetto -o trace.json
   vgpu-probe report --agent http://gpu-host-1:9477 --agent http://gpu-host-2:9477
+  vgpu-probe report --prometheus http://prometheus:9090 --range 6h --match '{job="gpu-hosts"}'
   vgpu-probe report results.json --stats hybridsync-stats.json --nvml nvml.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Results = args
@@ -104,7 +115,10 @@ is written atomically: a failed report never leaves a partial file.`,
 	f.StringArrayVar(&o.Stats, "stats", nil, "hybridsync stats file (HYBRIDSYNC_STATS); repeatable")
 	f.StringArrayVar(&o.NVML, "nvml", nil, "NVML samples file; repeatable")
 	f.IntVar(&o.Timeline, "timeline", 5, "seconds of each agent VM's switch timeline to fetch for html/perfetto (0: none)")
-	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "time limit per agent request")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "time limit per agent request or Prometheus query")
+	f.StringVar(&o.Prometheus, "prometheus", "", "Prometheus server (http://HOST:9090) that scrapes the agents: rank the whole fleet from it")
+	f.StringVar(&o.Range, "range", "1h", "with --prometheus: the span rates and distributions are over (30s, 15m, 1h, 1d)")
+	f.StringVar(&o.Match, "match", "", "with --prometheus: label matchers every query carries, e.g. '{job=\"gpu\"}'")
 	return cmd
 }
 
@@ -112,8 +126,8 @@ func (o *Options) complete() error {
 	if !slices.Contains(Formats(), o.Format) {
 		return fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(Formats(), ", "))
 	}
-	if len(o.Results) == 0 && len(o.Agents) == 0 && len(o.Stats) == 0 && len(o.NVML) == 0 {
-		return fmt.Errorf("nothing to report: give RESULTS.json, --agent URL, --stats FILE or --nvml FILE")
+	if len(o.Results) == 0 && len(o.Agents) == 0 && len(o.Stats) == 0 && len(o.NVML) == 0 && o.Prometheus == "" {
+		return fmt.Errorf("nothing to report: give RESULTS.json, --agent URL, --prometheus URL, --stats FILE or --nvml FILE")
 	}
 	if o.Timeline < 0 || o.Timeout <= 0 {
 		return fmt.Errorf("--timeline must be >= 0 and --timeout > 0")
@@ -122,6 +136,9 @@ func (o *Options) complete() error {
 		if _, err := agentapi.New(a, nil); err != nil {
 			return err
 		}
+	}
+	if err := o.completePrometheus(); err != nil {
+		return err
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.Timeout}
@@ -133,6 +150,26 @@ func (o *Options) complete() error {
 		o.Now = time.Now
 	}
 	return nil
+}
+
+// completePrometheus checks --prometheus, --range and --match before any
+// query is sent.
+func (o *Options) completePrometheus() error {
+	if o.Prometheus == "" {
+		if o.Match != "" {
+			return fmt.Errorf("--match needs --prometheus")
+		}
+		return nil
+	}
+	if err := promsource.CheckURL(o.Prometheus); err != nil {
+		return err
+	}
+	var err error
+	if o.promRange, err = promsource.ParseRange(o.Range); err != nil {
+		return err
+	}
+	o.promMatch, err = promsource.ParseSelector(o.Match)
+	return err
 }
 
 // Run reads the inputs, builds the report and writes it. Unreadable or
@@ -228,6 +265,14 @@ func load(ctx context.Context, o *Options) (model.Inputs, error) {
 			}
 		}
 		in.Agents = append(in.Agents, a)
+	}
+	if o.Prometheus != "" {
+		fleet, err := promsource.Load(ctx, promsource.Options{URL: o.Prometheus, Range: o.promRange, Match: o.promMatch,
+			Timeout: o.Timeout, Client: o.HTTPClient, Now: in.Now})
+		if err != nil {
+			return in, err
+		}
+		in.Agents = append(in.Agents, fleet...)
 	}
 	return in, nil
 }
