@@ -167,20 +167,28 @@ func ParseSnapshot(b []byte) (*Snapshot, error) {
 // "events" (as /api/v1/timeline serves it) or a bare array, of off-CPU
 // intervals or, from older agents, of switches.
 func ParseTimeline(b []byte) ([]OffCPU, error) {
+	evs, _, err := parseTimelinePage(b)
+	return evs, err
+}
+
+// parseTimelinePage is ParseTimeline that also returns the page's "next"
+// cursor ("" on the last page, and for a bare array).
+func parseTimelinePage(b []byte) ([]OffCPU, string, error) {
 	var raw []rawEvent
 	if err := json.Unmarshal(b, &raw); err == nil {
-		return intervals(raw), nil
+		return intervals(raw), "", nil
 	}
 	var wrapped struct {
 		Events *[]rawEvent `json:"events"`
+		Next   string      `json:"next"`
 	}
 	if err := json.Unmarshal(b, &wrapped); err != nil || wrapped.Events == nil {
 		if err == nil {
 			err = errors.New("no \"events\"")
 		}
-		return nil, fmt.Errorf("not an agent timeline: %w", err)
+		return nil, "", fmt.Errorf("not an agent timeline: %w", err)
 	}
-	return intervals(*wrapped.Events), nil
+	return intervals(*wrapped.Events), wrapped.Next, nil
 }
 
 // Client talks to one agent.
@@ -221,22 +229,42 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 }
 
 // Timeline fetches the off-CPU intervals of the target called name that
-// ended in the last seconds.
+// ended in the last seconds, following the agent's pages (an agent that
+// does not page answers everything in one).
 func (c *Client) Timeline(ctx context.Context, name string, seconds int) ([]OffCPU, error) {
-	q := url.Values{"domain": {name}, "seconds": {strconv.Itoa(seconds)}}
-	b, err := c.get(ctx, "/api/v1/timeline", q)
-	if err != nil {
-		return nil, err
+	q := url.Values{"domain": {name}, "seconds": {strconv.Itoa(seconds)}, "limit": {strconv.Itoa(pageLimit)}}
+	var out []OffCPU
+	for pages := 0; ; pages++ {
+		b, err := c.get(ctx, "/api/v1/timeline", q)
+		if err != nil {
+			return nil, err
+		}
+		evs, next, err := parseTimelinePage(b)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: timeline of %s: %w", c.base, name, err)
+		}
+		out = append(out, evs...)
+		if next == "" {
+			return out, nil
+		}
+		if pages >= maxPages {
+			return nil, fmt.Errorf("agent %s: timeline of %s: more than %d pages", c.base, name, maxPages)
+		}
+		q.Set("cursor", next)
 	}
-	evs, err := ParseTimeline(b)
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: timeline of %s: %w", c.base, name, err)
-	}
-	return evs, nil
 }
 
-// maxBody bounds what one response may hold: a timeline of a busy VM is a
-// few MB; anything far larger is not an agent.
+// pageLimit is the events asked for per timeline page: the agent's
+// maximum. maxPages stops a client that an agent keeps paging forever:
+// a full ring of 256k events is 27 pages.
+const (
+	pageLimit = 10000
+	maxPages  = 1000
+)
+
+// maxBody bounds what one response may hold: a timeline page is a few MB
+// (older agents served a busy VM's whole timeline at once, tens of MB);
+// anything far larger is not an agent.
 const maxBody = 256 << 20
 
 func (c *Client) get(ctx context.Context, path string, q url.Values) ([]byte, error) {

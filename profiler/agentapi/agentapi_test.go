@@ -96,7 +96,7 @@ func TestClient(t *testing.T) {
 	if err != nil || len(s.Targets) != 3 {
 		t.Fatalf("snapshot: %v, %+v", err, s)
 	}
-	if _, err := c.Timeline(context.Background(), "vm 1", 5); err != nil || asked != "domain=vm+1&seconds=5" {
+	if _, err := c.Timeline(context.Background(), "vm 1", 5); err != nil || asked != "domain=vm+1&limit=10000&seconds=5" {
 		t.Errorf("timeline: %v, query %q", err, asked)
 	}
 	c, _ = New(srv.URL, nil)
