@@ -82,11 +82,15 @@ func Load(ctx context.Context, o Options) ([]report.AgentInput, error) {
 	if err := q.fillTargets(ctx, threads); err != nil {
 		return nil, err
 	}
+	meta, err := q.meta(ctx)
+	if err != nil {
+		return nil, err
+	}
 	corunners, err := q.corunners(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return assemble(threads, corunners, o), nil
+	return assemble(threads, meta, corunners, o), nil
 }
 
 type querier struct {
@@ -161,6 +165,25 @@ func (q *querier) fillTargets(ctx context.Context, threads map[threadKey]*agenta
 	return nil
 }
 
+// meta runs the queries that say what each target is.
+func (q *querier) meta(ctx context.Context) (map[targetKey]*targetMeta, error) {
+	out := map[targetKey]*targetMeta{}
+	for _, mq := range metaQueries {
+		vec, err := q.vector(ctx, mq.expr)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range vec {
+			k := targetKey{label(s, instanceLabel), label(s, targetLabel)}
+			if out[k] == nil {
+				out[k] = &targetMeta{}
+			}
+			mq.set(out[k], func(name string) string { return label(s, name) }, value(s))
+		}
+	}
+	return out, nil
+}
+
 // corunners runs the co-runner query: waited seconds by target and
 // co-runner.
 func (q *querier) corunners(ctx context.Context) (map[targetKey][]agentapi.Corunner, error) {
@@ -172,8 +195,7 @@ func (q *querier) corunners(ctx context.Context) (map[targetKey][]agentapi.Corun
 	for _, s := range vec {
 		k := targetKey{label(s, instanceLabel), label(s, targetLabel)}
 		who, w := label(s, corunnerLabel), value(s)
-		// A target's own threads taking turns are not interference.
-		if w > 0 && who != k.target {
+		if w > 0 && who != selfCorunner && who != k.target {
 			out[k] = append(out[k], agentapi.Corunner{Comm: who, WaitedSeconds: w})
 		}
 	}
@@ -235,7 +257,7 @@ func newThread(vcpu string) *agentapi.Thread {
 
 // assemble groups the threads by host and target into snapshots, in a
 // stable order, and finishes each thread's values.
-func assemble(threads map[threadKey]*agentapi.Thread, corunners map[targetKey][]agentapi.Corunner, o Options) []report.AgentInput {
+func assemble(threads map[threadKey]*agentapi.Thread, meta map[targetKey]*targetMeta, corunners map[targetKey][]agentapi.Corunner, o Options) []report.AgentInput {
 	keys := make([]threadKey, 0, len(threads))
 	for k := range threads {
 		keys = append(keys, k)
@@ -259,7 +281,7 @@ func assemble(threads map[threadKey]*agentapi.Thread, corunners map[targetKey][]
 		}
 		n := len(snap.Targets)
 		if n == 0 || snap.Targets[n-1].Name != k.target {
-			snap.Targets = append(snap.Targets, agentapi.Target{Name: k.target, Kind: guessKind(k.target)})
+			snap.Targets = append(snap.Targets, newTarget(k.target, meta[targetKey{k.instance, k.target}]))
 			n++
 		}
 		th := threads[k]
@@ -294,8 +316,20 @@ func vcpuOrder(v string) int {
 	return int(^uint(0) >> 1)
 }
 
-// guessKind says what kind of target a name is, which the series do
-// not carry: a pid is digits, a cgroup a path, anything else a domain.
+func newTarget(name string, m *targetMeta) agentapi.Target {
+	t := agentapi.Target{Name: name, Kind: guessKind(name)}
+	if m != nil {
+		if m.kind != "" {
+			t.Kind = m.kind
+		}
+		t.QuotaUS, t.PeriodUS = m.quotaUS, m.periodUS
+	}
+	return t
+}
+
+// guessKind says what kind of target a name is when the agent is too old
+// to export vgpu_probe_target_info: a pid is digits, a cgroup a path,
+// anything else a domain.
 func guessKind(name string) string {
 	switch {
 	case strings.HasPrefix(name, "/"):

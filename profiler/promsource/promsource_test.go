@@ -48,7 +48,11 @@ var fleet = map[string][]series{
 		// A thread gone before the range: no base series, so not a thread.
 		th("a:9477", "vm1", "7", 9)},
 	quantile("0.5", "vgpu_probe_vcpu_offcpu_seconds"): {tg("a:9477", "vm1", 500), tg("a:9477", "vm2", nan())},
-	corunnerQuery: {co("a:9477", "vm1", "vm2", 5), co("a:9477", "vm1", "vm1", 9), co("a:9477", "vm2", "/system.slice/x", 0)},
+	corunnerQuery: {co("a:9477", "vm1", "vm2", 5), co("a:9477", "vm1", "(self)", 9), co("a:9477", "vm2", "/system.slice/x", 0)},
+	metaQueries[0].expr: {{map[string]string{"instance": "a:9477", "domain": "vm1", "kind": "domain"}, 1},
+		{map[string]string{"instance": "b:9477", "domain": "4242", "kind": "pid"}, 1}},
+	lastOf("vgpu_probe_target_quota_seconds"):  {tg("a:9477", "vm1", 0.05)},
+	lastOf("vgpu_probe_target_period_seconds"): {tg("a:9477", "vm1", 0.1)},
 }
 
 func nan() float64 { return math.NaN() }
@@ -112,6 +116,9 @@ func TestLoadRebuildsTheFleet(t *testing.T) {
 		t.Fatalf("host a: %+v", a)
 	}
 	vm1 := a.Targets[0]
+	if vm1.QuotaUS != 50000 || vm1.PeriodUS != 100000 || a.Targets[1].QuotaUS != 0 {
+		t.Errorf("quota: %+v", a.Targets)
+	}
 	if len(vm1.Threads) != 2 || vm1.Threads[0].VCPU != 0 || vm1.Threads[1].VCPU != 1 {
 		t.Fatalf("vm1 threads: %+v", vm1.Threads)
 	}

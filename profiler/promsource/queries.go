@@ -19,6 +19,10 @@ const (
 	targetLabel   = "domain"
 	vcpuLabel     = "vcpu"
 	corunnerLabel = "corunner"
+	kindLabel     = "kind"
+	// selfCorunner is a target's own process taking turns with itself:
+	// not interference.
+	selfCorunner = "(self)"
 	// noVCPU is the vcpu label of a --pid or --cgroup target's threads,
 	// summed.
 	noVCPU = "none"
@@ -69,6 +73,32 @@ var targetQueries = []targetQuery{
 	{quantile("0.5", "vgpu_probe_vcpu_wake_latency_seconds"), func(th *agentapi.Thread, v float64) { th.WakeP50US = v }},
 	{quantile("0.99", "vgpu_probe_vcpu_wake_latency_seconds"), func(th *agentapi.Thread, v float64) { th.WakeP99US = v }},
 	{quantile("0.5", "vgpu_probe_vcpu_slice_seconds"), func(th *agentapi.Thread, v float64) { th.SliceP50US = v }},
+}
+
+// targetMeta is what a target is: the series say it apart from its
+// threads.
+type targetMeta struct {
+	kind              string
+	quotaUS, periodUS int64
+}
+
+// A metaQuery fills one field of every target's meta.
+type metaQuery struct {
+	expr string
+	set  func(m *targetMeta, labels func(string) string, v float64)
+}
+
+// lastOf is a target gauge's last value in $range.
+func lastOf(gauge string) string {
+	return "max by (instance, domain) (last_over_time(" + gauge + "{$sel}[$range]))"
+}
+
+var metaQueries = []metaQuery{
+	{"max by (instance, domain, kind) (last_over_time(vgpu_probe_target_info{$sel}[$range]))",
+		func(m *targetMeta, l func(string) string, _ float64) { m.kind = l(kindLabel) }},
+	// Present only while a quota is set.
+	{lastOf("vgpu_probe_target_quota_seconds"), func(m *targetMeta, _ func(string) string, v float64) { m.quotaUS = int64(math.Round(v * 1e6)) }},
+	{lastOf("vgpu_probe_target_period_seconds"), func(m *targetMeta, _ func(string) string, v float64) { m.periodUS = int64(math.Round(v * 1e6)) }},
 }
 
 // corunnerQuery is the runnable wait each target's threads spent behind

@@ -80,5 +80,8 @@ func allQueries() []string {
 	for _, q := range targetQueries {
 		out = append(out, q.expr)
 	}
+	for _, q := range metaQueries {
+		out = append(out, q.expr)
+	}
 	return append(out, corunnerQuery)
 }
