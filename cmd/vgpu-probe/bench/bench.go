@@ -8,17 +8,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
+	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -51,10 +52,13 @@ type Options struct {
 	modes   []hybridsync.Mode
 	profile simdev.Profile
 
-	// Set by run with --mitigate.
-	mitigator *mitigate.Mitigator
-	// Set by run with --threshold hints and no --hints-page.
-	feed *feed
+	// --mitigate parsed, and set by run with it.
+	mitigation *mitigate.Config
+	mitigator  *mitigate.Mitigator
+	// Set by run with --threshold hints and no --hints-page, with the
+	// bandwidth limit of the contention setting, which the page reports.
+	feed              *hintfeed.Feed
+	quotaUS, periodUS int64
 }
 
 // Contention settings: what shares the benchmark's CPU.
@@ -106,7 +110,7 @@ statistics (one file per cell process).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Device, "device", "sim", "device: "+strings.Join(workload.Devices(), ", ")+" (sim: simulated GPU, no hardware needed)")
-	f.StringSliceVar(&o.Modes, "modes", []string{"hybrid", "paper", "spin", "yield", "block"}, "wait modes: "+strings.Join(hybridsync.Modes(), ", "))
+	f.StringSliceVar(&o.Modes, "modes", workload.ModeNames(workload.DefaultModes), "wait modes: "+strings.Join(hybridsync.Modes(), ", "))
 	f.StringSliceVar(&o.Contention, "contention", []string{"none", "while1", "cap"}, "contention settings: "+strings.Join(contentions, ", "))
 	f.IntVar(&o.Steps, "steps", 1500, "steps per run")
 	f.IntVar(&o.Reps, "reps", 3, "repetitions per cell; the median is reported")
@@ -131,20 +135,16 @@ func (o *Options) complete() error {
 	if o.HostUS < 0 || o.KernelUS <= 0 || o.JitterPct < 0 || o.JitterPct >= 100 {
 		return fmt.Errorf("--host-us must be >= 0, --kernel-us > 0, --jitter in [0, 100)")
 	}
-	o.modes = o.modes[:0]
-	for _, m := range o.Modes {
-		mode, err := hybridsync.ParseMode(m)
-		if err != nil {
-			return fmt.Errorf("--modes: %w", err)
-		}
-		o.modes = append(o.modes, mode)
+	var err error
+	if o.modes, err = workload.ParseModes(o.Modes); err != nil {
+		return fmt.Errorf("--modes: %w", err)
 	}
 	for _, c := range o.Contention {
-		if !contains(contentions, c) {
+		if !slices.Contains(contentions, c) {
 			return fmt.Errorf("--contention: unknown setting %q (want %s)", c, strings.Join(contentions, ", "))
 		}
 	}
-	if !contains(workload.Devices(), o.Device) {
+	if !slices.Contains(workload.Devices(), o.Device) {
 		return fmt.Errorf("--device: unknown device %q (want %s)", o.Device, strings.Join(workload.Devices(), ", "))
 	}
 	if o.CapQuota <= 0 || o.CapQuota > o.CapPeriod {
@@ -156,7 +156,7 @@ func (o *Options) complete() error {
 	}
 	if o.CPU < 0 {
 		o.CPU = cpus[len(cpus)-1]
-	} else if !contains(cpus, o.CPU) {
+	} else if !slices.Contains(cpus, o.CPU) {
 		return fmt.Errorf("--cpu %d: not one this process may use (%v)", o.CPU, cpus)
 	}
 	if err := o.parseMitigate(); err != nil {
@@ -186,15 +186,6 @@ func (o *Options) resolveProfile() error {
 	return nil
 }
 
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // Row is one cell of the output: medians over the repetitions.
 type Row struct {
 	Contention   string  `json:"contention"`
@@ -219,17 +210,18 @@ func run(ctx context.Context, o *Options) error {
 	}
 	defer stopHints()
 	work := workload.CalibrateOn(o.CPU, time.Duration(o.HostUS*1e3))
-	bar := newProgress(o.Err, len(o.Contention)*len(o.Thresholds)*len(o.modes)*o.Reps)
+	bar := progress.New(o.Err)
+	bar.Begin(len(o.Contention) * len(o.Thresholds) * len(o.modes) * o.Reps)
 	var rows []Row
 	for _, c := range o.Contention {
 		rs, err := runContention(ctx, o, c, work, bar)
 		if err != nil {
-			bar.Exit()
+			bar.Finish(false)
 			return err
 		}
 		rows = append(rows, rs...)
 	}
-	bar.Finish()
+	bar.Finish(true)
 	if o.JSON {
 		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
@@ -242,14 +234,14 @@ func run(ctx context.Context, o *Options) error {
 
 // runContention sets up one contention setting, runs every mode and
 // repetition under it, and tears the setting down again.
-func runContention(ctx context.Context, o *Options, contention string, work int64, bar *progressbar.ProgressBar) ([]Row, error) {
+func runContention(ctx context.Context, o *Options, contention string, work int64, bar *progress.Bar) ([]Row, error) {
 	setting, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-bench-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
 	if err != nil {
 		return nil, err
 	}
 	defer setting.Close()
 	cg := setting.Group
-	o.feed.setQuota(cg, o.CapQuota.Microseconds(), o.CapPeriod.Microseconds())
+	o.setQuota(cg)
 	n := len(o.Thresholds) * len(o.modes)
 	results := make([][]workload.Result, n)
 	// Modes and thresholds interleave within each repetition, so that a
@@ -257,7 +249,7 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 	for range o.Reps {
 		for i := range n {
 			thr, m := o.Thresholds[i/len(o.modes)], o.modes[i%len(o.modes)]
-			bar.Describe(fmt.Sprintf("%-10s %-9s %-6s", contention, m, thr))
+			bar.Next(fmt.Sprintf("%-10s %-9s %-6s", contention, m, thr))
 			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1},
 				Mode: m, Device: o.Device, CPU: o.CPU, Threshold: thr}
 			r, err := o.runCell(ctx, o.hintCell(cell), cg)
@@ -265,7 +257,7 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 				return nil, err
 			}
 			results[i] = append(results[i], r)
-			bar.Add(1)
+			bar.Advance()
 		}
 	}
 	rows := make([]Row, n)
@@ -276,18 +268,6 @@ func runContention(ctx context.Context, o *Options, contention string, work int6
 			ReceiveP50US: r.ReceiveP50US, ReceiveP99US: r.ReceiveP99US, LaunchP50US: r.LaunchP50US, LaunchP99US: r.LaunchP99US}
 	}
 	return rows, nil
-}
-
-func newProgress(w io.Writer, n int) *progressbar.ProgressBar {
-	f, ok := w.(*os.File)
-	visible := ok && term.IsTerminal(int(f.Fd()))
-	return progressbar.NewOptions(n,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetVisibility(visible),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionClearOnFinish(),
-	)
 }
 
 func printTable(w io.Writer, rows []Row) error {

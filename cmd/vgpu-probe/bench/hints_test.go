@@ -63,10 +63,10 @@ func TestThresholdsSim(t *testing.T) {
 	if len(doc.Results) != 6 || seen["hints"] != 2 || seen["guest"] != 2 || seen["static"] != 2 {
 		t.Fatalf("rows by threshold %v, want 2 each", seen)
 	}
-	if opts.feed == nil || opts.feed.published == 0 {
+	if opts.feed == nil || opts.feed.Applied() == 0 {
 		t.Fatal("the in-process publisher published no switch-in of a cell")
 	}
-	if _, err := os.Stat(opts.feed.dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("hint directory %s left behind", opts.feed.dir)
+	if _, err := os.Stat(opts.feed.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("hint directory %s left behind", opts.feed.Dir())
 	}
 }

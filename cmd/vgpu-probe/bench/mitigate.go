@@ -16,18 +16,8 @@ func addMitigateFlag(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&o.Mitigate, "mitigate", "", "give each benchmark cell's threads (not the co-runner's) a short EEVDF slice, as `vgpu-probe agent --mitigate` does: "+mitigate.Usage+" (needs Linux 6.12+)")
 }
 
-// parseMitigate checks the --mitigate syntax.
+// parseMitigate parses --mitigate with the agent's parser.
 func (o *Options) parseMitigate() error {
-	if o.Mitigate == "" {
-		return nil
-	}
-	_, err := mitigate.Parse(o.Mitigate)
-	return err
-}
-
-// startMitigation refuses a kernel without custom slices before any cell
-// runs.
-func (o *Options) startMitigation() error {
 	if o.Mitigate == "" {
 		return nil
 	}
@@ -35,7 +25,17 @@ func (o *Options) startMitigation() error {
 	if err != nil {
 		return err
 	}
-	m, err := mitigate.New(mitigate.Options{Slice: cfg.Slice, Log: zerolog.Nop()})
+	o.mitigation = &cfg
+	return nil
+}
+
+// startMitigation refuses a kernel without custom slices before any cell
+// runs.
+func (o *Options) startMitigation() error {
+	if o.mitigation == nil {
+		return nil
+	}
+	m, err := mitigate.New(mitigate.Options{Slice: o.mitigation.Slice, Log: zerolog.Nop()})
 	if err != nil {
 		return fmt.Errorf("--mitigate: %w", err)
 	}

@@ -1,7 +1,6 @@
 package run
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt"
-	"github.com/vgpu-probe/vgpu-probe/experiments/runner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 
@@ -50,7 +49,7 @@ func (o *Options) validateLibvirt() error {
 	return o.libvirtBackend(nil).Check()
 }
 
-func (o *Options) libvirtBackend(p *progress) *libvirt.Backend {
+func (o *Options) libvirtBackend(p *progress.Bar) *libvirt.Backend {
 	b := &libvirt.Backend{URI: o.Libvirt.URI, ImageDir: o.Libvirt.ImageDir, HostWork: time.Duration(o.HostUS * 1e3),
 		BootTimeout: o.Libvirt.BootTimeout, JobTimeout: o.Libvirt.JobTimeout}
 	if o.Libvirt.DomainType != "auto" {
@@ -60,21 +59,4 @@ func (o *Options) libvirtBackend(p *progress) *libvirt.Backend {
 		b.Log = p.Note
 	}
 	return b
-}
-
-// libvirtAgent watches the domains through the agent's libvirt discovery
-// (--libvirt-uri), so the cell shows the vCPU threads as the host sees
-// them beside the guest's own timeline.
-func libvirtAgent(b *libvirt.Backend, uri string) runner.AgentFunc {
-	return func(ctx context.Context, runnerPid int, corunners []int, ready func(), done <-chan struct{}) (runner.AgentRun, error) {
-		var keys []string
-		for _, pid := range append([]int{runnerPid}, corunners...) {
-			name := b.DomainName(pid)
-			if name == "" {
-				return runner.AgentRun{}, fmt.Errorf("agent: no domain of ours has QEMU pid %d", pid)
-			}
-			keys = append(keys, name)
-		}
-		return watchWithAgent(ctx, []string{"--libvirt-uri", uri}, keys, ready, done)
-	}
 }

@@ -124,61 +124,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestShellCommandsPass(t *testing.T) {
-	for _, c := range []string{"while :; do :; done", "FOO=1 sh -c 'exit 0'", "cd /tmp && ls", "echo $PATH"} {
-		if err := checkCommand(c); err != nil {
-			t.Errorf("%q: %v", c, err)
-		}
-	}
-}
-
-func TestPrintTable(t *testing.T) {
-	f := &results.File{Config: results.Config{Backend: "local", Workload: "namd-like", Device: "sim", Reps: 3, Notes: []string{"shared2 skipped: test"}}}
-	add := func(sc string, co int, mode string, wall, slow float64) {
-		k := results.Key{Scenario: sc, Corunners: co, VCPUs: 2, Mode: mode}
-		if co > 0 {
-			k.Corunner = "while1"
-		}
-		c := results.Cell{Key: k, Slowdown: slow, RunnerVCPUs: 2}
-		if sc == scenario.Baseline {
-			c.RunnerVCPUs = 1
-		}
-		c.Median.WallS = wall
-		f.Cells = append(f.Cells, c)
-	}
-	add(scenario.Shared1, 1, "spin", 0.4, 2)
-	add(scenario.Shared1, 1, "block", 0.3, 1.5)
-	add(scenario.Baseline, 0, "spin", 0.2, 0)
-	add(scenario.Baseline, 0, "block", 0.2, 0)
-	var b bytes.Buffer
-	if err := PrintTable(&b, f); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	lines := strings.Split(out, "\n")
-	var base, shared int
-	for i, l := range lines {
-		if strings.HasPrefix(l, "baseline") {
-			base = i
-			if !strings.Contains(l, "0.200s") || !strings.Contains(l, "runner 1") {
-				t.Errorf("baseline row %q", l)
-			}
-		}
-		if strings.HasPrefix(l, "shared1") {
-			shared = i
-			if !strings.Contains(l, "2.00x") || !strings.Contains(l, "1.50x") || !strings.Contains(l, "1 x while1") {
-				t.Errorf("shared1 row %q", l)
-			}
-		}
-	}
-	if base == 0 || shared < base {
-		t.Errorf("want the baseline row first:\n%s", out)
-	}
-	if !strings.Contains(out, "note: shared2 skipped: test") {
-		t.Errorf("note missing:\n%s", out)
-	}
-}
-
 // TestBinary builds vgpu-probe and runs it as a user does: bad input exits
 // 2 with one line and starts nothing; Ctrl-C during a run exits non-zero,
 // leaves no process and no cgroup behind, and keeps the results file.
@@ -266,19 +211,6 @@ func children(pid int) []int {
 		}
 	}
 	return kids
-}
-
-// FuzzCheckCommand: any text gives an answer, never a panic, and a
-// command that passes is not blank.
-func FuzzCheckCommand(f *testing.F) {
-	for _, s := range []string{"while :; do :; done", "A=1 B=2 ./x", "=", "a=", "'", "sleep 1", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if err := checkCommand(s); err == nil && s != "" && strings.TrimSpace(s) == "" {
-			t.Fatalf("blank command %q accepted", s)
-		}
-	})
 }
 
 // TestWithRealAgent runs the built binary with --with-agent: the agent
