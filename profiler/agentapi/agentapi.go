@@ -267,13 +267,37 @@ const (
 // anything far larger is not an agent.
 const maxBody = 256 << 20
 
+// busyRetries is how often a request the agent turns away as busy (503
+// with Retry-After: it serves a few timeline and snapshot requests at a
+// time) is tried again, waiting as told, at most maxRetryWait each time.
+const (
+	busyRetries  = 10
+	maxRetryWait = 5 * time.Second
+)
+
 func (c *Client) get(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	for try := 0; ; try++ {
+		b, wait, err := c.getOnce(ctx, path, q)
+		if wait == 0 || try == busyRetries {
+			return b, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent %s: %s: %w", c.base, path, ctx.Err())
+		}
+	}
+}
+
+// getOnce is one request; a positive wait means the agent was busy and
+// asked to be retried after it.
+func (c *Client) getOnce(ctx context.Context, path string, q url.Values) (b []byte, wait time.Duration, err error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -282,12 +306,15 @@ func (c *Client) get(ctx context.Context, path string, q url.Values) ([]byte, er
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("agent %s does not answer: %w", c.base, err)
+		return nil, 0, fmt.Errorf("agent %s does not answer: %w", c.base, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, fmt.Errorf("agent %s: reading %s: %w", c.base, path, err)
+		return nil, 0, fmt.Errorf("agent %s: reading %s: %w", c.base, path, err)
+	}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		wait = min(max(time.Duration(secs)*time.Second, 100*time.Millisecond), maxRetryWait)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := strings.TrimSpace(string(b))
@@ -297,7 +324,7 @@ func (c *Client) get(ctx context.Context, path string, q url.Values) ([]byte, er
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
-		return nil, fmt.Errorf("agent %s: %s: %s %s", c.base, path, resp.Status, msg)
+		return nil, wait, fmt.Errorf("agent %s: %s: %s %s", c.base, path, resp.Status, msg)
 	}
-	return b, nil
+	return b, 0, nil
 }

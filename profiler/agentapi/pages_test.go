@@ -2,7 +2,9 @@ package agentapi
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +58,32 @@ func TestClientFollowsPages(t *testing.T) {
 		if e.EndNs != 1000+uint64(i) {
 			t.Fatalf("interval %d ends at %d", i, e.EndNs)
 		}
+	}
+}
+
+// TestClientRetriesBusy: a 503 with Retry-After is tried again; one
+// without it is an error at once.
+func TestClientRetriesBusy(t *testing.T) {
+	busy := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("domain") == "down" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		if busy > 0 {
+			busy--
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"events": [{"in_mono_ns": 5000, "off_us": 1, "tid": 3}]}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, nil)
+	if evs, err := c.Timeline(context.Background(), "vm", 5); err != nil || len(evs) != 1 || busy != 0 {
+		t.Fatalf("after two busy answers: %v, %v", evs, err)
+	}
+	if _, err := c.Timeline(context.Background(), "down", 5); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("503 without Retry-After: %v", err)
 	}
 }
