@@ -66,6 +66,9 @@ type Options struct {
 	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
 	OpenNVML   func() gonvml.Interface
 	Sched      mitigate.Sched // nil: the kernel's
+
+	// Capabilities returns the effective set (caps.go); nil: the process's.
+	Capabilities func() (CapSet, error)
 }
 
 // NewCmd returns the agent command; runF replaces the run in tests.
@@ -190,6 +193,9 @@ func Run(o *Options) error {
 	}
 	if o.Geteuid() != 0 {
 		return usage.Errorf("vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads")
+	}
+	if err := o.checkCaps(); err != nil {
+		return err
 	}
 	// Totals and rates come from the kernel's per-thread accounting: a
 	// kernel without it would leave every thread unwatched.

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
@@ -37,7 +38,7 @@ func (o *Options) hintSources(srcs []targets.Source) ([]targets.Source, *hints.P
 	if o.Hints == "" {
 		return srcs, nil, nil
 	}
-	pub, err := hints.New(hints.Options{Dir: o.Hints, Log: o.Log})
+	pub, err := hints.New(hints.Options{Dir: o.Hints, Log: o.Log, Failed: exporter.Errors.Counter(exporter.ErrorHints)})
 	if err != nil {
 		return nil, nil, usage.Errorf("--hints %s: %v", o.Hints, err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
@@ -37,7 +38,8 @@ func (o *Options) mitigateSources(sources []targets.Source) (_ []targets.Source,
 	if err != nil {
 		return nil, nil, usage.Errorf("%v", err)
 	}
-	m, err := mitigate.New(mitigate.Options{Slice: cfg.Slice, Log: o.Log, Sched: o.Sched})
+	m, err := mitigate.New(mitigate.Options{Slice: cfg.Slice, Log: o.Log, Sched: o.Sched,
+		Failed: exporter.Errors.Counter(exporter.ErrorMitigate)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--mitigate: %w", err)
 	}
