@@ -5,12 +5,69 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench lint fuzz clean
+# Where `make install` puts things (GNU conventions; DESTDIR stages a
+# package). The unit goes under the prefix, where systemd looks for
+# packaged units (/usr/lib and /usr/local/lib/systemd/system), leaving
+# /etc/systemd/system to the administrator's own units and drop-ins; for a
+# prefix systemd does not search (/opt/...), set UNITDIR=/etc/systemd/system.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# The binary, and where generated files (man pages, completions, the
+# library) go.
+BIN         ?= vgpu-probe
+BUILD       ?= build
+HS_BUILD    ?= $(BUILD)
+# The date in the man pages: the last commit's, so a rebuild is identical.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+
+.PHONY: all build man completions test bench lint fuzz clean install-bin uninstall-bin
 
 all: build
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o vgpu-probe ./cmd/vgpu-probe
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vgpu-probe
+
+# Man pages and shell completions come from the cobra commands of the
+# binary just built, so they always match its flags; they are not committed.
+man: build
+	rm -rf $(BUILD)/man/man1
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(abspath $(BIN)) man $(BUILD)/man/man1
+
+# Each written whole, then renamed: a failed run leaves no partial script.
+completions: build
+	@mkdir -p $(BUILD)/completion
+	$(abspath $(BIN)) completion bash >$(BUILD)/completion/vgpu-probe.bash.tmp
+	$(abspath $(BIN)) completion zsh >$(BUILD)/completion/_vgpu-probe.tmp
+	$(abspath $(BIN)) completion fish >$(BUILD)/completion/vgpu-probe.fish.tmp
+	cd $(BUILD)/completion && for f in vgpu-probe.bash _vgpu-probe vgpu-probe.fish; do mv $$f.tmp $$f; done
+
+# `make install` is install-bin below plus install-lib (cgo/Makefile.inc).
+# The installed unit's ExecStart names $(BINDIR)/vgpu-probe.
+install: install-bin
+uninstall: uninstall-bin
+
+install-bin: build man completions
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/vgpu-probe
+	sed 's|/usr/local/bin/vgpu-probe|$(BINDIR)/vgpu-probe|g' agent/vgpu-probe-agent.service >$(BUILD)/vgpu-probe-agent.service
+	install -m 0644 $(BUILD)/vgpu-probe-agent.service $(DESTDIR)$(UNITDIR)/
+	rm -f $(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1
+	install -m 0644 $(BUILD)/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(BUILD)/completion/vgpu-probe.bash $(DESTDIR)$(BASHCOMPDIR)/vgpu-probe
+	install -m 0644 $(BUILD)/completion/_vgpu-probe $(DESTDIR)$(ZSHCOMPDIR)/_vgpu-probe
+	install -m 0644 $(BUILD)/completion/vgpu-probe.fish $(DESTDIR)$(FISHCOMPDIR)/vgpu-probe.fish
+
+uninstall-bin:
+	rm -f $(DESTDIR)$(BINDIR)/vgpu-probe $(DESTDIR)$(UNITDIR)/vgpu-probe-agent.service \
+		$(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/vgpu-probe $(DESTDIR)$(ZSHCOMPDIR)/_vgpu-probe \
+		$(DESTDIR)$(FISHCOMPDIR)/vgpu-probe.fish
 
 # The whole suite, race detector on. Tests that need root, cgroups, a real
 # libvirtd or Chromium use them when present and say why when they skip.

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/apps"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/guest"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/man"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
@@ -70,6 +71,7 @@ notice of kernel completion.
 		report.NewCmd(nil),
 		runcmd.NewCmd(nil),
 		vmjob.NewCmd(),
+		man.NewCmd(),
 	)
 	return root
 }
