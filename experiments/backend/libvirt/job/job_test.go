@@ -144,10 +144,12 @@ func TestBadMode(t *testing.T) {
 	if _, err := ParseCmdlineValue(base64.RawURLEncoding.EncodeToString([]byte(line))); err == nil || !strings.Contains(err.Error(), `unknown mode "nap"`) {
 		t.Errorf("cmdline: %v, want unknown mode \"nap\"", err)
 	}
-	in := strings.NewReader(line + "\n" + `{"id":8,"kind":"poweroff"}` + "\n")
 	out := &bytes.Buffer{}
-	if err := RunGuest(Job{Kind: Serve}, pipePort{Reader: in, out: out}); err != nil {
-		t.Fatal(err)
+	g := &guest{port: pipePort{out: out}, heard: make(chan struct{})}
+	jobs := make(chan Job, 1)
+	g.read(strings.NewReader(line+"\n"), jobs)
+	if j, ok := <-jobs; ok {
+		t.Errorf("job %+v passed on", j)
 	}
 	var got []Reply
 	for _, r := range replies(t, out) {
