@@ -2,6 +2,7 @@ package hybridsync
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -14,6 +15,10 @@ const (
 	EnvStats   = "HYBRIDSYNC_STATS"       // path of the stats JSON written at exit
 	EnvLog     = "HYBRIDSYNC_LOG"         // log level: off (default), error, warn, info, debug
 )
+
+// LogLevels are EnvLog's levels, by number: the C library's HS_LOG_*
+// (cgo/hscore/core.h), whose list its tests check against this one.
+var LogLevels = [...]string{"off", "error", "warn", "info", "debug"}
 
 // EnvConfig is what the environment asks for.
 type EnvConfig struct {
@@ -61,10 +66,10 @@ func ConfigFromEnv(getenv func(string) string) (EnvConfig, error) {
 	}
 	c.StatsPath = getenv(EnvStats)
 	c.LogLevel = strings.TrimSpace(getenv(EnvLog))
-	switch c.LogLevel {
-	case "", "off", "error", "warn", "info", "debug":
-	default:
-		return c, fmt.Errorf("%s: unknown level %q (want off, error, warn, info or debug)", EnvLog, c.LogLevel)
+	if c.LogLevel != "" && !slices.Contains(LogLevels[:], c.LogLevel) {
+		n := len(LogLevels) - 1
+		return c, fmt.Errorf("%s: unknown level %q (want %s or %s)", EnvLog, c.LogLevel,
+			strings.Join(LogLevels[:n], ", "), LogLevels[n])
 	}
 	return c, nil
 }

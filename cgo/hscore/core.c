@@ -1,6 +1,8 @@
-/* The C core of libhybridsync: finds CUDA at run time, performs the waits
- * the Go policy asks for, and keeps the launch registry. No CUDA headers,
- * no CUDA at build time (cuda_abi.h). */
+/* The C core of libhybridsync, its lowest layer: finds CUDA at run time,
+ * performs the waits the Go policy asks for, and keeps the launch registry.
+ * It calls only CUDA and libc, never the layers above it (libhybridsync's
+ * C files, Go through hscore.go). No CUDA headers, no CUDA at build time
+ * (cuda_abi.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,39 +20,35 @@
 
 void *hs_real[HS_SYM_COUNT];
 
-#define HS_NAME(api, name, hooked, ret, params, args) #name,
+#define HS_NAME(api, name, hooked, observe, ret, params, args) #name,
 const char *const hs_sym_name[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_NAME)};
 #undef HS_NAME
-#define HS_HOOKED(api, name, hooked, ret, params, args) hooked,
+#define HS_HOOKED(api, name, hooked, observe, ret, params, args) hooked,
 const int hs_sym_hooked[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_HOOKED)};
 #undef HS_HOOKED
 #define HS_IS_RT_DRV 0
 #define HS_IS_RT_RT 1
-#define HS_RUNTIME(api, name, hooked, ret, params, args) HS_IS_RT_##api,
+#define HS_RUNTIME(api, name, hooked, observe, ret, params, args) HS_IS_RT_##api,
 const int hs_sym_runtime[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_RUNTIME)};
 #undef HS_RUNTIME
 _Static_assert(sizeof hs_sym_name / sizeof hs_sym_name[0] == HS_SYM_COUNT, "symbol tables out of step");
 
-/* ---- time, logging, fork ---- */
-
-int64_t hs_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the clock hybridsync.Now reads */
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* ---- logging, fork ---- */
 
 static _Atomic int log_level;
 static atomic_int log_off; /* HYBRIDSYNC_LOG=off, said explicitly */
 atomic_int hs_forked, hs_loaded; /* see core.h */
 
+#define HS_LOG_NAME(level, name) name,
+const char *const hs_log_level_name[HS_LOG_COUNT] = {HS_LOG_LEVELS(HS_LOG_NAME)};
+#undef HS_LOG_NAME
+
 int hs_parse_log_level(const char *s)
 {
-	static const char *const names[] = {"off", "error", "warn", "info", "debug"};
 	if (s == NULL || *s == 0)
 		return HS_LOG_OFF;
-	for (int i = 0; i < 5; i++)
-		if (strcmp(s, names[i]) == 0)
+	for (int i = 0; i < HS_LOG_COUNT; i++)
+		if (strcmp(s, hs_log_level_name[i]) == 0)
 			return i;
 	return -1;
 }

@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include "cuda_abi.h"
 
 /* What a wait is for. */
@@ -96,14 +97,27 @@ void hs_launch_observed(void *stream, const void *fn, uint64_t g01, uint64_t g2b
 static inline uint64_t hs_shape_word(unsigned lo, unsigned hi) { return (uint64_t)hi << 32 | lo; }
 int hs_kernel_describe(uint64_t id, char *buf, size_t len);
 
-int64_t hs_now(void);
+/* hs_now reads CLOCK_MONOTONIC (ns), the clock hybridsync.Now reads;
+ * inline: every wait of the default mode reads it. */
+static inline int64_t hs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Process state. */
 /* this is not the process that loaded us */
 static inline int hs_in_forked_child(void) { return atomic_load_explicit(&hs_forked, memory_order_relaxed); }
 void hs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hs_set_log_level(int level);
-enum { HS_LOG_OFF = 0, HS_LOG_ERROR, HS_LOG_WARN, HS_LOG_INFO, HS_LOG_DEBUG };
+/* The log levels, by number: HYBRIDSYNC_LOG's names. hybridsync.LogLevels
+ * is the Go side's list, checked against this one (hscore's tests). */
+#define HS_LOG_LEVELS(X) X(OFF, "off") X(ERROR, "error") X(WARN, "warn") X(INFO, "info") X(DEBUG, "debug")
+#define HS_LOG_ENUM(level, name) HS_LOG_##level,
+enum { HS_LOG_LEVELS(HS_LOG_ENUM) HS_LOG_COUNT };
+#undef HS_LOG_ENUM
+extern const char *const hs_log_level_name[HS_LOG_COUNT];
 int hs_parse_log_level(const char *s);
 void hs_log_str(int level, const char *msg);
 /* hs_log_user reports a user error (a bad HYBRIDSYNC_* value): one line on

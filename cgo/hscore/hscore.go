@@ -31,6 +31,16 @@ func Load() error {
 	return nil
 }
 
+// LogLevels are the C core's log levels (HYBRIDSYNC_LOG), by number: the
+// list hybridsync.LogLevels must equal.
+func LogLevels() []string {
+	names := make([]string, C.HS_LOG_COUNT)
+	for i := range names {
+		names[i] = C.GoString(C.hs_log_level_name[i])
+	}
+	return names
+}
+
 // Sym returns a further driver function by name, nil if the driver lacks it.
 func Sym(name string) unsafe.Pointer {
 	cs := C.CString(name)

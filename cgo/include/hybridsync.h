@@ -124,6 +124,18 @@ const char *hs_last_error(void);
 /* hs_strerror names an HS_* status code. */
 const char *hs_strerror(int code);
 
+/* hs_interpose's hook sets. hs_interpose(int hooks), exported by
+ * libhybridsync.so, is no part of this API: it exists for measuring,
+ * within one process, what the interposer's hooks cost and how the library
+ * compares with CUDA's own modes (experiments/apps), where separate
+ * processes vary more than the difference looked for. It sets which hooks
+ * run from then on (0: every CUDA call goes straight through) and returns
+ * the previous set; a program finds it with dlsym(RTLD_DEFAULT,
+ * "hs_interpose"). */
+#define HS_HOOK_OBSERVE 1 /* kernel launches and event records */
+#define HS_HOOK_WAIT 2    /* the waits */
+#define HS_HOOK_ALL (HS_HOOK_OBSERVE | HS_HOOK_WAIT)
+
 #ifdef __cplusplus
 }
 #endif

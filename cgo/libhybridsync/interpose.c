@@ -5,7 +5,8 @@
  *
  * Every replacement here is named in HS_CUDA_SYMBOLS (cuda_abi.h), and one
  * table generated from that list serves all three ways a program reaches
- * CUDA (STYLE.md, HAMi-core): direct linking (these functions are exported
+ * CUDA, as HAMi-core's does (where hand-kept lists drifted apart and held
+ * duplicates): direct linking (these functions are exported
  * under CUDA's names), dlsym (replaced below), and cuGetProcAddress (how
  * cudart, static by default in nvcc builds, finds the driver). A function
  * is handed out in place of CUDA's only when the pointer CUDA gave is the
@@ -18,7 +19,11 @@
  *
  * Left out of the static archive (built with -tags hs_nointerpose): a
  * program that links libhybridsync.a links it explicitly, and these CUDA
- * names would collide with libcudart_static's. */
+ * names would collide with libcudart_static's.
+ *
+ * An entry point, as api.c is: a hook calls down into the policy core
+ * (wait.h) for a wait, and into the C core (core.h: the launch registry,
+ * the real functions) for the rest; nothing below calls back into it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -26,19 +31,18 @@
 #include <string.h>
 
 #include "core.h"
+#include "hybridsync.h"
 #include "wait.h"
 
 /* The hook table, from the one symbol list. */
 #define HOOK_0(name) NULL
 #define HOOK_1(name) (void *)&name
-#define HS_HOOK(api, name, hooked, ret, params, args) HOOK_##hooked(name),
+#define HS_HOOK(api, name, hooked, observe, ret, params, args) HOOK_##hooked(name),
 static void *const hook[HS_SYM_COUNT] = {HS_CUDA_SYMBOLS(HS_HOOK)};
 #undef HS_HOOK
 _Static_assert(sizeof hook / sizeof hook[0] == HS_SYM_COUNT, "hook table out of step with the symbol list");
 
-/* Which hooks run: HOOK_OBSERVE (launches and event records), HOOK_WAIT
- * (the waits); -1 until decided. */
-enum { HOOK_OBSERVE = 1, HOOK_WAIT = 2, HOOK_ALL = HOOK_OBSERVE | HOOK_WAIT };
+/* Which hooks run: a set of HS_HOOK_* (hybridsync.h); -1 until decided. */
 static atomic_int interposing = -1;
 
 /* Interposing is on under LD_PRELOAD of this library, off when a program
@@ -54,24 +58,22 @@ __attribute__((constructor)) static void decide(void)
 		const char *pre = getenv("LD_PRELOAD");
 		on = pre && strstr(pre, "hybridsync") != NULL;
 	}
-	atomic_store(&interposing, on ? HOOK_ALL : 0);
+	atomic_store(&interposing, on ? HS_HOOK_ALL : 0);
 }
 
-/* hs_interpose sets which hooks run from now on (bits 1: observe launches
- * and event records, 2: waits; 0: every CUDA call goes straight through)
- * and returns the previous set. Not in hybridsync.h: it exists for
- * measuring, within one process, what each hook costs
- * (experiments/apps/diag/hook_cost.py), where the speed of separate
- * processes varies more than the cost itself. Hooks turned off keep their
+/* hs_interpose sets which hooks run from now on (HS_HOOK_* in hybridsync.h,
+ * which says why it exists; 0: every CUDA call goes straight through) and
+ * returns the previous set. Used by experiments/apps/diag/hook_cost.py and
+ * the suite's in-process arms. Hooks turned off keep their
  * place in the program's call path, so what is measured is their work.
  * Switching the waits off pauses the calling thread's epoch, and switching
  * them on resumes it (hs_epoch_pause): the caller is the thread that waits
  * (experiments/apps/inproc.py). */
 int hs_interpose(int hooks)
 {
-	int prev = atomic_exchange(&interposing, hooks & HOOK_ALL);
-	if (prev >= 0 && (prev & HOOK_WAIT) != (hooks & HOOK_WAIT))
-		hs_epoch_pause(!(hooks & HOOK_WAIT));
+	int prev = atomic_exchange(&interposing, hooks & HS_HOOK_ALL);
+	if (prev >= 0 && (prev & HS_HOOK_WAIT) != (hooks & HS_HOOK_WAIT))
+		hs_epoch_pause(!(hooks & HS_HOOK_WAIT));
 	return prev;
 }
 
@@ -86,8 +88,8 @@ static int interpose_on(void) { return atomic_load_explicit(&interposing, memory
 static __thread int in_hook __attribute__((tls_model("initial-exec")));
 
 static int bypass_hook(int which) { return in_hook || !hooks_on(which) || hs_in_forked_child(); }
-static int wait_bypassed(void) { return bypass_hook(HOOK_WAIT); }
-static int launch_bypassed(void) { return hs_unobserved || bypass_hook(HOOK_OBSERVE); }
+static int wait_bypassed(void) { return bypass_hook(HS_HOOK_WAIT); }
+static int launch_bypassed(void) { return hs_unobserved || bypass_hook(HS_HOOK_OBSERVE); }
 
 /* hook_for returns our replacement for a CUDA driver function pointer, or p
  * itself when it is not one we resolved. */
@@ -167,10 +169,10 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t fl
 	return r;
 }
 
-static CUresult drv_wait(struct hs_wait *w)
+static CUresult drv_wait(int kind, void *handle, int flags)
 {
 	in_hook = 1;
-	CUresult r = hs_wait(w);
+	CUresult r = hs_wait(kind, handle, 0, flags);
 	in_hook = 0;
 	return r;
 }
@@ -178,54 +180,25 @@ static CUresult drv_wait(struct hs_wait *w)
 CUresult cuEventSynchronize(CUevent e)
 {
 	DRV_REAL(cuEventSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (wait_bypassed())
-		return real(e);
-	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
-	uint64_t k = 0;
-	int64_t t = 0;
-	if (hs_reg_event(e, &k, &t))
-		w.kernel = k, w.launched = t;
-	CUresult r = drv_wait(&w);
-	hs_reg_event_done(e, k, t);
-	return r;
-}
-
-static CUresult stream_sync(CUstream s, int ptsz)
-{
-	struct hs_wait w = {.handle = s, .kind = HS_WAIT_STREAM, .ptsz = ptsz};
-	uint64_t k;
-	int64_t t;
-	if (hs_reg_stream(s == NULL && ptsz ? (void *)HS_CU_STREAM_PER_THREAD : s, &k, &t))
-		w.kernel = k, w.launched = t;
-	return drv_wait(&w);
+	return wait_bypassed() ? real(e) : drv_wait(HS_WAIT_EVENT, e, HS_WAIT_ONCE);
 }
 
 CUresult cuStreamSynchronize(CUstream s)
 {
 	DRV_REAL(cuStreamSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return wait_bypassed() ? real(s) : stream_sync(s, 0);
+	return wait_bypassed() ? real(s) : drv_wait(HS_WAIT_STREAM, s, 0);
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
 	DRV_REAL(cuStreamSynchronize_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return wait_bypassed() ? real(s) : stream_sync(s, 1);
-}
-
-static CUresult ctx_sync(void)
-{
-	struct hs_wait w = {.kind = HS_WAIT_CTX};
-	uint64_t k;
-	int64_t t;
-	if (hs_reg_stream(NULL, &k, &t))
-		w.kernel = k, w.launched = t;
-	return drv_wait(&w);
+	return wait_bypassed() ? real(s) : drv_wait(HS_WAIT_STREAM, s, HS_WAIT_PTSZ);
 }
 
 CUresult cuCtxSynchronize(void)
 {
 	DRV_REAL(cuCtxSynchronize, HS_CUDA_ERROR_NOT_INITIALIZED)
-	return wait_bypassed() ? real() : ctx_sync();
+	return wait_bypassed() ? real() : drv_wait(HS_WAIT_CTX, NULL, 0);
 }
 
 static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -236,99 +209,42 @@ static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 	hs_launch_observed(s, f, hs_shape_word(gx, gy), hs_shape_word(gz, bx), hs_shape_word(by, bz));
 }
 
-/* A hook bypassed (cudart's own driver launch under our cudaLaunchKernel,
+/* The launch and record hooks, generated from the symbol list: each
+ * HS_TWINS entry with an observer gives a pair, the plain name and its
+ * _ptsz twin (pt 1: stream 0 is the calling thread's per-thread default
+ * stream), and OBSERVE_<observer> says what a successful call tells.
+ * A hook bypassed (cudart's own driver launch under our cudaLaunchKernel,
  * or the hooks off) returns the real call at once, a jump with the
  * arguments in place; only an observed launch saves them across the call.
  * Counted with callgrind (launchbench on the stand-in, docs/BENCHMARKS.md). */
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-			unsigned shm, CUstream s, void **params, void **extra)
-{
-	DRV_REAL(cuLaunchKernel, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	if (r == 0)
-		note_launch(f, gx, gy, gz, bx, by, bz, s, 0);
-	return r;
-}
-
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-			     unsigned bz, unsigned shm, CUstream s, void **params, void **extra)
-{
-	DRV_REAL(cuLaunchKernel_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	CUresult r = real(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-	if (r == 0)
-		note_launch(f, gx, gy, gz, bx, by, bz, s, 1);
-	return r;
-}
-
-CUresult cuEventRecord(CUevent e, CUstream s)
-{
-	DRV_REAL(cuEventRecord, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(e, s);
-	CUresult r = real(e, s);
-	if (r == 0)
-		hs_reg_record(e, s);
-	return r;
-}
-
-CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
-{
-	DRV_REAL(cuEventRecord_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(e, s);
-	CUresult r = real(e, s);
-	if (r == 0)
-		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
-	return r;
-}
-
-CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
-{
-	DRV_REAL(cuLaunchKernelEx, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(c, f, params, extra);
-	CUresult r = real(c, f, params, extra);
-	if (r == 0 && c)
-		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 0);
-	return r;
-}
-
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
-{
-	DRV_REAL(cuLaunchKernelEx_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(c, f, params, extra);
-	CUresult r = real(c, f, params, extra);
-	if (r == 0 && c)
-		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, 1);
-	return r;
-}
-
-CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
-{
-	DRV_REAL(cuEventRecordWithFlags, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(e, s, f);
-	CUresult r = real(e, s, f);
-	if (r == 0)
-		hs_reg_record(e, s);
-	return r;
-}
-
-CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
-{
-	DRV_REAL(cuEventRecordWithFlags_ptsz, HS_CUDA_ERROR_NOT_INITIALIZED)
-	if (launch_bypassed())
-		return real(e, s, f);
-	CUresult r = real(e, s, f);
-	if (r == 0)
-		hs_reg_record(e, s == NULL ? HS_CU_STREAM_PER_THREAD : s);
-	return r;
-}
+#define OBSERVE_LAUNCH(pt) note_launch(f, gx, gy, gz, bx, by, bz, s, pt)
+#define OBSERVE_LAUNCH_EX(pt)                                                                                        \
+	if (c)                                                                                                       \
+		note_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, \
+			    pt)
+#define OBSERVE_RECORD(pt) hs_reg_record(e, (pt) && s == NULL ? HS_CU_STREAM_PER_THREAD : s)
+#define OBSERVING_HOOK(name, observe, pt, ret, params, args) \
+	ret name params                                      \
+	{                                                    \
+		DRV_REAL(name, HS_CUDA_ERROR_NOT_INITIALIZED) \
+		if (launch_bypassed())                       \
+			return real args;                    \
+		CUresult r = real args;                      \
+		if (r == 0) {                                \
+			OBSERVE_##observe(pt);               \
+		}                                            \
+		return r;                                    \
+	}
+#define OBSERVER_0(name, observe, ret, params, args)
+#define OBSERVER_LAUNCH OBSERVER_PAIR
+#define OBSERVER_LAUNCH_EX OBSERVER_PAIR
+#define OBSERVER_RECORD OBSERVER_PAIR
+#define OBSERVER_PAIR(name, observe, ret, params, args)     \
+	OBSERVING_HOOK(name, observe, 0, ret, params, args) \
+	OBSERVING_HOOK(name##_ptsz, observe, 1, ret, params, args)
+#define HS_OBSERVER(api, name, hooked, observe, ret, params, args) OBSERVER_##observe(name, observe, ret, params, args)
+HS_CUDA_SYMBOLS(HS_OBSERVER)
+#undef HS_OBSERVER
 
 /* ---- runtime API (dynamically linked cudart) ---- */
 
@@ -341,15 +257,19 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned f)
  * driver handles): it runs the policy, after which the real runtime call
  * returns for the completed work with its exact cudaError_t and its error
  * bookkeeping, without a wait; or it leaves the wait to CUDA, and the real
- * runtime call is the wait itself, checked by hs_wait_end after it. */
-static void rt_begin(struct hs_wait *w, struct hs_cuda_wait *c)
+ * runtime call is the wait itself, checked by hs_wait_end after it. Either
+ * way the library's own CUDA calls, from here until the real call returns,
+ * go straight through. */
+static void rt_begin(struct hs_cuda_wait *c, int kind, void *handle, int flags)
 {
-	c->f = NULL;
-	c->start = 0;
-	if (hs_core_load() != 0)
-		return;
 	in_hook = 1;
-	hs_wait_begin(w, c);
+	hs_wait_begin(c, kind, handle, flags);
+}
+
+static void rt_end(struct hs_cuda_wait *c)
+{
+	in_hook = 0;
+	hs_wait_end(c);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -357,18 +277,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	RT_REAL(cudaEventSynchronize)
 	if (wait_bypassed())
 		return real(e);
-	struct hs_wait w = {.handle = e, .kind = HS_WAIT_EVENT};
-	uint64_t k = 0;
-	int64_t t = 0;
-	if (hs_reg_event(e, &k, &t))
-		w.kernel = k, w.launched = t;
 	struct hs_cuda_wait c;
-	rt_begin(&w, &c);
-	in_hook = 1;
+	rt_begin(&c, HS_WAIT_EVENT, e, HS_WAIT_ONCE);
 	cudaError_t r = real(e);
-	in_hook = 0;
-	hs_wait_end(&w, &c);
-	hs_reg_event_done(e, k, t);
+	rt_end(&c);
 	return r;
 }
 
@@ -377,17 +289,10 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	RT_REAL(cudaStreamSynchronize)
 	if (wait_bypassed())
 		return real(s);
-	struct hs_wait w = {.handle = s, .kind = HS_WAIT_STREAM};
-	uint64_t k;
-	int64_t t;
-	if (hs_reg_stream(s, &k, &t))
-		w.kernel = k, w.launched = t;
 	struct hs_cuda_wait c;
-	rt_begin(&w, &c);
-	in_hook = 1;
+	rt_begin(&c, HS_WAIT_STREAM, s, 0);
 	cudaError_t r = real(s);
-	in_hook = 0;
-	hs_wait_end(&w, &c);
+	rt_end(&c);
 	return r;
 }
 
@@ -396,17 +301,10 @@ cudaError_t cudaDeviceSynchronize(void)
 	RT_REAL(cudaDeviceSynchronize)
 	if (wait_bypassed())
 		return real();
-	struct hs_wait w = {.kind = HS_WAIT_CTX};
-	uint64_t k;
-	int64_t t;
-	if (hs_reg_stream(NULL, &k, &t))
-		w.kernel = k, w.launched = t;
 	struct hs_cuda_wait c;
-	rt_begin(&w, &c);
-	in_hook = 1;
+	rt_begin(&c, HS_WAIT_CTX, NULL, 0);
 	cudaError_t r = real();
-	in_hook = 0;
-	hs_wait_end(&w, &c);
+	rt_end(&c);
 	return r;
 }
 

@@ -1,8 +1,17 @@
 // Command libhybridsync is the C library: built with -buildmode=c-shared
-// (libhybridsync.so) and -buildmode=c-archive (libhybridsync.a). The C API
-// (api.c, include/hybridsync.h) and the interposer (interpose.c) call the
-// functions exported here, which run the hybridsync primitive over the C
-// core of cgo/hscore.
+// (libhybridsync.so) and -buildmode=c-archive (libhybridsync.a). Its C
+// files are layered, each calling only the ones below it:
+//
+//	api.c, interpose.c  entry points: the public hs_* API, the LD_PRELOAD hooks
+//	wait.c              the policy core: one wait, and the thread's epochs
+//	deleg.c, life.c,    which waits go to CUDA's own; initialisation;
+//	schedstat.c,        the thread's run delay; the C side's stats and
+//	stats.c             the stats file at exit
+//	main.go (here)      Go: configuration, the hybridsync policy, the stats
+//	cgo/hscore          the C core: CUDA, its waits, the launch registry
+//
+// The policy core calls the functions exported here, which run the
+// hybridsync primitive over the C core.
 package main
 
 /*
@@ -11,6 +20,8 @@ package main
 #include <stdlib.h>
 #include <string.h>
 #include "core.h"
+#include "deleg.h"
+#include "stats.h"
 #include "wait.h"
 */
 import "C"
@@ -21,7 +32,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -135,11 +145,17 @@ func hsgo_sync(w *C.struct_hs_wait) C.int {
 	return C.int(hscore.CodeOf(err))
 }
 
-// The plan's size in C and in Go must agree (a negative constant does not
-// convert to uint).
-const _ = uint(len(C.struct_hs_plan{}.arms)-hybridsync.PlanMax) + uint(hybridsync.PlanMax-len(C.struct_hs_plan{}.arms))
+// The plan's size and the arms' numbers in C (wait.h) and in Go must agree:
+// each term is a constant that does not convert to uint when negative, so
+// a difference either way fails the build.
+const (
+	_ = uint(len(C.struct_hs_plan{}.arms)-hybridsync.PlanMax) + uint(hybridsync.PlanMax-len(C.struct_hs_plan{}.arms))
+	_ = uint(C.HS_ARM_MODEL-int(hybridsync.ArmModel)) + uint(int(hybridsync.ArmModel)-C.HS_ARM_MODEL)
+	_ = uint(C.HS_ARM_DEVICE-int(hybridsync.ArmDevice)) + uint(int(hybridsync.ArmDevice)-C.HS_ARM_DEVICE)
+	_ = uint(C.HS_ARM_POLICY-int(hybridsync.ArmPolicy)) + uint(int(hybridsync.ArmPolicy)-C.HS_ARM_POLICY)
+)
 
-// hsgo_epoch reports the n epochs the calling thread ran (api.c), at now,
+// hsgo_epoch reports the n epochs the calling thread ran (wait.c), at now,
 // and sets its next ones in plan: a struct hs_epoch_done[n] and a struct
 // hs_plan (wait.h), passed untyped because cgo declares exported functions
 // before the preamble's types.
@@ -149,7 +165,7 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.P
 	done, plan := (*C.struct_hs_epoch_done)(doneArg), (*C.struct_hs_plan)(planArg)
 	l := current.Load()
 	if l == nil {
-		// Shut down meanwhile: the waits go to CUDA (api.c).
+		// Shut down meanwhile: the waits go to CUDA (wait.c).
 		*plan = C.struct_hs_plan{n: 1, len: 1_000_000_000}
 		return
 	}
@@ -192,8 +208,8 @@ func kernelName(id hybridsync.KernelID) string {
 }
 
 // statsDoc is the stats file: hybridsync's Stats and the process.
-// Engaged is always true here; a library that could not start writes
-// "engaged": false and the reason from C (api.c).
+// Engaged is always true here; a library that could not start writes an
+// unengagedDoc instead.
 type statsDoc struct {
 	PID     int  `json:"pid"`
 	Engaged bool `json:"engaged"`
@@ -268,26 +284,44 @@ func hsgo_stats_json(buf *C.char, n C.size_t) C.long {
 	return C.long(len(b))
 }
 
-// writeStats writes the stats file atomically (temporary file, rename), so
-// a reader never sees half of it.
+// unengagedDoc is the stats file of a library that tried to start and
+// could not (no driver, a bad HYBRIDSYNC_* value): a user who asked for
+// stats is told why the numbers are missing.
+type unengagedDoc struct {
+	Version int    `json:"version"`
+	PID     int    `json:"pid"`
+	Engaged bool   `json:"engaged"`
+	Reason  string `json:"reason"`
+}
+
+// writeStats writes the stats file, if one was asked for.
 func writeStats(l *lib) error {
 	if l.statsPath == "" {
 		return nil
 	}
-	path := strings.ReplaceAll(l.statsPath, "%p", strconv.Itoa(os.Getpid()))
 	b, err := statsJSON(l)
 	if err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
+	return hscore.WriteStats(l.statsPath, b)
+}
+
+// hsgo_write_unengaged writes the stats file HYBRIDSYNC_STATS names, if
+// any, for a library that could not start, and why (stats.c, at exit).
+//
+//export hsgo_write_unengaged
+func hsgo_write_unengaged(reason *C.char) {
+	path := cgetenv(hybridsync.EnvStats)
+	if path == "" {
+		return
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
+	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason)})
+	if err == nil {
+		err = hscore.WriteStats(path, b)
 	}
-	return nil
+	if err != nil {
+		logf(C.HS_LOG_ERROR, "stats: %v", err)
+	}
 }
 
 //export hsgo_write_stats

@@ -1,23 +1,45 @@
-/* Shared by the C API and the interposer. */
+/* The policy core (wait.c): one wait, from an entry point to its end.
+ * Called by the entry points, api.c and interpose.c; calls down into
+ * life.h, deleg.h, schedstat.h, stats.h, the C core (core.h) and Go
+ * (hsgo_sync, hsgo_epoch), and never back up. */
 #ifndef HS_WAIT_H
 #define HS_WAIT_H
 #include "core.h"
-/* hs_wait runs the configured policy on w (initialising on first use) and
- * returns the CUresult of the completed wait. */
-int hs_wait(struct hs_wait *w);
+
+#pragma GCC visibility push(hidden)
+
+/* How an entry point's wait is named. */
+enum {
+	HS_WAIT_PTSZ = 1, /* a stream wait whose stream 0 is the per-thread default stream */
+	HS_WAIT_ONCE = 2, /* the event's record is good for this one wait (see hs_reg_event_done) */
+};
+
+/* hs_wait waits for the event, stream or context (kind HS_WAIT_*, handle
+ * unused for HS_WAIT_CTX) with the configured policy, initialising on first
+ * use, and returns the CUresult of the completed wait. The kernel and its
+ * launch time come from kernel (0: unknown) and the launch registry. */
+int hs_wait(int kind, void *handle, uint64_t kernel, int flags);
+
 /* The same in two halves, for a caller that makes CUDA's wait itself (the
- * runtime API hooks: the runtime's own call is then the only wait).
- * hs_wait_begin returns 0 when it ran the policy (c->rc its result; the
- * work is complete), 1 when the wait is left to CUDA: the caller makes it,
- * then calls hs_wait_end. */
+ * runtime API hooks: the runtime's own call is then the only wait): after
+ * hs_wait_begin either the policy ran (the work is complete) or the wait
+ * is left to CUDA; either way the caller makes its call, then calls
+ * hs_wait_end. */
 struct fast;
 struct hs_cuda_wait {
-	struct fast *f;      /* the kernel's delegation slot, if delegated */
-	int64_t start; /* when the wait began (0: not read) */
-	int rc;
+	struct hs_wait w;
+	struct fast *f; /* the kernel's delegation slot, if delegated */
+	int64_t start;  /* when the wait began (0: not read) */
+	int once;       /* HS_WAIT_ONCE */
 };
-int hs_wait_begin(struct hs_wait *w, struct hs_cuda_wait *c);
-void hs_wait_end(struct hs_wait *w, const struct hs_cuda_wait *c);
+void hs_wait_begin(struct hs_cuda_wait *c, int kind, void *handle, int flags);
+void hs_wait_end(struct hs_cuda_wait *c);
+
+/* The arms of a thread's epochs in the default mode: hybridsync.Arm's
+ * values, which Go hands over as plain ints (hsgo_epoch); main.go fails to
+ * compile if the two disagree. */
+enum { HS_ARM_MODEL = 0, HS_ARM_DEVICE = 1, HS_ARM_POLICY = 2 };
+
 /* A thread's epochs in the default mode (hybridsync.Epoch, EpochDone):
  * the plan Go gives, and what each epoch of it measured. */
 #define HS_PLAN_MAX 4
@@ -31,21 +53,12 @@ struct hs_epoch_done {
 	unsigned long waits;
 	int64_t wall, cpu, blockable; /* EpochDone.Blockable */
 };
-/* The already-complete waits counted in C, by kernel (see api.c). */
-int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg);
-void hs_fast_reset(void);
-/* The waits left to CUDA's own synchronize (see api.c): on in the default
- * mode, per kernel as the policy learns its waits are short (completing
- * within short_wait_ns of their launch). */
-void hs_delegate_mode(int on, int64_t short_wait_ns);
+/* hs_epoch_pause pauses (1) or resumes (0) the calling thread's epoch,
+ * for hs_interpose switching the wait hooks off and on. */
 void hs_epoch_pause(int pause);
-void hs_delegate_set(uint64_t kernel, int on);
-/* Set while the calling thread's arm needs no kernel identity (api.c): its
- * launches and records then go unobserved. */
+/* Set while the calling thread's arm needs no kernel identity: its
+ * launches and records then go unobserved (interpose.c). */
 extern __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
-/* Reports to Go skipped while a thread's CPU stayed free (api.c). */
-unsigned long hs_quiet_checks(void);
-/* Reports made into Go, their total and longest wall time (ns). */
-unsigned long hs_reports(int64_t *ns, int64_t *max_ns);
-#define HS_FAST_SLOTS 1024
+
+#pragma GCC visibility pop
 #endif

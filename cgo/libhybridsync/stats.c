@@ -1,0 +1,57 @@
+/* The C side's share of the stats: see stats.h. Calls life.h (the state
+ * and the last error) and Go, which writes the file. */
+#include <stdatomic.h>
+
+#include "_cgo_export.h"
+#include "core.h"
+#include "life.h"
+#include "stats.h"
+
+static atomic_ulong quiet_checks; /* reports skipped by the epoch engine's still_free */
+/* Reports made into Go, and the wall time the calling thread spent in
+ * them: a crossing wakes the Go runtime's threads, which on a contended
+ * CPU can wait behind the co-runner. */
+static atomic_ulong reports;
+static _Atomic int64_t report_ns, report_max_ns;
+
+void hs_count_quiet(void) { atomic_fetch_add_explicit(&quiet_checks, 1, memory_order_relaxed); }
+
+void hs_count_report(int64_t spent)
+{
+	atomic_fetch_add_explicit(&reports, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&report_ns, spent, memory_order_relaxed);
+	int64_t m = atomic_load_explicit(&report_max_ns, memory_order_relaxed);
+	while (spent > m && !atomic_compare_exchange_weak(&report_max_ns, &m, spent))
+		;
+}
+
+unsigned long hs_quiet_checks(void) { return atomic_load(&quiet_checks); }
+
+unsigned long hs_reports(int64_t *ns, int64_t *max_ns)
+{
+	*ns = atomic_load(&report_ns);
+	*max_ns = atomic_load(&report_max_ns);
+	return atomic_load(&reports);
+}
+
+/* The stats file at exit: only in the process that initialised (a forked
+ * child that exits must not overwrite its parent's file, nor call into a
+ * Go runtime whose threads it does not have). A process whose first wait
+ * found the library unable to start says so ("engaged": false and why), so
+ * that a user who asked for stats is told rather than left to wonder why
+ * the numbers are missing; one that never waited writes nothing (it may
+ * never have used CUDA at all). */
+__attribute__((destructor)) static void write_stats_at_exit(void)
+{
+	if (hs_in_forked_child())
+		return;
+	switch (atomic_load(&hs_lib_state)) {
+	case HS_LIB_READY:
+		hsgo_write_stats();
+		break;
+	case HS_LIB_DONE:
+		if (hs_lib_error()[0])
+			hsgo_write_unengaged((char *)hs_lib_error());
+		break;
+	}
+}
