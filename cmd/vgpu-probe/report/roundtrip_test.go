@@ -1,0 +1,234 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
+)
+
+// The round trip an operator makes: two real agents, each watching a busy
+// loop, scraped by a real Prometheus server every second; then `report
+// --prometheus` ranks the same targets as `report --agent` over the same
+// agents, with the same values within 5%.
+//
+// The contention is made, not hoped for: three busy loops share the last
+// CPU, the first agent's at nice 0 beside another at nice 0, the second
+// agent's at nice -5, so the first waits about 80% of the time and the
+// second about 40% (CFS weights 1024, 1024, 3121), more if other work
+// shares the CPU, but always the first more than the second.
+//
+// Both sides cover the same span: the agents' window is everything since
+// they started (--window is longer than the test), and Prometheus is
+// asked at the time of the agents' snapshot over that long.
+func TestPrometheusRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Prometheus server and two agents for 30 s")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agents load eBPF programs")
+	}
+	prom, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("no prometheus binary (.ci/setup-prometheus.sh installs Debian's)")
+	}
+	bin := buildBinary(t)
+	cpu := runtime.NumCPU() - 1
+	watchedA := pinnedLoop(t, cpu, 0)
+	pinnedLoop(t, cpu, 0)
+	watchedB := pinnedLoop(t, cpu, -5)
+	agentA := startAgent(t, bin, watchedA)
+	agentB := startAgent(t, bin, watchedB)
+	promURL := startPrometheus(t, prom, agentA, agentB)
+	time.Sleep(25 * time.Second)
+
+	fromAgents := reportJSON(t, time.Time{}, "--agent", "http://"+agentA, "--agent", "http://"+agentB)
+	// The agents' windows end at the report's time and start when they
+	// did; the later-started agent's is the shorter.
+	var since time.Time
+	for _, a := range []string{agentA, agentB} {
+		c, _ := agentapi.New("http://"+a, nil)
+		snap, err := c.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := snap.Time.Add(-time.Duration(snap.WindowSeconds * float64(time.Second))); s.After(since) {
+			since = s
+		}
+	}
+	span := fmt.Sprintf("%ds", int(fromAgents.Generated.Sub(since).Seconds()))
+	fromProm := reportJSON(t, fromAgents.Generated, "--prometheus", promURL, "--range", span)
+	if len(fromProm.VMs) != 2 || len(fromAgents.VMs) != 2 {
+		t.Fatalf("VMs from Prometheus %+v, from the agents %+v", fromProm.VMs, fromAgents.VMs)
+	}
+	for i, want := range []int{watchedA, watchedB} {
+		p, a := fromProm.VMs[i], fromAgents.VMs[i]
+		t.Logf("#%d %s: Prometheus %s waited %.1f%% preempt/s %.0f %q; agent %s waited %.1f%% preempt/s %.0f %q", i+1, p.Name,
+			p.Source, p.StealPct, p.PreemptionsPerS, p.Recommendation.Action, a.Source, a.StealPct, a.PreemptionsPerS, a.Recommendation.Action)
+		if p.Name != strconv.Itoa(want) || a.Name != p.Name {
+			t.Errorf("rank %d: Prometheus says %s, the agents %s, want %d", i+1, p.Name, a.Name, want)
+		}
+		if p.Kind != a.Kind || p.Recommendation.Action != a.Recommendation.Action {
+			t.Errorf("%s: kind %s / %s, action %q / %q", p.Name, p.Kind, a.Kind, p.Recommendation.Action, a.Recommendation.Action)
+		}
+		within5(t, p.Name+" waited %", p.StealPct, a.StealPct)
+		within5(t, p.Name+" preemptions/s", p.PreemptionsPerS, a.PreemptionsPerS)
+	}
+}
+
+func within5(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if d := got - want; d > 0.05*want || -d > 0.05*want {
+		t.Errorf("%s: Prometheus %.2f, agent %.2f: more than 5%% apart", what, got, want)
+	}
+}
+
+// buildBinary builds vgpu-probe into the test's temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool to build the agent with")
+	}
+	bin := filepath.Join(t.TempDir(), "vgpu-probe")
+	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// start runs cmd until the test ends, whatever way it ends; its output is
+// logged on failure.
+func start(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s:\n%s", filepath.Base(cmd.Path), lastBytes(out.Bytes(), 2000))
+		}
+	})
+}
+
+func lastBytes(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
+
+// pinnedLoop starts a shell busy loop on cpu at nice and returns its pid:
+// a single thread whose off-CPU time is all runnable wait.
+func pinnedLoop(t *testing.T, cpu, nice int) int {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	start(t, cmd)
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, nice); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// freeAddr is a loopback address nothing listens on at the moment.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startAgent runs an agent on pid with its programs always attached and
+// rates over all the time it runs, and returns its address once it
+// serves.
+func startAgent(t *testing.T, bin string, pid int) string {
+	t.Helper()
+	addr := freeAddr(t)
+	start(t, exec.Command(bin, "agent", "--pid", strconv.Itoa(pid), "--listen", addr,
+		"--window", "10m", "--trace-every", "1s", "--trace-window", "1s"))
+	waitFor(t, "agent "+addr, "http://"+addr+"/metrics")
+	return addr
+}
+
+// startPrometheus runs a server scraping the agents every second, with
+// its storage in a temporary directory, and returns its URL once ready.
+func startPrometheus(t *testing.T, prom string, agents ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	targets, _ := json.Marshal(agents)
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"+
+		"scrape_configs:\n- job_name: vgpu-probe\n  static_configs: [{targets: %s}]\n", targets)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	start(t, exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn"))
+	waitFor(t, "prometheus", "http://"+addr+"/-/ready")
+	return "http://" + addr
+}
+
+// waitFor polls url until it answers 200, for at most 30 s.
+func waitFor(t *testing.T, what, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come up: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reportJSON runs the report command with args, as of now unless zero,
+// and decodes its JSON.
+func reportJSON(t *testing.T, now time.Time, args ...string) *model.Report {
+	t.Helper()
+	cmd := NewCmd(func(ctx context.Context, o *Options) error {
+		if !now.IsZero() {
+			o.Now = func() time.Time { return now }
+		}
+		return Run(ctx, o)
+	})
+	var out bytes.Buffer
+	cmd.SetArgs(append(args, "--format", "json"))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("report %v: %v", args, err)
+	}
+	var r model.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report %v: %v", args, err)
+	}
+	return &r
+}
