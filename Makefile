@@ -84,6 +84,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
 	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./cgo/ctest
 
+# The agent's HTTP server under load, as root (minutes): a busy target, a
+# 256 MB memory cgroup, many clients and 20,500 idle connections.
+bench-agent-http:
+	VGPU_BENCH_HTTP=1 $(GO) test -count=1 -v -timeout 20m -run TestAgentHTTPLoad ./agent/exporter/loadtest
+
 lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
