@@ -167,6 +167,11 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 		if len(th.Corunners) == 0 || th.Corunners[0].TGID != other {
 			t.Errorf("tid %d: top corunner %+v, want the other loop (pid %d)", tid, th.Corunners, other)
 		}
+		// Both loops are the target's own processes: a stable key, not
+		// the command name.
+		if len(th.Corunners) > 0 && th.Corunners[0].Key != model.CorunnerSelf {
+			t.Errorf("tid %d: top corunner key %q, want %q", tid, th.Corunners[0].Key, model.CorunnerSelf)
+		}
 		// The timeline has an interval for every switch-in counted (none
 		// were dropped: the ring is far from full).
 		if sw := th.Cumulative.Traced.Switches; snap.EventDrops == 0 && ins[uint32(tid)] != sw {
