@@ -51,20 +51,22 @@ func (f fixed) TimelinePage(name string, _ time.Duration, cur monitor.TimelineCu
 
 func testSnapshot() model.Snapshot {
 	c := &model.Counters{}
-	c.Traced.RunNs = 3e9
-	c.Traced.Run[model.Bucket(4e6)] = 500 // 500 runs of ~4 ms
-	c.Traced.Run[model.Bucket(3e9)] = 1   // one run beyond the last exported bucket
+	c.Traced.OffCPUNs = 3e9
+	c.Traced.OffCPU[model.Bucket(4e6)] = 500 // 500 intervals of ~4 ms
+	c.Traced.OffCPU[model.Bucket(3e9)] = 1   // one beyond the last exported bucket
 	slice := 4000.0
 	return model.Snapshot{AttachMode: "raw_tp", EventDrops: 3, TracedTotalSeconds: 12.5, Targets: []model.Target{{
 		Name: "vm1", Kind: "domain",
 		Threads: []model.Thread{
-			{TID: 11, VCPU: 0, Preemptions: 7, Cumulative: c, ExpectedSliceUS: &slice, RemainingSliceUS: &slice,
-				Corunners: []model.Corunner{{TGID: 5, Comm: "stress", WaitedSeconds: 1.5}, {TGID: 6, Comm: "stress", WaitedSeconds: 0.5}}},
-			// Same vCPU index twice and a non-vCPU thread: labels must
-			// stay unique.
-			{TID: 12, VCPU: 0, Cumulative: &model.Counters{}},
-			{TID: 13, VCPU: -1, Cumulative: &model.Counters{}},
+			{TID: 11, VCPU: 0, Preemptions: 7, RunSeconds: 2, Cumulative: c, Contended: true, ExpectedSliceUS: &slice, RemainingSliceUS: &slice,
+				Corunners: []model.Corunner{{TGID: 5, Comm: "stress", Key: "/system.slice/stress.service", WaitedSeconds: 1.5}}},
+			// Same vCPU index twice, and two threads that are not vCPUs:
+			// each label value is one series whatever the threads.
+			{TID: 12, VCPU: 0, RunSeconds: 1, Cumulative: &model.Counters{}},
+			{TID: 13, VCPU: -1, Preemptions: 2, Cumulative: &model.Counters{}},
+			{TID: 14, VCPU: -1, Preemptions: 3, Cumulative: &model.Counters{}},
 		},
+		Corunners: []model.CorunnerWait{{Key: "/system.slice/stress.service", Preemptions: 4, WaitedSeconds: 1.5}},
 	}}}
 }
 
@@ -81,8 +83,7 @@ func TestMetrics(t *testing.T) {
 # HELP vgpu_probe_vcpu_preemptions_total Switch-outs while still runnable (involuntary).
 # TYPE vgpu_probe_vcpu_preemptions_total counter
 vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="0"} 7
-vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="tid:12"} 0
-vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="tid:13"} 0
+vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="none"} 5
 # HELP vgpu_probe_agent_ring_drops_total Switch events lost because the BPF ring buffer was full (timelines have gaps; counters do not).
 # TYPE vgpu_probe_agent_ring_drops_total counter
 vgpu_probe_agent_ring_drops_total 3
@@ -90,25 +91,34 @@ vgpu_probe_agent_ring_drops_total 3
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vgpu_probe_vcpu_preemptions_total", "vgpu_probe_agent_ring_drops_total"); err != nil {
 		t.Fatal(err)
 	}
-	// The run histogram: 500 samples below 2^23 ns (8.4 ms), none below
-	// 2^21 (2.1 ms), 501 in all, sum exact.
 	srv := httptest.NewServer(mustHandler(t))
 	defer srv.Close()
 	body := get(t, srv.URL+"/metrics", 200)
 	for _, line := range []string{
-		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="0.002097152"} 0`,
-		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="0.008388608"} 500`,
-		`vgpu_probe_vcpu_run_seconds_bucket{domain="vm1",vcpu="0",le="+Inf"} 501`,
-		`vgpu_probe_vcpu_run_seconds_sum{domain="vm1",vcpu="0"} 3`,
+		// The off-CPU histogram, per target: 500 samples below 2^23 ns
+		// (8.4 ms), none below 2^21 (2.1 ms), 501 in all, sum exact.
+		`vgpu_probe_vcpu_offcpu_seconds_bucket{domain="vm1",le="0.002097152"} 0`,
+		`vgpu_probe_vcpu_offcpu_seconds_bucket{domain="vm1",le="0.008388608"} 500`,
+		`vgpu_probe_vcpu_offcpu_seconds_bucket{domain="vm1",le="+Inf"} 501`,
+		`vgpu_probe_vcpu_offcpu_seconds_sum{domain="vm1"} 3`,
+		`vgpu_probe_vcpu_run_seconds_total{domain="vm1",vcpu="0"} 3`,
+		`vgpu_probe_vcpu_contended{domain="vm1",vcpu="0"} 1`,
 		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="0"} 0.004`,
-		`vgpu_probe_vcpu_expected_slice_seconds{domain="vm1",vcpu="tid:12"} +Inf`,
-		`vgpu_probe_vcpu_traced_corunner_wait_seconds_total{corunner="stress",domain="vm1",vcpu="0"} 1.5`,
+		`vgpu_probe_vcpu_contended{domain="vm1",vcpu="none"} 0`,
+		`vgpu_probe_vcpu_traced_corunner_wait_seconds_total{corunner="/system.slice/stress.service",domain="vm1"} 1.5`,
+		`vgpu_probe_target_info{domain="vm1",kind="domain"} 1`,
 		`vgpu_probe_agent_traced_seconds_total 12.5`,
 		`vgpu_probe_agent_tracing 0`,
 		`vgpu_probe_scrape_collector_success{collector="vcpu"} 1`,
 	} {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	// Uncontended: no slice at all rather than +Inf.
+	for _, absent := range []string{`vcpu="none"} +Inf`, `expected_slice_seconds{domain="vm1",vcpu="none"}`, "+Inf\n"} {
+		if strings.Contains(body, absent) {
+			t.Errorf("/metrics has %q", absent)
 		}
 	}
 }
@@ -156,7 +166,7 @@ func TestSnapshotAndTimelineAPI(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/v1/snapshot", 200)), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Targets) != 1 || snap.Targets[0].Kind != "domain" || len(snap.Targets[0].Threads) != 3 {
+	if len(snap.Targets) != 1 || snap.Targets[0].Kind != "domain" || len(snap.Targets[0].Threads) != 4 {
 		t.Fatalf("snapshot %+v", snap)
 	}
 	if !strings.Contains(get(t, srv.URL+"/api/v1/timeline?domain=vm1&seconds=5", 200), `"tid":0,`) {
