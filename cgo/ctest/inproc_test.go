@@ -2,14 +2,19 @@ package ctest
 
 import (
 	"encoding/json"
+	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 )
 
-// The suite's in-process harnesses (experiments/apps/args.h --inproc, and
+// The suite's in-process harnesses (experiments/apps/loop.h --inproc, and
 // experiments/apps/inproc.py) with the real library on the stand-in: every
 // round runs each of the three arms, the cuda-blocking arm really is
 // CUDA's blocking mode (the stand-in's waits sleep: a fraction of the CPU
@@ -157,5 +162,74 @@ func TestInProcessArmsChosen(t *testing.T) {
 		if err == nil || !strings.Contains(r.stderr, "APPS_INPROC_ARMS") || r.stdout != "" {
 			t.Errorf("%s, an unknown arm: err %v, stdout %q, stderr %q", name, err, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestInProcessArmTablesAgree: the in-process arms are listed three times,
+// once per language that runs them: loop.h's table (the C programs, its
+// hook sets from hybridsync.h), inproc.py's (the Python programs) and
+// the suite's product arms (Go, experiments/suite), which must be the
+// harnesses' default arms. Each arm must mean the same everywhere: the
+// same hooks, the same schedule.
+func TestInProcessArmTablesAgree(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: inproc.py's table cannot be read (CI installs python3)")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "armtable.c")
+	prog := `#include "loop.h"
+int main(void)
+{
+	printf("{\"default\":%d,\"hooks\":[%d,%d],\"arms\":{", INPROC_DEFAULT_ARMS, HS_HOOK_OBSERVE, HS_HOOK_ALL);
+	for (int i = 0; i < INPROC_MAX_ARMS; i++)
+		printf("%s\"%s\":[%d,%d]", i ? "," : "", inproc_arm_table[i].name, inproc_arm_table[i].hooks, inproc_arm_table[i].blocking);
+	printf("},\"order\":[");
+	for (int i = 0; i < INPROC_MAX_ARMS; i++)
+		printf("%s\"%s\"", i ? "," : "", inproc_arm_table[i].name);
+	printf("]}\n");
+	return 0;
+}
+`
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appsDir := filepath.Join(root, "experiments", "apps")
+	if err := sh(dir, "gcc", "-O0", "-Wall", "-Wno-unused-function", "-Werror", "-I"+appsDir, "-o", "armtable", src, "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	type table struct {
+		Default int               `json:"default"`
+		Hooks   [2]int            `json:"hooks"`
+		Arms    map[string][2]int `json:"arms"`
+		Order   []string          `json:"order"`
+	}
+	var c, py table
+	r, err := runErr(nil, filepath.Join(dir, "armtable"))
+	if err != nil {
+		t.Fatalf("armtable: %v\n%s", err, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil {
+		t.Fatalf("loop.h's table: %v: %q", err, r.stdout)
+	}
+	dump := `import inproc, json
+print(json.dumps({"default": len(inproc.ARMS), "hooks": [inproc.HOOK_OBSERVE, inproc.HOOK_ALL], "order": inproc.ARMS,
+                  "arms": {k: [h, int(b)] for k, (h, b) in inproc.ARM_SETUP.items()}}))`
+	r, err = runErr([]string{"PYTHONPATH=" + appsDir}, python, "-c", dump)
+	if err != nil {
+		t.Fatalf("inproc.py's table: %v\n%s", err, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &py); err != nil {
+		t.Fatalf("inproc.py's table: %v: %q", err, r.stdout)
+	}
+	if c.Default > len(c.Order) || !slices.Equal(c.Order[:c.Default], py.Order) || !slices.Equal(py.Order, suite.Arms) {
+		t.Errorf("default arms: loop.h %v, inproc.py %q, experiments/suite %q", c.Order[:min(c.Default, len(c.Order))], py.Order, suite.Arms)
+	}
+	if !maps.Equal(c.Arms, py.Arms) || c.Hooks != py.Hooks {
+		t.Errorf("arms (hooks, blocking): loop.h %v, inproc.py %v; hook sets (observe, all): hybridsync.h %v, inproc.py %v", c.Arms, py.Arms, c.Hooks, py.Hooks)
 	}
 }

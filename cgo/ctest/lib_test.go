@@ -87,7 +87,7 @@ func build(dir string) error {
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_dyn", filepath.Join(pr, "launchbench.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "launchbench_static", filepath.Join(pr, "launchbench.c"), filepath.Join(si, "cudart.c"), "-lpthread", "-ldl"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-rdynamic", "-I" + pr, "-o", "stepbench", filepath.Join(pr, "stepbench.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
-		// The suite's C harness, experiments/apps/args.h.
+		// The suite's C harness, experiments/apps/loop.h.
 		{"gcc", "-O2", "-Wall", "-Werror", "-I" + pr, "-I" + filepath.Join(root, "experiments", "apps"), "-o", "inprocapp", filepath.Join(pr, "inprocapp.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
 	}
 	for _, s := range steps {

@@ -48,13 +48,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -174,11 +171,10 @@ func statsWriter(s *hybridsync.Syncer, pattern string) func() {
 	if pattern == "" {
 		return func() {}
 	}
-	path := strings.ReplaceAll(pattern, "%p", strconv.Itoa(os.Getpid()))
 	return func() {
 		b, err := json.Marshal(s.Stats(nil))
 		if err == nil {
-			err = results.WriteAtomic(path, b)
+			err = hscore.WriteStats(pattern, b)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", hybridsync.EnvStats, err)

@@ -34,7 +34,7 @@ PYTHONPATH with a build(). Prints one JSON line: the whole process's
 steps, wall and CPU seconds (as every suite program does), and "rounds":
 one record per arm and round, {"round", "arm", "steps", "wall_s",
 "cpu_s"}, CPU being the whole process's (the library's own threads
-included). The C programs do the same with --inproc (args.h)."""
+included). The C programs do the same with --inproc (loop.h)."""
 import argparse
 import ctypes
 import importlib
@@ -46,12 +46,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# hs_interpose's hook sets: HS_HOOK_OBSERVE and HS_HOOK_ALL of
+# cgo/include/hybridsync.h.
+HOOK_OBSERVE, HOOK_ALL = 1, 3
 ARMS = ["cuda-default", "cuda-blocking", "hybridsync"]
-# Every arm: the library's hooks (hs_interpose's mask), and whether the
+# Every arm: the library's hooks (hs_interpose's set), and whether the
 # context is switched to blocking-sync. APPS_INPROC_ARMS=a,b,... picks
-# others than ARMS, as for the C programs (args.h, experiments/apps/diag/arms.sh).
-ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync": (3, False),
-             "hooks-observe": (1, False), "cuda-default-again": (0, False)}
+# others than ARMS, as for the C programs (loop.h, experiments/apps/diag/arms.sh).
+# The same table as loop.h's, ARMS its default arms and the suite's
+# product arms (experiments/suite.Arms): cgo/ctest's
+# TestInProcessArmTablesAgree checks all three.
+ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync": (HOOK_ALL, False),
+             "hooks-observe": (HOOK_OBSERVE, False), "cuda-default-again": (0, False)}
 CU_CTX_SCHED_MASK = 0x07
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04
 
@@ -133,7 +139,7 @@ def main():
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             leave()
             rounds.append({"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)})
-    interpose(3)
+    interpose(HOOK_ALL)
     print(json.dumps({"program": a.module, "steps": sum(x["steps"] for x in rounds),
                       "wall_s": round(sum(x["wall_s"] for x in rounds), 6),
                       "cpu_s": round(sum(x["cpu_s"] for x in rounds), 6), "rounds": rounds}), flush=True)

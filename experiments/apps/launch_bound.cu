@@ -4,7 +4,7 @@
 // Usage: launch_bound [--seconds S | --steps N | --inproc ROUNDS]; prints
 // one JSON line.
 #include <cuda_runtime.h>
-#include "args.h"
+#include "loop.h"
 
 __global__ void empty_kernel() {}
 

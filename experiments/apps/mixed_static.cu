@@ -7,7 +7,7 @@
 // Usage: mixed_static [--seconds S | --steps N | --inproc ROUNDS]; prints
 // one JSON line.
 #include <cuda_runtime.h>
-#include "args.h"
+#include "loop.h"
 #include "../device/spin_kernel.cuh"
 
 __global__ void k20(uint64_t ns) { spin_kernel_body(ns, nullptr); }

@@ -24,7 +24,7 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 mkdir -p "$B" "$OUT"
 [ -x "$D/vgpu-probe" ] || { echo "$D/vgpu-probe missing: run '$0 prepare' where Go is, and carry build/device" >&2; exit 2; }
 for p in mixed_static launch_bound; do
-	if [ ! -x "$B/$p" ] || [ "experiments/apps/$p.cu" -nt "$B/$p" ]; then
+	if [ ! -x "$B/$p" ] || [ "experiments/apps/$p.cu" -nt "$B/$p" ] || [ experiments/apps/loop.h -nt "$B/$p" ]; then
 		"$NVCC" -O2 -arch=native -o "$B/$p" "experiments/apps/$p.cu" 2>/dev/null ||
 			"$NVCC" -O2 -arch=sm_90 -o "$B/$p" "experiments/apps/$p.cu"
 	fi

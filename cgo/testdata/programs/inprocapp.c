@@ -1,11 +1,11 @@
-/* The suite's C harness (experiments/apps/args.h) on the stand-in: per
+/* The suite's C harness (experiments/apps/loop.h) on the stand-in: per
  * step, four 50 µs kernels and a stream synchronize, run by run_loop, so
  * that --inproc ROUNDS (the arms compared inside one process) is tested
  * with the real library without a GPU. Prints the harness's JSON line to
  * stdout and the stand-in's counters to stderr.
  * Usage: inprocapp [--seconds S | --steps N | --inproc ROUNDS [--epoch-s S]] */
 #include "testkit.h"
-#include "args.h"
+#include "loop.h"
 
 static int step(void *arg)
 {

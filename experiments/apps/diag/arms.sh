@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One of the suite's in-process programs under each contention setting,
 # with arms of your choosing alternated per round inside each process
-# (APPS_INPROC_ARMS; args.h and inproc.py list them), for what the suite's
+# (APPS_INPROC_ARMS; loop.h and inproc.py list them), for what the suite's
 # three product arms cannot show:
 #   cuda-default,hooks-observe,hybridsync   what observing launches and
 #       records costs, against the whole library (the default)

@@ -1,5 +1,5 @@
-// Shared by the suite's C/CUDA programs: --seconds S / --steps N, timers,
-// the timed loop and the one JSON line each prints (nothing else goes to
+// The timed loop of the suite's C/CUDA programs: --seconds S / --steps N,
+// timers, the loop and the one JSON line each prints (nothing else goes to
 // stdout); and --inproc ROUNDS, the arms compared inside one process.
 //
 // --inproc ROUNDS [--epoch-s S]: instead of one timed loop, ROUNDS rounds
@@ -14,7 +14,13 @@
 // hooks-observe, the library with only its launch and record observers on
 // (waits alone would see no records, a configuration no program runs);
 // cuda-default-again, the default arm once more, an A/A control.
+// The arm table below is also inproc.py's, and its first arms are the
+// suite's product arms (experiments/suite.Arms): cgo/ctest's
+// TestInProcessArmTablesAgree checks that the three agree.
 #pragma once
+// For hs_interpose's hook sets (HS_HOOK_*); by path, so that the suite's
+// programs build with no include flags.
+#include "../../cgo/include/hybridsync.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,20 +72,22 @@ static long timed_steps(step_fn step, void *arg, long n, double seconds, double 
 	return k;
 }
 
-// The arms: their names, the library's hooks (hs_interpose's mask) and
-// whether the context is switched to blocking-sync.
+// The arms: their names, the library's hooks (hs_interpose's set) and
+// whether the context is switched to blocking-sync. The first
+// INPROC_DEFAULT_ARMS run unless APPS_INPROC_ARMS says otherwise.
 static const struct inproc_arm { const char *name; int hooks, blocking; } inproc_arm_table[] = {
-	{"cuda-default", 0, 0}, {"cuda-blocking", 0, 1}, {"hybridsync", 3, 0},
-	{"hooks-observe", 1, 0}, {"cuda-default-again", 0, 0},
+	{"cuda-default", 0, 0}, {"cuda-blocking", 0, 1}, {"hybridsync", HS_HOOK_ALL, 0},
+	{"hooks-observe", HS_HOOK_OBSERVE, 0}, {"cuda-default-again", 0, 0},
 };
 #define INPROC_MAX_ARMS ((int)(sizeof inproc_arm_table / sizeof *inproc_arm_table))
+#define INPROC_DEFAULT_ARMS 3
 
 // inproc_pick fills arms (indexes of inproc_arm_table) from
-// APPS_INPROC_ARMS, or the first three; returns how many, 0 on a bad list.
+// APPS_INPROC_ARMS, or the default ones; returns how many, 0 on a bad list.
 static int inproc_pick(int *arms, const char *prog)
 {
 	const char *v = getenv("APPS_INPROC_ARMS");
-	if (!v || !*v) { for (int i = 0; i < 3; i++) arms[i] = i; return 3; }
+	if (!v || !*v) { for (int i = 0; i < INPROC_DEFAULT_ARMS; i++) arms[i] = i; return INPROC_DEFAULT_ARMS; }
 	char buf[256];
 	snprintf(buf, sizeof buf, "%s", v);
 	int n = 0;
@@ -180,7 +188,7 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 			steps += x->steps, wall += x->wall, cpu += x->cpu;
 		}
 	}
-	p.interpose(3);
+	p.interpose(HS_HOOK_ALL);
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"rounds\":[", prog, steps, wall, cpu);
 	for (int i = 0; i < n * a.inproc; i++)
 		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}", i ? "," : "", rs[i].round,
