@@ -38,6 +38,7 @@ func TestBinaryExitsTwoOnBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"report", bad, "--format", "html", "-o", out},
 		{"report", "--agent", "http://127.0.0.1:1", "-o", out},
+		{"report", "--prometheus", "http://127.0.0.1:1", "--range", "15m", "-o", out},
 		{"report", bad, "--format", "pdf"},
 	} {
 		cmd := exec.Command(bin, args...)
