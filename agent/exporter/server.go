@@ -33,8 +33,8 @@ type ServeOptions struct {
 	// WebConfigFile is the exporter-toolkit web config (TLS, basic
 	// auth); "" serves plain HTTP.
 	WebConfigFile string
-	// MaxConns caps open connections; 0 sizes it from the file limit
-	// (ConnCap).
+	// MaxConns caps open connections; 0 sizes it from the file and
+	// memory limits (ConnCap).
 	MaxConns int
 	Log      zerolog.Logger
 }
@@ -53,10 +53,21 @@ func ValidateWebConfig(path string) error {
 // libvirt socket, /proc and cgroup files read on each sample.
 const fdReserve = 1024
 
-// ConnCap is the connection cap for a file limit of nofile: nofile less
-// fdReserve (at most half of it on a small limit).
-func ConnCap(nofile uint64) int {
-	return int(nofile - min(nofile/2, fdReserve))
+// connBytes is what one open connection may cost, user and kernel side
+// (goroutine stack, buffers, socket): measured ~20 KiB for an idle
+// keep-alive connection (make bench-agent-http), doubled for headroom.
+// Connections get at most half of a memory limit.
+const connBytes = 40 << 10
+
+// ConnCap is the connection cap for a file limit of nofile and a memory
+// limit of mem bytes (0: none): nofile less fdReserve (at most half of
+// it on a small limit), and no more connections than fit in half of mem.
+func ConnCap(nofile, mem uint64) int {
+	n := nofile - min(nofile/2, fdReserve)
+	if mem > 0 {
+		n = min(n, max(mem/2/connBytes, 16))
+	}
+	return int(n)
 }
 
 // fileLimit is the process's RLIMIT_NOFILE (Go raises the soft limit to
@@ -77,7 +88,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		if err != nil {
 			return err
 		}
-		o.MaxConns = ConnCap(n)
+		mem := memoryLimit()
+		o.MaxConns = ConnCap(n, mem)
+		o.Log.Info().Uint64("file_limit", n).Uint64("memory_limit", mem).Msg("HTTP connection cap from the file and memory limits")
 	}
 	cs := newConns(o.MaxConns, o.Log)
 	srv := &http.Server{

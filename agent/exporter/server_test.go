@@ -111,11 +111,15 @@ func isReset(err error) bool { return err != nil && strings.Contains(err.Error()
 
 func TestConnCap(t *testing.T) {
 	for _, tt := range []struct {
-		nofile uint64
-		want   int
-	}{{20000, 18976}, {1024, 512}, {1 << 20, 1<<20 - 1024}, {2, 1}} {
-		if got := ConnCap(tt.nofile); got != tt.want {
-			t.Errorf("ConnCap(%d) = %d, want %d", tt.nofile, got, tt.want)
+		nofile, mem uint64
+		want        int
+	}{
+		{20000, 0, 18976}, {1024, 0, 512}, {1 << 20, 0, 1<<20 - 1024}, {2, 0, 1},
+		{20000, 256 << 20, 3276}, // the unit's MemoryMax: memory bounds it
+		{20000, 64 << 30, 18976}, {20000, 1 << 20, 16},
+	} {
+		if got := ConnCap(tt.nofile, tt.mem); got != tt.want {
+			t.Errorf("ConnCap(%d, %d) = %d, want %d", tt.nofile, tt.mem, got, tt.want)
 		}
 	}
 }
