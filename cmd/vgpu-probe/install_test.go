@@ -33,9 +33,9 @@ func installed(t *testing.T) (dest, root string, args []string) {
 	tmp := t.TempDir()
 	dest = filepath.Join(tmp, "dest")
 	args = []string{"-s", "DESTDIR=" + dest, "PREFIX=/usr", "BUILD=" + filepath.Join(tmp, "build"), "BIN=" + filepath.Join(tmp, "vgpu-probe")}
-	make := exec.Command("make", append([]string{"install"}, args...)...)
-	make.Dir = root
-	if out, err := make.CombinedOutput(); err != nil {
+	mk := exec.Command("make", append([]string{"install"}, args...)...)
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	return dest, root, args
@@ -70,9 +70,9 @@ func TestMakeInstall(t *testing.T) {
 		"lib/cmake/hybridsync/hybridsyncConfig.cmake":        0o644,
 		"lib/cmake/hybridsync/hybridsyncConfigVersion.cmake": 0o644,
 	}
-	root0 := newRootCmd()
-	root0.InitDefaultCompletionCmd()
-	for _, p := range pages(root0) {
+	tree := newRootCmd()
+	tree.InitDefaultCompletionCmd()
+	for _, p := range pages(tree) {
 		files["share/man/man1/"+p] = 0o644
 	}
 	for f, mode := range files {
@@ -95,9 +95,9 @@ func TestMakeInstall(t *testing.T) {
 	checkManPages(t, usr)
 	checkCompletions(t, usr)
 
-	make := exec.Command("make", append([]string{"uninstall"}, args...)...)
-	make.Dir = root
-	if out, err := make.CombinedOutput(); err != nil {
+	mk := exec.Command("make", append([]string{"uninstall"}, args...)...)
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make uninstall: %v\n%s", err, out)
 	}
 	filepath.WalkDir(dest, func(path string, d fs.DirEntry, err error) error {
