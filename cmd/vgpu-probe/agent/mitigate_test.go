@@ -84,7 +84,7 @@ func (einvalSched) Set(int, *unix.SchedAttr) error { return unix.EINVAL }
 func TestRunMitigateUnsupported(t *testing.T) {
 	o := &Options{PIDs: []int{os.Getpid()}, Listen: DefaultListen, Window: time.Minute, Once: time.Second,
 		Mitigate: "slice=100us", Sched: einvalSched{},
-		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 },
+		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps,
 		LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
 			t.Fatal("probe loaded on a kernel without custom slices")
 			return nil, nil
