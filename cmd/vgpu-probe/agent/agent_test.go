@@ -72,7 +72,7 @@ func TestRunBadInput(t *testing.T) {
 	}
 	base := func() *Options {
 		return &Options{Listen: DefaultListen, Window: time.Minute, Once: time.Second, Ctx: context.Background(),
-			Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, LoadProbe: noLoad}
+			Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps, LoadProbe: noLoad}
 	}
 	cases := map[string]func(*Options){
 		"not root":       func(o *Options) { o.PIDs = []int{os.Getpid()}; o.Geteuid = func() int { return 1000 } },
@@ -103,7 +103,7 @@ func TestRunBadInput(t *testing.T) {
 // with one clear line.
 func TestRunKernelRefuses(t *testing.T) {
 	o := &Options{PIDs: []int{os.Getpid()}, Listen: DefaultListen, Window: time.Minute, Once: time.Second,
-		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 },
+		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps,
 		LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
 			return nil, fmt.Errorf("%w: loading raw_tp programs: invalid argument", bpfload.ErrRefused)
 		}}
