@@ -3,6 +3,7 @@ package hintpage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -84,7 +85,7 @@ func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writ
 	if size < Size(n) {
 		return nil, fmt.Errorf("hint page %s: %d bytes cannot hold %d slots", path, size, n)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := openInPlace(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening hint page %s: %w", path, err)
 	}
@@ -99,6 +100,23 @@ func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writ
 	}
 	w.path = path
 	return w, nil
+}
+
+// openInPlace opens path read-write, creating it only if it does not
+// exist: O_CREAT on QEMU's existing file in /dev/shm (sticky, writable by
+// all) is refused even to root where fs.protected_regular is on, as
+// systemd sets it.
+func openInPlace(path string) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
 }
 
 func checkOwner(f *os.File, uid int) error {
