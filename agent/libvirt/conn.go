@@ -15,7 +15,7 @@ import (
 // DefaultSocket is libvirtd's read-write socket for qemu:///system.
 const DefaultSocket = "/run/libvirt/libvirt-sock"
 
-// DefaultURI is used when NewWatcher gets an empty URI.
+// DefaultURI is used when NewWatcher (or Socket) gets an empty URI.
 const DefaultURI = "qemu:///system"
 
 // ErrUnsupportedURI is returned (wrapped) for URIs this package cannot dial.
@@ -26,6 +26,16 @@ type target struct {
 	uri    string // as given, for messages
 	socket string
 	driver lv.ConnectURI
+}
+
+// Socket returns the local socket of libvirtd that uri names:
+// qemu:///system (DefaultSocket), qemu+unix:///system?socket=PATH, or a
+// socket path; "" is DefaultURI. Any other URI is ErrUnsupportedURI: this
+// package talks to the local system instance only. The experiments' libvirt
+// backend takes the same URIs through it.
+func Socket(uri string) (string, error) {
+	t, err := parseURI(uri)
+	return t.socket, err
 }
 
 func parseURI(uri string) (target, error) {

@@ -3,50 +3,27 @@ package libvirt
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"path/filepath"
 	"time"
 
 	lv "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	agentlibvirt "github.com/vgpu-probe/vgpu-probe/agent/libvirt"
 )
 
-// DefaultURI is libvirtd's system instance.
-const DefaultURI = "qemu:///system"
-
-const defaultSocket = "/run/libvirt/libvirt-sock"
+// DefaultURI is libvirtd's system instance, as the agent's --libvirt-uri
+// defaults to.
+const DefaultURI = agentlibvirt.DefaultURI
 
 // ErrNoLibvirt means libvirtd cannot be reached.
 var ErrNoLibvirt = errors.New("libvirtd not reachable")
 
-// socketOf returns the local socket a URI names: qemu:///system,
-// qemu+unix:///system?socket=PATH, or a socket path. (The same URIs the
-// agent's --libvirt-uri takes.)
-func socketOf(uri string) (string, error) {
-	if uri == "" {
-		uri = DefaultURI
-	}
-	if filepath.IsAbs(uri) {
-		return filepath.Clean(uri), nil
-	}
-	u, err := url.Parse(uri)
-	if err != nil || (u.Scheme != "qemu" && u.Scheme != "qemu+unix") || u.Host != "" || u.Path != "/system" {
-		return "", fmt.Errorf("libvirt URI %q: want qemu:///system, qemu+unix:///system?socket=PATH or a socket path", uri)
-	}
-	if s := u.Query().Get("socket"); s != "" {
-		if !filepath.IsAbs(s) {
-			return "", fmt.Errorf("libvirt URI %q: socket is not an absolute path", uri)
-		}
-		return filepath.Clean(s), nil
-	}
-	return defaultSocket, nil
-}
-
 // dial connects to libvirtd at uri within timeout, or says in one line
 // what is missing.
 func dial(uri string, timeout time.Duration) (*lv.Libvirt, error) {
-	sock, err := socketOf(uri)
+	// The agent's parser, so that both take the same URIs.
+	sock, err := agentlibvirt.Socket(uri)
 	if err != nil {
 		return nil, err
 	}
