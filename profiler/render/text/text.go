@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/vgpu-probe/vgpu-probe/experiments/compare"
+	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 )
 
@@ -39,10 +41,12 @@ func Render(w io.Writer, r *report.Report) error {
 func experiment(w io.Writer, e report.Experiment) {
 	fmt.Fprintf(w, "\n== %s: workload %s on %s (%s backend, device %s), %d steps, median of %d\n",
 		e.Source, e.Workload, e.Machine.Hostname, e.Backend, e.Device, e.Steps, e.Reps)
+	cmp := comparison(e.Cells)
+	fmt.Fprintf(w, "vs ref: slowdown against the fastest baseline cell of the same vCPU count, any mode (%s); * the fastest mode of its row\n", cmp.References())
 	tw := table(w)
-	fmt.Fprintln(tw, "cell\twall s\tslowdown\tkernels/s\tGPU util\tutil drop\tlaunch p50\tlaunch p99\trecv p50\trecv p99\tcpu s\t")
+	fmt.Fprintln(tw, "cell\twall s\tvs ref\tkernels/s\tGPU util\tutil drop\tlaunch p50\tlaunch p99\trecv p50\trecv p99\tcpu s\t")
 	for _, c := range e.Cells {
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, ratio(c.Slowdown), c.KernelsPerS,
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, vsRef(cmp, c.Key), c.KernelsPerS,
 			100*c.GPUUtil, pct(c.GPUUtilDrop, c.Scenario != "baseline" && c.Slowdown > 0),
 			report.FormatUS(c.LaunchP50US), report.FormatUS(c.LaunchP99US), report.FormatUS(c.ReceiveP50US), report.FormatUS(c.ReceiveP99US), c.CPUS)
 	}
@@ -66,6 +70,30 @@ func experiment(w io.Writer, e report.Experiment) {
 		word = "VULNERABLE"
 	}
 	fmt.Fprintf(w, "\nVerdict: %s: %s\n", word, v.Why)
+}
+
+// comparison puts the cells against one reference per vCPU count, as
+// run's table does.
+func comparison(cells []report.Cell) compare.Table {
+	cs := make([]compare.Cell, len(cells))
+	for i, c := range cells {
+		cs[i] = compare.Cell{Key: c.Key, WallS: c.WallS}
+	}
+	return compare.Build(cs)
+}
+
+// vsRef is a cell's slowdown against its reference, "-" without one, and
+// a * when it is the fastest mode of its row.
+func vsRef(t compare.Table, k results.Key) string {
+	e, ok := t.Lookup(k)
+	if !ok {
+		return "-"
+	}
+	s := ratio(e.VsRef)
+	if e.Fastest {
+		s += "*"
+	}
+	return s
 }
 
 func vms(w io.Writer, vms []report.VM) {
