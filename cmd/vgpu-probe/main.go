@@ -2,7 +2,9 @@
 // interference in GPU virtual machines that share CPUs with other tenants.
 //
 // main stays thin: it builds the root command from the subcommand packages,
-// sets up logging and maps errors to exit codes (2: bad input, 1: failure).
+// sets up logging and maps errors to exit codes (2: bad input, 1: failure,
+// 128+n: ended by signal n, as shells report it: 130 for Ctrl-C, 143 for
+// SIGTERM).
 package main
 
 import (
@@ -86,20 +88,58 @@ func main() {
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext()
 	defer stop()
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "vgpu-probe: %v\n", err)
-		if errors.Is(err, usage.ErrBadInput) || isCobraUsage(err) {
-			return 2
-		}
-		return 1
 	}
-	return 0
+	return exitCode(err, context.Cause(ctx))
+}
+
+// exitCode maps a command's error to the exit status; cause is why the
+// command's context ended, if it did.
+func exitCode(err, cause error) int {
+	var sig interrupted
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, usage.ErrBadInput) || isCobraUsage(err):
+		return 2
+	case errors.As(cause, &sig):
+		return 128 + int(sig.sig)
+	}
+	return 1
+}
+
+// interrupted is the cause of the context's end when SIGINT or SIGTERM
+// arrives; it remembers which, for the exit status.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return i.sig.String() + " signal received" }
+
+// Is makes the cause a context.Canceled, as signal.NotifyContext's is.
+func (interrupted) Is(target error) bool { return target == context.Canceled }
+
+// notifyContext is signal.NotifyContext that keeps the signal in the
+// context's cause: the commands stop what they started and say what they
+// finished, and main exits with the status a shell expects.
+func notifyContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(interrupted{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
 }
 
 // isCobraUsage reports errors cobra raises itself before any RunE runs

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
 
@@ -56,5 +61,29 @@ func TestBadProfileFile(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"bench", "--profile", p}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "line 1") {
 		t.Errorf("exit %d, stderr %q; want 2 and the line that failed", code, errb.String())
+	}
+}
+
+// TestExitCodeOfSignal: a command ended by SIGINT or SIGTERM exits 130 or
+// 143, as shells report a process killed by them; bad input stays 2.
+func TestExitCodeOfSignal(t *testing.T) {
+	for _, tc := range []struct {
+		err, cause error
+		want       int
+	}{
+		{nil, nil, 0},
+		{errors.New("failed"), nil, 1},
+		{context.Canceled, interrupted{syscall.SIGINT}, 130},
+		{fmt.Errorf("interrupted: %w", context.Canceled), interrupted{syscall.SIGTERM}, 143},
+		{errors.New("failed"), context.Canceled, 1},
+		{usage.Errorf("bad"), interrupted{syscall.SIGINT}, 2},
+		{nil, interrupted{syscall.SIGINT}, 0},
+	} {
+		if got := exitCode(tc.err, tc.cause); got != tc.want {
+			t.Errorf("exitCode(%v, %v) = %d, want %d", tc.err, tc.cause, got, tc.want)
+		}
+	}
+	if !errors.Is(interrupted{syscall.SIGINT}, context.Canceled) {
+		t.Error("the signal cause is not a context.Canceled")
 	}
 }
