@@ -10,15 +10,10 @@
 package procstat
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
-)
 
-// ErrFormat is wrapped when a /proc file does not parse.
-var ErrFormat = errors.New("unexpected format")
+	"github.com/prometheus/procfs"
+)
 
 // Counters are cumulative since the thread started.
 type Counters struct {
@@ -32,68 +27,38 @@ type Counters struct {
 // Read reads the counters of thread tid (any thread of the host, not only
 // this process's). It needs a kernel with CONFIG_SCHED_INFO, which every
 // distribution kernel has.
+//
+// The files are parsed by prometheus/procfs, which allocates as it goes:
+// the agent reads them every few seconds per thread, where that costs
+// nothing worth counting. (hybridsync, which reads its own threads'
+// schedstat every few ms on the wait path, keeps a parser that does not
+// allocate.)
 func Read(tid int) (Counters, error) {
-	var c Counters
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/schedstat")
+	p, err := procfs.NewProc(tid)
 	if err != nil {
-		return c, err
+		return Counters{}, err
 	}
-	if c.RunNs, c.RunDelayNs, c.Timeslices, err = ParseSchedstat(b); err != nil {
-		return c, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
-	}
-	b, err = os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	ss, err := p.Schedstat()
 	if err != nil {
-		return c, err
+		return Counters{}, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
 	}
-	if c.Voluntary, c.Involuntary, err = ParseStatus(b); err != nil {
-		return c, fmt.Errorf("/proc/%d/status: %w", tid, err)
+	st, err := p.NewStatus()
+	if err != nil {
+		return Counters{}, fmt.Errorf("/proc/%d/status: %w", tid, err)
 	}
-	return c, nil
+	return Counters{RunNs: ss.RunningNanoseconds, RunDelayNs: ss.WaitingNanoseconds, Timeslices: ss.RunTimeslices,
+		Voluntary: st.VoluntaryCtxtSwitches, Involuntary: st.NonVoluntaryCtxtSwitches}, nil
 }
 
-// ParseSchedstat parses /proc/<tid>/schedstat: "RUN_NS DELAY_NS SLICES\n".
-func ParseSchedstat(b []byte) (runNs, delayNs, slices uint64, err error) {
-	f := bytes.Fields(b)
-	if len(f) != 3 {
-		return 0, 0, 0, fmt.Errorf("%w: want 3 fields, got %d", ErrFormat, len(f))
+// Status reads /proc/<tid>/status of any thread of the host: the one
+// reader of that file for the agent's packages (the thread's process,
+// owner, context switches).
+func Status(tid int) (procfs.ProcStatus, error) {
+	p, err := procfs.NewProc(tid)
+	if err != nil {
+		return procfs.ProcStatus{}, err
 	}
-	var v [3]uint64
-	for i := range v {
-		if v[i], err = strconv.ParseUint(string(f[i]), 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("%w: field %d: %v", ErrFormat, i+1, err)
-		}
-	}
-	return v[0], v[1], v[2], nil
-}
-
-// ParseStatus takes the context switch counts from /proc/<tid>/status.
-func ParseStatus(b []byte) (voluntary, involuntary uint64, err error) {
-	var seen int
-	for line := range bytes.Lines(b) {
-		key, val, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		var dst *uint64
-		switch string(key) {
-		case "voluntary_ctxt_switches":
-			dst = &voluntary
-		case "nonvoluntary_ctxt_switches":
-			dst = &involuntary
-		default:
-			continue
-		}
-		n, perr := strconv.ParseUint(string(bytes.TrimSpace(val)), 10, 64)
-		if perr != nil {
-			return 0, 0, fmt.Errorf("%w: %s: %v", ErrFormat, key, perr)
-		}
-		*dst = n
-		seen++
-	}
-	if seen != 2 {
-		return 0, 0, fmt.Errorf("%w: no context switch counts", ErrFormat)
-	}
-	return voluntary, involuntary, nil
+	return p.NewStatus()
 }
 
 // Sub returns the counts accumulated between prev and c; a counter that
