@@ -5,13 +5,14 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	lv "github.com/digitalocean/go-libvirt"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 )
 
 // VCPU is one virtual CPU of a domain and the host thread that runs it.
@@ -335,17 +336,9 @@ func formatUUID(u lv.UUID) string {
 
 // tgid returns the thread group (process) of a host thread, 0 if unknown.
 func tgid(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procstat.Status(tid)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err == nil {
-				return n
-			}
-		}
-	}
-	return 0
+	return st.TGID
 }

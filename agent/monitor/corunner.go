@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
@@ -166,19 +167,10 @@ func (m *Monitor) targetTGIDs(t targets.Target) map[uint32]bool {
 	return out
 }
 
-// tgidOf reads the process a thread belongs to from /proc/TID/status.
+// tgidOf reads the process a thread belongs to.
 func tgidOf(tid int) (uint32, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-			return uint32(n), err
-		}
-	}
-	return 0, os.ErrNotExist
+	st, err := procstat.Status(tid)
+	return uint32(st.TGID), err
 }
 
 // cgroupOf reads the cgroup of a process: the unified (v2) hierarchy's
