@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
 )
 
 // throttleReader follows the CPU bandwidth throttling of the cgroups the
@@ -82,10 +84,10 @@ func quotaStatFiles() (files []string, period int64) {
 			continue
 		}
 		for dir := parts[2]; ; dir = parentDir(dir) {
-			if p := quotaPeriod(base + dir); p > 0 {
+			if _, p := cgroupcpu.Quota(base + dir); p > 0 {
 				out = append(out, base+dir+"/cpu.stat")
 				if period == 0 {
-					period = p
+					period = int64(p)
 				}
 			}
 			if dir == "/" || dir == "" {
@@ -111,36 +113,6 @@ func parentDir(d string) string {
 		return "/"
 	}
 	return d[:i]
-}
-
-// quotaPeriod returns the period (ns) of the cgroup's CPU quota, 0 if it
-// has none: v2 cpu.max "QUOTA PERIOD" (not "max ..."), v1
-// cpu.cfs_quota_us not -1 and cpu.cfs_period_us.
-func quotaPeriod(dir string) int64 {
-	if b, err := os.ReadFile(dir + "/cpu.max"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) != 2 || f[0] == "max" {
-			return 0
-		}
-		return usec(f[1])
-	}
-	if b, err := os.ReadFile(dir + "/cpu.cfs_quota_us"); err != nil || strings.TrimSpace(string(b)) == "-1" {
-		return 0
-	}
-	b, err := os.ReadFile(dir + "/cpu.cfs_period_us")
-	if err != nil {
-		return 0
-	}
-	return usec(strings.TrimSpace(string(b)))
-}
-
-// usec parses a positive number of µs into ns (0 if it is not one).
-func usec(s string) int64 {
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v <= 0 {
-		return 0
-	}
-	return v * 1000
 }
 
 // readThrottled reads throttled time from cpu.stat in ns: v2 says

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
 )
 
 // ErrNoCgroup is wrapped when a cgroup given to NewCgroup does not exist.
@@ -73,7 +75,8 @@ func (c *Cgroup) scan() (Target, error) {
 		return Target{}, fmt.Errorf("cgroup %q: %w", c.name, ErrNoCgroup)
 	}
 	t := Target{Kind: KindCgroup, Name: c.name}
-	t.PeriodUS, t.QuotaUS = CgroupQuota(c.dir)
+	quota, period := cgroupcpu.Quota(c.dir)
+	t.PeriodUS, t.QuotaUS = period.Microseconds(), quota.Microseconds()
 	seen := map[int]bool{}
 	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -157,33 +160,4 @@ func readIDs(path string) ([]int, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// CgroupQuota reads the CPU bandwidth limit of a cgroup directory: v2
-// cpu.max ("max 100000" = none), v1 cpu.cfs_quota_us (-1 = none) and
-// cpu.cfs_period_us. Returns zeros when there is no limit or no cpu
-// controller.
-func CgroupQuota(dir string) (periodUS, quotaUS int64) {
-	if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) == 2 && f[0] != "max" {
-			q, err1 := strconv.ParseInt(f[0], 10, 64)
-			p, err2 := strconv.ParseInt(f[1], 10, 64)
-			if err1 == nil && err2 == nil && q > 0 && p > 0 {
-				return p, q
-			}
-		}
-		return 0, 0
-	}
-	qb, err1 := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-	pb, err2 := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-	if err1 != nil || err2 != nil {
-		return 0, 0
-	}
-	q, err1 := strconv.ParseInt(strings.TrimSpace(string(qb)), 10, 64)
-	p, err2 := strconv.ParseInt(strings.TrimSpace(string(pb)), 10, 64)
-	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
-		return 0, 0
-	}
-	return p, q
 }

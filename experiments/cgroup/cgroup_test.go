@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
 )
 
 func requireCgroups(t *testing.T) {
@@ -20,9 +22,6 @@ func requireCgroups(t *testing.T) {
 	}
 }
 
-// TestCreateLimitAddRemove makes a real group with a quota, puts a real
-// process in it, reads the limit back from the kernel's files and removes
-// the group with the process still inside.
 // groupAndSleeper creates the group prefix-PID limited to 10 ms per 20 ms
 // and starts a process to put in it; both go when the test ends.
 func groupAndSleeper(t *testing.T, prefix string) (*Group, *exec.Cmd) {
@@ -41,6 +40,9 @@ func groupAndSleeper(t *testing.T, prefix string) (*Group, *exec.Cmd) {
 	return g, cmd
 }
 
+// TestCreateLimitAddRemove makes a real group with a quota, puts a real
+// process in it, reads the limit back from the kernel's files and removes
+// the group with the process still inside.
 func TestCreateLimitAddRemove(t *testing.T) {
 	g, cmd := groupAndSleeper(t, "vgpu-probe-test")
 	if err := g.Add(cmd.Process.Pid); err != nil {
@@ -50,17 +52,8 @@ func TestCreateLimitAddRemove(t *testing.T) {
 	if !strings.Contains(string(procs), fmt.Sprint(cmd.Process.Pid)) {
 		t.Errorf("pid %d not in %s: %q", cmd.Process.Pid, g.Path, procs)
 	}
-	var limit string
-	if g.Version == V2 {
-		b, _ := os.ReadFile(filepath.Join(g.Path, "cpu.max"))
-		limit = strings.TrimSpace(string(b))
-	} else {
-		q, _ := os.ReadFile(filepath.Join(g.Path, "cpu.cfs_quota_us"))
-		p, _ := os.ReadFile(filepath.Join(g.Path, "cpu.cfs_period_us"))
-		limit = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
-	}
-	if limit != "10000 20000" {
-		t.Errorf("limit %q, want 10000 20000", limit)
+	if q, p := cgroupcpu.Quota(g.Path); q != 10*time.Millisecond || p != 20*time.Millisecond {
+		t.Errorf("limit %v per %v, want 10ms per 20ms", q, p)
 	}
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)
