@@ -88,7 +88,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.src.Snapshot()
+	snap := c.src.Snapshot().Live() // a gone target's series end when it goes
 	for _, n := range registered {
 		start := time.Now()
 		ok := 1.0

@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
@@ -58,6 +59,22 @@ func (c *Traced) Sub(prev *Traced) Traced {
 		QuotaRun:       c.QuotaRun.Sub(&prev.QuotaRun),
 	}
 	return d
+}
+
+// Exited returns the final counters of a thread that has exited, from
+// those last read from both sources (last) and what the programs count for
+// it now (tr): the kernel's counters go with the thread, so they are
+// advanced by what the programs saw since last. Whatever the thread did
+// outside trace windows since last is missing.
+func Exited(last *Counters, tr *Traced) Counters {
+	d := tr.Sub(&last.Traced)
+	k := last.Kernel
+	k.RunNs += d.RunNs
+	k.RunDelayNs += d.RunnableWaitNs
+	k.Timeslices += d.Switches
+	k.Involuntary += d.Preemptions
+	k.Voluntary += d.Wakeups // each sleep ends with a wake-up
+	return Counters{Kernel: k, Traced: *tr}
 }
 
 func sub(a, b uint64) uint64 {
@@ -158,8 +175,15 @@ type Thread struct {
 	// Corunners took the CPU from it while tracing.
 	Corunners []Corunner `json:"corunners,omitempty"`
 
+	// Gone: the thread exited, or left its target, at GoneAt (when the
+	// agent noticed: at most a rescan, 2 s, later); its totals are up to
+	// then and its rates over the window that ended then.
+	Gone   bool      `json:"gone,omitempty"`
+	GoneAt time.Time `json:"gone_at,omitzero"`
+
 	// Cumulative are the counters since the thread was first watched
-	// (for the Prometheus histograms); not part of the JSON.
+	// (for the Prometheus histograms; nil once the thread is gone); not
+	// part of the JSON.
 	Cumulative *Counters `json:"-"`
 }
 
@@ -286,6 +310,11 @@ type Target struct {
 	// cap's first keys stay, the rest are summed as CorunnerOther), sorted
 	// by key.
 	Corunners []CorunnerWait `json:"corunners,omitempty"`
+	// Gone: the process exited, the cgroup was removed or the domain
+	// stopped, at GoneAt (when the agent noticed). Its threads are all
+	// gone and hold their measurements up to then.
+	Gone   bool      `json:"gone,omitempty"`
+	GoneAt time.Time `json:"gone_at,omitzero"`
 }
 
 // Snapshot is what `vgpu-probe agent --once --json` prints and
@@ -304,8 +333,25 @@ type Snapshot struct {
 	AttachMode string `json:"attach_mode"`
 	// EventDrops counts switch events lost because the ring buffer was
 	// full (timelines have gaps; counters are unaffected).
-	EventDrops uint64   `json:"event_drops"`
-	Targets    []Target `json:"targets"`
+	EventDrops uint64 `json:"event_drops"`
+	// Targets are sorted by kind and name, which are unique together: a
+	// target that went (Gone) is dropped when it comes back.
+	Targets []Target `json:"targets"`
+}
+
+// Live returns the snapshot without the targets and threads that are gone
+// (what the metrics are made of: a gone target's series end when it goes).
+func (s Snapshot) Live() Snapshot {
+	live := make([]Target, 0, len(s.Targets))
+	for _, t := range s.Targets {
+		if t.Gone {
+			continue
+		}
+		t.Threads = slices.DeleteFunc(slices.Clone(t.Threads), func(th Thread) bool { return th.Gone })
+		live = append(live, t)
+	}
+	s.Targets = live
+	return s
 }
 
 // TimelineEvent is one off-CPU interval of a watched thread, as served

@@ -86,6 +86,11 @@ type watch struct {
 	tgid    uint32          // its process (0: unknown), for co-runner keys
 	sinceNs uint64          // CLOCK_MONOTONIC when first watched
 	start   *model.Counters // the kernel's counters then
+	last    *model.Counters // the counters last read: all that is left once it exits
+	// goneNs is when the thread was found to have exited (0: it has not),
+	// final its counters then (see Monitor.exited).
+	goneNs uint64
+	final  *model.Counters
 }
 
 type sample struct {
@@ -105,6 +110,11 @@ type Monitor struct {
 	history []sample                  // oldest first; guarded by mu
 	traced  traceLog                  // guarded by mu
 	corun   attribution               // guarded by mu
+	// gone are the targets that went within the window, by Key(); left
+	// the threads that left a watched target within it (gone.go). Both
+	// guarded by mu.
+	gone map[string]gone[model.Target]
+	left map[string][]gone[model.Thread]
 
 	timeline *timeline
 }
@@ -118,6 +128,8 @@ func New(p Probe, opts Options) *Monitor {
 		log:      opts.Log,
 		targets:  map[string]targets.Target{},
 		watched:  map[uint32]*watch{},
+		gone:     map[string]gone[model.Target]{},
+		left:     map[string][]gone[model.Thread]{},
 		timeline: newTimeline(opts.TimelineEvents),
 	}
 }
@@ -197,14 +209,19 @@ func (m *Monitor) setTracing(on bool) error {
 }
 
 // Apply adds, updates or removes a target and watches or unwatches its
-// threads accordingly.
+// threads accordingly. What goes stays in snapshots for a window (gone.go).
 func (m *Monitor) Apply(ev targets.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := ev.Target.Key()
 	old, had := m.targets[key]
+	now := monoNow()
 	switch ev.Kind {
 	case targets.Added:
+		if had {
+			m.leave(key, old, ev.Target, now)
+		}
+		m.back(key, ev.Target)
 		m.targets[key] = ev.Target
 		for _, th := range ev.Target.Threads {
 			m.ref(uint32(th.TID), th.VCPU)
@@ -217,13 +234,9 @@ func (m *Monitor) Apply(ev targets.Event) {
 		m.log.Info().Str("target", key).Int("threads", len(ev.Target.Threads)).Bool("update", had).Msg("watching target")
 	case targets.Removed:
 		if !had {
-			return
+			return // already found gone (reapProcesses)
 		}
-		delete(m.targets, key)
-		for _, th := range old.Threads {
-			m.unref(uint32(th.TID))
-		}
-		m.log.Info().Str("target", key).Msg("target gone")
+		m.remove(key, old, m.lookAt(now, m.readThreads(old.Threads, now)))
 	}
 }
 
@@ -248,7 +261,9 @@ func (m *Monitor) ref(tid uint32, vcpu int) {
 		return
 	}
 	tgid, _ := tgidOf(int(tid)) // 0 if it just exited: it will not run again
-	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, tgid: tgid, sinceNs: monoNow(), start: &model.Counters{Kernel: k}}
+	// The programs' counters start from zero with the watch.
+	start := &model.Counters{Kernel: k}
+	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, tgid: tgid, sinceNs: monoNow(), start: start, last: start}
 }
 
 func (m *Monitor) unref(tid uint32) {
@@ -265,11 +280,12 @@ func (m *Monitor) unref(tid uint32) {
 	}
 }
 
-// TargetCount returns how many targets are known.
+// TargetCount returns how many targets are known: watched, or gone within
+// the window.
 func (m *Monitor) TargetCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.targets)
+	return len(m.targets) + len(m.gone)
 }
 
 // WaitTargets waits until at least n targets are known or ctx is done.
@@ -291,7 +307,9 @@ func (m *Monitor) WaitTargets(ctx context.Context, n int) error {
 func (m *Monitor) sample() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := sample{monoNs: monoNow(), stats: m.readAll()}
+	now := monoNow()
+	s := sample{monoNs: now, stats: m.readAll(now)}
+	m.expire(now)
 	m.history = append(m.history, s)
 	// Keep the newest sample at least Window old as the window's base.
 	cut := s.monoNs - uint64(min(m.opts.Window, time.Duration(s.monoNs)))
@@ -303,21 +321,14 @@ func (m *Monitor) sample() {
 	m.traced.trim(m.history[0].monoNs) // the oldest window start kept
 }
 
-// readAll must be called with mu held. A thread that exited is left out.
-func (m *Monitor) readAll() map[uint32]*model.Counters {
+// readAll reads every live watched thread (see read). Must be called with
+// mu held.
+func (m *Monitor) readAll(now uint64) map[uint32]*model.Counters {
 	out := make(map[uint32]*model.Counters, len(m.watched))
-	var raw bpf.SchedThreadStats
-	for tid := range m.watched {
-		k, err := procstat.Read(int(tid))
-		if err != nil {
-			m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading kernel counters")
-			continue
+	for tid, w := range m.watched {
+		if c := m.read(tid, w, now); c != nil {
+			out[tid] = c
 		}
-		if err := m.probe.Stats(tid, &raw); err != nil {
-			m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading counters")
-			continue
-		}
-		out[tid] = &model.Counters{Kernel: k, Traced: tracedOf(&raw)}
 	}
 	return out
 }
@@ -342,59 +353,99 @@ func tracedOf(s *bpf.SchedThreadStats) model.Traced {
 	}
 }
 
-// Snapshot measures every target now.
+// Snapshot measures every target now, and includes those that went, and
+// the threads that left a target, within the window (marked gone).
 func (m *Monitor) Snapshot() model.Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := monoNow()
-	cur := m.readAll()
+	v := m.lookAt(now, m.readAll(now))
+	m.corun.forget(v.corunners, m.targets)
+	m.reapProcesses(v)
+	m.expire(now)
 	snap := model.Snapshot{Time: time.Now().UTC(), AttachMode: m.probe.Mode(), Targets: []model.Target{},
 		Tracing: m.traced.on, TracedTotalSeconds: m.traced.total(now).Seconds()}
 	if d, err := m.probe.Drops(); err == nil {
 		snap.EventDrops = d
 	}
-	corunners, err := m.probe.Corunners()
-	if err != nil {
-		m.log.Warn().Err(err).Msg("reading corunners")
-	}
-	m.corun.forget(corunners, m.targets)
-	domains := m.domainTGIDs()
+	var sp span
 	for key, t := range m.targets {
-		var all []model.Corunner
-		self := m.targetTGIDs(t)
-		mt := model.Target{Name: t.Name, Kind: string(t.Kind), PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS, Threads: []model.Thread{}}
-		for _, th := range t.Threads {
-			tid := uint32(th.TID)
-			c, ok := cur[tid]
-			w := m.watched[tid]
-			if !ok || w == nil {
-				continue
-			}
-			base, fromNs := m.base(tid, w)
-			window := time.Duration(now - fromNs)
-			if window.Seconds() > snap.WindowSeconds {
-				snap.WindowSeconds = window.Seconds()
-				snap.TracedSeconds = m.traced.since(fromNs, now).Seconds()
-			}
-			mth := model.Analyze(model.Input{
-				TID: th.TID, VCPU: th.VCPU,
-				Cur: c, Start: w.start, WindowStart: base,
-				Watched: time.Duration(now - w.sinceNs), Window: window, NowNs: now,
-				Tracing: m.traced.on,
-				Quota:   model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS},
-			})
-			cs := m.corun.threadCorunners(corunners[tid], domains, self)
-			all = append(all, cs...)
-			mth.Corunners = cs[:min(len(cs), MaxCorunnerKeys)]
-			mt.Threads = append(mt.Threads, mth)
+		mt, s := m.measure(key, t, v)
+		sp = sp.max(s)
+		for _, g := range m.left[key] {
+			mt.Threads = append(mt.Threads, g.m)
+			sp = sp.max(g.span)
 		}
-		mt.Corunners = m.corun.totals(key, all)
 		snap.Targets = append(snap.Targets, mt)
 	}
+	for _, g := range m.gone {
+		snap.Targets = append(snap.Targets, g.m)
+		sp = sp.max(g.span)
+	}
+	snap.WindowSeconds, snap.TracedSeconds = sp.window.Seconds(), sp.traced.Seconds()
 	slices.SortFunc(snap.Targets, func(a, b model.Target) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
 	})
 	return snap
+}
+
+// measure measures a watched target's threads as v found them; the span
+// is the longest window among them. Must be called with mu held.
+func (m *Monitor) measure(key string, t targets.Target, v *look) (model.Target, span) {
+	var (
+		all []model.Corunner
+		sp  span
+	)
+	self := m.targetTGIDs(t)
+	q := model.Quota{PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS}
+	mt := model.Target{Name: t.Name, Kind: string(t.Kind), PeriodUS: t.PeriodUS, QuotaUS: t.QuotaUS, Threads: []model.Thread{}}
+	for _, th := range t.Threads {
+		tid := uint32(th.TID)
+		w := m.watched[tid]
+		if w == nil {
+			continue
+		}
+		mth, s, ok := m.measureThread(th, w, q, v)
+		if !ok {
+			continue
+		}
+		sp = sp.max(s)
+		cs := m.corun.threadCorunners(v.corunners[tid], v.domains, self)
+		all = append(all, cs...)
+		mth.Corunners = cs[:min(len(cs), MaxCorunnerKeys)]
+		mt.Threads = append(mt.Threads, mth)
+	}
+	mt.Corunners = m.corun.totals(key, all)
+	return mt, sp
+}
+
+// measureThread analyses one watched thread: live, from its counters in
+// v; exited, from its final counters, as of when it went. ok is false
+// when there is nothing to analyse (it could not be read). Must be called
+// with mu held.
+func (m *Monitor) measureThread(th targets.Thread, w *watch, q model.Quota, v *look) (mth model.Thread, sp span, ok bool) {
+	tid := uint32(th.TID)
+	at, c := v.now, v.cur[tid]
+	if w.goneNs != 0 {
+		at, c = w.goneNs, w.final
+	}
+	if c == nil {
+		return model.Thread{}, span{}, false
+	}
+	base, fromNs := m.base(tid, w)
+	fromNs = min(fromNs, at)
+	sp = span{window: time.Duration(at - fromNs), traced: m.traced.since(fromNs, at)}
+	mth = model.Analyze(model.Input{
+		TID: th.TID, VCPU: th.VCPU,
+		Cur: c, Start: w.start, WindowStart: base,
+		Watched: time.Duration(at - min(w.sinceNs, at)), Window: sp.window, NowNs: at,
+		Tracing: m.traced.on && w.goneNs == 0,
+		Quota:   q,
+	})
+	if w.goneNs != 0 {
+		markGone(&mth, wallOf(w.goneNs))
+	}
+	return mth, sp, true
 }
 
 // base returns the counters at the start of the window for tid and when

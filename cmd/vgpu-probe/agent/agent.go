@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -332,9 +333,18 @@ func (o *Options) openGPUs() *nvml.Sampler {
 	return s
 }
 
+// writeTable prints one row per thread; a "gone" column, there only when
+// something went, says how long before the snapshot each gone thread went.
 func writeTable(w io.Writer, snap *model.Snapshot) error {
+	anyGone := slices.ContainsFunc(snap.Targets, func(t model.Target) bool {
+		return slices.ContainsFunc(t.Threads, func(th model.Thread) bool { return th.Gone })
+	})
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tkind\ttid\tvcpu\trun s\toff s\tpreempt\trun p50 µs\toff p50 µs\twake p50 µs\tsteal\tslice µs\t\n")
+	fmt.Fprintf(tw, "target\tkind\ttid\tvcpu\trun s\toff s\tpreempt\trun p50 µs\toff p50 µs\twake p50 µs\tsteal\tslice µs\t")
+	if anyGone {
+		fmt.Fprintf(tw, "gone\t")
+	}
+	fmt.Fprintln(tw)
 	for _, t := range snap.Targets {
 		for _, th := range t.Threads {
 			vcpu := "-"
@@ -345,13 +355,26 @@ func writeTable(w io.Writer, snap *model.Snapshot) error {
 			if th.ExpectedSliceUS != nil {
 				slice = fmt.Sprintf("%.0f", *th.ExpectedSliceUS)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.1f\t%.2f\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.1f\t%.2f\t%s\t",
 				t.Name, t.Kind, th.TID, vcpu, th.RunSeconds, th.OffCPUSeconds, th.Preemptions,
 				th.RunP50US, th.OffCPUP50US, th.WakeP50US, th.StealFraction, slice)
+			if anyGone {
+				fmt.Fprintf(tw, "%s\t", goneCell(snap.Time, &th))
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
 	return nil
+}
+
+// goneCell is "-" for a live thread, else how long before the snapshot it
+// went ("1.5s ago").
+func goneCell(at time.Time, th *model.Thread) string {
+	if !th.Gone {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs ago", max(0, at.Sub(th.GoneAt).Seconds()))
 }
