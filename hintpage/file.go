@@ -20,9 +20,12 @@ type File struct {
 	uid      uint32
 }
 
-// Map maps the page at path read-only and parses its header.
+// Map maps the page at path read-only and parses its header. The path is
+// opened without blocking and must name a regular file (a /dev/shm page,
+// the BAR's sysfs resource2): a FIFO there would otherwise hang the
+// program opening it, and a device is no page (ErrNotRegular).
 func Map(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening hint page: %w", err)
 	}
@@ -30,6 +33,9 @@ func Map(path string) (*File, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("hint page %s: %w", path, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
 	}
 	if st.Size < HeaderSize || st.Size > 64<<20 {
 		return nil, fmt.Errorf("%w: %s is %d bytes", ErrSize, path, st.Size)
@@ -83,6 +89,10 @@ func (f *File) FindTID(tid int, out *Slot) error {
 
 // Close unmaps the page.
 func (f *File) Close() error { return unix.Munmap(f.b) }
+
+// ErrNotRegular: the path names a FIFO, a device, a directory or a socket,
+// not a page file.
+var ErrNotRegular = errors.New("hint page: not a regular file")
 
 // ErrFault: the mapped file was truncated while being read.
 var ErrFault = errors.New("hint page: mapping faulted (file truncated)")

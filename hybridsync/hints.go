@@ -77,12 +77,17 @@ const (
 // GuestEstimator if nil) and cont (nil: ContentionUnknown). The page need
 // not exist yet: it is opened on first use and re-opened when replaced.
 func NewHintSource(path string, fallback *GuestEstimator, cont ContentionSource) *HintSource {
+	h := newHintSource(path, fallback, cont)
+	h.reopen(Now())
+	return h
+}
+
+// newHintSource is NewHintSource before the page is first opened.
+func newHintSource(path string, fallback *GuestEstimator, cont ContentionSource) *HintSource {
 	if fallback == nil {
 		fallback = &GuestEstimator{}
 	}
-	h := &HintSource{path: path, fallback: fallback, cont: cont}
-	h.reopen(Now())
-	return h
+	return &HintSource{path: path, fallback: fallback, cont: cont}
 }
 
 // HintsFromEnv returns a HintSource for HYBRIDSYNC_HINTS, or nil when it
@@ -93,9 +98,14 @@ func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont Con
 	if path == "" {
 		return nil, nil
 	}
-	h := NewHintSource(path, fallback, cont)
-	if h.file.Load() == nil {
-		_, err := hintpage.Map(path)
+	h := newHintSource(path, fallback, cont)
+	switch err := h.reopen(Now()); {
+	case errors.Is(err, hintpage.ErrNotRegular):
+		// Never a page, and the user should know: a FIFO or a device
+		// named by mistake. It is looked at again as a replaced page
+		// would be.
+		return h, fmt.Errorf("%s: %w (refused; using the guest-only estimate)", EnvHints, err)
+	case err != nil:
 		return h, fmt.Errorf("%s: %w (using the guest-only estimate until it appears)", EnvHints, err)
 	}
 	return h, nil
@@ -108,10 +118,11 @@ var (
 )
 
 // reopen maps the page again if it is missing or was replaced; at most
-// once per reopenEvery, by one thread.
-func (h *HintSource) reopen(now int64) {
+// once per reopenEvery, by one thread. The error is why the page could
+// not be mapped (nil: mapped, unchanged, or another thread is at it).
+func (h *HintSource) reopen(now int64) error {
 	if !h.mu.TryLock() {
-		return
+		return nil
 	}
 	defer h.mu.Unlock()
 	h.checked.Store(now)
@@ -123,7 +134,7 @@ func (h *HintSource) reopen(now int64) {
 				h.live.Store(la)
 			}
 		}
-		return
+		return nil
 	}
 	f, err := hintpage.Map(h.path)
 	if err != nil {
@@ -148,6 +159,7 @@ func (h *HintSource) reopen(now int64) {
 	}
 	// The old mapping is left mapped: a reader may still be inside it, and
 	// a page is replaced only when the agent restarts.
+	return err
 }
 
 // slot reads the calling thread's slot and converts now to the page's

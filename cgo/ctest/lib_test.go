@@ -126,7 +126,12 @@ func run(t *testing.T, env []string, prog string, args ...string) result {
 }
 
 func runErr(env []string, prog string, args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return runWithin(3*time.Minute, env, prog, args...)
+}
+
+// runWithin is runErr with the program killed after limit.
+func runWithin(limit time.Duration, env []string, prog string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if !strings.Contains(prog, "/") {
 		prog = filepath.Join(built.dir, prog)
@@ -297,7 +302,7 @@ func TestNoDriver(t *testing.T) {
 // the stats file says the library is not engaged, and why.
 func TestBadConfig(t *testing.T) {
 	need(t)
-	const msg = `HYBRIDSYNC_MODE: unknown mode "bogus"`
+	const msg = `HYBRIDSYNC_MODE: bad value "bogus"`
 	for _, prog := range links {
 		t.Run(prog, func(t *testing.T) {
 			r := run(t, []string{"HYBRIDSYNC_MODE=bogus"}, prog, "badconfig")

@@ -47,13 +47,18 @@ static atomic_int interposing = -1;
 
 /* Interposing is on under LD_PRELOAD of this library, off when a program
  * merely links it (its own CUDA calls stay its own), and HYBRIDSYNC_INTERPOSE
- * decides either way. */
+ * decides either way. Its value is read as hybridsync.CheckEnv reads it,
+ * blanks around it ignored; one other than 0 or 1 is a configuration error
+ * there, which keeps the library from starting. */
 __attribute__((constructor)) static void decide(void)
 {
+	static const char blanks[] = " \t\n\v\f\r";
 	const char *v = getenv("HYBRIDSYNC_INTERPOSE");
+	if (v)
+		v += strspn(v, blanks);
 	int on;
 	if (v && *v)
-		on = strcmp(v, "0") != 0;
+		on = !(v[0] == '0' && v[1 + strspn(v + 1, blanks)] == 0);
 	else {
 		const char *pre = getenv("LD_PRELOAD");
 		on = pre && strstr(pre, "hybridsync") != NULL;

@@ -15,27 +15,38 @@ atomic_int hs_lib_state;
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_err[512];
 
+/* A bad configuration is a user error: one line on stderr whatever the log
+ * level (hs_log_user), and the library stays out of the way. */
+static int config_failed(const char *err)
+{
+	snprintf(last_err, sizeof last_err, "configuration: %s", err);
+	hs_log_user(last_err);
+	atomic_store(&hs_lib_state, HS_LIB_DONE);
+	return HS_ERR_CONFIG;
+}
+
+/* The configuration is checked before anything else, CUDA included: a bad
+ * value is reported as what it is on any machine, not hidden behind a
+ * missing driver. */
 static int init_locked(const struct hs_config *cfg)
 {
+	char err[400] = "";
+	const char *empty_to_null[3] = {cfg ? cfg->mode : NULL, cfg ? cfg->stats_path : NULL, cfg ? cfg->log_level : NULL};
+	for (int i = 0; i < 3; i++)
+		if (empty_to_null[i] && !*empty_to_null[i])
+			empty_to_null[i] = NULL;
+	char *mode = (char *)empty_to_null[0], *stats = (char *)empty_to_null[1], *log = (char *)empty_to_null[2];
+	double max_spin = cfg ? cfg->max_spin_us : 0;
+	if (hsgo_check_config(mode, max_spin, stats, log, err, sizeof err) != 0)
+		return config_failed(err);
 	if (hs_core_load() != 0) {
 		snprintf(last_err, sizeof last_err, "%s", hs_core_error());
 		hs_log(HS_LOG_ERROR, "%s", last_err);
 		atomic_store(&hs_lib_state, HS_LIB_DONE);
 		return HS_ERR_NO_CUDA;
 	}
-	char err[400] = "";
-	const char *empty_to_null[3] = {cfg ? cfg->mode : NULL, cfg ? cfg->stats_path : NULL, cfg ? cfg->log_level : NULL};
-	for (int i = 0; i < 3; i++)
-		if (empty_to_null[i] && !*empty_to_null[i])
-			empty_to_null[i] = NULL;
-	int rc = hsgo_init((char *)empty_to_null[0], cfg ? cfg->max_spin_us : 0, (char *)empty_to_null[1],
-			   (char *)empty_to_null[2], err, sizeof err);
-	if (rc != 0) {
-		snprintf(last_err, sizeof last_err, "configuration: %s", err);
-		hs_log_user(last_err);
-		atomic_store(&hs_lib_state, HS_LIB_DONE);
-		return HS_ERR_CONFIG;
-	}
+	if (hsgo_init(mode, max_spin, stats, log, err, sizeof err) != 0)
+		return config_failed(err);
 	last_err[0] = 0;
 	atomic_store(&hs_lib_state, HS_LIB_READY);
 	return HS_OK;

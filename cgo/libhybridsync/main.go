@@ -74,11 +74,9 @@ func setErr(buf *C.char, n C.size_t, msg string) {
 	b[k] = 0
 }
 
-// hsgo_init configures the primitive from the environment, overridden by
-// the non-empty arguments. Returns 0 or HS_ERR_CONFIG (-3) with a message.
-//
-//export hsgo_init
-func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+// configEnv is the environment overridden by hs_init's non-empty
+// arguments (those of hsgo_check_config and hsgo_init).
+func configEnv(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char) func(string) string {
 	override := map[string]string{}
 	if mode != nil {
 		override[hybridsync.EnvMode] = C.GoString(mode)
@@ -95,12 +93,34 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	if logLevel != nil {
 		override[hybridsync.EnvLog] = C.GoString(logLevel)
 	}
-	cfg, err := hybridsync.ConfigFromEnv(func(k string) string {
+	return func(k string) string {
 		if v, ok := override[k]; ok {
 			return v
 		}
 		return cgetenv(k)
-	})
+	}
+}
+
+// hsgo_check_config checks the configuration (the environment overridden
+// by the arguments, as hsgo_init reads it) and nothing else: life.c calls
+// it first, before looking for CUDA. Returns 0 or HS_ERR_CONFIG (-3) with a
+// message.
+//
+//export hsgo_check_config
+func hsgo_check_config(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+	if err := hybridsync.CheckEnv(configEnv(mode, maxSpinUS, stats, logLevel)); err != nil {
+		setErr(errbuf, errlen, err.Error())
+		return -3
+	}
+	return 0
+}
+
+// hsgo_init configures the primitive as hsgo_check_config reads the
+// configuration. Returns 0 or HS_ERR_CONFIG (-3) with a message.
+//
+//export hsgo_init
+func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+	cfg, err := hybridsync.ConfigFromEnv(configEnv(mode, maxSpinUS, stats, logLevel))
 	if err != nil {
 		setErr(errbuf, errlen, err.Error())
 		return -3
@@ -108,6 +128,11 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	lvl := C.CString(cfg.LogLevel)
 	C.hs_set_log_level(C.hs_parse_log_level(lvl))
 	C.free(unsafe.Pointer(lvl))
+	if cfg.Refused != "" {
+		m := C.CString(cfg.Refused)
+		C.hs_log_user(m)
+		C.free(unsafe.Pointer(m))
+	}
 	initMu.Lock()
 	defer initMu.Unlock()
 	C.hs_fast_reset()

@@ -308,8 +308,11 @@ int hs_wait(int kind, void *handle, uint64_t kernel, int flags)
 	int r;
 	identify(&c.w, kind, handle, kernel, flags);
 	c.once = (flags & HS_WAIT_ONCE) != 0;
+	/* A wait the library does not take is CUDA's own, whatever stopped
+	 * the library (a bad configuration stops it before CUDA is looked
+	 * for). */
 	if (begin(&c, &r))
-		r = hs_core_loaded() ? hs_core_finish(&c.w) : HS_CUDA_ERROR_NOT_INITIALIZED;
+		r = hs_core_load() == 0 ? hs_core_finish(&c.w) : HS_CUDA_ERROR_NOT_INITIALIZED;
 	hs_wait_end(&c);
 	return r;
 }

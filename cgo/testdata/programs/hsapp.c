@@ -1,8 +1,8 @@
 /* A program that uses libhybridsync's C API explicitly, linked against
  * libhybridsync.so or libhybridsync.a. Each subcommand checks one area and
  * exits 1 with a message on stderr when a check fails; stdout stays empty.
- * Usage: hsapp basic | nocuda | badconfig | threads N | fork | sigalrm |
- *        property SEED STEPS */
+ * Usage: hsapp basic | nocuda | badconfig | badenv VAR cuda|nocuda |
+ *        threads N | fork | sigalrm | property SEED STEPS */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -103,6 +103,28 @@ static void badconfig(void)
 	init_mode("spin"); /* an explicit mode wins over the environment */
 	struct hs_config c2 = {.struct_size = sizeof c2, .mode = "fast"};
 	CHECK(hs_init(&c2) == HS_ERR_CONFIG, "bad explicit mode");
+}
+
+/* badenv VAR cuda|nocuda: VAR holds a bad value. hs_init says so, naming
+ * it, whether or not there is a driver (the configuration is checked
+ * first), and the waits are CUDA's own. */
+static void badenv(const char *var, int cuda)
+{
+	int rc = hs_init(NULL);
+	CHECK(rc == HS_ERR_CONFIG, "hs_init = %d (%s), want HS_ERR_CONFIG: %s", rc, hs_strerror(rc), hs_last_error());
+	CHECK(strstr(hs_last_error(), var), "message %s: want it to name %s", hs_last_error(), var);
+	CHECK(hs_stats_json(NULL, 0) == HS_ERR_STATE, "stats of a library that did not start");
+	if (!cuda) {
+		static char junk[64];
+		CHECK(hs_sync((hs_event_t)junk, 0) == 3, "hs_sync without a driver");
+		return;
+	}
+	cudaStream_t s;
+	cudaEvent_t ev;
+	CHECK(cudaStreamCreate(&s) == 0 && cudaEventCreateWithFlags(&ev, 2) == 0, "setup");
+	standin_open();
+	for (int i = 0; i < 5; i++)
+		step(s, ev, 0, 100000, i % 2);
 }
 
 static hs_kernel_t tk;
@@ -242,7 +264,7 @@ static void property(unsigned seed, int steps)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: hsapp basic|nocuda|badconfig|threads N|fork|sigalrm|property SEED STEPS\n");
+		fprintf(stderr, "usage: hsapp basic|nocuda|badconfig|badenv VAR cuda|nocuda|threads N|fork|sigalrm|property SEED STEPS\n");
 		return 2;
 	}
 	const char *cmd = argv[1];
@@ -252,6 +274,8 @@ int main(int argc, char **argv)
 		nocuda();
 	else if (!strcmp(cmd, "badconfig"))
 		badconfig();
+	else if (!strcmp(cmd, "badenv") && argc == 4)
+		badenv(argv[2], !strcmp(argv[3], "cuda"));
 	else if (!strcmp(cmd, "threads") && argc == 3)
 		threads(atoi(argv[2]));
 	else if (!strcmp(cmd, "fork"))

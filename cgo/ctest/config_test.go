@@ -1,0 +1,122 @@
+package ctest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBadEnv: every HYBRIDSYNC_* variable with a fixed vocabulary is
+// checked alike, before anything else: a bad value is one line on stderr
+// naming the variable, the value and what is accepted, and HS_ERR_CONFIG
+// from hs_init, with or without a CUDA driver (not "CUDA driver not
+// available"). The waits are then CUDA's own, and under LD_PRELOAD the
+// program runs as without the library.
+func TestBadEnv(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, tc := range []struct{ name, value, accepts string }{
+		{"HYBRIDSYNC_MODE", "bogus", "hybrid, paper, spin, yield, block or cuda-auto"},
+		{"HYBRIDSYNC_MAX_SPIN_US", "-5", "a number of µs >= 0, or inf"},
+		{"HYBRIDSYNC_LOG", "bogus", "off, error, warn, info or debug"},
+		{"HYBRIDSYNC_INTERPOSE", "yes", "1 or 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := tc.name + `: bad value "` + tc.value + `" (want ` + tc.accepts + ")"
+			bad := tc.name + "=" + tc.value
+			saysOnce := func(t *testing.T, how string, stderr string) {
+				t.Helper()
+				if strings.Count(stderr, line) != 1 || !strings.HasPrefix(stderr, "hybridsync[") {
+					t.Errorf("%s: stderr %q, want one line saying %s", how, stderr, line)
+				}
+			}
+			for _, prog := range links {
+				r := run(t, []string{bad}, prog, "badenv", tc.name, "cuda")
+				saysOnce(t, prog, r.stderr)
+			}
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			r := run(t, []string{bad, "HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_STATS=" + stats},
+				"hsapp_so", "badenv", tc.name, "nocuda")
+			saysOnce(t, "no CUDA driver", r.stderr)
+			if strings.Contains(r.stderr, "CUDA driver") {
+				t.Errorf("no CUDA driver: stderr %q, want the bad value reported instead", r.stderr)
+			}
+			if why := unengaged(t, stats); !strings.Contains(why, line) {
+				t.Errorf("no CUDA driver: stats reason %q", why)
+			}
+			r = run(t, []string{"LD_PRELOAD=" + so, bad}, "rtapp_dyn", "5", "1")
+			saysOnce(t, "LD_PRELOAD", r.stderr)
+		})
+	}
+}
+
+// hintsLimit bounds each run of TestHintsNotAPage: a run that reads the
+// hint path with a blocking open never ends (a FIFO waits for a writer).
+const hintsLimit = time.Minute
+
+// TestHintsNotAPage: HYBRIDSYNC_HINTS naming something that is not a
+// regular file (a FIFO, whose open blocks until a writer comes; a device;
+// a directory) is refused at once, with one line on stderr saying why, and
+// the library falls back as for a bad page; it never hangs the program.
+func TestHintsNotAPage(t *testing.T) {
+	need(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	for _, tc := range []struct{ name, path string }{{"fifo", fifo}, {"device", os.DevNull}, {"directory", dir}} {
+		path := tc.path
+		t.Run(tc.name, func(t *testing.T) {
+			why := "HYBRIDSYNC_HINTS: hint page: not a regular file: " + path
+			env := []string{"HYBRIDSYNC_HINTS=" + path}
+			r := runBounded(t, append(env, "LD_PRELOAD="+so), "rtapp_dyn", "5", "1")
+			if strings.Count(r.stderr, why) != 1 {
+				t.Errorf("LD_PRELOAD: stderr %q, want one line saying %s", r.stderr, why)
+			}
+			r = runBounded(t, env, "hsapp_so", "basic")
+			if !strings.Contains(r.stderr, why) {
+				t.Errorf("explicit API: stderr %q, want a line saying %s", r.stderr, why)
+			}
+			// The source is there and falls back, as for a bad page.
+			var s struct {
+				Hints *struct {
+					Used      uint64            `json:"used"`
+					Fallbacks map[string]uint64 `json:"fallbacks"`
+				} `json:"hints"`
+			}
+			i := strings.Index(r.stderr, "STATS ")
+			if i < 0 {
+				t.Fatalf("no stats in stderr: %q", r.stderr)
+			}
+			if err := json.Unmarshal([]byte(strings.SplitN(r.stderr[i+6:], "\n", 2)[0]), &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Hints == nil || s.Hints.Used != 0 || s.Hints.Fallbacks["missing"] == 0 {
+				t.Errorf("stats: hints %+v, want every answer from the fallbacks", s.Hints)
+			}
+			r = runBounded(t, append(env, "LD_PRELOAD="+so, "HYBRIDSYNC_LOG=off"), "rtapp_dyn", "5", "1")
+			if strings.Contains(r.stderr, "hybridsync") {
+				t.Errorf("HYBRIDSYNC_LOG=off: stderr %q", r.stderr)
+			}
+		})
+	}
+}
+
+// runBounded is run within hintsLimit.
+func runBounded(t *testing.T, env []string, prog string, args ...string) result {
+	t.Helper()
+	r, err := runWithin(hintsLimit, env, prog, args...)
+	if err != nil {
+		t.Fatalf("%s %v: %v (a run is killed after %v)\nstderr:\n%s", prog, args, err, hintsLimit, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Fatalf("%s %v wrote to stdout: %q", prog, args, r.stdout)
+	}
+	return r
+}
