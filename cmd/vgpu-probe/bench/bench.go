@@ -10,15 +10,14 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/bench"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -49,16 +48,9 @@ type Options struct {
 	Out, Err io.Writer
 
 	// Resolved by complete.
-	modes   []hybridsync.Mode
-	profile simdev.Profile
-
-	// --mitigate parsed, and set by run with it.
+	modes      []hybridsync.Mode
+	profile    simdev.Profile
 	mitigation *mitigate.Config
-	mitigator  *mitigate.Mitigator
-	// Set by run with --threshold hints and no --hints-page, with the
-	// bandwidth limit of the contention setting, which the page reports.
-	feed              *hintfeed.Feed
-	quotaUS, periodUS int64
 }
 
 // Contention settings: what shares the benchmark's CPU.
@@ -186,106 +178,36 @@ func (o *Options) resolveProfile() error {
 	return nil
 }
 
-// Row is one cell of the output: medians over the repetitions.
-type Row struct {
-	Contention   string  `json:"contention"`
-	Mode         string  `json:"mode"`
-	Threshold    string  `json:"threshold"`
-	WallS        float64 `json:"wall_s"`
-	CPUS         float64 `json:"cpu_s"`
-	Steps        int     `json:"steps"`
-	ReceiveP50US float64 `json:"receive_p50_us"`
-	ReceiveP99US float64 `json:"receive_p99_us"`
-	LaunchP50US  float64 `json:"launch_p50_us"`
-	LaunchP99US  float64 `json:"launch_p99_us"`
-}
-
 func run(ctx context.Context, o *Options) error {
-	if err := o.startMitigation(); err != nil {
-		return err
-	}
-	stopHints, err := o.startHints(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopHints()
-	work := workload.CalibrateOn(o.CPU, time.Duration(o.HostUS*1e3))
 	bar := progress.New(o.Err)
-	bar.Begin(len(o.Contention) * len(o.Thresholds) * len(o.modes) * o.Reps)
-	var rows []Row
-	for _, c := range o.Contention {
-		rs, err := runContention(ctx, o, c, work, bar)
-		if err != nil {
-			bar.Finish(false)
-			return err
-		}
-		rows = append(rows, rs...)
+	bo := bench.Options{
+		Device: o.Device, Modes: o.modes, Contentions: o.Contention, Thresholds: o.Thresholds,
+		Steps: o.Steps, Reps: o.Reps, HostWork: time.Duration(o.HostUS * 1e3), Profile: o.profile,
+		CapQuota: o.CapQuota, CapPeriod: o.CapPeriod, CPU: o.CPU, HintsPage: o.HintsPage,
+		Mitigation: o.mitigation, Progress: bar,
 	}
-	bar.Finish(true)
-	if o.JSON {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Results []Row `json:"results"`
-		}{rows})
+	rows, err := bench.Run(ctx, bo)
+	bar.Finish(err == nil)
+	// Interrupted, bench still prints the cells it finished; main exits
+	// with the signal's status.
+	interrupted := err != nil && ctx.Err() != nil
+	if err != nil && !interrupted {
+		return err
 	}
-	return printTable(o.Out, rows)
+	if err := o.print(rows, interrupted); err != nil {
+		return err
+	}
+	if interrupted {
+		return fmt.Errorf("interrupted after %d of %d cells; everything it started was stopped and removed", len(rows), bo.Cells())
+	}
+	return nil
 }
 
-// runContention sets up one contention setting, runs every mode and
-// repetition under it, and tears the setting down again.
-func runContention(ctx context.Context, o *Options, contention string, work int64, bar *progress.Bar) ([]Row, error) {
-	setting, err := corunner.Setup(contention, o.CPU, fmt.Sprintf("vgpu-probe-bench-%d", os.Getpid()), o.CapQuota, o.CapPeriod)
-	if err != nil {
-		return nil, err
+func (o *Options) print(rows []bench.Row, interrupted bool) error {
+	if !o.JSON {
+		return bench.PrintTable(o.Out, rows)
 	}
-	defer setting.Close()
-	cg := setting.Group
-	o.setQuota(cg)
-	n := len(o.Thresholds) * len(o.modes)
-	results := make([][]workload.Result, n)
-	// Modes and thresholds interleave within each repetition, so that a
-	// slow patch of the machine hits every one alike.
-	for range o.Reps {
-		for i := range n {
-			thr, m := o.Thresholds[i/len(o.modes)], o.modes[i%len(o.modes)]
-			bar.Next(fmt.Sprintf("%-10s %-9s %-6s", contention, m, thr))
-			cell := workload.Cell{Config: workload.Config{Steps: o.Steps, Work: work, Profile: o.profile, Seed: 1},
-				Mode: m, Device: o.Device, CPU: o.CPU, Threshold: thr}
-			r, err := o.runCell(ctx, o.hintCell(cell), cg)
-			if err != nil {
-				return nil, err
-			}
-			results[i] = append(results[i], r)
-			bar.Advance()
-		}
-	}
-	rows := make([]Row, n)
-	for i := range n {
-		r := workload.Median(results[i])
-		rows[i] = Row{Contention: contention, Mode: o.modes[i%len(o.modes)].String(), Threshold: o.Thresholds[i/len(o.modes)],
-			WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps,
-			ReceiveP50US: r.ReceiveP50US, ReceiveP99US: r.ReceiveP99US, LaunchP50US: r.LaunchP50US, LaunchP99US: r.LaunchP99US}
-	}
-	return rows, nil
-}
-
-func printTable(w io.Writer, rows []Row) error {
-	base := 0.0
-	for _, r := range rows {
-		if r.Contention == "none" && r.Mode == "spin" && base == 0 {
-			base = r.WallS
-		}
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contention\tmode\tthreshold\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\t")
-	for _, r := range rows {
-		ratio := "-"
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2f", r.WallS/base)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Contention, r.Mode, r.Threshold, r.WallS, ratio, r.CPUS,
-			r.ReceiveP50US, r.ReceiveP99US, r.LaunchP50US, r.LaunchP99US)
-	}
-	return tw.Flush()
+	enc := json.NewEncoder(o.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(bench.Doc{Results: rows, Interrupted: interrupted})
 }
