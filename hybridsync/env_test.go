@@ -45,3 +45,57 @@ func TestConfigFromEnvHints(t *testing.T) {
 		t.Errorf("unset: threshold %v contention %v notice %q err %v", c.Threshold, c.Contention, c.Notice, err)
 	}
 }
+
+// TestCheckEnv: each variable with a fixed vocabulary is checked alike,
+// its error naming the variable, the value and what is accepted; good
+// values (blanks around them ignored) pass, and ConfigFromEnv agrees.
+func TestCheckEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		good, bad []string
+		accepts   string
+	}{
+		{hybridsync.EnvMode, hybridsync.Modes(), []string{"bogus", "Spin", "hybrid,spin"}, "hybrid, paper, spin, yield, block or cuda-auto"},
+		{hybridsync.EnvMaxSpin, []string{"0", "250", "1.5", "inf", " 10 "}, []string{"-1", "NaN", "10us", "infinity"}, "a number of µs >= 0, or inf"},
+		{hybridsync.EnvLog, hybridsync.LogLevels[:], []string{"bogus", "INFO", "2"}, "off, error, warn, info or debug"},
+		{hybridsync.EnvInterpose, []string{"0", "1", " 1\n"}, []string{"yes", "on", "2", "01"}, "1 or 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range append(tc.good, "", "  ") {
+				env := func(k string) string { return map[string]string{tc.name: v}[k] }
+				if err := hybridsync.CheckEnv(env); err != nil {
+					t.Errorf("%q: %v", v, err)
+				}
+				if _, err := hybridsync.ConfigFromEnv(env); err != nil {
+					t.Errorf("ConfigFromEnv, %q: %v", v, err)
+				}
+			}
+			for _, v := range tc.bad {
+				env := func(k string) string { return map[string]string{tc.name: v}[k] }
+				want := tc.name + `: bad value "` + v + `" (want ` + tc.accepts + ")"
+				if err := hybridsync.CheckEnv(env); err == nil || err.Error() != want {
+					t.Errorf("%q: error %v, want %s", v, err, want)
+				}
+				if _, err := hybridsync.ConfigFromEnv(env); err == nil || err.Error() != want {
+					t.Errorf("ConfigFromEnv, %q: error %v, want %s", v, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigFromEnvHintsRefused: a hint path that is not a regular file is
+// refused (for stderr, not the log: the user asked for it) and the source
+// falls back, as for a bad page.
+func TestConfigFromEnvHintsRefused(t *testing.T) {
+	c, err := hybridsync.ConfigFromEnv(func(k string) string {
+		return map[string]string{hybridsync.EnvHints: t.TempDir()}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Contention.(*hybridsync.HintSource); !ok || c.Notice != "" ||
+		!strings.Contains(c.Refused, "HYBRIDSYNC_HINTS: hint page: not a regular file") {
+		t.Errorf("contention %T, notice %q, refused %q: want the hint source, refused", c.Contention, c.Notice, c.Refused)
+	}
+}

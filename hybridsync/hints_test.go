@@ -2,10 +2,15 @@ package hybridsync
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
@@ -209,6 +214,39 @@ func TestHintsFromEnv(t *testing.T) {
 	_, path := newHintPage(t, 1, 0)
 	if h, err := HintsFromEnv(func(string) string { return path }, nil, nil); h == nil || err != nil {
 		t.Fatalf("good page: %v %v", h, err)
+	}
+}
+
+// TestHintsFromEnvNotAPage: a FIFO (whose blocking open would wait for a
+// writer forever), a device or a directory is refused at once, with
+// hintpage.ErrNotRegular, and the source falls back as for a bad page.
+func TestHintsFromEnvNotAPage(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, os.DevNull, t.TempDir()} {
+		type res struct {
+			h   *HintSource
+			err error
+		}
+		done := make(chan res, 1)
+		go func() {
+			h, err := HintsFromEnv(func(string) string { return path }, nil, nil)
+			done <- res{h, err}
+		}()
+		var r res
+		select {
+		case r = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: HintsFromEnv still blocked after 30 s", path)
+		}
+		if r.h == nil || !errors.Is(r.err, hintpage.ErrNotRegular) || !strings.Contains(r.err.Error(), EnvHints) {
+			t.Fatalf("%s: %v %v, want a source that falls back and ErrNotRegular naming %s", path, r.h, r.err, EnvHints)
+		}
+		if got := r.h.Contention(1, Now()); got != ContentionUnknown || r.h.Stats().Fallbacks["missing"] != 1 {
+			t.Errorf("%s: contention %v, stats %+v: want a fallback for a missing page", path, got, r.h.Stats())
+		}
 	}
 }
 
