@@ -133,3 +133,44 @@ func TestAnalyzeStateUnknownBetweenWindows(t *testing.T) {
 		}
 	}
 }
+
+// An exited thread's kernel counters are its last read advanced by what
+// the programs saw since; its traced counters are the programs' now.
+func TestExited(t *testing.T) {
+	last := &Counters{
+		Kernel: procstat.Counters{RunNs: 1e9, RunDelayNs: 2e8, Timeslices: 100, Voluntary: 40, Involuntary: 60},
+		Traced: Traced{RunNs: 5e8, RunnableWaitNs: 1e8, Switches: 50, Preemptions: 30, Wakeups: 20},
+	}
+	now := Traced{RunNs: 8e8, RunnableWaitNs: 1.5e8, Switches: 70, Preemptions: 45, Wakeups: 25, Throttles: 3}
+	got := Exited(last, &now)
+	want := procstat.Counters{RunNs: 1.3e9, RunDelayNs: 2.5e8, Timeslices: 120, Voluntary: 45, Involuntary: 75}
+	if got.Kernel != want {
+		t.Errorf("kernel counters %+v, want %+v", got.Kernel, want)
+	}
+	if got.Traced != now {
+		t.Errorf("traced counters %+v, want the programs' now", got.Traced)
+	}
+	// Counters the programs restarted (a new watch) never go backwards.
+	if got := Exited(last, &Traced{}); got.Kernel != last.Kernel {
+		t.Errorf("programs' counters below the last read: %+v, want the last read %+v", got.Kernel, last.Kernel)
+	}
+}
+
+// Live leaves gone targets and gone threads out without touching the
+// snapshot it is called on.
+func TestLive(t *testing.T) {
+	s := Snapshot{Targets: []Target{
+		{Name: "a", Threads: []Thread{{TID: 1}, {TID: 2, Gone: true}, {TID: 3}}},
+		{Name: "b", Gone: true, Threads: []Thread{{TID: 4, Gone: true}}},
+	}}
+	live := s.Live()
+	if len(live.Targets) != 1 || live.Targets[0].Name != "a" {
+		t.Fatalf("live targets %+v, want a only", live.Targets)
+	}
+	if th := live.Targets[0].Threads; len(th) != 2 || th[0].TID != 1 || th[1].TID != 3 {
+		t.Fatalf("live threads %+v, want 1 and 3", th)
+	}
+	if len(s.Targets) != 2 || len(s.Targets[0].Threads) != 3 || s.Targets[0].Threads[1].TID != 2 {
+		t.Fatalf("Live changed its snapshot: %+v", s.Targets)
+	}
+}
