@@ -1,7 +1,6 @@
 package hybridsync
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -23,8 +22,8 @@ import (
 type throttleReader struct {
 	mu      sync.Mutex
 	scanned int64
-	files   atomic.Pointer[[]string] // cpu.stat files of the cgroups with a quota
-	period  atomic.Int64             // quota period of the innermost of them (ns; 0: none)
+	files   atomic.Pointer[[]procFile] // cpu.stat files of the cgroups with a quota
+	period  atomic.Int64               // quota period of the innermost of them (ns; 0: none)
 }
 
 const (
@@ -57,12 +56,12 @@ func (r *throttleReader) throttled(now int64) int64 {
 // quotaStatFiles lists the cpu.stat files of the process's cgroups (its own
 // and their ancestors) that have a CPU quota, for cgroup v2 and v1, and the
 // quota period of the first (innermost) of them.
-func quotaStatFiles() (files []string, period int64) {
+func quotaStatFiles() (files []procFile, period int64) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, 0
 	}
-	var out []string
+	var out []procFile
 	for _, line := range strings.Split(string(b), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
@@ -85,7 +84,7 @@ func quotaStatFiles() (files []string, period int64) {
 		}
 		for dir := parts[2]; ; dir = parentDir(dir) {
 			if _, p := cgroupcpu.Quota(base + dir); p > 0 {
-				out = append(out, base+dir+"/cpu.stat")
+				out = append(out, newProcFile(base+dir+"/cpu.stat"))
 				if period == 0 {
 					period = int64(p)
 				}
@@ -113,33 +112,6 @@ func parentDir(d string) string {
 		return "/"
 	}
 	return d[:i]
-}
-
-// readThrottled reads throttled time from cpu.stat in ns: v2 says
-// throttled_usec, v1 throttled_time (ns).
-func readThrottled(path string) int64 {
-	var buf [1024]byte
-	n, err := readSmall(path, buf[:])
-	if err != nil {
-		return 0
-	}
-	for _, line := range bytes.Split(buf[:n], []byte("\n")) {
-		k, v, ok := bytes.Cut(line, []byte(" "))
-		if !ok {
-			continue
-		}
-		x, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch string(k) {
-		case "throttled_usec":
-			return x * 1000
-		case "throttled_time":
-			return x
-		}
-	}
-	return 0
 }
 
 // stealReader follows steal time per CPU from /proc/stat: in a VM, the

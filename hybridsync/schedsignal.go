@@ -3,8 +3,6 @@ package hybridsync
 import (
 	"strconv"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // SchedSignal tells whether a thread competes for its CPU from the kernel's
@@ -58,7 +56,7 @@ const (
 // owner thread, normally alone).
 type threadSched struct {
 	busy atomic.Bool
-	path atomic.Pointer[string]
+	stat atomic.Pointer[procFile] // its schedstat
 
 	last                 atomic.Int64 // time of the last sample, 0: none
 	delay, runs          atomic.Int64 // schedstat at the last sample
@@ -105,13 +103,13 @@ func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
 func (g *SchedSignal) QuotaPeriod() int64 { return g.cg.period.Load() }
 
 func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
-	p := t.path.Load()
-	if p == nil {
-		s := "/proc/self/task/" + strconv.Itoa(tid) + "/schedstat"
-		p = &s
-		t.path.Store(p)
+	f := t.stat.Load()
+	if f == nil {
+		pf := newProcFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+		f = &pf
+		t.stat.Store(f)
 	}
-	delay, runs, ok := readSchedstat(*p)
+	delay, runs, ok := readSchedstat(*f)
 	if !ok {
 		return
 	}
@@ -179,54 +177,6 @@ func (w schedWindow) shared() bool {
 	}
 	return float64(excess) > sharedDelayFrac*float64(w.dt) && perRun > sharedDelayPerRun ||
 		w.steal > stealShared
-}
-
-// readSchedstat reads "run_time run_delay timeslices" without allocating.
-func readSchedstat(path string) (delay, runs int64, ok bool) {
-	var buf [96]byte
-	n, err := readSmall(path, buf[:])
-	if err != nil {
-		return 0, 0, false
-	}
-	f := fields(buf[:n])
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	d, e1 := strconv.ParseInt(string(f[1]), 10, 64)
-	r, e2 := strconv.ParseInt(string(f[2]), 10, 64)
-	return d, r, e1 == nil && e2 == nil && d >= 0 && r >= 0
-}
-
-func readSmall(path string, buf []byte) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	return unix.Read(fd, buf)
-}
-
-// fields splits b on spaces and newlines (at most 8 fields).
-func fields(b []byte) [][]byte {
-	var out [][]byte
-	start := -1
-	for i, c := range b {
-		sep := c == ' ' || c == '\n' || c == '\t'
-		switch {
-		case sep && start >= 0:
-			out = append(out, b[start:i])
-			start = -1
-		case !sep && start < 0:
-			start = i
-		}
-		if len(out) == 8 {
-			return out
-		}
-	}
-	if start >= 0 {
-		out = append(out, b[start:])
-	}
-	return out
 }
 
 // SchedTotals is what the signal saw over all the windows it judged.
