@@ -4,13 +4,12 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
@@ -249,14 +248,6 @@ func (p *Publisher) LiveStats() (mapped, served, refused int) {
 }
 
 func tgidOf(tid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, errors.New("no Tgid in /proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procstat.Status(tid)
+	return st.TGID, err
 }

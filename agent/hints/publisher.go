@@ -1,14 +1,11 @@
 package hints
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
@@ -629,30 +627,11 @@ func monoNow() uint64 { return bpfload.MonoNow() }
 // procOwner reads the real uid and gid of a thread from /proc: QEMU's
 // user for a vCPU thread, the target process's for a local one.
 func procOwner(tid int) (int, int, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procstat.Status(tid)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	uid, gid := -1, -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			continue
-		}
-		switch k {
-		case "Uid":
-			uid, _ = strconv.Atoi(fs[0])
-		case "Gid":
-			gid, _ = strconv.Atoi(fs[0])
-		}
-	}
-	if uid < 0 || gid < 0 {
-		return 0, 0, fmt.Errorf("no Uid/Gid in /proc/%d/status", tid)
-	}
-	return uid, gid, nil
+	return int(st.UIDs[0]), int(st.GIDs[0]), nil
 }
 
 // SetCounters sets where the refresh reads thread state (the loaded
