@@ -36,11 +36,12 @@ const (
 	sharedDelayFrac = 0.02
 	// sharedDelayPerRun: and each scheduling-in waited this long on
 	// average. Alone, a wake-up is scheduled in within a few µs on bare
-	// metal, but 20-60 µs in a VM whose idle vCPU the host must wake
-	// first (measured on the H100 machine: a 30 µs threshold called a
-	// thread alone on its CPU "shared" 28-72% of the time); behind a
-	// CPU-bound co-runner a spinning thread waits whole slices (ms) and
-	// a blocking one a tick (4 ms) on ~10% of its wake-ups.
+	// metal, but tens of µs in a VM whose idle vCPU the host must wake
+	// first, so a threshold near that calls a thread alone on its CPU
+	// "shared" much of the time (docs/BENCHMARKS.md, "The contention
+	// signal"); behind a CPU-bound co-runner a spinning thread waits
+	// whole slices (ms) and a blocking one a tick (4 ms) on some of its
+	// wake-ups. 150 µs sits well between the two.
 	sharedDelayPerRun = 150_000
 	// sharedHold, throttledHold: how long a verdict lasts without fresh
 	// evidence. Throttling recurs once per quota period (100 ms by
