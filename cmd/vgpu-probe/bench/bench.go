@@ -74,7 +74,8 @@ amount of real CPU work (--host-us, calibrated once), one kernel launch
 
 Wall time is reported per cell (median of --reps) and as a ratio to spin with
 no contention. Needs root for the cap settings. Everything bench starts or
-creates (co-runners, cgroups) is removed when it ends, also on Ctrl-C.
+creates (co-runners, cgroups) is removed when it ends; interrupted (Ctrl-C,
+SIGTERM), it still prints the cells it finished.
 
 --threshold runs every cell once per source of the remaining time slice:
 guest (the guest-only estimate, the default), static (the paper's fixed

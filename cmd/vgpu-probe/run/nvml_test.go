@@ -45,18 +45,74 @@ func gpuServer() *dgxa100.Server {
 // returns what it said on stderr.
 func smallRun(t *testing.T, out string, nvmlLib gonvml.Interface) string {
 	t.Helper()
-	o, err := parse(t, "--scenario", "baseline", "--vcpus", "1", "--modes", "block", "--reps", "1", "--steps", "300",
-		"--nvml-interval", "20ms", "--timeline-steps", "0", "--out", out)
+	_, stderr := runWith(t, nvmlLib, "--nvml", "--nvml-interval", "20ms", "--out", out)
+	return stderr
+}
+
+// runWith runs a one-cell experiment with the flags args and nvmlLib as
+// the NVML library (a test failure if it is opened while nvmlLib is nil),
+// and returns what it printed on stdout and stderr.
+func runWith(t *testing.T, nvmlLib gonvml.Interface, args ...string) (string, string) {
+	t.Helper()
+	o, err := parse(t, append([]string{"--scenario", "baseline", "--vcpus", "1", "--modes", "block", "--reps", "1", "--steps", "300",
+		"--timeline-steps", "0"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
 	o.Out, o.Err = &stdout, &stderr
-	o.NVML = func() gonvml.Interface { return nvmlLib }
+	o.NVML = func() gonvml.Interface {
+		if nvmlLib == nil {
+			t.Error("NVML opened")
+			return &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }}
+		}
+		return nvmlLib
+	}
 	if err := Run(context.Background(), o); err != nil {
 		t.Fatalf("run: %v (stderr %q)", err, stderr.String())
 	}
-	return stderr.String()
+	return stdout.String(), stderr.String()
+}
+
+// TestSimNoNVML: a run on the simulated GPU uses no GPU, so it neither
+// opens NVML nor says anything about it.
+func TestSimNoNVML(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	_, stderr := runWith(t, nil, "--device", "sim", "--out", out)
+	if strings.Contains(stderr, "NVML") || strings.Contains(stderr, "GPU") {
+		t.Errorf("stderr %q speaks of NVML on --device sim", stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "nvml-*.json")); len(files) != 0 {
+		t.Errorf("wrote %v on --device sim", files)
+	}
+}
+
+// TestNVMLDefault: NVML is on where a GPU is used (--device cuda) and
+// where asked for (--nvml), off elsewhere and where refused. (This test
+// binary has no cuda device registered, so the options are set directly.)
+func TestNVMLDefault(t *testing.T) {
+	every := 200 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want bool
+	}{
+		{"sim", Options{Device: "sim", NVMLInterval: every}, false},
+		{"cuda", Options{Device: "cuda", NVMLInterval: every}, true},
+		{"cuda --nvml=false", Options{Device: "cuda", NVMLInterval: every, nvmlSet: true}, false},
+		{"cuda --nvml-interval 0", Options{Device: "cuda"}, false},
+		{"sim --nvml", Options{Device: "sim", NVMLInterval: every, SampleNVML: true, nvmlSet: true}, true},
+		{"--workload-cmd", Options{Device: "sim", WorkloadCmd: "true", NVMLInterval: every}, false},
+		{"--workload-cmd --nvml", Options{Device: "sim", WorkloadCmd: "true", NVMLInterval: every, SampleNVML: true, nvmlSet: true}, true},
+	} {
+		if got := tc.o.sampleGPUs(); got != tc.want {
+			t.Errorf("%s: samples GPUs %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	o, err := parse(t, "--nvml", "--out", t.TempDir())
+	if err != nil || !o.nvmlSet || !o.SampleNVML {
+		t.Errorf("--nvml parsed as set %v, on %v (%v)", o.nvmlSet, o.SampleNVML, err)
+	}
 }
 
 // TestRunSamplesGPUs: with a GPU, the run leaves an NVML samples file

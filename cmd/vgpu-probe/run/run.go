@@ -5,6 +5,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,9 @@ type Options struct {
 	Hints         bool
 	Backend       string
 	Libvirt       LibvirtOptions
+	SampleNVML    bool
 	NVMLInterval  time.Duration
+	JSON          bool
 	// NVML opens the NVML library; NewCmd sets the real one. Tests pass
 	// go-nvml's mock.
 	NVML func() gonvml.Interface
@@ -69,6 +72,7 @@ type Options struct {
 	self     string // this executable, which runs the agent
 	outGiven bool
 	vcpusSet bool
+	nvmlSet  bool
 }
 
 // NewCmd returns the run command; runF replaces the run in tests.
@@ -77,22 +81,21 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the paper's experiments: GPU runner vs co-runner VMs sharing CPUs",
-		Long: `run reproduces the paper's interference experiments (Table I, Figs. 4-6) and
-prints the slowdown of each cell against the baseline. A "VM" with N vCPUs is,
-on the local backend, a process with N threads, vCPU i pinned to the i-th CPU
-of a set that the GPU runner VM and the co-runner VMs share:
+		Long: `run reproduces the paper's interference experiments (Table I, Figs. 4-6):
+a GPU runner VM and co-runner VMs sharing CPUs, the runner's loop once per
+wait mode. It prints each cell's median wall time and its slowdown against
+the fastest baseline cell of the same vCPU count (--json: the results
+document). On the local backend a VM with N vCPUs is a process with N
+threads pinned to CPUs that the VMs share:
 
   shared1   runner and co-runner VMs on the same CPUs, no isolation
-  shared2   the same, each VM limited by cgroup CPU bandwidth to a fair share
-            (vCPUs/(1+co-runners) CPUs per --cpu-period); needs root, else
-            skipped with a note
+  shared2   the same, each VM capped to a fair share of CPU bandwidth
+            (needs root, else skipped with a note)
   baseline  the runner alone with half the vCPUs (at least one)
 
-The runner runs the built-in NAMD-like loop (--device sim: a simulated GPU, no
-hardware needed) or any --workload-cmd, once per wait mode (HYBRIDSYNC_MODE).
-Results go to --out DIR/results.json after each group of cells; an interrupted
-run keeps them and continues with --resume. Every process and cgroup run makes
-is removed when it ends, on Ctrl-C too.`,
+Results go to --out DIR/results.json after each group of cells; an
+interrupted run keeps them and continues with --resume. Details:
+docs/experiments.md.`,
 		Example: `  vgpu-probe run --corunner while1
   vgpu-probe run --corunner stream --scenario shared1,baseline --vcpus 2 --reps 5
   vgpu-probe run --corunners 1,2,3,4 --scenario shared1,baseline --modes spin,block,hybrid
@@ -103,6 +106,7 @@ is removed when it ends, on Ctrl-C too.`,
 			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			o.outGiven = cmd.Flags().Changed("out")
 			o.vcpusSet = cmd.Flags().Changed("vcpus")
+			o.nvmlSet = cmd.Flags().Changed("nvml")
 			if a, _, err := cmd.Root().Find([]string{"agent"}); err == nil && a != cmd.Root() && a.Name() == "agent" {
 				o.hasAgent = true
 			}
@@ -135,7 +139,9 @@ is removed when it ends, on Ctrl-C too.`,
 	f.IntVar(&o.TimelineSteps, "timeline-steps", 100, "steps per vCPU of the median run kept per cell for the profiler (0: none)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/run-TIMESTAMP)")
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
-	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "sample GPU utilisation, clocks and memory with NVML this often during the run, into --out DIR/nvml-*.json (0: off; a host without a GPU is noted once)")
+	f.BoolVar(&o.SampleNVML, "nvml", false, "sample GPU utilisation, clocks and memory with NVML during the run, into --out DIR/nvml-*.json (default: only with --device cuda; a host without a GPU is noted once)")
+	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "how often --nvml samples (0: off)")
+	f.BoolVar(&o.JSON, "json", false, "print the results document (results.json) on stdout instead of the table")
 	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
 	f.BoolVar(&o.Hints, "hints", false, "--backend libvirt: publish the runner VM's hint page (the agent's, in-process; root) and have its guest's waits read it (HYBRIDSYNC_HINTS)")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups) or libvirt (real VMs booted from vmimages/)")
@@ -283,25 +289,54 @@ func Run(ctx context.Context, o *Options) error {
 		ro.Agent = agent
 	}
 	stopGPU := func() {}
-	if o.NVMLInterval > 0 {
+	if o.sampleGPUs() {
 		stopGPU = runner.SampleGPUs(ctx, o.NVML(), o.NVMLInterval, o.OutDir, o.Err)
 	}
 	f, err := runner.Run(ctx, ro)
 	p.Finish(err == nil)
 	stopGPU()
 	path := filepath.Join(o.OutDir, runner.ResultsName)
+	// Interrupted, run still prints the cells it finished; main exits with
+	// the signal's status.
+	interrupted := err != nil && ctx.Err() != nil
+	if f != nil && len(f.Cells) > 0 && (err == nil || interrupted) {
+		if err := o.print(f); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		if f != nil && len(f.Cells) > 0 {
 			fmt.Fprintf(o.Err, "vgpu-probe: %d cells finished before this and are in %s (continue with --out %s --resume)\n", len(f.Cells), path, o.OutDir)
 		}
-		if errors.Is(err, context.Canceled) {
+		if interrupted {
 			return errors.New("interrupted; everything it started was stopped and removed")
 		}
 		return err
 	}
-	if err := runner.PrintTable(o.Out, f); err != nil {
-		return err
+	w := o.Out
+	if o.JSON {
+		w = o.Err
 	}
-	fmt.Fprintf(o.Out, "\nresults: %s\n", path)
+	fmt.Fprintf(w, "\nresults: %s\n", path)
 	return nil
+}
+
+// print writes the results as the table, or with --json as the results
+// document.
+func (o *Options) print(f *results.File) error {
+	if !o.JSON {
+		return runner.PrintTable(o.Out, f)
+	}
+	enc := json.NewEncoder(o.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(f)
+}
+
+// sampleGPUs is whether the run samples GPUs with NVML: where one is used
+// (--device cuda) or asked for.
+func (o *Options) sampleGPUs() bool {
+	if o.nvmlSet {
+		return o.SampleNVML && o.NVMLInterval > 0
+	}
+	return o.Device == "cuda" && o.WorkloadCmd == "" && o.NVMLInterval > 0
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 )
@@ -125,8 +126,9 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestBinary builds vgpu-probe and runs it as a user does: bad input exits
-// 2 with one line and starts nothing; Ctrl-C during a run exits non-zero,
-// leaves no process and no cgroup behind, and keeps the results file.
+// 2 with one line and starts nothing; Ctrl-C during a run exits 130,
+// prints the cells that finished, leaves no process and no cgroup behind,
+// and keeps the results file.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -151,7 +153,8 @@ func TestBinary(t *testing.T) {
 
 	cmd = exec.Command(bin, "run", "--scenario", "baseline,shared1", "--vcpus", "1", "--corunners", "2", "--modes", "spin,block", "--steps", "3000", "--reps", "1", "--out", out)
 	stderr.Reset()
-	cmd.Stderr = &stderr
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,21 +162,26 @@ func TestBinary(t *testing.T) {
 	// Interrupt once the co-runners run: two processes whose parent is
 	// the run.
 	deadline := time.Now().Add(60 * time.Second)
-	for len(children(pid)) < 3 && time.Now().Before(deadline) {
+	for len(proctree.Children(pid)) < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	kids := children(pid)
+	kids := proctree.Children(pid)
 	if len(kids) < 3 {
 		cmd.Process.Kill()
 		t.Fatalf("run never started its co-runners and runner (children %v)", kids)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	err = cmd.Wait()
-	if err == nil {
-		t.Error("an interrupted run exited 0")
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("interrupted run: %v, want exit 130", err)
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr %q does not say it was interrupted", stderr.String())
+	}
+	// The baseline group finished before the co-runners started: its row
+	// is printed.
+	if !strings.Contains(stdout.String(), "\nbaseline ") {
+		t.Errorf("stdout %q lacks the finished baseline row", stdout.String())
 	}
 	time.Sleep(50 * time.Millisecond)
 	for _, k := range kids {
@@ -192,25 +200,6 @@ func TestBinary(t *testing.T) {
 			}
 		}
 	}
-}
-
-// children returns the pids of pid's live child processes.
-func children(pid int) []int {
-	var kids []int
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		b, err := os.ReadFile("/proc/" + p.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			k, _ := strconv.Atoi(p.Name())
-			kids = append(kids, k)
-		}
-	}
-	return kids
 }
 
 // TestWithRealAgent runs the built binary with --with-agent: the agent
