@@ -5,14 +5,17 @@
 package results
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // Version is the format version this build writes and the newest it reads.
@@ -124,22 +127,78 @@ type Interval struct {
 }
 
 // Read parses a results file with one-line errors for a person to act on.
+// Only a regular file of at most input.MaxBytes is read.
 func Read(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := input.ReadFile(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
+	return Parse(path, b)
+}
+
+// Parse decodes a results file's bytes (name is what errors call it) and
+// checks its numbers: a time that is not positive, a slowdown below zero
+// or a value no measurement reaches is an error naming the field.
+func Parse(name string, b []byte) (*File, error) {
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a results file: %w", path, err)
+		return nil, fmt.Errorf("%s: not a results file: %w", name, err)
 	}
 	if f.Version > Version {
-		return nil, fmt.Errorf("%s: format version %d: %w (this one reads up to %d)", path, f.Version, ErrNewerVersion, Version)
+		return nil, fmt.Errorf("%s: format version %d: %w (this one reads up to %d)", name, f.Version, ErrNewerVersion, Version)
 	}
 	if f.Version < 1 {
-		return nil, fmt.Errorf("%s: not a results file (no version)", path)
+		return nil, fmt.Errorf("%s: not a results file (no version)", name)
+	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &f, nil
+}
+
+func (f *File) check() error {
+	var c input.Check
+	c.Count("machine.cpus", f.Machine.CPUs)
+	c.Count("config.reps", f.Config.Reps)
+	c.Range("config.steps", float64(f.Config.Steps), 0, math.MaxInt)
+	c.Range("config.host_us", f.Config.HostUS, 0, input.MaxUS)
+	c.Range("config.kernel_us", f.Config.KernelUS, 0, input.MaxUS)
+	c.Range("config.period_us", float64(f.Config.PeriodUS), 0, input.MaxUS)
+	for i := range f.Cells {
+		f.Cells[i].check(&c, fmt.Sprintf("cells[%d]", i))
+	}
+	return c.Err()
+}
+
+func (cell *Cell) check(c *input.Check, at string) {
+	c.Count(at+".corunners", cell.Corunners)
+	c.Count(at+".vcpus", cell.VCPUs)
+	c.Count(at+".runner_vcpus", cell.RunnerVCPUs)
+	checkResult(c, at+".median", cell.Median)
+	for j, r := range cell.Reps {
+		checkResult(c, fmt.Sprintf("%s.reps[%d]", at, j), r)
+	}
+	c.Positive(at+".min_wall_s", cell.MinWallS, input.MaxSeconds)
+	c.Positive(at+".max_wall_s", cell.MaxWallS, input.MaxSeconds)
+	if cell.MinWallS > cell.MaxWallS {
+		c.Failf("%s: min_wall_s = %g is more than max_wall_s = %g", at, cell.MinWallS, cell.MaxWallS)
+	}
+	c.Range(at+".kernels_per_s", cell.KernelsPerS, 0, input.MaxRate)
+	// 0: no baseline to compare with.
+	c.Range(at+".slowdown", cell.Slowdown, 0, input.MaxRatio)
+	c.Range(at+".quota_cpus", cell.QuotaCPUs, 0, input.MaxCount)
+	c.Range(at+".agent_wall_s", cell.AgentWallS, 0, input.MaxSeconds)
+}
+
+// checkResult checks one run: it took time, and its latencies are times.
+func checkResult(c *input.Check, at string, r workload.Result) {
+	c.Positive(at+".wall_s", r.WallS, input.MaxSeconds)
+	c.Range(at+".cpu_s", r.CPUS, 0, input.MaxSeconds)
+	c.Range(at+".steps", float64(r.Steps), 0, math.MaxInt)
+	c.Range(at+".launch_p50_us", r.LaunchP50US, 0, input.MaxUS)
+	c.Range(at+".launch_p99_us", r.LaunchP99US, 0, input.MaxUS)
+	c.Range(at+".receive_p50_us", r.ReceiveP50US, 0, input.MaxUS)
+	c.Range(at+".receive_p99_us", r.ReceiveP99US, 0, input.MaxUS)
 }
 
 // Write stores f at path atomically: a temporary file in the same

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // Corunner is a task group that took the CPU from a thread.
@@ -264,8 +266,9 @@ const (
 
 // maxBody bounds what one response may hold: a timeline page is a few MB
 // (older agents served a busy VM's whole timeline at once, tens of MB);
-// anything far larger is not an agent.
-const maxBody = 256 << 20
+// anything far larger is not an agent. It is the bound on every input of
+// `vgpu-probe report`.
+const maxBody = input.MaxBytes
 
 // busyRetries is how often a request the agent turns away as busy (503
 // with Retry-After: it serves a few timeline and snapshot requests at a

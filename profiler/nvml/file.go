@@ -1,35 +1,69 @@
 package nvml
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"math"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // ErrNewerVersion means a Series file was written by a newer vgpu-probe.
 var ErrNewerVersion = errors.New("written by a newer vgpu-probe")
 
 // ReadSeries reads a Series file written by WriteSeries (or by anything
-// that marshals a Series), with one-line errors.
+// that marshals a Series), with one-line errors. Only a regular file of at
+// most input.MaxBytes is read.
 func ReadSeries(path string) (*Series, error) {
-	b, err := os.ReadFile(path)
+	b, err := input.ReadFile(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
+	return ParseSeries(path, b)
+}
+
+// ParseSeries decodes a Series file's bytes (name is what errors call it)
+// and checks its values: a percentage over 100, more memory used than the
+// GPU has, or a sampling interval that is not a time is an error naming
+// the field.
+func ParseSeries(name string, b []byte) (*Series, error) {
 	var s Series
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: not an NVML samples file: %w", path, err)
+		return nil, fmt.Errorf("%s: not an NVML samples file: %w", name, err)
 	}
 	if s.Version > SeriesVersion {
-		return nil, fmt.Errorf("%s: NVML samples format version %d: %w (this one reads up to %d)", path, s.Version, ErrNewerVersion, SeriesVersion)
+		return nil, fmt.Errorf("%s: NVML samples format version %d: %w (this one reads up to %d)", name, s.Version, ErrNewerVersion, SeriesVersion)
 	}
 	if s.Version < 1 {
-		return nil, fmt.Errorf("%s: not an NVML samples file (no version)", path)
+		return nil, fmt.Errorf("%s: not an NVML samples file (no version)", name)
+	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &s, nil
+}
+
+func (s *Series) check() error {
+	var c input.Check
+	c.Positive("interval_s", s.IntervalS, input.MaxSeconds)
+	c.Range("dropped", float64(s.Dropped), 0, math.MaxInt)
+	for i, x := range s.Samples {
+		at := fmt.Sprintf("samples[%d]", i)
+		c.Count(at+".gpu", x.GPU)
+		c.Range(at+".util_pct", float64(x.UtilPct), 0, 100)
+		c.Range(at+".mem_util_pct", float64(x.MemUtilPct), 0, 100)
+		if x.MemTotalBytes > 0 && x.MemUsedBytes > x.MemTotalBytes {
+			c.Failf("%s: mem_used_bytes = %d is more than mem_total_bytes = %d", at, x.MemUsedBytes, x.MemTotalBytes)
+		}
+		for j, p := range x.Processes {
+			c.Range(fmt.Sprintf("%s.processes[%d].sm_pct", at, j), float64(p.SMPct), 0, 100)
+			c.Range(fmt.Sprintf("%s.processes[%d].mem_pct", at, j), float64(p.MemPct), 0, 100)
+		}
+	}
+	return c.Err()
 }
 
 // WriteSeries stores s at path atomically (a temporary file renamed over

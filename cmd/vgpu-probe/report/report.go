@@ -28,6 +28,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
 	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // Renderers by --format.
@@ -59,6 +60,8 @@ type Options struct {
 	promMatch                promsource.Selector
 
 	Out, Err io.Writer
+	// In is what an input named "-" reads.
+	In io.Reader
 	// HTTPClient reaches the agents; tests replace it.
 	HTTPClient *http.Client
 	// Now dates a report built only from inputs that carry no time.
@@ -87,9 +90,11 @@ ranking over --range (default 1h) from a dozen aggregated queries,
 whatever the number of hosts; --match '{job="gpu"}' narrows the series.
 
 Extra inputs: --stats FILE (HYBRIDSYNC_STATS files), --nvml FILE (NVML
-samples). Formats: text (default), json, html (one self-contained page
-with plots), perfetto (a trace for ui.perfetto.dev). With -o the output
-is written atomically: a failed report never leaves a partial file.`,
+samples). Each input is a regular file of at most 256 MiB, or - for
+stdin (once); a named pipe, device or directory is refused unread.
+Formats: text (default), json, html (one self-contained page with
+plots), perfetto (a trace for ui.perfetto.dev). With -o the output is
+written atomically: a failed report never leaves a partial file.`,
 		Example: `  vgpu-probe report results.json
   vgpu-probe report results.json --format html -o report.html
   vgpu-probe report results.json --format perfetto -o trace.json
@@ -98,7 +103,7 @@ is written atomically: a failed report never leaves a partial file.`,
   vgpu-probe report results.json --stats hybridsync-stats.json --nvml nvml.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Results = args
-			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.Out, o.Err, o.In = cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.InOrStdin()
 			if err := o.complete(); err != nil {
 				return usage.Wrap(err)
 			}
@@ -129,6 +134,9 @@ func (o *Options) complete() error {
 	if len(o.Results) == 0 && len(o.Agents) == 0 && len(o.Stats) == 0 && len(o.NVML) == 0 && o.Prometheus == "" {
 		return fmt.Errorf("nothing to report: give RESULTS.json, --agent URL, --prometheus URL, --stats FILE or --nvml FILE")
 	}
+	if n := countStdin(o.Results, o.Stats, o.NVML); n > 1 {
+		return fmt.Errorf("- (stdin) given %d times: it can be read once", n)
+	}
 	if o.Timeline < 0 || o.Timeout <= 0 {
 		return fmt.Errorf("--timeline must be >= 0 and --timeout > 0")
 	}
@@ -145,6 +153,9 @@ func (o *Options) complete() error {
 	}
 	if o.Err == nil {
 		o.Err = io.Discard
+	}
+	if o.In == nil {
+		o.In = os.Stdin
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -178,6 +189,10 @@ func (o *Options) completePrometheus() error {
 func Run(ctx context.Context, o *Options) error {
 	in, err := load(ctx, o)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted, not bad input: main exits 128+signal.
+			return err
+		}
 		return usage.Wrap(err)
 	}
 	r, err := model.Build(in)
@@ -206,6 +221,9 @@ func Run(ctx context.Context, o *Options) error {
 func (o *Options) nvmlFiles() []string {
 	files := slices.Clone(o.NVML)
 	for _, p := range o.Results {
+		if p == stdin {
+			continue
+		}
 		found, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "nvml-*.json"))
 		for _, f := range found {
 			if !slices.Contains(files, f) {
@@ -216,28 +234,63 @@ func (o *Options) nvmlFiles() []string {
 	return files
 }
 
+// stdin is the input name that reads standard input.
+const stdin = "-"
+
+func countStdin(lists ...[]string) int {
+	n := 0
+	for _, l := range lists {
+		for _, p := range l {
+			if p == stdin {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// parseAll reads each of paths (bounded, interruptible by ctx) and parses
+// it with parse.
+func parseAll[T any](ctx context.Context, o *Options, paths []string, parse func(string, []byte) (T, error)) ([]T, error) {
+	var out []T
+	for _, p := range paths {
+		b, err := readInput(ctx, o, p)
+		if err != nil {
+			return nil, err
+		}
+		v, err := parse(p, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// readInput reads a regular file, or stdin for "-".
+func readInput(ctx context.Context, o *Options, path string) ([]byte, error) {
+	if path == stdin {
+		return input.ReadFrom(ctx, "- (stdin)", o.In)
+	}
+	return input.ReadFile(ctx, path)
+}
+
+func parseNVML(name string, b []byte) (model.NVMLInput, error) {
+	s, err := nvml.ParseSeries(name, b)
+	return model.NVMLInput{Path: name, Series: s}, err
+}
+
 func load(ctx context.Context, o *Options) (model.Inputs, error) {
 	in := model.Inputs{Now: o.Now()}
-	for _, p := range o.Results {
-		f, err := results.Read(p)
-		if err != nil {
-			return in, err
-		}
-		in.Results = append(in.Results, model.ResultsInput{Path: p, File: f})
+	var err error
+	if in.Results, err = parseAll(ctx, o, o.Results, model.ParseResults); err != nil {
+		return in, err
 	}
-	for _, p := range o.Stats {
-		s, err := model.ReadStats(p)
-		if err != nil {
-			return in, err
-		}
-		in.Stats = append(in.Stats, s)
+	if in.Stats, err = parseAll(ctx, o, o.Stats, model.ParseStats); err != nil {
+		return in, err
 	}
-	for _, p := range o.nvmlFiles() {
-		s, err := nvml.ReadSeries(p)
-		if err != nil {
-			return in, err
-		}
-		in.NVML = append(in.NVML, model.NVMLInput{Path: p, Series: s})
+	if in.NVML, err = parseAll(ctx, o, o.nvmlFiles(), parseNVML); err != nil {
+		return in, err
 	}
 	// Timelines only feed the plots and the trace; the table and JSON
 	// need the snapshot alone.
@@ -250,6 +303,9 @@ func load(ctx context.Context, o *Options) (model.Inputs, error) {
 		snap, err := c.Snapshot(ctx)
 		if err != nil {
 			return in, err
+		}
+		if err := model.CheckSnapshot(snap); err != nil {
+			return in, fmt.Errorf("agent %s: snapshot: %w", c.URL(), err)
 		}
 		a := model.AgentInput{URL: c.URL(), Snapshot: snap, Timelines: map[string][]agentapi.OffCPU{}}
 		if wantTimeline {
