@@ -50,6 +50,14 @@ func TestBadEnv(t *testing.T) {
 			}
 			r = run(t, []string{"LD_PRELOAD=" + so, bad}, "rtapp_dyn", "5", "1")
 			saysOnce(t, "LD_PRELOAD", r.stderr)
+			if tc.name == "HYBRIDSYNC_LOG" {
+				return
+			}
+			// Blanks around a value are ignored, in C as in Go.
+			r = run(t, []string{bad, "HYBRIDSYNC_LOG= off\t"}, "hsapp_so", "badenv", tc.name, "cuda")
+			if r.stderr != "" {
+				t.Errorf("HYBRIDSYNC_LOG=' off': stderr %q", r.stderr)
+			}
 		})
 	}
 }

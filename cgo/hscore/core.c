@@ -98,10 +98,32 @@ void hs_log_user(const char *msg)
  * call into Go, so every entry point checks this and passes through. */
 static void on_fork_child(void) { atomic_store(&hs_forked, 1); }
 
+/* HYBRIDSYNC_LOG as hybridsync.CheckEnv reads it, blanks around it
+ * ignored; one that is too long for any level is left as it is (bad). */
+static const char *log_env(char *buf, size_t n)
+{
+	static const char blanks[] = " \t\n\v\f\r";
+	const char *v = getenv("HYBRIDSYNC_LOG");
+	if (v == NULL)
+		return NULL;
+	v += strspn(v, blanks);
+	size_t len = strlen(v);
+	while (len > 0 && strchr(blanks, v[len - 1]))
+		len--;
+	if (len >= n)
+		return v;
+	memcpy(buf, v, len);
+	buf[len] = 0;
+	return buf;
+}
+
 __attribute__((constructor)) static void core_init(void)
 {
-	const char *v = getenv("HYBRIDSYNC_LOG");
+	char buf[16];
+	const char *v = log_env(buf, sizeof buf);
 	int l = hs_parse_log_level(v);
+	/* A bad level is reported when the configuration is checked; until
+	 * then errors are said. */
 	hs_set_log_level(l < 0 ? HS_LOG_ERROR : l);
 	atomic_store(&log_off, v != NULL && strcmp(v, "off") == 0);
 	pthread_atfork(NULL, NULL, on_fork_child);

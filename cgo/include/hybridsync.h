@@ -73,7 +73,8 @@ struct hs_config {
 };
 
 /* hs_init loads the CUDA driver and configures the library from cfg (NULL:
- * the environment only). Optional: the first call that needs it initialises
+ * the environment only); the configuration is checked first, so a bad one
+ * is HS_ERR_CONFIG even where there is no driver. Optional: the first call that needs it initialises
  * from the environment. Calling it again reconfigures and forgets what was
  * learned. Returns HS_OK, HS_ERR_NO_CUDA, HS_ERR_CONFIG, HS_ERR_INVAL (bad
  * struct_size) or HS_ERR_STATE (in a forked child); hs_last_error() says
