@@ -120,10 +120,18 @@ func verdicts(sig *hybridsync.SchedSignal, dur time.Duration, step func()) (map[
 	return got, max(0, tot.RunDelaySeconds-tot.ThrottledSeconds) / tot.Seconds
 }
 
-// busyBeyond is how much of a thread's time may go to waiting for its CPU
-// (beyond throttling) before another task is taken to have competed for
-// it: a thread alone on an idle CPU of this machine waits under 1%.
-const busyBeyond = 0.10
+// How much of a thread's time may go to waiting for its CPU (beyond
+// throttling) before another task is taken to have competed for it. A
+// thread alone on an idle CPU waits under 1%. The alone test's waiter
+// sleeps and wakes ~1,000 times a second, and each wake-up that finds
+// another task running is rightly judged shared: a few percent of delay
+// spread over those wake-ups already makes a third of the verdicts
+// shared, so its bound is tight. The spinning waiter under a quota runs
+// most of each period and is hurt only by longer competition.
+const (
+	busyAlone     = 0.02
+	busyThrottled = 0.10
+)
 
 func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
 	n := 0
@@ -155,7 +163,7 @@ func TestSchedSignalAlone(t *testing.T) {
 	}()
 	<-done
 	t.Logf("alone on CPU %d: %v (waited for the CPU %.1f%% of the time)", cpu, got, 100*busy)
-	if busy > busyBeyond {
+	if busy > busyAlone {
 		t.Skipf("another task took CPU %d during the test (the thread waited for it %.0f%% of the time): shared is then the right verdict, and alone cannot be tested", cpu, 100*busy)
 	}
 	// Steal time in a VM may rightly say shared now and then.
@@ -295,7 +303,7 @@ func TestSchedSignalChild(t *testing.T) {
 	if p := sig.QuotaPeriod(); p != 20_000_000 {
 		t.Errorf("quota period %d ns, want 20 ms (the cgroup's)", p)
 	}
-	if busy > busyBeyond {
+	if busy > busyThrottled {
 		fmt.Printf("%s (CPU %d: waited for it beyond throttling %.0f%% of the time)\n", competedMark, cpu, 100*busy)
 		return
 	}
