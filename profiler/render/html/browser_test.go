@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -46,27 +47,92 @@ const __ce = console.error; console.error = (...a) => { __errs.push(a.join(" "))
 </script>`
 
 const probeTail = `<script>
+const rect = e => { const q = e.getBoundingClientRect(); return {l: q.left, t: q.top, r: q.right, b: q.bottom}; };
 const figs = [...document.querySelectorAll("figure")].map(f => {
   const s = f.querySelector("svg");
   if (!s) return {id: f.id, svg: false};
   const r = s.getBoundingClientRect(), b = s.getBBox();
+  // data-area is the plotted region in viewBox units, origin top left.
+  let data = null;
+  const a = (s.getAttribute("data-area") || "").split(" ").map(Number);
+  if (a.length == 4 && a.every(isFinite)) {
+    const vb = s.viewBox.baseVal, kx = r.width / vb.width, ky = r.height / vb.height;
+    data = {l: r.left + a[0]*kx, t: r.top + a[1]*ky, r: r.left + a[2]*kx, b: r.top + a[3]*ky};
+  }
+  const leg = s.querySelector("g.legend");
   return {id: f.id, svg: true, w: r.width, h: r.height, bw: b.width, bh: b.height,
-    shapes: s.querySelectorAll("path, rect, line, polyline").length, texts: s.querySelectorAll("text").length};
+    shapes: s.querySelectorAll("path, rect, line, polyline").length,
+    box: rect(s), data, legend: leg ? rect(leg) : null,
+    texts: [...s.querySelectorAll("text")].filter(t => t.textContent.trim() != "").map(t => ({s: t.textContent, ...rect(t)}))};
 });
 const pre = document.createElement("pre"); pre.id = "probe";
 pre.textContent = JSON.stringify({figs, errs: __errs, tables: document.querySelectorAll("table").length});
 document.body.appendChild(pre);
 </script>`
 
-type probeResult struct {
-	Figs []struct {
-		ID            string
-		SVG           bool
-		W, H, BW, BH  float64
-		Shapes, Texts int
+// box is an element's rectangle on the page, in CSS pixels.
+type box struct{ L, T, R, B float64 }
+
+// overlap is how far a and b overlap across and down; both are positive
+// only when they intersect.
+func (a box) overlap(b box) (w, h float64) {
+	return min(a.R, b.R) - max(a.L, b.L), min(a.B, b.B) - max(a.T, b.T)
+}
+
+func (a box) String() string { return fmt.Sprintf("[%.1f,%.1f]-[%.1f,%.1f]", a.L, a.T, a.R, a.B) }
+
+type probeFigure struct {
+	ID           string
+	SVG          bool
+	W, H, BW, BH float64
+	Shapes       int
+	Box          box
+	Data, Legend *box
+	Texts        []struct {
+		S string
+		box
 	}
+}
+
+type probeResult struct {
+	Figs   []probeFigure
 	Errs   []string
 	Tables int
+}
+
+// A text's box spans the font's whole ascent and descent, more than
+// gonum's line spacing: the lines of one label sit a pixel or two into
+// each other without any ink meeting. Texts overlap when their boxes
+// share more than textSlackX pixels across and more than textSlackY of
+// the lower box's height.
+const (
+	textSlackX = 0.5
+	textSlackY = 0.2
+)
+
+// legibility lists what makes a figure hard to read at a glance: text
+// cut off by the SVG's edge, texts drawn over each other (tick labels
+// running together, a legend over a title) and a legend over the data.
+func legibility(f probeFigure) []string {
+	var bad []string
+	for _, t := range f.Texts {
+		if t.L < f.Box.L-0.5 || t.R > f.Box.R+0.5 || t.T < f.Box.T-0.5 || t.B > f.Box.B+0.5 {
+			bad = append(bad, fmt.Sprintf("text %q at %v is cut off by the SVG's edge %v", t.S, t.box, f.Box))
+		}
+	}
+	for i, a := range f.Texts {
+		for _, b := range f.Texts[i+1:] {
+			if w, h := a.overlap(b.box); w > textSlackX && h > textSlackY*min(a.B-a.T, b.B-b.T) {
+				bad = append(bad, fmt.Sprintf("texts %q %v and %q %v overlap", a.S, a.box, b.S, b.box))
+			}
+		}
+	}
+	if f.Legend != nil && f.Data != nil {
+		if w, h := f.Legend.overlap(*f.Data); w > 0 && h > 0 {
+			bad = append(bad, fmt.Sprintf("legend %v lies over the data %v", *f.Legend, *f.Data))
+		}
+	}
+	return bad
 }
 
 // TestReportRendersInChromium opens the sample report in headless
@@ -103,14 +169,30 @@ func TestReportRendersInChromium(t *testing.T) {
 	if err := json.Unmarshal([]byte(txt), &res); err != nil {
 		t.Fatalf("probe output %q: %v", txt, err)
 	}
+	legends := 0
 	if len(res.Figs) < 6 {
 		t.Errorf("%d figures, want at least 6 (slowdown, GPU util, two CDFs, util over time, timeline strip)", len(res.Figs))
 	}
 	for _, f := range res.Figs {
-		t.Logf("figure %s: %.0fx%.0f px, %d shapes, %d texts", f.ID, f.W, f.H, f.Shapes, f.Texts)
-		if !f.SVG || f.W < 100 || f.H < 50 || f.BW <= 0 || f.BH <= 0 || f.Shapes < 5 || f.Texts < 3 {
+		t.Logf("figure %s: %.0fx%.0f px, %d shapes, %d texts", f.ID, f.W, f.H, f.Shapes, len(f.Texts))
+		if !f.SVG || f.W < 100 || f.H < 50 || f.BW <= 0 || f.BH <= 0 || f.Shapes < 5 || len(f.Texts) < 3 {
 			t.Errorf("figure %s did not render: %+v", f.ID, f)
+			continue
 		}
+		if f.Data == nil {
+			t.Errorf("figure %s: no data-area on its SVG", f.ID)
+		}
+		if f.Legend != nil {
+			legends++
+		}
+		for _, s := range legibility(f) {
+			t.Errorf("figure %s: %s", f.ID, s)
+		}
+	}
+	// Bars per mode, CDFs, utilisation over time and the VM strip carry
+	// a legend; a lost legend group would skip the check above.
+	if legends < 10 {
+		t.Errorf("%d figures with a legend group, want at least 10", legends)
 	}
 	if len(res.Errs) > 0 {
 		t.Errorf("errors in the page: %q", res.Errs)

@@ -15,13 +15,15 @@ import (
 	_ "embed"
 	"fmt"
 	"html/template"
+	"image/color"
 	"io"
 	"math"
 	"slices"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 )
@@ -121,7 +123,7 @@ func Render(w io.Writer, r *report.Report) error {
 	return page.Execute(w, v)
 }
 
-func figure(id, caption string, p *plot.Plot, err error) (*Figure, error) {
+func figure(id, caption string, p *chart, err error) (*Figure, error) {
 	if err != nil || p == nil {
 		return nil, err
 	}
@@ -163,13 +165,14 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 	if e.Latency != nil {
 		contended = e.Latency.Setting
 	}
-	var names []string
-	var launch, receive [][]float64
+	var launch, receive []cdfLine
+	var modes []string
+	var hasHot, hasBase bool
 	var strip *report.Trace
-	for _, m := range modesOf(e.Cells) {
+	for i, m := range modesOf(e.Cells) {
 		var hot, base *report.Trace
-		for i := range mine {
-			t := &mine[i]
+		for j := range mine {
+			t := &mine[j]
 			if t.Key.Mode != m {
 				continue
 			}
@@ -181,25 +184,47 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 			}
 		}
 		for _, t := range []*report.Trace{hot, base} {
-			if t == nil {
-				names = append(names, "")
-				launch, receive = append(launch, nil), append(receive, nil)
-				continue
+			if t != nil {
+				l, rc := latencies(t)
+				launch = append(launch, cdfLine{l, i, t == base})
+				receive = append(receive, cdfLine{rc, i, t == base})
 			}
-			names = append(names, report.KeyLabel(t.Key))
-			l, rc := latencies(t)
-			launch, receive = append(launch, l), append(receive, rc)
 		}
+		if hot != nil || base != nil {
+			modes = append(modes, m)
+		}
+		hasHot, hasBase = hasHot || hot != nil, hasBase || base != nil
 		if hot != nil && (strip == nil || hot.Key.Mode == "spin") {
 			strip = hot
 		}
 	}
-	p, err = cdf("Kernel launch latency", names, launch)
+	// One legend entry per mode (a colour) and per setting (solid or
+	// dashed), rather than one per line: short enough to sit beside the
+	// plot, and the caption names the contended setting.
+	legend := func(p *chart) {
+		if p == nil {
+			return
+		}
+		for i, m := range modesOf(e.Cells) {
+			if slices.Contains(modes, m) {
+				p.addLegend(m, lineKey(plotutil.Color(i), vg.Points(1.5), nil))
+			}
+		}
+		if hasHot {
+			p.addLegend("contended", lineKey(color.Black, vg.Points(1.5), nil))
+		}
+		if hasBase {
+			p.addLegend("baseline", lineKey(color.Black, vg.Points(1.5), cdfDashes))
+		}
+	}
+	p, err = cdf("Kernel launch latency", launch)
+	legend(p)
 	if err := addFig(figure(id("launch-cdf"), "CDF of the delay from the end of a step's host work to its kernel launch, over the timeline window (solid: "+contended+"; dashed: baseline).", p, err)); err != nil {
 		return nil, err
 	}
-	p, err = cdf("Kernel receive latency", names, receive)
-	if err := addFig(figure(id("receive-cdf"), "CDF of the delay from a kernel's completion to the host noticing it (Table II's \"receiving kernel\").", p, err)); err != nil {
+	p, err = cdf("Kernel receive latency", receive)
+	legend(p)
+	if err := addFig(figure(id("receive-cdf"), "CDF of the delay from a kernel's completion to the host noticing it (Table II's \"receiving kernel\"; solid: "+contended+"; dashed: baseline).", p, err)); err != nil {
 		return nil, err
 	}
 	if names, sets := gpuTimeSeries(e, mine); len(sets) > 0 {

@@ -1,7 +1,6 @@
 package html
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 	"math"
@@ -25,38 +24,19 @@ const (
 	plotH = 9 * vg.Centimeter
 )
 
-// svg renders p as an inline SVG element (no XML prolog). gonum/plot
-// panics on some degenerate data (a log axis over non-positive values);
-// that becomes an error for the figure, never a crash of the report.
-func svg(p *plot.Plot, w, h vg.Length) (s string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = "", fmt.Errorf("plot %q: %v", p.Title.Text, r)
-		}
-	}()
-	wt, err := p.WriterTo(w, h, "svg")
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	if _, err := wt.WriteTo(&b); err != nil {
-		return "", err
-	}
-	s = b.String()
-	if i := strings.Index(s, "<svg"); i >= 0 {
-		s = s[i:]
-	}
-	return s, nil
-}
-
-func newPlot(title, x, y string) *plot.Plot {
+func newPlot(title, x, y string) *chart {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
-	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	return p
+	return &chart{Plot: p}
+}
+
+// lineKey is a legend thumbnail for a line style that no single plotted
+// line stands for.
+func lineKey(c color.Color, width vg.Length, dashes []vg.Length) *plotter.Line {
+	return &plotter.Line{LineStyle: draw.LineStyle{Color: c, Width: width, Dashes: dashes}}
 }
 
 // modesOf lists the modes of cells in first-seen order.
@@ -86,7 +66,7 @@ func settingsOf(cells []report.Cell, withBaseline bool) []results.Key {
 
 // groupedBars draws one bar per mode in each setting group, like the
 // paper's Figs. 4-6; value picks what the bar shows.
-func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, value func(report.Cell) float64, refLine float64) (*plot.Plot, error) {
+func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, value func(report.Cell) float64, refLine float64) (*chart, error) {
 	settings := settingsOf(cells, withBaseline)
 	modes := modesOf(cells)
 	if len(settings) == 0 || len(modes) == 0 {
@@ -113,7 +93,7 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 		bc.LineStyle.Width = 0
 		bc.Offset = w * vg.Length(float64(i)-float64(len(modes)-1)/2)
 		p.Add(bc)
-		p.Legend.Add(m, bc)
+		p.addLegend(m, bc)
 	}
 	if refLine > 0 {
 		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: refLine}, {X: float64(len(settings)) - 0.5, Y: refLine}})
@@ -126,36 +106,78 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 	}
 	names := make([]string, len(settings))
 	for i, s := range settings {
-		// Two lines, scenario over the rest, so that a dozen settings'
-		// labels do not run into each other.
-		names[i] = strings.Replace(report.SettingLabel(s), " ", "\n", 1)
+		names[i] = settingLines(s)
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
-	// Headroom above the bars for the legend. A corrupt file's absurd
-	// value would make the axis infinite and its ticks endless.
-	p.Y.Max = ymax * 1.35
+	// A corrupt file's absurd value would make the axis infinite and its
+	// ticks endless.
+	p.Y.Max = roundUp(ymax * 1.02)
 	if math.IsInf(p.Y.Max, 0) || math.IsNaN(p.Y.Max) {
 		return nil, nil
 	}
-	p.Legend.Left = false
 	return p, nil
 }
 
-// cdf draws the empirical CDF of each named sample set; values in µs on a
-// log axis (latencies span sub-µs spins to tens of ms of descheduling).
-func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
+// roundUp is the round number at or above x (1, 1.2, 1.5, 2, 2.5, 3, 4,
+// 5, 6 or 8 times a power of ten), where gonum's ticks end with short
+// labels ("80", not "75.00"); x itself when not a positive number.
+func roundUp(x float64) float64 {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return x
+	}
+	e := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8} {
+		if m*e >= x {
+			return m * e
+		}
+	}
+	return 10 * e
+}
+
+// settingLines names a setting on up to three short lines, scenario,
+// co-runner and vCPUs, so that a dozen bar groups' labels fit side by
+// side (fitXLabels tilts them when they do not).
+func settingLines(k results.Key) string {
+	w := strings.Fields(report.SettingLabel(k))
+	var vcpus []string
+	if n := len(w); n >= 3 && w[n-1] == "vCPU" {
+		vcpus, w = []string{w[n-2] + " vCPU"}, w[:n-2]
+	}
+	lines := w[:min(len(w), 1)]
+	if len(w) > 1 {
+		// A co-runner of several words ("while1 x2") stays on one line.
+		lines = append(lines, strings.Join(w[1:], " "))
+	}
+	return strings.Join(append(lines, vcpus...), "\n")
+}
+
+// cdfLine is one sample set of a CDF plot and its style: a palette
+// colour, solid or dashed.
+type cdfLine struct {
+	values []float64
+	color  int
+	dashed bool
+}
+
+// cdfDashes is the dash pattern of dashed CDF lines and their legend key.
+var cdfDashes = []vg.Length{vg.Points(5), vg.Points(3)}
+
+// cdf draws the empirical CDF of each sample set, leaving the legend to
+// the caller; values in µs on a log axis (latencies span sub-µs spins to
+// tens of ms of descheduling).
+func cdf(title string, lines []cdfLine) (*chart, error) {
 	p := newPlot(title, "latency, µs (log scale)", "fraction of steps ≤ x")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min, p.Y.Max = 0, 1
 	any := false
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, v := range sets {
-		if len(v) == 0 {
+	for _, cl := range lines {
+		if len(cl.values) == 0 {
 			continue
 		}
-		s := slices.Clone(v)
+		s := slices.Clone(cl.values)
 		slices.Sort(s)
 		lo, hi = math.Min(lo, math.Max(s[0], 0.01)), math.Max(hi, s[len(s)-1])
 		xys := make(plotter.XYs, 0, len(s)+1)
@@ -169,13 +191,12 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i / 2)
-		if i%2 == 1 {
-			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		l.Color = plotutil.Color(cl.color)
+		if cl.dashed {
+			l.Dashes = cdfDashes
 		}
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(names[i], l)
 		any = true
 	}
 	if !any {
@@ -187,17 +208,11 @@ func cdf(title string, names []string, sets [][]float64) (*plot.Plot, error) {
 	if math.IsInf(p.X.Max, 0) {
 		return nil, nil
 	}
-	// Bottom right, inside the axes: by then every curve has risen to
-	// the top.
-	p.Legend.Left = false
-	p.Legend.Top = false
-	p.Legend.XOffs = -vg.Points(12)
-	p.Legend.YOffs = vg.Points(12)
 	return p, nil
 }
 
 // series draws lines over time (x in seconds).
-func series(title, ylabel string, names []string, sets []plotter.XYs, ymax float64) (*plot.Plot, error) {
+func series(title, ylabel string, names []string, sets []plotter.XYs, ymax float64) (*chart, error) {
 	p := newPlot(title, "time, s", ylabel)
 	any := false
 	for i, xys := range sets {
@@ -211,7 +226,7 @@ func series(title, ylabel string, names []string, sets []plotter.XYs, ymax float
 		l.Color = plotutil.Color(i)
 		l.Width = vg.Points(1.2)
 		p.Add(l)
-		p.Legend.Add(names[i], l)
+		p.addLegend(names[i], l)
 		any = true
 	}
 	if !any {
@@ -231,7 +246,7 @@ const stripNs = 30e6
 // onCPUStrip draws a timeline strip like the paper's Figs. 7-9: for one
 // cell, rows for the host thread's sync waits, the GPU's kernels and each
 // thread's on-CPU intervals, over the timeline window.
-func onCPUStrip(title string, tr report.Trace) (*plot.Plot, error) {
+func onCPUStrip(title string, tr report.Trace) (*chart, error) {
 	type row struct {
 		name  string
 		spans [][2]float64
@@ -311,7 +326,7 @@ const maxVMBars = 15
 
 // vmRanking draws the share of time each VM's vCPUs waited for a CPU,
 // most interfered with on top.
-func vmRanking(vms []report.VM) (*plot.Plot, error) {
+func vmRanking(vms []report.VM) (*chart, error) {
 	n := min(len(vms), maxVMBars)
 	if n == 0 {
 		return nil, nil
@@ -350,9 +365,9 @@ func vmRanking(vms []report.VM) (*plot.Plot, error) {
 // offCPUCDF draws, per agent target, the CDF of its threads' off-CPU
 // intervals from the switch timeline: how long a vCPU stays descheduled,
 // the "vCPU discontinuity" itself.
-func offCPUCDF(traces []report.AgentTrace) (*plot.Plot, error) {
+func offCPUCDF(traces []report.AgentTrace) (*chart, error) {
 	var names []string
-	var sets [][]float64
+	var lines []cdfLine
 	for _, t := range traces {
 		var v []float64
 		for _, e := range t.Events {
@@ -363,20 +378,22 @@ func offCPUCDF(traces []report.AgentTrace) (*plot.Plot, error) {
 		if len(v) == 0 {
 			continue
 		}
-		// cdf pairs solid and dashed lines of one colour; here each
-		// target gets its own colour, so leave the dashed slot empty.
-		names = append(names, t.Target, "")
-		sets = append(sets, v, nil)
+		names = append(names, t.Target)
+		lines = append(lines, cdfLine{values: v, color: len(lines)})
 	}
-	if len(sets) == 0 {
+	if len(lines) == 0 {
 		return nil, nil
 	}
-	p, err := cdf("Off-CPU intervals (agent timelines)", names, sets)
-	if p != nil {
-		p.X.Label.Text = "off-CPU interval, µs (log scale)"
-		p.Y.Label.Text = "fraction of intervals ≤ x"
+	p, err := cdf("Off-CPU intervals (agent timelines)", lines)
+	if p == nil {
+		return nil, err
 	}
-	return p, err
+	p.X.Label.Text = "off-CPU interval, µs (log scale)"
+	p.Y.Label.Text = "fraction of intervals ≤ x"
+	for i, n := range names {
+		p.addLegend(n, lineKey(plotutil.Color(i), vg.Points(1.5), nil))
+	}
+	return p, nil
 }
 
 // agentStripNs is the span of the agent timeline strip: several 4 ms
@@ -386,7 +403,7 @@ const agentStripNs = 100e6
 // agentStrip draws one target's threads over agentStripNs around its
 // longest wait for a CPU: on CPU, off waiting for a CPU (descheduled: the
 // vCPU discontinuity), and off by choice (halted, asleep).
-func agentStrip(at report.AgentTrace) (*plot.Plot, error) {
+func agentStrip(at report.AgentTrace) (*chart, error) {
 	var worst agentapiOff
 	found := false
 	for _, e := range at.Events {
@@ -454,17 +471,11 @@ func agentStrip(at report.AgentTrace) (*plot.Plot, error) {
 		}
 	}
 	for _, s := range styles {
-		// Legend entries only; drawn off the axes' range.
-		l, err := plotter.NewLine(plotter.XYs{{X: -1, Y: -10}, {X: -1, Y: -10}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color, l.Width = s.c, vg.Points(8)
-		p.Legend.Add(s.name, l)
+		p.addLegend(s.name, lineKey(s.c, vg.Points(8), nil))
 	}
 	p.NominalY(rowNames...)
 	p.X.Min, p.X.Max = 0, agentStripNs/1e6
-	p.Y.Min, p.Y.Max = -0.6, float64(len(tids))-0.4+0.8 // room for the legend
+	p.Y.Min, p.Y.Max = -0.6, float64(len(tids))-0.4
 	p.Y.Tick.Label.XAlign = draw.XRight
 	return p, nil
 }
