@@ -33,13 +33,14 @@ type Traced struct {
 	Throttles                       uint64 // switch-outs for lack of bandwidth quota
 	OnCPU                           bool
 	SwitchInNs                      uint64 // last switch-in
+	SwitchOutNs                     uint64 // last switch-out
 	CPU                             int    // CPU of the last switch-in
 	Run, Slice, OffCPU, Wake        Hist
 	QuotaRun                        Hist // on-CPU time between throttles
 }
 
 // Sub returns the counts accumulated between prev and c. State fields
-// (OnCPU, SwitchInNs, CPU) are taken from c.
+// (OnCPU, SwitchInNs, SwitchOutNs, CPU) are taken from c.
 func (c *Traced) Sub(prev *Traced) Traced {
 	d := Traced{
 		RunNs:          sub(c.RunNs, prev.RunNs),
@@ -51,6 +52,7 @@ func (c *Traced) Sub(prev *Traced) Traced {
 		Throttles:      sub(c.Throttles, prev.Throttles),
 		OnCPU:          c.OnCPU,
 		SwitchInNs:     c.SwitchInNs,
+		SwitchOutNs:    c.SwitchOutNs,
 		CPU:            c.CPU,
 		Run:            c.Run.Sub(&prev.Run),
 		Slice:          c.Slice.Sub(&prev.Slice),
@@ -61,20 +63,46 @@ func (c *Traced) Sub(prev *Traced) Traced {
 	return d
 }
 
-// Exited returns the final counters of a thread that has exited, from
-// those last read from both sources (last) and what the programs count for
-// it now (tr): the kernel's counters go with the thread, so they are
-// advanced by what the programs saw since last. Whatever the thread did
-// outside trace windows since last is missing.
-func Exited(last *Counters, tr *Traced) Counters {
+// Exited returns the final counters of a thread that has exited, and
+// when it left the CPU for the last time (CLOCK_MONOTONIC; 0 when the
+// programs did not see it), from the counters last read from both sources
+// (last, at lastNs) and what the programs count for it now (tr). The
+// kernel's counters go with the thread, so they are advanced by what the
+// programs saw since lastNs; whatever the thread did outside trace windows
+// since then is missing.
+func Exited(last *Counters, lastNs uint64, tr *Traced) (c Counters, exitNs uint64) {
 	d := tr.Sub(&last.Traced)
 	k := last.Kernel
-	k.RunNs += d.RunNs
+	k.RunNs += runSince(&last.Traced, lastNs, tr)
 	k.RunDelayNs += d.RunnableWaitNs
 	k.Timeslices += d.Switches
 	k.Involuntary += d.Preemptions
 	k.Voluntary += d.Wakeups // each sleep ends with a wake-up
-	return Counters{Kernel: k, Traced: *tr}
+	if !tr.OnCPU && tr.SwitchOutNs > lastNs {
+		exitNs = tr.SwitchOutNs
+	}
+	return Counters{Kernel: k, Traced: *tr}, exitNs
+}
+
+// runSince is the time a thread ran between lastNs, when its counters
+// were last and the kernel's were read, and its last switch-out seen in
+// tr. The programs count an on-CPU interval when it ends, from its
+// switch-in, and not at all when they did not see it begin (the thread was
+// on CPU when watched or when tracing resumed): the interval open at
+// lastNs needs care, as a busy thread may run in one for seconds.
+func runSince(last *Traced, lastNs uint64, tr *Traced) uint64 {
+	run := sub(tr.RunNs, last.RunNs)
+	switch {
+	case tr.SwitchOutNs > lastNs && tr.Switches == last.Switches:
+		// Switched out since, never in: it was on CPU from lastNs to
+		// then.
+		return tr.SwitchOutNs - lastNs
+	case tr.SwitchOutNs > lastNs && last.OnCPU && last.SwitchInNs != 0 && last.SwitchInNs < lastNs:
+		// The interval open at lastNs has ended and was counted from its
+		// switch-in; the kernel had its part before lastNs already.
+		return sub(run, lastNs-last.SwitchInNs)
+	}
+	return run
 }
 
 func sub(a, b uint64) uint64 {
@@ -175,9 +203,12 @@ type Thread struct {
 	// Corunners took the CPU from it while tracing.
 	Corunners []Corunner `json:"corunners,omitempty"`
 
-	// Gone: the thread exited, or left its target, at GoneAt (when the
-	// agent noticed: at most a rescan, 2 s, later); its totals are up to
-	// then and its rates over the window that ended then.
+	// Gone: the thread exited, or left its target, at GoneAt: when the
+	// programs saw it leave the CPU for the last time (always with
+	// --once), else when the agent noticed (a rescan, 2 s, or a sample
+	// later). Its totals are up to then, its rates over the window that
+	// ended then; what it did outside trace windows since the last sample
+	// is missing from them.
 	Gone   bool      `json:"gone,omitempty"`
 	GoneAt time.Time `json:"gone_at,omitzero"`
 
@@ -311,8 +342,9 @@ type Target struct {
 	// by key.
 	Corunners []CorunnerWait `json:"corunners,omitempty"`
 	// Gone: the process exited, the cgroup was removed or the domain
-	// stopped, at GoneAt (when the agent noticed). Its threads are all
-	// gone and hold their measurements up to then.
+	// stopped, at GoneAt (when its last thread went, or when the agent
+	// noticed). Its threads are all gone and hold their measurements up
+	// to then.
 	Gone   bool      `json:"gone,omitempty"`
 	GoneAt time.Time `json:"gone_at,omitzero"`
 }

@@ -137,12 +137,16 @@ func TestAnalyzeStateUnknownBetweenWindows(t *testing.T) {
 // An exited thread's kernel counters are its last read advanced by what
 // the programs saw since; its traced counters are the programs' now.
 func TestExited(t *testing.T) {
+	const lastNs = 10e9
 	last := &Counters{
 		Kernel: procstat.Counters{RunNs: 1e9, RunDelayNs: 2e8, Timeslices: 100, Voluntary: 40, Involuntary: 60},
-		Traced: Traced{RunNs: 5e8, RunnableWaitNs: 1e8, Switches: 50, Preemptions: 30, Wakeups: 20},
+		Traced: Traced{RunNs: 5e8, RunnableWaitNs: 1e8, Switches: 50, Preemptions: 30, Wakeups: 20, SwitchOutNs: 9e9},
 	}
-	now := Traced{RunNs: 8e8, RunnableWaitNs: 1.5e8, Switches: 70, Preemptions: 45, Wakeups: 25, Throttles: 3}
-	got := Exited(last, &now)
+	// Off CPU at the last read; since, 20 intervals of 15 ms, the last
+	// ending at 11 s.
+	now := Traced{RunNs: 8e8, RunnableWaitNs: 1.5e8, Switches: 70, Preemptions: 45, Wakeups: 25, Throttles: 3,
+		SwitchInNs: 10.985e9, SwitchOutNs: 11e9}
+	got, exit := Exited(last, lastNs, &now)
 	want := procstat.Counters{RunNs: 1.3e9, RunDelayNs: 2.5e8, Timeslices: 120, Voluntary: 45, Involuntary: 75}
 	if got.Kernel != want {
 		t.Errorf("kernel counters %+v, want %+v", got.Kernel, want)
@@ -150,9 +154,45 @@ func TestExited(t *testing.T) {
 	if got.Traced != now {
 		t.Errorf("traced counters %+v, want the programs' now", got.Traced)
 	}
-	// Counters the programs restarted (a new watch) never go backwards.
-	if got := Exited(last, &Traced{}); got.Kernel != last.Kernel {
-		t.Errorf("programs' counters below the last read: %+v, want the last read %+v", got.Kernel, last.Kernel)
+	if exit != 11e9 {
+		t.Errorf("exit at %d ns, want the last switch-out at 11e9", exit)
+	}
+	// Counters the programs restarted (a new watch) never go backwards,
+	// and a switch-out before the last read is not when it went.
+	if got, exit := Exited(last, lastNs, &Traced{SwitchOutNs: 9e9}); got.Kernel != last.Kernel || exit != 0 {
+		t.Errorf("programs' counters below the last read: %+v, exit %d; want the last read and no exit", got.Kernel, exit)
+	}
+}
+
+// The on-CPU interval open at the last read: counted once, whether the
+// programs saw it begin or not.
+func TestExitedOpenInterval(t *testing.T) {
+	const lastNs = 10e9
+	for _, tt := range []struct {
+		name      string
+		last, now Traced
+		want      uint64
+	}{
+		{"on CPU from before the watch to the exit, never switched in while watched",
+			Traced{}, Traced{SwitchOutNs: 11.5e9}, 1.5e9},
+		{"switched in at 9.5 s, exits at 11 s",
+			Traced{RunNs: 1e9, Switches: 7, OnCPU: true, SwitchInNs: 9.5e9},
+			Traced{RunNs: 2.5e9, Switches: 7, SwitchInNs: 9.5e9, SwitchOutNs: 11e9}, 1e9},
+		{"switched in at 9.5 s, out at 10.5, in again for 0.2 s",
+			Traced{RunNs: 1e9, Switches: 7, OnCPU: true, SwitchInNs: 9.5e9},
+			Traced{RunNs: 2.2e9, Switches: 8, SwitchInNs: 10.8e9, SwitchOutNs: 11e9}, 0.7e9},
+		{"asleep at the read, ran 0.3 s since",
+			Traced{RunNs: 1e9, Switches: 7, SwitchInNs: 9e9, SwitchOutNs: 9.1e9},
+			Traced{RunNs: 1.3e9, Switches: 9, SwitchInNs: 10.7e9, SwitchOutNs: 10.9e9}, 0.3e9},
+		{"on CPU, not seen since (tracing stopped)",
+			Traced{RunNs: 1e9, Switches: 7, OnCPU: true, SwitchInNs: 9.5e9},
+			Traced{RunNs: 1e9, Switches: 7, OnCPU: true, SwitchInNs: 9.5e9}, 0},
+	} {
+		last := &Counters{Kernel: procstat.Counters{RunNs: 5e9}, Traced: tt.last}
+		got, _ := Exited(last, lastNs, &tt.now)
+		if run := got.Kernel.RunNs - 5e9; run != tt.want {
+			t.Errorf("%s: ran %d ns since the read, want %d", tt.name, run, tt.want)
+		}
 	}
 }
 

@@ -88,7 +88,7 @@ func (m *Monitor) read(tid uint32, w *watch, now uint64) *model.Counters {
 		return nil
 	}
 	c := &model.Counters{Kernel: k, Traced: tracedOf(&raw)}
-	w.last = c
+	w.last, w.lastNs = c, now
 	return c
 }
 
@@ -98,20 +98,22 @@ func isExited(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
-// exited records that a watched thread has exited, with its final
-// counters: the kernel's go with it, so they are the last read advanced
-// by what the programs, which keep its entry until it is unwatched, saw
-// since. Must be called with mu held.
+// exited records that a watched thread has exited, found at now, with
+// its final counters and when it went: the kernel's counters go with it,
+// so they are the last read advanced by what the programs, which keep its
+// entry until it is unwatched, saw since (model.Exited); it went at its
+// last switch-out if they saw it, else it is taken to have gone now. Must
+// be called with mu held.
 func (m *Monitor) exited(tid uint32, w *watch, now uint64) {
-	final := *w.last
+	final, at := *w.last, uint64(0)
 	var raw bpf.SchedThreadStats
 	if err := m.probe.Stats(tid, &raw); err == nil {
 		tr := tracedOf(&raw)
-		final = model.Exited(w.last, &tr)
+		final, at = model.Exited(w.last, w.lastNs, &tr)
 	} else {
 		m.log.Debug().Err(err).Uint32("tid", tid).Msg("reading counters of an exited thread")
 	}
-	w.final, w.goneNs = &final, now
+	w.final, w.goneNs = &final, cmp.Or(min(at, now), now)
 	m.log.Debug().Uint32("tid", tid).Msg("thread exited")
 }
 
@@ -130,12 +132,13 @@ func (m *Monitor) readThreads(ths []targets.Thread, now uint64) map[uint32]*mode
 	return out
 }
 
-// remove moves a target that went into m.gone, measured as it was then
-// with the threads that left it before, and stops watching its threads.
-// Must be called with mu held, with v holding its threads' counters.
-func (m *Monitor) remove(key string, t targets.Target, v *look) {
+// remove moves a target that went at atNs into m.gone, measured as it was
+// then with the threads that left it before, and stops watching its
+// threads. Must be called with mu held, with v holding its threads'
+// counters.
+func (m *Monitor) remove(key string, t targets.Target, v *look, atNs uint64) {
 	mt, sp := m.measure(key, t, v)
-	at := wallOf(v.now)
+	at := wallOf(atNs)
 	for i := range mt.Threads {
 		markGone(&mt.Threads[i], at)
 	}
@@ -144,7 +147,7 @@ func (m *Monitor) remove(key string, t targets.Target, v *look) {
 		sp = sp.max(g.span)
 	}
 	mt.Gone, mt.GoneAt = true, at
-	m.gone[key] = gone[model.Target]{m: mt, atNs: v.now, span: sp}
+	m.gone[key] = gone[model.Target]{m: mt, atNs: atNs, span: sp}
 	delete(m.left, key)
 	delete(m.targets, key)
 	for _, th := range t.Threads {
@@ -217,9 +220,27 @@ func (m *Monitor) reapProcesses(v *look) {
 			continue
 		}
 		if w := m.watched[uint32(pid)]; w != nil && w.goneNs != 0 {
-			m.remove(key, t, v)
+			m.remove(key, t, v, m.wentAt(t, v.now))
 		}
 	}
+}
+
+// wentAt is when a target went: when its last thread exited if they all
+// have, else now (its source removed it while threads still ran). Must be
+// called with mu held, after its threads were read.
+func (m *Monitor) wentAt(t targets.Target, now uint64) uint64 {
+	var last uint64
+	for _, th := range t.Threads {
+		w := m.watched[uint32(th.TID)]
+		if w == nil {
+			continue
+		}
+		if w.goneNs == 0 {
+			return now
+		}
+		last = max(last, w.goneNs)
+	}
+	return cmp.Or(last, now)
 }
 
 // expire drops what went more than a Window before now. Must be called

@@ -87,6 +87,7 @@ type watch struct {
 	sinceNs uint64          // CLOCK_MONOTONIC when first watched
 	start   *model.Counters // the kernel's counters then
 	last    *model.Counters // the counters last read: all that is left once it exits
+	lastNs  uint64          // when
 	// goneNs is when the thread was found to have exited (0: it has not),
 	// final its counters then (see Monitor.exited).
 	goneNs uint64
@@ -236,7 +237,8 @@ func (m *Monitor) Apply(ev targets.Event) {
 		if !had {
 			return // already found gone (reapProcesses)
 		}
-		m.remove(key, old, m.lookAt(now, m.readThreads(old.Threads, now)))
+		v := m.lookAt(now, m.readThreads(old.Threads, now))
+		m.remove(key, old, v, m.wentAt(old, now))
 	}
 }
 
@@ -263,7 +265,8 @@ func (m *Monitor) ref(tid uint32, vcpu int) {
 	tgid, _ := tgidOf(int(tid)) // 0 if it just exited: it will not run again
 	// The programs' counters start from zero with the watch.
 	start := &model.Counters{Kernel: k}
-	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, tgid: tgid, sinceNs: monoNow(), start: start, last: start}
+	now := monoNow()
+	m.watched[tid] = &watch{refs: 1, vcpu: vcpu, tgid: tgid, sinceNs: now, start: start, last: start, lastNs: now}
 }
 
 func (m *Monitor) unref(tid uint32) {
@@ -344,6 +347,7 @@ func tracedOf(s *bpf.SchedThreadStats) model.Traced {
 		Throttles:      s.Throttles,
 		OnCPU:          s.OnCpu != 0,
 		SwitchInNs:     s.SwitchInNs,
+		SwitchOutNs:    s.SwitchOutNs,
 		CPU:            int(s.Cpu),
 		Run:            s.RunHist,
 		Slice:          s.SliceHist,
