@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
+	"github.com/vgpu-probe/vgpu-probe/input"
 )
 
 // Version is the format version this build writes and the newest it reads.

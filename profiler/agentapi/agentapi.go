@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
+	"github.com/vgpu-probe/vgpu-probe/input"
 )
 
 // Corunner is a task group that took the CPU from a thread.

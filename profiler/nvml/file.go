@@ -8,7 +8,7 @@ import (
 	"math"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
+	"github.com/vgpu-probe/vgpu-probe/input"
 )
 
 // ErrNewerVersion means a Series file was written by a newer vgpu-probe.

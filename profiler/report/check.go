@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // field is a number of an input and its name there.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // ErrNewerVersion means an input was written by a newer vgpu-probe.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/results"
+	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/promsource"
@@ -28,7 +29,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
 	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
-	"github.com/vgpu-probe/vgpu-probe/profiler/report/input"
 )
 
 // Renderers by --format.
