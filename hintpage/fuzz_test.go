@@ -17,6 +17,7 @@ func FuzzRead(f *testing.F) {
 	w.Publish(0, &s)
 	s = slotFor(43)
 	s.TID, s.Contention, s.EstFlags = 44, ContThrottled, EstQuotaBound|EstTickPhase
+	s.MitigationNs = 100_000
 	w.Publish(1, &s)
 	f.Add(append([]byte(nil), b...), 1234, 0)
 	f.Add(append([]byte(nil), b...), 44, 1)
@@ -30,7 +31,7 @@ func FuzzRead(f *testing.F) {
 		var s Slot
 		for j := range min(p.Slots(), 64) {
 			if p.ReadSlot(j, &s) == nil {
-				if s.sane() != nil {
+				if s.sane() != nil || s.MitigationNs > MaxMitigation {
 					t.Fatalf("accepted an insane slot %+v", s)
 				}
 				if e := s.ExpectedSliceNs; e != Infinite && e > maxSlice || e != s.Expected() {

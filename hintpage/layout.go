@@ -94,7 +94,11 @@ const (
 	offEstFlags = 33 // u8 EstQuotaBound, EstTickPhase
 	offTick     = 36 // u32 scheduler tick ns (0: unknown)
 	offPhase    = 40 // u32 phase of the quota throttles in the tick, ns
-	offQuotaRun = 48 // u64 a run's length under the quota without kernel state (0: unknown)
+	// offMitigation: u32 the EEVDF slice (ns) the agent's --mitigate gave
+	// the thread, 0: none. It was reserved (0) before, so a page written
+	// without it reads as "not mitigated" and the version stays 2.
+	offMitigation = 44
+	offQuotaRun   = 48 // u64 a run's length under the quota without kernel state (0: unknown)
 
 	offLiveSeq   = LiveOffset + 0  // u32 live seqlock
 	offState     = LiveOffset + 4  // u8
@@ -148,6 +152,10 @@ type Slot struct {
 	TickNs      uint32
 	TickPhaseNs uint32
 	QuotaRunNs  uint64
+	// MitigationNs: the short EEVDF slice the agent applied to this
+	// thread (its --mitigate), ns; 0: none. A blocked waiter's wake-up
+	// then preempts the co-runner at once.
+	MitigationNs uint32
 
 	// Live block (the BPF programs at each switch).
 	State       uint8

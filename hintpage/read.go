@@ -78,6 +78,7 @@ func (p *Page) ReadSlot(i int, out *Slot) error {
 	out.Contention, out.EstFlags = uint8(w), uint8(w>>8)
 	out.TickNs = m.u32(b + offTick)
 	out.TickPhaseNs = m.u32(b + offPhase)
+	out.MitigationNs = m.u32(b + offMitigation)
 	out.QuotaRunNs = m.u64(b + offQuotaRun)
 	if m.u32(b+offSeq) != s1 {
 		return ErrTorn
@@ -187,6 +188,10 @@ func (p *Page) FindTID(tid int, out *Slot) error {
 // EEVDF slices are milliseconds; cgroup periods are at most 1 s).
 const maxSlice = uint64(10e9)
 
+// MaxMitigation bounds a mitigation slice: EEVDF takes a requested
+// slice of 0.1-100 ms (sched_setattr's sched_runtime).
+const MaxMitigation = 100_000_000
+
 // maxTick bounds a tick (HZ >= 24).
 const maxTick = 1_000_000_000 / 24
 
@@ -194,7 +199,7 @@ const maxTick = 1_000_000_000 / 24
 // publish time, a finite slice or quota run beyond maxSlice, a quota
 // without a period (a quota above the period is legal: it spans several
 // CPUs), a tick phase outside the tick, a quota end before the switch-in
-// or more than 2 maxSlice after it.
+// or more than 2 maxSlice after it, a mitigation slice over MaxMitigation.
 func (s *Slot) sane() error {
 	switch {
 	case s.State > StateSleeping, s.Contention > ContShared, s.EstFlags&^estKnown != 0, s.LiveFlags&^liveKnown != 0:
@@ -207,6 +212,8 @@ func (s *Slot) sane() error {
 		return fmt.Errorf("%w: quota %d period %d", ErrAbsurd, s.QuotaUS, s.PeriodUS)
 	case s.TickNs > maxTick, s.EstFlags&EstTickPhase != 0 && s.TickPhaseNs >= s.TickNs:
 		return fmt.Errorf("%w: tick %d phase %d", ErrAbsurd, s.TickNs, s.TickPhaseNs)
+	case s.MitigationNs > MaxMitigation:
+		return fmt.Errorf("%w: mitigation slice %d ns", ErrAbsurd, s.MitigationNs)
 	case s.QuotaEndNs != 0 && (s.QuotaEndNs < s.SwitchInNs || s.QuotaEndNs-s.SwitchInNs > 2*maxSlice):
 		return fmt.Errorf("%w: quota end %d switch-in %d", ErrAbsurd, s.QuotaEndNs, s.SwitchInNs)
 	}

@@ -197,7 +197,7 @@ func (w *Writer) PublishEstimate(i int, s *Slot) {
 	m.setU32(b+offCont, uint32(s.Contention)|uint32(s.EstFlags)<<8)
 	m.setU32(b+offTick, s.TickNs)
 	m.setU32(b+offPhase, s.TickPhaseNs)
-	m.setU32(b+offPhase+4, 0)
+	m.setU32(b+offMitigation, s.MitigationNs)
 	m.setU64(b+offQuotaRun, s.QuotaRunNs)
 	m.setU64(b+offQuotaRun+8, 0)
 	m.addU32(b+offSeq, 1) // even again: the block is consistent
