@@ -30,23 +30,38 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// The committed suite names the five programs.
+// The committed suites, of separate processes and in-process, name the
+// same eight programs, and every Python program (a script, or the
+// module given to inproc.py) is in experiments/apps.
 func TestCommittedSuite(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "apps", "suite.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := ParseSuite(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range ps {
-		names = append(names, p.Name)
-	}
-	for _, want := range []string{"torch_infer", "torch_train", "cupy_stencil", "mixed_static", "launch_bound"} {
-		if !slices.Contains(names, want) {
-			t.Errorf("suite.json lacks %s: %v", want, names)
+	want := []string{"torch_infer", "torch_train", "cupy_stencil", "mixed_static", "launch_bound",
+		"torch_infer_host", "torch_train_dataprep", "torch_two_threads"}
+	for _, file := range []string{"suite.json", "inproc.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "apps", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := ParseSuite(b)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var names []string
+		for _, p := range ps {
+			names = append(names, p.Name)
+			words, err := SplitWords(p.Command)
+			if err != nil || len(words) < 2 || words[0] != "python3" {
+				continue
+			}
+			script := words[1]
+			if script == "inproc.py" && len(words) > 2 {
+				script = words[2] + ".py"
+			}
+			if _, err := os.Stat(filepath.Join("..", "apps", script)); err != nil {
+				t.Errorf("%s: %s: %v", file, p.Name, err)
+			}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s names %v, want %v", file, names, want)
 		}
 	}
 }
