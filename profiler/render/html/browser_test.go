@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/internal/fixture"
+	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -48,6 +51,13 @@ const __ce = console.error; console.error = (...a) => { __errs.push(a.join(" "))
 
 const probeTail = `<script>
 const rect = e => { const q = e.getBoundingClientRect(); return {l: q.left, t: q.top, r: q.right, b: q.bottom}; };
+// A text's own box, turned as the text is: its corners on the page,
+// along the baseline first, then back across it.
+const quad = t => {
+  const b = t.getBBox(), m = t.getScreenCTM();
+  return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+    .map(([x, y]) => { const p = new DOMPoint(x, y).matrixTransform(m); return [p.x, p.y]; });
+};
 const figs = [...document.querySelectorAll("figure")].map(f => {
   const s = f.querySelector("svg");
   if (!s) return {id: f.id, svg: false};
@@ -63,10 +73,11 @@ const figs = [...document.querySelectorAll("figure")].map(f => {
   return {id: f.id, svg: true, w: r.width, h: r.height, bw: b.width, bh: b.height,
     shapes: s.querySelectorAll("path, rect, line, polyline").length,
     box: rect(s), data, legend: leg ? rect(leg) : null,
-    texts: [...s.querySelectorAll("text")].filter(t => t.textContent.trim() != "").map(t => ({s: t.textContent, ...rect(t)}))};
+    texts: [...s.querySelectorAll("text")].filter(t => t.textContent.trim() != "").map(t => ({s: t.textContent, q: quad(t)}))};
 });
 const pre = document.createElement("pre"); pre.id = "probe";
-pre.textContent = JSON.stringify({figs, errs: __errs, tables: document.querySelectorAll("table").length});
+pre.textContent = JSON.stringify({figs, errs: __errs, tables: document.querySelectorAll("table").length,
+  height: document.documentElement.scrollHeight});
 document.body.appendChild(pre);
 </script>`
 
@@ -88,23 +99,79 @@ type probeFigure struct {
 	Shapes       int
 	Box          box
 	Data, Legend *box
-	Texts        []struct {
-		S string
-		box
+	Texts        []probeText
+}
+
+// probeText is a text and its box, turned as the text is: corners 0→1
+// run along the baseline, 0→3 across it.
+type probeText struct {
+	S string
+	Q [4][2]float64
+}
+
+func (t probeText) bounds() box {
+	b := box{math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)}
+	for _, p := range t.Q {
+		b = box{min(b.L, p[0]), min(b.T, p[1]), max(b.R, p[0]), max(b.B, p[1])}
 	}
+	return b
+}
+
+// axes returns unit vectors along and across t's baseline and its
+// height across.
+func (t probeText) axes() (along, across [2]float64, height float64) {
+	unit := func(a, b [2]float64) ([2]float64, float64) {
+		d := [2]float64{b[0] - a[0], b[1] - a[1]}
+		n := math.Hypot(d[0], d[1])
+		if n == 0 {
+			return [2]float64{}, 0
+		}
+		return [2]float64{d[0] / n, d[1] / n}, n
+	}
+	along, _ = unit(t.Q[0], t.Q[1])
+	across, height = unit(t.Q[0], t.Q[3])
+	return along, across, height
+}
+
+// overlapOn is how far a and b overlap when projected on the unit
+// vector v: positive when their shadows on v intersect.
+func overlapOn(a, b probeText, v [2]float64) float64 {
+	span := func(t probeText) (lo, hi float64) {
+		lo, hi = math.Inf(1), math.Inf(-1)
+		for _, p := range t.Q {
+			d := p[0]*v[0] + p[1]*v[1]
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		return lo, hi
+	}
+	alo, ahi := span(a)
+	blo, bhi := span(b)
+	return min(ahi, bhi) - max(alo, blo)
+}
+
+// collide reports whether two texts' boxes overlap by more than the
+// slack: two rectangles intersect iff their shadows intersect on each
+// one's two axes, and overlap counts along each baseline beyond
+// textSlackX pixels and across each beyond textSlackY of the lower
+// text's height.
+func collide(a, b probeText) bool {
+	ua, na, ha := a.axes()
+	ub, nb, hb := b.axes()
+	h := min(ha, hb)
+	return overlapOn(a, b, ua) > textSlackX && overlapOn(a, b, ub) > textSlackX &&
+		overlapOn(a, b, na) > textSlackY*h && overlapOn(a, b, nb) > textSlackY*h
 }
 
 type probeResult struct {
 	Figs   []probeFigure
 	Errs   []string
 	Tables int
+	Height int // of the page, in CSS pixels
 }
 
 // A text's box spans the font's whole ascent and descent, more than
 // gonum's line spacing: the lines of one label sit a pixel or two into
-// each other without any ink meeting. Texts overlap when their boxes
-// share more than textSlackX pixels across and more than textSlackY of
-// the lower box's height.
+// each other without any ink meeting (see collide).
 const (
 	textSlackX = 0.5
 	textSlackY = 0.2
@@ -116,14 +183,14 @@ const (
 func legibility(f probeFigure) []string {
 	var bad []string
 	for _, t := range f.Texts {
-		if t.L < f.Box.L-0.5 || t.R > f.Box.R+0.5 || t.T < f.Box.T-0.5 || t.B > f.Box.B+0.5 {
-			bad = append(bad, fmt.Sprintf("text %q at %v is cut off by the SVG's edge %v", t.S, t.box, f.Box))
+		if b := t.bounds(); b.L < f.Box.L-0.5 || b.R > f.Box.R+0.5 || b.T < f.Box.T-0.5 || b.B > f.Box.B+0.5 {
+			bad = append(bad, fmt.Sprintf("text %q at %v is cut off by the SVG's edge %v", t.S, b, f.Box))
 		}
 	}
 	for i, a := range f.Texts {
 		for _, b := range f.Texts[i+1:] {
-			if w, h := a.overlap(b.box); w > textSlackX && h > textSlackY*min(a.B-a.T, b.B-b.T) {
-				bad = append(bad, fmt.Sprintf("texts %q %v and %q %v overlap", a.S, a.box, b.S, b.box))
+			if collide(a, b) {
+				bad = append(bad, fmt.Sprintf("texts %q %v and %q %v overlap", a.S, a.bounds(), b.S, b.bounds()))
 			}
 		}
 	}
@@ -137,19 +204,85 @@ func legibility(f probeFigure) []string {
 
 // TestReportRendersInChromium opens the sample report in headless
 // Chromium: every plot must lay out as a non-empty SVG with drawn shapes
-// and text, the page must log no console errors, and a screenshot is
-// saved as an artifact ($ARTIFACTS, else the test's temp dir).
+// and text, legible (see legibility), the page must log no console
+// errors, and a full-page screenshot is saved as an artifact
+// ($ARTIFACTS, else the test's temp dir).
 func TestReportRendersInChromium(t *testing.T) {
+	needChromium(t)
+	report, res := probe(t, fixture.Report(t))
+	if len(res.Figs) < 6 {
+		t.Errorf("%d figures, want at least 6 (slowdown, GPU util, two CDFs, util over time, timeline strip)", len(res.Figs))
+	}
+	// Bars per mode, CDFs, utilisation over time and the VM strip carry
+	// a legend; a lost legend group would skip its check.
+	if n := checkFigures(t, res.Figs); n < 10 {
+		t.Errorf("%d figures with a legend group, want at least 10", n)
+	}
+	if len(res.Errs) > 0 {
+		t.Errorf("errors in the page: %q", res.Errs)
+	}
+	if res.Tables < 3 {
+		t.Errorf("%d tables, want the cells, Table II and the VMs", res.Tables)
+	}
+	screenshot(t, report, "profiler-report.png", res.Height)
+}
+
+// TestCrowdedPlotsStayLegible renders more settings, longer names and
+// more targets than the sample has: bar groups' labels must tilt or thin
+// out rather than run together, and legends shorten and end in "+N more"
+// rather than spill out of the SVG.
+func TestCrowdedPlotsStayLegible(t *testing.T) {
+	needChromium(t)
+	r := fixture.Report(t)
+	e := &r.Experiments[0]
+	var more []report.Cell
+	for _, c := range e.Cells {
+		for v := 5; v <= 12; v++ {
+			c.VCPUs = v
+			if v == 12 && c.Corunner != "" {
+				c.Corunner = "stress-ng --cpu 4 --timeout 60s"
+			}
+			more = append(more, c)
+		}
+	}
+	e.Cells = append(e.Cells, more...)
+	for i := range 16 {
+		at := r.AgentTraces[0]
+		at.Target = fmt.Sprintf("a-rather-long-libvirt-domain-name-%02d", i)
+		r.AgentTraces = append(r.AgentTraces, at)
+	}
+	page, res := probe(t, r)
+	checkFigures(t, res.Figs)
+	for _, f := range res.Figs {
+		if f.ID != "offcpu-cdf" {
+			continue
+		}
+		if !slices.ContainsFunc(f.Texts, func(x probeText) bool { return strings.HasSuffix(x.S, " more") }) {
+			t.Errorf("offcpu-cdf: %d targets and no \"+N more\" in the legend", len(r.AgentTraces))
+		}
+	}
+	screenshot(t, page, "profiler-report-crowded.png", res.Height)
+}
+
+func needChromium(t *testing.T) {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("%s not installed (apt-get install chromium, as .ci/setup-profiler.sh does): the HTML is not checked in a browser", chromiumPath)
 	}
+}
+
+// probe renders r, opens it with the probe in Chromium and returns the
+// path of the page as rendered (without the probe) and what the probe
+// measured.
+func probe(t *testing.T, r *report.Report) (string, probeResult) {
+	t.Helper()
 	var page bytes.Buffer
-	if err := Render(&page, fixture.Report(t)); err != nil {
+	if err := Render(&page, r); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	report := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(report, page.Bytes(), 0o644); err != nil {
+	path := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	probed := strings.Replace(page.String(), "<head>", "<head>"+probeHead, 1)
@@ -158,7 +291,6 @@ func TestReportRendersInChromium(t *testing.T) {
 	if err := os.WriteFile(probePath, []byte(probed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
 	dom, _ := chromium(t, "--window-size=1280,1000", "--dump-dom", "file://"+probePath)
 	m := regexp.MustCompile(`(?s)<pre id="probe">(.*?)</pre>`).FindStringSubmatch(dom)
 	if m == nil {
@@ -169,11 +301,14 @@ func TestReportRendersInChromium(t *testing.T) {
 	if err := json.Unmarshal([]byte(txt), &res); err != nil {
 		t.Fatalf("probe output %q: %v", txt, err)
 	}
-	legends := 0
-	if len(res.Figs) < 6 {
-		t.Errorf("%d figures, want at least 6 (slowdown, GPU util, two CDFs, util over time, timeline strip)", len(res.Figs))
-	}
-	for _, f := range res.Figs {
+	return path, res
+}
+
+// checkFigures fails the test for each figure that did not render or is
+// hard to read, and returns how many figures carry a legend.
+func checkFigures(t *testing.T, figs []probeFigure) (legends int) {
+	t.Helper()
+	for _, f := range figs {
 		t.Logf("figure %s: %.0fx%.0f px, %d shapes, %d texts", f.ID, f.W, f.H, f.Shapes, len(f.Texts))
 		if !f.SVG || f.W < 100 || f.H < 50 || f.BW <= 0 || f.BH <= 0 || f.Shapes < 5 || len(f.Texts) < 3 {
 			t.Errorf("figure %s did not render: %+v", f.ID, f)
@@ -189,29 +324,24 @@ func TestReportRendersInChromium(t *testing.T) {
 			t.Errorf("figure %s: %s", f.ID, s)
 		}
 	}
-	// Bars per mode, CDFs, utilisation over time and the VM strip carry
-	// a legend; a lost legend group would skip the check above.
-	if legends < 10 {
-		t.Errorf("%d figures with a legend group, want at least 10", legends)
-	}
-	if len(res.Errs) > 0 {
-		t.Errorf("errors in the page: %q", res.Errs)
-	}
-	if res.Tables < 3 {
-		t.Errorf("%d tables, want the cells, Table II and the VMs", res.Tables)
-	}
+	return legends
+}
 
-	// The screenshot, of the report as shipped (no probe), with the
-	// browser's console on stderr.
+// screenshot saves a full-page screenshot of the page at path as an
+// artifact named name, with the browser's console on stderr, and fails
+// the test on console output or a blank page.
+func screenshot(t *testing.T, path, name string, height int) {
+	t.Helper()
 	art := os.Getenv("ARTIFACTS")
 	if art == "" {
-		art = dir
+		art = t.TempDir()
 	}
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(art, "profiler-report.png")
-	_, stderr := chromium(t, "--window-size=1280,2400", "--enable-logging=stderr", "--v=0", "--screenshot="+shot, "file://"+report)
+	shot := filepath.Join(art, name)
+	size := fmt.Sprintf("--window-size=1280,%d", max(height, 1000))
+	_, stderr := chromium(t, size, "--enable-logging=stderr", "--v=0", "--screenshot="+shot, "file://"+path)
 	for _, line := range strings.Split(stderr, "\n") {
 		if strings.Contains(line, "CONSOLE") || strings.Contains(line, "Uncaught") {
 			t.Errorf("browser console: %s", line)

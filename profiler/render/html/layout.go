@@ -44,8 +44,11 @@ const (
 	legendPad = vg.Length(2)
 	// labelGap is the least space between two x tick labels.
 	labelGap = vg.Length(6)
-	// labelTilt is the angle of x tick labels too wide to lie flat.
-	labelTilt = math.Pi / 4
+	// labelTilt is the angle of x tick labels too wide to lie flat, and
+	// tiltedShare the longest such a label may be, as a share of the
+	// plot's height.
+	labelTilt   = math.Pi / 4
+	tiltedShare = 0.4
 )
 
 // svg renders c as an inline SVG element (no XML prolog): the plot, its
@@ -152,21 +155,25 @@ func (c *chart) fitLegend(maxW, height vg.Length) *plot.Legend {
 	return &l
 }
 
-// shorten cuts s, ending it with an ellipsis, until width says it fits
-// in maxW.
+// shorten cuts runes out of the middle of s, where an ellipsis stands
+// for them, until width says it fits in maxW: names differ most at
+// their ends ("… 12 vCPU", "…-domain-07").
 func shorten(width func(string) vg.Length, s string, maxW vg.Length) string {
 	r := []rune(s)
-	for len(r) > 1 && width(string(r)) > maxW {
-		r = append(r[:len(r)-2], '…')
+	for cut := 1; cut < len(r) && width(s) > maxW; cut++ {
+		head := (len(r) - cut) / 2
+		s = string(r[:head]) + "…" + string(r[head+cut:])
 	}
-	return string(r)
+	return s
 }
 
 // fitXLabels keeps a nominal x axis's labels (bar groups) from running
 // into each other: they lie flat, on several lines, while they fit
-// beside each other; otherwise they are joined into one line and tilted,
-// and if even tilted they would touch, only every k-th is shown (the
-// page's tables name every setting).
+// beside each other; otherwise each becomes one line, shortened to
+// tiltedShare of the plot's height, tilted down to the right (so that
+// gonum's padding keeps the last one inside the axes), and if even
+// tilted they would touch, only every k-th is shown (the page's tables
+// name every setting).
 func fitXLabels(p *plot.Plot, axes draw.Canvas) {
 	ticks, ok := p.X.Tick.Marker.(plot.ConstantTicks)
 	if !ok || len(ticks) == 0 {
@@ -181,16 +188,17 @@ func fitXLabels(p *plot.Plot, axes draw.Canvas) {
 	if widest+labelGap <= space {
 		return
 	}
-	sty.Rotation = labelTilt
-	sty.XAlign, sty.YAlign = draw.XRight, draw.YTop
+	maxW := axes.Size().Y * tiltedShare
 	// Tilted, neighbours are space·sin(tilt) apart across the text.
-	k := int(math.Ceil(float64((sty.Height("X") + labelGap/2) / (space * vg.Length(math.Sin(labelTilt))))))
+	k := max(1, int(math.Ceil(float64((sty.Height("X")+labelGap/2)/(space*vg.Length(math.Sin(labelTilt)))))))
 	out := make(plot.ConstantTicks, len(ticks))
 	for i, t := range ticks {
 		out[i] = plot.Tick{Value: t.Value}
-		if i%max(k, 1) == 0 {
-			out[i].Label = strings.ReplaceAll(t.Label, "\n", " ")
+		if i%k == 0 {
+			out[i].Label = shorten(sty.Width, strings.ReplaceAll(t.Label, "\n", " "), maxW)
 		}
 	}
 	p.X.Tick.Marker = out
+	sty.Rotation = -labelTilt
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
 }

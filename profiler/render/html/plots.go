@@ -13,8 +13,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Plot sizes: wide enough for a dozen settings' labels, small enough for
