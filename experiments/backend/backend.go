@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // ErrNoIsolation means the backend cannot apply CPU bandwidth isolation
@@ -74,7 +75,7 @@ type Env interface {
 	// Run runs w in the runner VM and returns what it measured; started,
 	// if not nil, is called with the runner's process id once it runs
 	// (for the agent to watch). Cancelling ctx stops it.
-	Run(ctx context.Context, w Workload, started func(pid int)) (workload.Result, error)
+	Run(ctx context.Context, w Workload, started func(pid int)) (results.Result, error)
 	// Corunners returns the process ids of the co-runner VMs.
 	Corunners() []int
 	// Destroy stops and removes everything Create made; safe to call

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Options is one benchmark matrix.
@@ -133,7 +134,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 	defer setting.Close()
 	r.setQuota(setting.Group)
 	n := len(r.Thresholds) * len(r.Modes)
-	results := make([][]workload.Result, n)
+	measured := make([][]results.Result, n)
 	// Modes and thresholds interleave within each repetition, so that a
 	// slow patch of the machine hits every one alike.
 	err = func() error {
@@ -150,7 +151,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 				if err != nil {
 					return err
 				}
-				results[i] = append(results[i], res)
+				measured[i] = append(measured[i], res)
 				r.Progress.Advance()
 			}
 		}
@@ -158,10 +159,10 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 	}()
 	var rows []Row
 	for i := range n {
-		if len(results[i]) < r.Reps {
+		if len(measured[i]) < r.Reps {
 			continue
 		}
-		m := workload.Median(results[i])
+		m := workload.Median(measured[i])
 		rows = append(rows, Row{Contention: contention, Mode: r.Modes[i%len(r.Modes)].String(), Threshold: r.Thresholds[i/len(r.Modes)],
 			WallS: m.WallS, CPUS: m.CPUS, Steps: m.Steps,
 			ReceiveP50US: m.ReceiveP50US, ReceiveP99US: m.ReceiveP99US, LaunchP50US: m.LaunchP50US, LaunchP99US: m.LaunchP99US})
@@ -186,11 +187,11 @@ func (r *run) startMitigation() error {
 // runCell runs one cell; with a mitigation its process is started from a
 // thread with the slice, so that the cell and every thread it makes
 // (CUDA's included) have it from the start, and only for the cell's life.
-func (r *run) runCell(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (workload.Result, error) {
+func (r *run) runCell(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
 	if r.mitigator == nil {
 		return r.runOne(ctx, cell, cg)
 	}
-	var res workload.Result
+	var res results.Result
 	err := r.mitigator.Inherit(func() error {
 		var err error
 		res, err = r.runOne(ctx, cell, cg)

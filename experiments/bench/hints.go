@@ -9,6 +9,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // startHints publishes the cells' hint page in-process when hints are
@@ -53,7 +54,7 @@ func (r *run) hintCell(cell workload.Cell) workload.Cell {
 // runOne runs a cell, watched by the in-process publisher when it reads
 // hints from it: the cell's loop thread becomes the page's only thread
 // before its loop starts.
-func (r *run) runOne(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (workload.Result, error) {
+func (r *run) runOne(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
 	if r.feed == nil || cell.Threshold != workload.ThresholdHints {
 		return workload.RunCell(ctx, cell, cg)
 	}

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Cell is one measured cell: its key and median wall time.

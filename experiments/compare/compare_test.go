@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // cells is a run as measured on 1 vCPU (shared1 with a while1 co-runner)

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // PIDAgent returns an AgentFunc that runs exe's agent subcommand (exe is

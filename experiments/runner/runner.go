@@ -24,9 +24,9 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // ResultsName is the file the runner writes in its output directory.
@@ -298,9 +298,9 @@ func (o *Options) runGroup(ctx context.Context, g scenario.Group, cpus []int) (_
 		}
 	}()
 	type acc struct {
-		reps     []workload.Result
+		reps     []results.Result
 		agent    *AgentRun
-		agentRun workload.Result // the run the agent watched
+		agentRun results.Result // the run the agent watched
 		agentErr string
 	}
 	accs := make([]acc, len(g.Cells))
@@ -395,7 +395,7 @@ type agentResult struct {
 // withAgent runs cell c once with the agent watching the runner and the
 // co-runners: the runner waits at its start line until the agent is
 // ready, and at its finish line until the agent has collected.
-func (o *Options) withAgent(ctx context.Context, env backend.Env, c scenario.Cell) (workload.Result, agentResult, error) {
+func (o *Options) withAgent(ctx context.Context, env backend.Env, c scenario.Cell) (results.Result, agentResult, error) {
 	var res agentResult
 	agentDone := make(chan struct{})
 	loopDone := make(chan struct{})
@@ -450,7 +450,7 @@ func nameVCPUs(tracks []results.ThreadTrack, tids []int) []results.ThreadTrack {
 // clipTracks makes the tracks' times relative to start (CLOCK_MONOTONIC ns
 // of the run's start) and keeps the intervals that overlap the steps'
 // window, cut to it.
-func clipTracks(tracks []results.ThreadTrack, start int64, steps []workload.Step) []results.ThreadTrack {
+func clipTracks(tracks []results.ThreadTrack, start int64, steps []results.Step) []results.ThreadTrack {
 	if start == 0 || len(steps) == 0 {
 		return nil
 	}
@@ -487,7 +487,7 @@ func describe(k results.Key, rep, reps int) string {
 
 // window returns n entries from the middle of tl: steady state, away from
 // the start-up and the end.
-func window(tl []workload.Step, n int) []workload.Step {
+func window(tl []results.Step, n int) []results.Step {
 	if n <= 0 || len(tl) == 0 {
 		return nil
 	}

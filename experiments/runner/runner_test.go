@@ -18,11 +18,11 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func TestMain(m *testing.M) {
@@ -338,7 +338,7 @@ func TestNameVCPUs(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
-	tl := make([]workload.Step, 10)
+	tl := make([]results.Step, 10)
 	for i := range tl {
 		tl[i].HostStart = int64(i)
 	}

@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/compare"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // PrintTable prints the results table: one row per scenario, vCPU count

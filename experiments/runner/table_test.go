@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // TestPrintTable: every cell shows its seconds and its slowdown against

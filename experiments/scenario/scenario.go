@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Scenario names, as in Table I.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func TestTableI(t *testing.T) {

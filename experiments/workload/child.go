@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Cell is one measurement: the loop with one wait mode on one device, run
@@ -70,7 +71,7 @@ func init() { reexec.Register("workload-cell", cellMain) }
 // RunCell runs c in a child process, in cg when not nil, and returns its
 // result with the CPU time the whole process used. The child starts its
 // loop only once it is in the cgroup. Cancelling ctx kills it.
-func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
+func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (results.Result, error) {
 	return RunCellStarted(ctx, c, cg, nil)
 }
 
@@ -78,49 +79,49 @@ func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (Result, error) {
 // child's pid before the loop begins (the loop runs on the child's main
 // thread, whose tid is the pid): a hint publisher watches it from its
 // first step.
-func RunCellStarted(ctx context.Context, c Cell, cg *cgroup.Group, started func(pid int) error) (Result, error) {
+func RunCellStarted(ctx context.Context, c Cell, cg *cgroup.Group, started func(pid int) error) (results.Result, error) {
 	if _, ok := devices[c.Device]; !ok {
-		return Result{}, fmt.Errorf("unknown device %q (want one of %v)", c.Device, Devices())
+		return results.Result{}, fmt.Errorf("unknown device %q (want one of %v)", c.Device, Devices())
 	}
 	env, err := thresholdEnv(c)
 	if err != nil {
-		return Result{}, err
+		return results.Result{}, err
 	}
 	spec, err := json.Marshal(c)
 	if err != nil {
-		return Result{}, err
+		return results.Result{}, err
 	}
 	cmd, err := reexec.Command("workload-cell")
 	if err != nil {
-		return Result{}, err
+		return results.Result{}, err
 	}
 	cmd.Env = append(append(cmd.Env, env...), envCell+"="+string(spec))
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	start, err := cmd.StdinPipe()
 	if err != nil {
-		return Result{}, err
+		return results.Result{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return Result{}, fmt.Errorf("start workload: %w", err)
+		return results.Result{}, fmt.Errorf("start workload: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer stop()
 	if err := place(cmd.Process.Pid, cg, started); err != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
-		return Result{}, err
+		return results.Result{}, err
 	}
 	start.Close() // the child's signal to begin
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+			return results.Result{}, ctx.Err()
 		}
-		return Result{}, fmt.Errorf("workload %s on %s: %w", c.Mode, c.Device, err)
+		return results.Result{}, fmt.Errorf("workload %s on %s: %w", c.Mode, c.Device, err)
 	}
-	var r Result
+	var r results.Result
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return Result{}, fmt.Errorf("workload output: %w", err)
+		return results.Result{}, fmt.Errorf("workload output: %w", err)
 	}
 	u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	r.CPUS = float64(syscall.TimevalToNsec(u.Utime)+syscall.TimevalToNsec(u.Stime)) / 1e9
@@ -174,11 +175,11 @@ func cellMain() int {
 
 // Median returns the result whose every field is the median of rs over
 // that field (timelines are taken from the median-wall run).
-func Median(rs []Result) Result {
+func Median(rs []results.Result) results.Result {
 	if len(rs) == 0 {
-		return Result{}
+		return results.Result{}
 	}
-	med := func(f func(Result) float64) float64 {
+	med := func(f func(results.Result) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
 			v[i] = f(r)
@@ -186,15 +187,15 @@ func Median(rs []Result) Result {
 		return stats.Median(v)
 	}
 	byWall := slices.Clone(rs)
-	slices.SortFunc(byWall, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })
-	return Result{
-		WallS:        med(func(r Result) float64 { return r.WallS }),
-		CPUS:         med(func(r Result) float64 { return r.CPUS }),
+	slices.SortFunc(byWall, func(a, b results.Result) int { return cmp.Compare(a.WallS, b.WallS) })
+	return results.Result{
+		WallS:        med(func(r results.Result) float64 { return r.WallS }),
+		CPUS:         med(func(r results.Result) float64 { return r.CPUS }),
 		Steps:        rs[0].Steps,
-		ReceiveP50US: med(func(r Result) float64 { return r.ReceiveP50US }),
-		ReceiveP99US: med(func(r Result) float64 { return r.ReceiveP99US }),
-		LaunchP50US:  med(func(r Result) float64 { return r.LaunchP50US }),
-		LaunchP99US:  med(func(r Result) float64 { return r.LaunchP99US }),
+		ReceiveP50US: med(func(r results.Result) float64 { return r.ReceiveP50US }),
+		ReceiveP99US: med(func(r results.Result) float64 { return r.ReceiveP99US }),
+		LaunchP50US:  med(func(r results.Result) float64 { return r.LaunchP50US }),
+		LaunchP99US:  med(func(r results.Result) float64 { return r.LaunchP99US }),
 		Timeline:     byWall[len(byWall)/2].Timeline,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // StreamLauncher is a Device that can launch on a given stream. RunThreads
@@ -87,13 +88,13 @@ const (
 // all have, ready (if not nil) is called once and the loop starts when it
 // returns: the caller's chance to be placed (a cgroup) and told to go.
 // Steps in the timeline carry the thread index and the wait kind taken.
-func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (Result, error) {
+func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (results.Result, error) {
 	if cfg.Steps <= 0 || cfg.Work < 0 || len(cfg.Profile.Kernels) == 0 {
-		return Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
+		return results.Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
 	}
 	n := len(cpus)
 	if n == 0 || open == nil {
-		return Result{}, errors.New("workload: want at least one cpu and a device")
+		return results.Result{}, errors.New("workload: want at least one cpu and a device")
 	}
 	// Every thread is locked to an OS thread and may spin; the runtime
 	// needs a P beyond them for its own goroutines, or it would preempt a
@@ -110,7 +111,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 		tid             int
 		sink            uint64
 		receive, launch []int64
-		tl              []Step
+		tl              []results.Step
 		err             error
 	}
 	outs := make([]out, n)
@@ -196,7 +197,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 					}
 				}
 				if cfg.Timeline {
-					o.tl = append(o.tl, Step{HostStart: hostStart - start, HostEnd: hostEnd - start, Launch: launched - start,
+					o.tl = append(o.tl, results.Step{HostStart: hostStart - start, HostEnd: hostEnd - start, Launch: launched - start,
 						Complete: complete, Noticed: noticed - start, Kernel: k.Name, Thread: t,
 						Wait: waitKind(noticed-waitStart, threadCPU()-cpu0)})
 				}
@@ -209,11 +210,11 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 	wg.Wait()
 	wall := hybridsync.Now() - start
 	var receive, launch []int64
-	var tl []Step
+	var tl []results.Step
 	var tids []int
 	for _, o := range outs {
 		if o.err != nil {
-			return Result{}, o.err
+			return results.Result{}, o.err
 		}
 	}
 	for _, o := range outs {
@@ -222,8 +223,8 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 		receive, launch = append(receive, o.receive...), append(launch, o.launch...)
 		tl = append(tl, o.tl...)
 	}
-	slices.SortStableFunc(tl, func(a, b Step) int { return cmp.Compare(a.HostStart, b.HostStart) })
-	r := Result{WallS: float64(wall) / 1e9, Steps: cfg.Steps, Timeline: tl, StartNs: start, TIDs: tids}
+	slices.SortStableFunc(tl, func(a, b results.Step) int { return cmp.Compare(a.HostStart, b.HostStart) })
+	r := results.Result{WallS: float64(wall) / 1e9, Steps: cfg.Steps, Timeline: tl, StartNs: start, TIDs: tids}
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)
 	return r, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // TestRunThreadsBarrier runs one thread per CPU for real: every thread does
@@ -50,7 +51,7 @@ func TestRunThreadsBarrier(t *testing.T) {
 		t.Fatalf("timeline has %d steps, want %d x %d threads", len(r.Timeline), steps, len(cpus))
 	}
 	// Rebuild per-thread step order (the timeline is sorted by start).
-	per := make([][]Step, len(cpus))
+	per := make([][]results.Step, len(cpus))
 	for _, s := range r.Timeline {
 		per[s.Thread] = append(per[s.Thread], s)
 	}

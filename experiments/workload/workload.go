@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Device launches kernels of a given duration and returns the event
@@ -34,47 +35,10 @@ type Config struct {
 	Timeline bool           `json:"timeline"` // keep per-step timestamps
 }
 
-// Step is one step's timeline, in ns since the run started.
-type Step struct {
-	HostStart int64  `json:"host_start"`
-	HostEnd   int64  `json:"host_end"`
-	Launch    int64  `json:"launch"`
-	Complete  int64  `json:"complete"` // -1 when the device does not report it
-	Noticed   int64  `json:"noticed"`
-	Kernel    string `json:"kernel"`
-	// Thread is the loop thread (vCPU) the step ran on; RunThreads only.
-	Thread int `json:"thread,omitempty"`
-	// Wait is what the thread did while waiting (WaitSpin, WaitBlock...),
-	// measured from its CPU time; RunThreads only.
-	Wait string `json:"wait,omitempty"`
-}
-
-// Result is what a run measured.
-type Result struct {
-	WallS        float64 `json:"wall_s"`
-	CPUS         float64 `json:"cpu_s"` // filled in by whoever can measure the process
-	Steps        int     `json:"steps"`
-	ReceiveP50US float64 `json:"receive_p50_us"`
-	ReceiveP99US float64 `json:"receive_p99_us"`
-	LaunchP50US  float64 `json:"launch_p50_us"`
-	LaunchP99US  float64 `json:"launch_p99_us"`
-	Timeline     []Step  `json:"timeline,omitempty"`
-	// StartNs is when the loop started on CLOCK_MONOTONIC (the clock
-	// the kernel's scheduler events use), to line the timeline up with
-	// an agent's; RunThreads only.
-	StartNs int64 `json:"start_ns,omitempty"`
-	// TIDs are the loop threads' thread ids, vCPU i first; RunThreads only.
-	TIDs []int `json:"tids,omitempty"`
-	// Hints counts the calls the host's hint page answered and, by
-	// reason, those that fell back, where the loop read one (the libvirt
-	// backend's guest under run --hints).
-	Hints *hybridsync.HintStats `json:"hints,omitempty"`
-}
-
 // Run runs the loop on the calling thread (callers pin it first).
-func Run(cfg Config, dev Device, wait Waiter) (Result, error) {
+func Run(cfg Config, dev Device, wait Waiter) (results.Result, error) {
 	if cfg.Steps <= 0 || cfg.Work < 0 || len(cfg.Profile.Kernels) == 0 {
-		return Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
+		return results.Result{}, errors.New("workload: want steps > 0, work >= 0 and at least one kernel")
 	}
 	var names hybridsync.Names
 	ids := make([]hybridsync.KernelID, len(cfg.Profile.Kernels))
@@ -84,7 +48,7 @@ func Run(cfg Config, dev Device, wait Waiter) (Result, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	receive := make([]int64, 0, cfg.Steps)
 	launch := make([]int64, 0, cfg.Steps)
-	var tl []Step
+	var tl []results.Step
 	start := hybridsync.Now()
 	for i := range cfg.Steps {
 		hostStart := hybridsync.Now()
@@ -93,11 +57,11 @@ func Run(cfg Config, dev Device, wait Waiter) (Result, error) {
 		k, d := cfg.Profile.At(i, rng)
 		ev, err := dev.Launch(k, d)
 		if err != nil {
-			return Result{}, fmt.Errorf("step %d: launch %s: %w", i, k.Name, err)
+			return results.Result{}, fmt.Errorf("step %d: launch %s: %w", i, k.Name, err)
 		}
 		launched := ev.LaunchedAt()
 		if err := wait(ev, ids[i%len(ids)]); err != nil {
-			return Result{}, fmt.Errorf("step %d: wait for %s: %w", i, k.Name, err)
+			return results.Result{}, fmt.Errorf("step %d: wait for %s: %w", i, k.Name, err)
 		}
 		noticed := hybridsync.Now()
 		launch = append(launch, launched-hostEnd)
@@ -109,11 +73,11 @@ func Run(cfg Config, dev Device, wait Waiter) (Result, error) {
 			}
 		}
 		if cfg.Timeline {
-			tl = append(tl, Step{HostStart: hostStart - start, HostEnd: hostEnd - start, Launch: launched - start,
+			tl = append(tl, results.Step{HostStart: hostStart - start, HostEnd: hostEnd - start, Launch: launched - start,
 				Complete: complete, Noticed: noticed - start, Kernel: k.Name})
 		}
 	}
-	r := Result{WallS: float64(hybridsync.Now()-start) / 1e9, Steps: cfg.Steps, Timeline: tl}
+	r := results.Result{WallS: float64(hybridsync.Now()-start) / 1e9, Steps: cfg.Steps, Timeline: tl}
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)
 	return r, nil

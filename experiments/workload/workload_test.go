@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func TestMain(m *testing.M) {
@@ -100,7 +101,7 @@ func TestRunCellCancel(t *testing.T) {
 }
 
 func TestMedian(t *testing.T) {
-	m := Median([]Result{{WallS: 3, CPUS: 1}, {WallS: 1, CPUS: 3}, {WallS: 2, CPUS: 2}})
+	m := Median([]results.Result{{WallS: 3, CPUS: 1}, {WallS: 1, CPUS: 3}, {WallS: 2, CPUS: 2}})
 	if m.WallS != 2 || m.CPUS != 2 {
 		t.Errorf("median %+v", m)
 	}

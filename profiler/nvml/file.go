@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/input"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // ErrNewerVersion means a Series file was written by a newer vgpu-probe.

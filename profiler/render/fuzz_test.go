@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/internal/fixture"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
@@ -17,6 +16,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // FuzzReport feeds arbitrary results, snapshot, timeline and NVML JSON through

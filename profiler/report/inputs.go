@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // ErrNewerVersion means an input was written by a newer vgpu-probe.

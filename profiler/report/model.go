@@ -3,10 +3,9 @@ package report
 import (
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Version is the format version of the report's JSON.
@@ -201,7 +200,7 @@ type GPUSeries struct {
 type Trace struct {
 	Experiment int
 	Key        results.Key
-	Steps      []workload.Step
+	Steps      []results.Step
 	Threads    []results.ThreadTrack
 }
 

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // cell makes a results cell: steps of 1 ms each at baseline, kernels of
@@ -20,7 +19,7 @@ func cell(sc, mode string, wall, launchP99, recvP99 float64) results.Cell {
 	if sc != "baseline" {
 		k.Corunner, k.Corunners = "while1", 1
 	}
-	return results.Cell{Key: k, Median: workload.Result{WallS: wall, Steps: 1000, LaunchP50US: 1, LaunchP99US: launchP99,
+	return results.Cell{Key: k, Median: results.Result{WallS: wall, Steps: 1000, LaunchP50US: 1, LaunchP99US: launchP99,
 		ReceiveP50US: 2, ReceiveP99US: recvP99}, KernelsPerS: 1000 / wall}
 }
 

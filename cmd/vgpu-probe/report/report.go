@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
@@ -29,6 +28,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
 	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Renderers by --format.

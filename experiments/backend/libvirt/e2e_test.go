@@ -17,8 +17,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt/job"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // e2e returns the vgpu-probe binary to test, or skips: the end-to-end

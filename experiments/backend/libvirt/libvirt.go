@@ -27,6 +27,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 
@@ -316,12 +317,12 @@ func (e *env) runnerShmem(name string) *vmimages.Shmem {
 // Run runs the loop in the runner guest. The result is the guest's, with
 // the runner's vCPU threads as the host sees them (TIDs) and its start on
 // the host's clock (StartNs), so the agent's timelines line up with it.
-func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (workload.Result, error) {
+func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (results.Result, error) {
 	if w.Cmd != "" {
-		return workload.Result{}, errors.New("libvirt backend: workload commands are not supported (the guest runs the built-in loop)")
+		return results.Result{}, errors.New("libvirt backend: workload commands are not supported (the guest runs the built-in loop)")
 	}
 	if w.Device != "sim" {
-		return workload.Result{}, fmt.Errorf("libvirt backend: device %q: the guest has the simulated GPU only", w.Device)
+		return results.Result{}, fmt.Errorf("libvirt backend: device %q: the guest has the simulated GPU only", w.Device)
 	}
 	j := job.Job{Kind: job.Loop, Config: w.Config, Mode: w.Mode}
 	if e.b.Hints != nil {
@@ -337,10 +338,10 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	}
 	rep, err := e.runner.do(ctx, j, or(e.b.JobTimeout, DefaultJobTimeout))
 	if err != nil {
-		return workload.Result{}, err
+		return results.Result{}, err
 	}
 	if rep.Result == nil {
-		return workload.Result{}, fmt.Errorf("domain %s: loop reply without a result", e.runner.name)
+		return results.Result{}, fmt.Errorf("domain %s: loop reply without a result", e.runner.name)
 	}
 	r := *rep.Result
 	r.TIDs = append([]int(nil), e.runner.tids...)

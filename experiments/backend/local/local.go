@@ -34,7 +34,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Backend is the local backend.
@@ -190,7 +190,7 @@ func (e *env) Corunners() []int {
 }
 
 // Run runs w in the runner VM.
-func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (workload.Result, error) {
+func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (results.Result, error) {
 	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd}
 	var stdout io.Writer = io.Discard
 	if w.Cmd != "" {
@@ -202,7 +202,7 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	}
 	p, err := startVM(s, stdout)
 	if err != nil {
-		return workload.Result{}, err
+		return results.Result{}, err
 	}
 	if !s.Hold {
 		p.hold.Close()
@@ -213,14 +213,14 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	if err := p.waitReady(); err != nil {
 		p.kill()
 		if ctx.Err() != nil {
-			return workload.Result{}, ctx.Err()
+			return results.Result{}, ctx.Err()
 		}
-		return workload.Result{}, err
+		return results.Result{}, err
 	}
 	if g := e.groups[e.topo.Runner.Name]; g != nil {
 		if err := g.Add(pid); err != nil {
 			p.kill()
-			return workload.Result{}, err
+			return results.Result{}, err
 		}
 	}
 	if started != nil {
@@ -242,17 +242,17 @@ func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)
 	syscall.Kill(-pid, syscall.SIGKILL)
 	if err != nil {
 		if ctx.Err() != nil {
-			return workload.Result{}, ctx.Err()
+			return results.Result{}, ctx.Err()
 		}
 		if w.Cmd != "" {
-			return workload.Result{}, fmt.Errorf("workload command (mode %s): %w", w.Mode, err)
+			return results.Result{}, fmt.Errorf("workload command (mode %s): %w", w.Mode, err)
 		}
-		return workload.Result{}, fmt.Errorf("workload %s on %s: %w", w.Mode, w.Device, err)
+		return results.Result{}, fmt.Errorf("workload %s on %s: %w", w.Mode, w.Device, err)
 	}
-	var r workload.Result
+	var r results.Result
 	if w.Cmd == "" {
 		if err := json.Unmarshal(out, &r); err != nil {
-			return workload.Result{}, fmt.Errorf("workload output: %w", err)
+			return results.Result{}, fmt.Errorf("workload output: %w", err)
 		}
 	} else {
 		r.WallS = wall.Seconds()

@@ -30,10 +30,10 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 type options struct {
@@ -106,7 +106,7 @@ func (p *pinned) do(f func()) {
 }
 
 type rep struct {
-	res    workload.Result
+	res    results.Result
 	tracks []results.ThreadTrack
 	stats  hybridsync.Stats
 }
@@ -212,7 +212,7 @@ func run(o options) error {
 			byWall := slices.Clone(rs)
 			slices.SortFunc(byWall, func(a, b rep) int { return cmp.Compare(a.res.WallS, b.res.WallS) })
 			med := byWall[len(byWall)/2]
-			all := make([]workload.Result, len(rs))
+			all := make([]results.Result, len(rs))
 			for i, r := range rs {
 				all[i] = r.res
 			}

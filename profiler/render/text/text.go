@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/compare"
-	"github.com/vgpu-probe/vgpu-probe/experiments/results"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Render writes r as plain-text tables.

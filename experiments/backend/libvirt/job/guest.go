@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // FindPort returns the device of the virtio-serial port named name, from
@@ -164,7 +165,7 @@ func (g *guest) do(j Job) Reply {
 
 // loop runs the NAMD-like loop with one thread per vCPU, as the local
 // backend's runner process does, and adds the CPU time it took.
-func (g *guest) loop(j Job) (*workload.Result, error) {
+func (g *guest) loop(j Job) (*results.Result, error) {
 	cfg, err := workload.SimConfigFor(j.Mode, j.Threshold, HintPage)
 	if err != nil {
 		return nil, err

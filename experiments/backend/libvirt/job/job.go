@@ -5,7 +5,7 @@
 // (vgpu.job=BASE64), so that a guest needs no host-side action to start a
 // co-runner. Everything else goes over one virtio-serial port named
 // PortName: the host writes Job lines, the guest answers with Reply lines,
-// one JSON object per line, the same workload.Result rows the local backend
+// one JSON object per line, the same results.Result rows the local backend
 // produces. A guest that fails says so in an error Reply before it exits.
 package job
 
@@ -20,6 +20,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // PortName is the virtio-serial port name (libvirt <target name=...>).
@@ -38,7 +39,7 @@ const (
 	// Poweroff job or the port closes.
 	Serve = "serve"
 	// Loop runs the NAMD-like loop on the simulated GPU, one thread per
-	// vCPU, and answers with its workload.Result.
+	// vCPU, and answers with its results.Result.
 	Loop = "loop"
 	// Calibrate answers with the amount of host work (workload.Spin
 	// units) that takes HostNs on this vCPU, measured here, alone.
@@ -152,7 +153,7 @@ type Reply struct {
 	Error   string `json:"error,omitempty"`
 	// Result of a loop job: the loop's own measurements and the guest
 	// process's CPU time.
-	Result *workload.Result `json:"result,omitempty"`
+	Result *results.Result `json:"result,omitempty"`
 	// Work of a calibrate job.
 	Work int64 `json:"work,omitempty"`
 	// Gaps of a gaps job, one entry per vCPU.

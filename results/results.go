@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/input"
 )
 
@@ -77,10 +76,10 @@ type Key struct {
 // Cell is one finished cell.
 type Cell struct {
 	Key
-	Reps     []workload.Result `json:"reps"`   // each repetition, timelines dropped
-	Median   workload.Result   `json:"median"` // field-wise median of Reps
-	MinWallS float64           `json:"min_wall_s"`
-	MaxWallS float64           `json:"max_wall_s"`
+	Reps     []Result `json:"reps"`   // each repetition, timelines dropped
+	Median   Result   `json:"median"` // field-wise median of Reps
+	MinWallS float64  `json:"min_wall_s"`
+	MaxWallS float64  `json:"max_wall_s"`
 	// RunnerVCPUs is how many vCPUs the GPU runner had: VCPUs, or half of
 	// it (at least one) in the baseline.
 	RunnerVCPUs int `json:"runner_vcpus,omitempty"`
@@ -108,8 +107,8 @@ type Cell struct {
 
 // Timeline is what the profiler draws for a cell.
 type Timeline struct {
-	Steps   []workload.Step `json:"steps"`
-	Threads []ThreadTrack   `json:"threads,omitempty"`
+	Steps   []Step        `json:"steps"`
+	Threads []ThreadTrack `json:"threads,omitempty"`
 }
 
 // ThreadTrack is one thread's on/off-CPU intervals, ns since the run's start.
@@ -191,7 +190,7 @@ func (cell *Cell) check(c *input.Check, at string) {
 }
 
 // checkResult checks one run: it took time, and its latencies are times.
-func checkResult(c *input.Check, at string, r workload.Result) {
+func checkResult(c *input.Check, at string, r Result) {
 	c.Positive(at+".wall_s", r.WallS, input.MaxSeconds)
 	c.Range(at+".cpu_s", r.CPUS, 0, input.MaxSeconds)
 	c.Range(at+".steps", float64(r.Steps), 0, math.MaxInt)

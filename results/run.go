@@ -1,0 +1,42 @@
+package results
+
+import "github.com/vgpu-probe/vgpu-probe/hybridsync"
+
+// Step is one step's timeline, in ns since the run started: a step of the
+// benchmark's loop (experiments/workload), as results files keep it.
+type Step struct {
+	HostStart int64  `json:"host_start"`
+	HostEnd   int64  `json:"host_end"`
+	Launch    int64  `json:"launch"`
+	Complete  int64  `json:"complete"` // -1 when the device does not report it
+	Noticed   int64  `json:"noticed"`
+	Kernel    string `json:"kernel"`
+	// Thread is the loop thread (vCPU) the step ran on; workload.RunThreads only.
+	Thread int `json:"thread,omitempty"`
+	// Wait is what the thread did while waiting (workload.WaitSpin, WaitBlock...),
+	// measured from its CPU time; workload.RunThreads only.
+	Wait string `json:"wait,omitempty"`
+}
+
+// Result is what one run of the loop measured: a cell's repetitions and
+// its median.
+type Result struct {
+	WallS        float64 `json:"wall_s"`
+	CPUS         float64 `json:"cpu_s"` // filled in by whoever can measure the process
+	Steps        int     `json:"steps"`
+	ReceiveP50US float64 `json:"receive_p50_us"`
+	ReceiveP99US float64 `json:"receive_p99_us"`
+	LaunchP50US  float64 `json:"launch_p50_us"`
+	LaunchP99US  float64 `json:"launch_p99_us"`
+	Timeline     []Step  `json:"timeline,omitempty"`
+	// StartNs is when the loop started on CLOCK_MONOTONIC (the clock
+	// the kernel's scheduler events use), to line the timeline up with
+	// an agent's; workload.RunThreads only.
+	StartNs int64 `json:"start_ns,omitempty"`
+	// TIDs are the loop threads' thread ids, vCPU i first; workload.RunThreads only.
+	TIDs []int `json:"tids,omitempty"`
+	// Hints counts the calls the host's hint page answered and, by
+	// reason, those that fell back, where the loop read one (the libvirt
+	// backend's guest under run --hints).
+	Hints *hybridsync.HintStats `json:"hints,omitempty"`
+}
