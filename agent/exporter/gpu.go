@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 )
 
 // GPUSampler reads the host's GPUs (*nvml.Sampler).

@@ -9,7 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/rs/zerolog"
 
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 )
 
 // TestGPUMetrics serves the readings of go-nvml's fake DGX A100 through

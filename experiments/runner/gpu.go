@@ -9,7 +9,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 )
 
 // SampleGPUs records NVML samples (lib is the NVML library) every so

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/internal/fixture"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/html"
 	jsonr "github.com/vgpu-probe/vgpu-probe/profiler/render/json"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/perfetto"

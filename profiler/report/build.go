@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

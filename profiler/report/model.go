@@ -3,8 +3,8 @@ package report
 import (
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

@@ -29,7 +29,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 )
 
 // DefaultListen is loopback only: the metrics name the VMs of the host.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/input"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/promsource"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/html"
 	jsonr "github.com/vgpu-probe/vgpu-probe/profiler/render/json"

@@ -14,7 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 )
 
 // TestMain lets the experiment's VM processes, which are this test binary

@@ -19,7 +19,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/vgpu-probe/vgpu-probe/profiler/nvml"
+	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
