@@ -52,7 +52,6 @@ import (
 	"unsafe"
 
 	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
@@ -76,8 +75,6 @@ WAIT:
 	ret;
 }
 `
-
-func init() { workload.RegisterDevice("cuda", Open) }
 
 // Device is one stream on the first GPU, with the spin kernel loaded.
 type Device struct {
@@ -105,7 +102,9 @@ func sym(name string) (unsafe.Pointer, error) {
 // Open opens the GPU for one benchmark cell, on the calling (locked,
 // pinned) thread, and returns the waiter for mode: hybridsync's Syncer,
 // configured from HYBRIDSYNC_* as the C library is, with mode imposed.
-func Open(mode hybridsync.Mode) (workload.Device, workload.Waiter, func(), error) {
+// The command registers it as the benchmark's "cuda" device; this package
+// knows nothing of the benchmark.
+func Open(mode hybridsync.Mode) (*Device, func(hybridsync.Event, hybridsync.KernelID) error, func(), error) {
 	if err := hscore.Load(); err != nil {
 		return nil, nil, nil, err
 	}

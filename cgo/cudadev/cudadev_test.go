@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
@@ -25,15 +24,6 @@ func TestOpenWithoutDriver(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot load the CUDA driver /nonexistent/libcuda.so.1") {
 		t.Fatalf("Open: %v", err)
 	}
-}
-
-func TestRegistered(t *testing.T) {
-	for _, d := range workload.Devices() {
-		if d == "cuda" {
-			return
-		}
-	}
-	t.Fatalf("cuda not among %v", workload.Devices())
 }
 
 // A cell's statistics land where HYBRIDSYNC_STATS says, one file per
