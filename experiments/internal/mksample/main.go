@@ -12,7 +12,7 @@
 // timeline uses) so each cell carries the runner's and the co-runner's
 // on/off-CPU intervals. It also writes the hybrid mode's hybridsync stats.
 //
-//	go run ./profiler/internal/mksample -o results.json -stats stats.json
+//	go run ./experiments/internal/mksample -o results.json -stats stats.json
 package main
 
 import (
