@@ -7,11 +7,11 @@
 package compare
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
@@ -62,7 +62,7 @@ func Build(cells []Cell) Table {
 		if !slices.Contains(t.Modes, c.Key.Mode) {
 			t.Modes = append(t.Modes, c.Key.Mode)
 		}
-		if c.Key.Scenario == scenario.Baseline {
+		if c.Key.Scenario == Baseline {
 			if r, ok := t.Refs[c.Key.VCPUs]; !ok || c.WallS < r.WallS {
 				t.Refs[c.Key.VCPUs] = Ref{Mode: c.Key.Mode, WallS: c.WallS}
 			}
@@ -93,10 +93,7 @@ func Build(cells []Cell) Table {
 		}
 	}
 	slices.SortStableFunc(t.Rows, func(a, b Row) int {
-		if a.Key.VCPUs != b.Key.VCPUs {
-			return a.Key.VCPUs - b.Key.VCPUs
-		}
-		return rank(a.Key) - rank(b.Key)
+		return cmp.Or(cmp.Compare(a.Key.VCPUs, b.Key.VCPUs), order(a.Key, b.Key))
 	})
 	return t
 }
@@ -114,17 +111,22 @@ func (t Table) Lookup(k results.Key) (Entry, bool) {
 	return Entry{}, false
 }
 
-// rank orders a vCPU count's rows: the baseline first (it holds the
-// reference), then the scenarios in Table I's order, fewer co-runners
-// first.
-func rank(k results.Key) int {
-	if k.Scenario == scenario.Baseline {
-		return -1
+// Baseline is the scenario whose cells give the reference (the runner
+// alone: Table I's baseline, as results.Key names it).
+const Baseline = "baseline"
+
+// order sorts a vCPU count's rows: the baseline first (it holds the
+// reference), then by scenario (shared1 before shared2, Table I's order),
+// fewer co-runners first.
+func order(a, b results.Key) int {
+	notBase := func(k results.Key) int {
+		if k.Scenario == Baseline {
+			return 0
+		}
+		return 1
 	}
-	if i := slices.Index(scenario.Names(), k.Scenario); i >= 0 {
-		return i*100 + k.Corunners
-	}
-	return 1000
+	return cmp.Or(cmp.Compare(notBase(a), notBase(b)), cmp.Compare(a.Scenario, b.Scenario),
+		cmp.Compare(a.Corunners, b.Corunners), cmp.Compare(a.Corunner, b.Corunner))
 }
 
 // String is the entry as tables show it: "0.391s 1.80x", with a * when it
@@ -145,7 +147,7 @@ func (e Entry) String() string {
 func (t Table) References() string {
 	var parts []string
 	for _, r := range t.Rows {
-		if ref, ok := t.Refs[r.Key.VCPUs]; ok && r.Key.Scenario == scenario.Baseline {
+		if ref, ok := t.Refs[r.Key.VCPUs]; ok && r.Key.Scenario == Baseline {
 			parts = append(parts, fmt.Sprintf("%d vCPUs: %s %.3fs", r.Key.VCPUs, ref.Mode, ref.WallS))
 		}
 	}

@@ -5,31 +5,33 @@ import (
 	"math"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // cells is a run as measured on 1 vCPU (shared1 with a while1 co-runner)
 // where spin's own baseline was the slowest: against it, spin read 1.03x
 // and looked best, though it was the slowest mode in shared1.
+// shared1 is Table I's first scenario, named as results.Key names it.
+const shared1 = "shared1"
+
 func cells() []Cell {
 	var cs []Cell
 	add := func(sc string, vcpus int, mode string, wall float64) {
 		k := results.Key{Scenario: sc, VCPUs: vcpus, Mode: mode}
-		if sc != scenario.Baseline {
+		if sc != Baseline {
 			k.Corunner, k.Corunners = "while1", 1
 		}
 		cs = append(cs, Cell{Key: k, WallS: wall})
 	}
-	add(scenario.Shared1, 1, "spin", 0.391)
-	add(scenario.Shared1, 1, "block", 0.349)
-	add(scenario.Shared1, 1, "hybrid", 0.313)
-	add(scenario.Baseline, 1, "spin", 0.379)
-	add(scenario.Baseline, 1, "block", 0.250)
-	add(scenario.Baseline, 1, "hybrid", 0.218)
-	add(scenario.Baseline, 2, "spin", 0.100)
-	add(scenario.Baseline, 2, "block", 0.120)
-	add(scenario.Shared1, 2, "block", 0.150)
+	add(shared1, 1, "spin", 0.391)
+	add(shared1, 1, "block", 0.349)
+	add(shared1, 1, "hybrid", 0.313)
+	add(Baseline, 1, "spin", 0.379)
+	add(Baseline, 1, "block", 0.250)
+	add(Baseline, 1, "hybrid", 0.218)
+	add(Baseline, 2, "spin", 0.100)
+	add(Baseline, 2, "block", 0.120)
+	add(shared1, 2, "block", 0.150)
 	return cs
 }
 
@@ -41,11 +43,11 @@ func TestReferenceIsFastestBaselinePerVCPUs(t *testing.T) {
 	if r := tb.Refs[2]; r.Mode != "spin" || r.WallS != 0.100 {
 		t.Errorf("2 vCPU reference %+v, want spin 0.100", r)
 	}
-	spin, _ := tb.Lookup(results.Key{Scenario: scenario.Shared1, Corunner: "while1", Corunners: 1, VCPUs: 1, Mode: "spin"})
+	spin, _ := tb.Lookup(results.Key{Scenario: shared1, Corunner: "while1", Corunners: 1, VCPUs: 1, Mode: "spin"})
 	if math.Abs(spin.VsRef-0.391/0.218) > 1e-9 || spin.WallS != 0.391 {
 		t.Errorf("shared1 spin %+v, want 0.391 s at %.3fx", spin, 0.391/0.218)
 	}
-	block2, _ := tb.Lookup(results.Key{Scenario: scenario.Shared1, Corunner: "while1", Corunners: 1, VCPUs: 2, Mode: "block"})
+	block2, _ := tb.Lookup(results.Key{Scenario: shared1, Corunner: "while1", Corunners: 1, VCPUs: 2, Mode: "block"})
 	if math.Abs(block2.VsRef-1.5) > 1e-9 {
 		t.Errorf("2 vCPU shared1 block %+v: want it against the 2 vCPU reference (1.50x)", block2)
 	}
@@ -89,8 +91,8 @@ func TestOrderAndModes(t *testing.T) {
 }
 
 func TestNoBaseline(t *testing.T) {
-	tb := Build([]Cell{{Key: results.Key{Scenario: scenario.Shared1, VCPUs: 1, Mode: "spin"}, WallS: 0.3}})
-	e, ok := tb.Lookup(results.Key{Scenario: scenario.Shared1, VCPUs: 1, Mode: "spin"})
+	tb := Build([]Cell{{Key: results.Key{Scenario: shared1, VCPUs: 1, Mode: "spin"}, WallS: 0.3}})
+	e, ok := tb.Lookup(results.Key{Scenario: shared1, VCPUs: 1, Mode: "spin"})
 	if !ok || e.VsRef != 0 || !e.Fastest || e.String() != "0.300s*" {
 		t.Errorf("entry %+v %q: want seconds only, marked", e, e.String())
 	}
