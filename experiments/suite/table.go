@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -63,6 +64,45 @@ type ArmResult struct {
 	Ratio    *float64 `json:"ratio,omitempty"`
 	RatioMin *float64 `json:"ratio_min,omitempty"`
 	RatioMax *float64 `json:"ratio_max,omitempty"`
+	// VsLimit is the wall time per step over the program's Limit, under
+	// a contention setting (absent alone, or without a limit).
+	VsLimit *float64 `json:"vs_limit,omitempty"`
+}
+
+// Limit is the best time per step a program can reach with one
+// CPU-bound co-runner on its CPU under a fair scheduler
+// (docs/experiments.md): its time alone T while its CPU demand with
+// blocking waits C fits in the co-runner's absences (C <= T/2), else
+// the fair-share bound 2C; that is, the larger of the two. T is the
+// fastest arm's median time per step alone, C the cuda-blocking arm's
+// median CPU per step alone (CUDA's spin only adds CPU to the same
+// work), so no arm can beat either. The cap settings at the default
+// --cap-quota, half of --cap-period, leave the program the same half
+// CPU.
+type Limit struct {
+	TUS    float64 `json:"t_us"`
+	TwoCUS float64 `json:"two_c_us"`
+	Bound  string  `json:"bound"` // "T" or "2C": the one that applies
+	US     float64 `json:"us"`
+}
+
+// limitOf returns the limit from the arms' time per step alone (by arm,
+// the measured ones) and the cuda-blocking arm's CPU per step alone; nil
+// without both.
+func limitOf(alone map[string]float64, blockingCPU float64) *Limit {
+	t := math.Inf(1)
+	for _, w := range alone {
+		t = min(t, w)
+	}
+	if math.IsInf(t, 1) || blockingCPU <= 0 {
+		return nil
+	}
+	l := &Limit{TUS: t * 1e6, TwoCUS: 2 * blockingCPU * 1e6, Bound: "T"}
+	l.US = l.TUS
+	if l.TwoCUS > l.TUS {
+		l.Bound, l.US = "2C", l.TwoCUS
+	}
+	return l
 }
 
 // Paired is a median over repetitions of one ratio, with a confidence
@@ -101,6 +141,9 @@ type Row struct {
 	// any ("met", "MISSED: ...", or "open: ..." where the interval
 	// straddles the bound), else from the medians.
 	Verdict string `json:"verdict,omitempty"`
+	// Limit is the program's (the same in all its rows); nil unless its
+	// cuda-blocking arm was measured alone.
+	Limit *Limit `json:"limit,omitempty"`
 }
 
 // Summarize computes the table from runs, rows in the order of programs
@@ -113,15 +156,24 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 		by[k] = append(by[k], r)
 	}
 	base := map[string]float64{}
+	limits := map[string]*Limit{}
 	for _, p := range programs {
 		if w, _ := perStepMedians(by[key{p, "none", "cuda-default"}]); w > 0 {
 			base[p] = w
 		}
+		alone := map[string]float64{}
+		for _, a := range arms {
+			if w, _ := perStepMedians(by[key{p, "none", a}]); w > 0 {
+				alone[a] = w
+			}
+		}
+		_, blockingCPU := perStepMedians(by[key{p, "none", "cuda-blocking"}])
+		limits[p] = limitOf(alone, blockingCPU)
 	}
 	var rows []Row
 	for _, p := range programs {
 		for _, c := range contentions {
-			row := Row{Program: p, Contention: c}
+			row := Row{Program: p, Contention: c, Limit: limits[p]}
 			wall := map[string]float64{}
 			for _, a := range arms {
 				rs := by[key{p, c, a}]
@@ -142,6 +194,9 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				if b := base[p]; b > 0 && ar.Runs > 0 {
 					lo, hi := stats.MinMax(walls)
 					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(step/b), ptr(lo/b), ptr(hi/b)
+				}
+				if l := limits[p]; l != nil && c != "none" && ar.Runs > 0 {
+					ar.VsLimit = ptr(step * 1e6 / l.US)
 				}
 				if ar.Runs > 0 {
 					if row.Best == "" || step < wall[row.Best] {
@@ -259,7 +314,9 @@ func medianSteps(rs []Run) int {
 // PrintTable writes rows as one table: per arm, the ratio of wall time
 // per step to the program's cuda-default run alone with [min-max] (or the
 // median wall time per step when that base was not measured) and the
-// median CPU seconds.
+// median CPU seconds; then the comparisons and the target; last the
+// program's limit (which bound applies, T and 2C) and, under
+// contention, each arm's time per step over it.
 func PrintTable(w io.Writer, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -269,7 +326,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "failed")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "failed", "limit", "arms / limit")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -289,10 +346,34 @@ func PrintTable(w io.Writer, rows []Row) error {
 		}
 		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
 			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
-			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), fmt.Sprint(failed))
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), fmt.Sprint(failed), limitCol(r.Limit), vsLimitCol(r))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()
+}
+
+// limitCol is the limit: the bound that applies, then T and 2C.
+func limitCol(l *Limit) string {
+	if l == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s: T %.1f / 2C %.1f µs", l.Bound, l.TUS, l.TwoCUS)
+}
+
+// vsLimitCol is each arm's time over the limit, in the arms' order.
+func vsLimitCol(r Row) string {
+	var vs []string
+	for _, a := range r.Arms {
+		if a.VsLimit == nil {
+			vs = append(vs, "-")
+		} else {
+			vs = append(vs, fmt.Sprintf("%.2f", *a.VsLimit))
+		}
+	}
+	if !slices.ContainsFunc(r.Arms, func(a ArmResult) bool { return a.VsLimit != nil }) {
+		return "-"
+	}
+	return strings.Join(vs, " / ")
 }
 
 func orDash(s string) string {

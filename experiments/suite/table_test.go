@@ -168,3 +168,79 @@ func TestVerdict(t *testing.T) {
 		t.Errorf("medians: %q", got)
 	}
 }
+
+// TestLimit: the limit under a co-runner is the larger of the fastest
+// arm's time per step alone (T) and twice the cuda-blocking arm's CPU per
+// step alone (2C); each arm's contended time is given over it. Runs here
+// are rounds of in-process programs, 1000 steps each, three rounds per
+// arm at 0.99, 1 and 1.01 times a median.
+func TestLimit(t *testing.T) {
+	var runs []Run
+	add := func(p, c, a string, wall, cpuShare float64) {
+		for i, f := range []float64{0.99, 1, 1.01} {
+			runs = append(runs, Run{Program: p, Contention: c, Arm: a, Round: i + 1, Steps: 1000, WallS: wall * f, CPUS: wall * f * cpuShare})
+		}
+	}
+	// CPU-bound (launches): blocking alone needs 0.9 of a CPU, so the fair
+	// share decides: 2C = 2 x 405 µs over T = 400 µs (the default arm's).
+	add("cpu", "none", "cuda-default", 0.4, 1)
+	add("cpu", "none", "cuda-blocking", 0.45, 0.9)
+	add("cpu", "none", "hybridsync", 0.41, 1)
+	add("cpu", "while1", "cuda-default", 0.85, 0.5)
+	add("cpu", "while1", "cuda-blocking", 0.92, 0.5)
+	add("cpu", "while1", "hybridsync", 0.8451, 0.5)
+	// GPU-bound: blocking alone needs 0.3 of a CPU: T = 864 µs, 2C = 570 µs.
+	add("gpu", "none", "cuda-default", 0.864, 1)
+	add("gpu", "none", "cuda-blocking", 0.95, 0.3)
+	add("gpu", "while1", "cuda-default", 1.62, 0.5)
+	add("gpu", "while1", "cuda-blocking", 1.04, 0.3)
+	// No cuda-blocking run alone: no limit.
+	add("nolimit", "none", "cuda-default", 1, 1)
+	add("nolimit", "while1", "cuda-default", 2, 0.5)
+
+	rows := Summarize(runs, []string{"cpu", "gpu", "nolimit"}, []string{"none", "while1"}, Arms)
+	cpu, cpuW1, gpu, gpuW1, nl := rows[0].Limit, rows[1], rows[2].Limit, rows[3], rows[4]
+	if cpu == nil || cpu.Bound != "2C" || math.Abs(cpu.TUS-400) > 1e-6 || math.Abs(cpu.TwoCUS-810) > 1e-6 || math.Abs(cpu.US-810) > 1e-6 || cpuW1.Limit != cpu {
+		t.Errorf("CPU-bound limit %+v (while1's %+v)", cpu, cpuW1.Limit)
+	}
+	if gpu == nil || gpu.Bound != "T" || math.Abs(gpu.TUS-864) > 1e-6 || math.Abs(gpu.TwoCUS-570) > 1e-6 || math.Abs(gpu.US-864) > 1e-6 {
+		t.Errorf("GPU-bound limit %+v", gpu)
+	}
+	if nl.Limit != nil || rows[5].Arms[0].VsLimit != nil {
+		t.Errorf("no cuda-blocking alone: limit %+v, vs %v", nl.Limit, rows[5].Arms[0].VsLimit)
+	}
+	// Alone, no ratio to the limit; under while1 each measured arm's.
+	for _, a := range rows[0].Arms {
+		if a.VsLimit != nil {
+			t.Errorf("alone, %s: vs limit %v", a.Arm, *a.VsLimit)
+		}
+	}
+	if a := cpuW1.Arms; !near(a[0].VsLimit, 850.0/810) || !near(a[1].VsLimit, 920.0/810) || !near(a[2].VsLimit, 845.1/810) {
+		t.Errorf("CPU-bound under while1: %v %v %v", *a[0].VsLimit, *a[1].VsLimit, *a[2].VsLimit)
+	}
+	if a := gpuW1.Arms; !near(a[0].VsLimit, 1620.0/864) || !near(a[1].VsLimit, 1040.0/864) || a[2].VsLimit != nil {
+		t.Errorf("GPU-bound under while1: %+v", a)
+	}
+
+	var out bytes.Buffer
+	if err := PrintTable(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i := range lines {
+		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
+	}
+	for i, want := range []string{
+		"failed limit arms / limit",
+		"2C: T 400.0 / 2C 810.0 µs -",
+		"2C: T 400.0 / 2C 810.0 µs 1.05 / 1.14 / 1.04",
+		"T: T 864.0 / 2C 570.0 µs -",
+		"T: T 864.0 / 2C 570.0 µs 1.88 / 1.20 / -",
+		"- -",
+		"- -",
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("table line %d does not end in %q:\n%s", i, want, out.String())
+		}
+	}
+}
