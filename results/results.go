@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/input"
@@ -200,9 +198,8 @@ func checkResult(c *input.Check, at string, r Result) {
 	c.Range(at+".receive_p99_us", r.ReceiveP99US, 0, input.MaxUS)
 }
 
-// Write stores f at path atomically: a temporary file in the same
-// directory, renamed over path, so a reader or a crash never sees half a
-// file and results already written are never lost.
+// Write stores f at path with WriteAtomic: a reader or a crash never sees
+// half a file, and results already written are never lost.
 func Write(path string, f *File) error {
 	f.Version = Version
 	b, err := json.MarshalIndent(f, "", "  ")
@@ -210,21 +207,4 @@ func Write(path string, f *File) error {
 		return err
 	}
 	return WriteAtomic(path, b)
-}
-
-// WriteAtomic writes data to path through a temporary file and a rename.
-func WriteAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
