@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -303,6 +304,19 @@ func (h *HintSource) Contention(tid int, now int64) Contention {
 		return h.cont.Contention(tid, now)
 	}
 	return ContentionUnknown
+}
+
+// Mitigation implements MitigationSource: the short EEVDF slice the
+// agent's --mitigate gave the calling thread (or, on a vCPU page, the
+// vCPU it runs on), ok false when the page cannot be used or says none.
+// With one, a blocked waiter's wake-up preempts its co-runner at once.
+func (h *HintSource) Mitigation(tid int) (time.Duration, bool) {
+	var s hintpage.Slot
+	if _, ok := h.slot(tid, Now(), &s); !ok {
+		return 0, false
+	}
+	h.used.Add(1)
+	return time.Duration(s.MitigationNs), s.MitigationNs != 0
 }
 
 // hintContention maps a slot's contention onto the Syncer's; known is

@@ -66,6 +66,37 @@ func TestHintSourceThreadPage(t *testing.T) {
 	}
 }
 
+// TestHintSourceMitigation: the page's mitigation slice for the calling
+// thread; none where the slot says 0, where it is stale, where there is
+// no slot; and Outcomes finds it through the source it is given.
+func TestHintSourceMitigation(t *testing.T) {
+	w, path := newHintPage(t, 2, 0)
+	now := Now()
+	s := runningSlot(77, now)
+	s.MitigationNs = 100_000
+	w.Publish(0, &s)
+	other := runningSlot(78, now)
+	w.Publish(1, &other)
+	h := NewHintSource(path, nil, nil)
+	if d, ok := h.Mitigation(77); !ok || d != 100*time.Microsecond {
+		t.Errorf("mitigated thread: %v %v, want 100µs", d, ok)
+	}
+	if d, ok := h.Mitigation(78); ok || d != 0 {
+		t.Errorf("thread without: %v %v", d, ok)
+	}
+	if _, ok := h.Mitigation(79); ok {
+		t.Error("thread with no slot: mitigated")
+	}
+	s.PublishNs = uint64(now - 2*hintMaxAge)
+	w.Publish(0, &s)
+	if _, ok := h.Mitigation(77); ok {
+		t.Error("stale slot: mitigated")
+	}
+	if newOutcomes(h).mitig == nil {
+		t.Error("Outcomes does not see the hint source's mitigation")
+	}
+}
+
 // A policy that blocks at once on a shared CPU asks the page only about
 // contention: those answers count as used, a slot that does not know yet
 // as a fallback.

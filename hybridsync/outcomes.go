@@ -3,6 +3,7 @@ package hybridsync
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Arm is how a thread's waits go during one epoch (the C library's default
@@ -114,21 +115,32 @@ type EpochDone struct {
 // and mixed_static of experiments/apps, 40% faster blocking under a
 // quota, measured gaps under 20% and then the device arm ahead.
 //
-// An exploration is worth its cost only where blocking can gain more
-// than the tolerance: blocking gives back at most the time the device
-// arm spends inside waits (the CPU it spins, with any slice lost while
-// spinning) less what blocking costs per wait (EpochDone.Blockable), so
-// while that is under exploreShare of the thread's time (launch-bound
-// PyTorch and CuPy programs, whose waits find the GPU all but done), the
-// thread keeps to ArmDevice, CUDA's default, without exploring, and looks
-// again every settledRun epochs. On the H100 machine, exploring cost
-// such programs 1-3% under a co-runner (blocking at once lost them 7-19%;
-// docs/BENCHMARKS.md).
+// Every contended thread explores, however short its waits: blocking
+// pays outside the wait too. A thread that sleeps briefly and often is
+// favoured by the scheduler during its host work (a PyTorch loop with
+// host work between steps got 85-90% of a CPU shared with a busy loop
+// under CUDA's blocking-sync mode, 50% under its default, and took 0.69x
+// the time), which no count of the time inside waits
+// (EpochDone.Blockable, still measured: blockable_share) can see, and an
+// epoch's waits per second of wall time can. What exploring costs where
+// blocking loses (launch-bound CuPy programs, 7-19% slower blocking)
+// shrinks as the gap is confirmed: each exploration that agrees with the
+// arm chosen doubles the run of it (streak), up to maxExploit, so the
+// share of time in the worse arm falls from 2*gap/(4+exploitPerGap*gap)
+// (at most 1%) towards 2*gap/(4+2*maxExploit) (under 0.4% at a 20% gap),
+// and a change of the better arm is found within one run.
+//
+// Where the hint page says the agent gave the thread a short EEVDF slice
+// (MitigationSource: --mitigate), a blocked waiter's wake-up preempts the
+// co-runner at once (p99 1.5-2.2 ms down to 0.08-0.2 ms), so blocking is
+// priced as the better bet: a gap in the policy arm's favour needs no
+// second exploration, and a tie goes to it.
 //
 // The contention verdict is taken at each report: after an exploration's
 // four epochs, and after the run of the chosen arm's (Epoch).
 //
-// Where the CPU is free, nothing is explored: the thread stays in
+// Where the CPU is free, nothing is explored (nothing to regret: no
+// co-runner gains from a block): the thread stays in
 // ArmModel, which spins like CUDA's default and so costs nothing alone,
 // or, where its waits are short, in ArmDevice (free says why).
 // A thread leaves the contended regime only after regimeExit of free
@@ -140,6 +152,7 @@ type Outcomes struct {
 	cont    ContentionSource
 	quiet   int64                            // Epoch.Quiet in the free regime
 	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
+	mitig   MitigationSource                 // nil: no thread is known to be mitigated
 	threads threadSlots[armThread]
 
 	epochs       [arms]atomic.Uint64
@@ -148,6 +161,11 @@ type Outcomes struct {
 	chosen       [arms]atomic.Uint64
 	settled      atomic.Uint64
 	deferred     atomic.Uint64
+	mitigatedX   atomic.Uint64 // OutcomeStats.Mitigated
+	// exploreWaits, exploreNs: waits and wall time of exploring epochs,
+	// per arm (OutcomeStats.Rates).
+	exploreWaits [arms]atomic.Uint64
+	exploreNs    [arms]atomic.Int64
 	// blockableNs, outsideNs: EpochDone.Blockable and Wall summed over
 	// the epochs outside the policy arm.
 	blockableNs, outsideNs atomic.Int64
@@ -176,11 +194,9 @@ const (
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	tieGap = 0.03
 	// exploreShare: below this share of the thread's time blockable
-	// (outside the policy arm), no exploration; settledRun: the epochs
-	// of ArmDevice per report meanwhile (a report under a co-runner
-	// costs about 1 ms: 0.1% of them).
+	// (outside the policy arm), a thread whose CPU is free runs the
+	// device arm rather than the model (free).
 	exploreShare = 0.03
-	settledRun   = 16
 	// confirmGap: a gap in the policy arm's favour under this is taken
 	// only when a second exploration in a row finds it.
 	confirmGap = 0.2
@@ -199,11 +215,19 @@ const (
 	freeQuiet  = 250_000_000
 	// exploitPerGap, minExploit, maxExploit: epochs of the better arm
 	// after an exploration: exploitPerGap times the relative gap, within
-	// bounds.
+	// bounds, doubled for each exploration in a row that agreed with the
+	// arm chosen (armThread.streak), up to maxExploit. The cap bounds
+	// how long a change of the better arm goes unseen (3.2 s).
 	exploitPerGap = 200
 	minExploit    = 8
 	maxExploit    = 64
 )
+
+// MitigationSource tells whether the host agent gave a thread a short
+// EEVDF slice (HintSource reads it from the hint page).
+type MitigationSource interface {
+	Mitigation(tid int) (slice time.Duration, ok bool)
+}
 
 // explore is the exploration's order of arms; order 1 swaps them.
 var explore = [4]Arm{ArmDevice, ArmPolicy, ArmPolicy, ArmDevice}
@@ -217,9 +241,10 @@ type armThread struct {
 	freeSince int64
 	// plan: the epochs the thread was last told to run (their arms).
 	plan []Arm
-	// exploring: plan is an exploration; order: its order of arms.
-	exploring bool
-	order     int
+	// exploring: plan is an exploration; order: its order of arms;
+	// mitigated: the thread had the agent's short slice when it began.
+	exploring, mitigated bool
+	order                int
 	// this exploration's sums, and the smoothed outcomes, per arm.
 	waits, wall, cpu [arms]float64
 	rate, cpuPer     [arms]float64
@@ -228,6 +253,10 @@ type armThread struct {
 	left int
 	// policyWon: the last exploration, on its own, favoured the policy.
 	policyWon bool
+	// streak: explorations in a row that agreed with the arm chosen
+	// (each doubles the run of it); decided: one was chosen before.
+	streak  int
+	decided bool
 	// blockableNs, wallNs: EpochDone.Blockable and Wall over the epochs
 	// outside the policy arm, each epoch's weight halving with every
 	// newer one (wallNs 0: none yet).
@@ -242,6 +271,7 @@ func newOutcomes(cont ContentionSource) *Outcomes {
 		o.quiet = freeQuiet
 	}
 	o.quota, _ = cont.(interface{ QuotaPeriod() int64 })
+	o.mitig, _ = cont.(MitigationSource)
 	return o
 }
 
@@ -263,12 +293,17 @@ func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 		return o.free(t)
 	case t.left > 0:
 		return o.exploit(t)
-	case t.shortWaits():
-		o.settled.Add(1)
-		t.best, t.left = ArmDevice, settledRun
-		return o.exploit(t)
 	}
-	return o.begin(t)
+	return o.begin(t, o.mitigated(tid))
+}
+
+// mitigated: the hint page says the agent gave thread tid a short slice.
+func (o *Outcomes) mitigated(tid int) bool {
+	if o.mitig == nil {
+		return false
+	}
+	_, ok := o.mitig.Mitigation(tid)
+	return ok
 }
 
 // shortWaits: the thread's waits take too little of its time for
@@ -305,13 +340,15 @@ func (o *Outcomes) record(t *armThread, done []EpochDone) {
 			t.wallNs = t.wallNs/2 + float64(d.Wall)
 		}
 		if t.exploring {
+			o.exploreWaits[a].Add(d.Waits)
+			o.exploreNs[a].Add(d.Wall)
 			t.waits[a] += float64(d.Waits)
 			t.wall[a] += float64(d.Wall)
 			t.cpu[a] += float64(d.CPU)
 		}
 	}
 	if t.exploring && len(done) == len(t.plan) {
-		o.decide(t)
+		o.decide(t, t.mitigated)
 	}
 	t.exploring = false
 }
@@ -361,10 +398,15 @@ func (o *Outcomes) exploit(t *armThread) Epoch {
 	return o.run(t, Epoch{Len: o.span(epochLen) * int64(k)}, t.best)
 }
 
-// begin starts an exploration: four epochs, ABBA or BAAB in turn.
-func (o *Outcomes) begin(t *armThread) Epoch {
+// begin starts an exploration: four epochs, ABBA or BAAB in turn (the
+// first one BAAB: blocking first); mitigated: the thread has the agent's
+// short slice, which the decision at its end weighs.
+func (o *Outcomes) begin(t *armThread, mitigated bool) Epoch {
 	o.explorations.Add(1)
-	t.exploring, t.order = true, 1-t.order
+	if mitigated {
+		o.mitigatedX.Add(1)
+	}
+	t.exploring, t.order, t.mitigated = true, 1-t.order, mitigated
 	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
 	var a [len(explore)]Arm
 	for i, x := range explore {
@@ -399,8 +441,10 @@ func (o *Outcomes) period() int64 {
 }
 
 // decide ends an exploration: smooth each arm's outcome, pick the better
-// arm and how long to keep it.
-func (o *Outcomes) decide(t *armThread) {
+// arm and how long to keep it. mitigated: blocking wakes at once (the
+// agent's short slice), so the policy arm wins ties and needs no
+// confirmation.
+func (o *Outcomes) decide(t *armThread, mitigated bool) {
 	var rate, cpuPer [arms]float64 // this exploration's alone
 	for _, a := range []Arm{ArmDevice, ArmPolicy} {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
@@ -413,26 +457,34 @@ func (o *Outcomes) decide(t *armThread) {
 			t.rate[a], t.cpuPer[a] = (t.rate[a]+rate[a])/2, (t.cpuPer[a]+cpuPer[a])/2
 		}
 	}
-	best, gap := better(t.rate, t.cpuPer)
-	t.left = min(max(int(gap*exploitPerGap), minExploit), maxExploit)
-	won, _ := better(rate, cpuPer)
-	confirmed := gap >= confirmGap || t.policyWon || o.period() > 0
+	best, gap := better(t.rate, t.cpuPer, mitigated)
+	won, _ := better(rate, cpuPer, mitigated)
+	confirmed := gap >= confirmGap || t.policyWon || o.period() > 0 || mitigated
 	t.policyWon = won == ArmPolicy
 	if best == ArmPolicy && !confirmed {
 		o.deferred.Add(1)
-		t.best, t.left = ArmDevice, deferRun
+		t.best, t.left, t.streak = ArmDevice, deferRun, 0
 		return
 	}
-	t.best = best
+	if t.decided && best == t.best && won == best {
+		t.streak = min(t.streak+1, 8)
+	} else {
+		t.streak = 0
+	}
+	t.left = min(max(int(gap*exploitPerGap), minExploit)<<t.streak, maxExploit)
+	t.best, t.decided = best, true
 	o.chosen[best].Add(1)
 }
 
 // better returns the arm with the higher rate, or within tieGap the one
-// with less CPU per wait, and the relative gap between the rates.
-func better(rate, cpuPer [arms]float64) (Arm, float64) {
+// with less CPU per wait (mitigated: the policy arm), and the relative gap
+// between the rates.
+func better(rate, cpuPer [arms]float64, mitigated bool) (Arm, float64) {
 	d, p := rate[ArmDevice], rate[ArmPolicy]
 	gap := (max(d, p) - min(d, p)) / max(d, p, 1e-300)
 	switch {
+	case gap < tieGap && mitigated:
+		return ArmPolicy, gap
 	case gap < tieGap && cpuPer[ArmDevice] < cpuPer[ArmPolicy]:
 		return ArmDevice, gap
 	case gap < tieGap:
@@ -452,13 +504,18 @@ type OutcomeStats struct {
 	// Explorations started, and the arm each finished one chose.
 	Explorations uint64            `json:"explorations"`
 	Chosen       map[string]uint64 `json:"chosen"`
-	// Settled: runs of the device arm chosen without exploring, the
-	// waits being too short a share of the time for blocking to pay
-	// (under contention, each run; alone, each switch from the model).
-	// Deferred: explorations that favoured the policy arm by under
-	// confirmGap, the one before not: the device arm ran on.
-	Settled  uint64 `json:"settled"`
-	Deferred uint64 `json:"deferred"`
+	// Settled: switches from the model to the device arm while the CPU
+	// is free, the waits being too short a share of the time for
+	// anything but spinning. Deferred: explorations that favoured the
+	// policy arm by under confirmGap, the one before not: the device arm
+	// ran on. Mitigated: explorations begun while the hint page said the
+	// agent had given the thread a short slice.
+	Settled   uint64 `json:"settled"`
+	Deferred  uint64 `json:"deferred"`
+	Mitigated uint64 `json:"mitigated"`
+	// Rates: waits per second of wall time in the exploring epochs of
+	// each arm ("device", "policy"), all threads together.
+	Rates map[string]float64 `json:"rates"`
 	// BlockableShare: of the time outside the policy arm, the share
 	// that blocking could have given back (EpochDone.Blockable).
 	BlockableShare float64 `json:"blockable_share"`
@@ -475,7 +532,8 @@ type OutcomeStats struct {
 // Stats returns the totals so far (epochs still running are not counted).
 func (o *Outcomes) Stats() OutcomeStats {
 	st := OutcomeStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
-		Explorations: o.explorations.Load(), Settled: o.settled.Load(), Deferred: o.deferred.Load()}
+		Explorations: o.explorations.Load(), Settled: o.settled.Load(), Deferred: o.deferred.Load(),
+		Mitigated: o.mitigatedX.Load(), Rates: map[string]float64{}}
 	if wall := o.outsideNs.Load(); wall > 0 {
 		st.BlockableShare = float64(o.blockableNs.Load()) / float64(wall)
 	}
@@ -484,6 +542,9 @@ func (o *Outcomes) Stats() OutcomeStats {
 		st.Seconds[a.String()] = sec(o.epochNs[a].Load())
 		if a != ArmModel {
 			st.Chosen[a.String()] = o.chosen[a].Load()
+			if ns := o.exploreNs[a].Load(); ns > 0 {
+				st.Rates[a.String()] = float64(o.exploreWaits[a].Load()) / sec(ns)
+			}
 		}
 	}
 	return st
