@@ -64,6 +64,7 @@ type quotaState struct {
 type env struct {
 	quotaUS, periodUS uint32
 	tick              uint64
+	mitigation        uint32 // the thread's --mitigate slice, ns (0: none)
 }
 
 // quietOffNs: an involuntary off-CPU interval shorter than this is an
@@ -202,7 +203,7 @@ func (t *thread) quotaEnd(e env) (uint64, bool) {
 func (t *thread) render(now uint64, e env) hintpage.Slot {
 	s := hintpage.Slot{TID: uint32(t.tid), SwitchInNs: min(t.switchIn, now), SwitchOutNs: t.switchOut,
 		PublishNs: now, QuotaUS: e.quotaUS, PeriodUS: e.periodUS, State: t.state, CPU: t.cpu,
-		TickNs: uint32(min(e.tick, 1_000_000_000/24))}
+		TickNs: uint32(min(e.tick, 1_000_000_000/24)), MitigationNs: e.mitigation}
 	if q := t.quota; (s.QuotaUS == 0 || s.PeriodUS == 0) && q.quota != 0 {
 		// The target did not say; the kernel did.
 		s.QuotaUS, s.PeriodUS = clampU32(int64(q.quota/1000)), clampU32(int64(q.period/1000))

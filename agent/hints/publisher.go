@@ -73,6 +73,11 @@ type Options struct {
 	// Failed is called for every failed attempt to create a target's
 	// page (the agent counts them); nil: only logged.
 	Failed func()
+	// Mitigation returns the EEVDF slice the agent's --mitigate gave
+	// thread tid (0: none; *mitigate.Mitigator), published in its slot
+	// so that its reader knows a blocking wake-up preempts at once; nil:
+	// no thread is mitigated.
+	Mitigation func(tid int) time.Duration
 }
 
 // RetryEvery is how often the page of a target that could not be
@@ -404,7 +409,7 @@ func (p *Publisher) drop(pg *page) {
 // programs do not write it (into the page's live array); the estimate block when it changed, or with
 // force (the refresh, whose publish time says the publisher is alive).
 func (p *Publisher) publish(t *thread, now uint64, force bool) {
-	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick})
+	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick, mitigation: p.mitigation(t.tid)})
 	if !t.mapped && now >= t.userAfter {
 		t.page.w.PublishLive(t.slot, &s)
 	}
@@ -415,6 +420,14 @@ func (p *Publisher) publish(t *thread, now uint64, force bool) {
 		t.lastEst = est
 		t.page.w.PublishEstimate(t.slot, &s)
 	}
+}
+
+// mitigation is the slice to publish for tid, within what a page holds.
+func (p *Publisher) mitigation(tid int) uint32 {
+	if p.opts.Mitigation == nil {
+		return 0
+	}
+	return uint32(min(max(p.opts.Mitigation(tid), 0), hintpage.MaxMitigation))
 }
 
 func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {

@@ -134,6 +134,16 @@ func (m *Mitigator) Mitigated(tid int) bool {
 	return t != nil && t.applied
 }
 
+// Slice is the slice tid has from this Mitigator, 0 if none: what the
+// hint publisher tells the thread's reader (hintpage.Slot.MitigationNs),
+// so that the library prices blocking with it.
+func (m *Mitigator) Slice(tid int) time.Duration {
+	if !m.Mitigated(tid) {
+		return 0
+	}
+	return time.Duration(m.slice)
+}
+
 // ref counts one more target listing tid, setting its slice the first
 // time; it reports whether it did.
 func (m *Mitigator) ref(tid int) bool {

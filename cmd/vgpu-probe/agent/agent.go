@@ -208,12 +208,12 @@ func Run(o *Options) error {
 		return err
 	}
 	defer closeSources()
-	sources, stopMitigation, err := o.mitigateSources(sources)
+	sources, mitigation, stopMitigation, err := o.mitigateSources(sources)
 	if err != nil {
 		return err
 	}
 	defer stopMitigation() // after the monitor stops (defers run last first)
-	sources, pub, err := o.hintSources(sources)
+	sources, pub, err := o.hintSources(sources, mitigation)
 	if err != nil {
 		return err
 	}

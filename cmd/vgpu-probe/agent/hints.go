@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,12 +34,14 @@ the guest as an ivshmem-plain PCI device; run 'vgpu-probe guest' there.`,
 }
 
 // hintSources checks the hints directory and routes target changes
-// through a publisher; nil without --hints.
-func (o *Options) hintSources(srcs []targets.Source) ([]targets.Source, *hints.Publisher, error) {
+// through a publisher, which publishes each thread's mitigation slice;
+// nil without --hints.
+func (o *Options) hintSources(srcs []targets.Source, mitigation func(tid int) time.Duration) ([]targets.Source, *hints.Publisher, error) {
 	if o.Hints == "" {
 		return srcs, nil, nil
 	}
-	pub, err := hints.New(hints.Options{Dir: o.Hints, Log: o.Log, Failed: exporter.Errors.Counter(exporter.ErrorHints)})
+	pub, err := hints.New(hints.Options{Dir: o.Hints, Log: o.Log, Failed: exporter.Errors.Counter(exporter.ErrorHints),
+		Mitigation: mitigation})
 	if err != nil {
 		return nil, nil, usage.Errorf("--hints %s: %v", o.Hints, err)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -28,20 +29,21 @@ func (o *Options) validateMitigate() error {
 
 // mitigateSources, with --mitigate, refuses a kernel without custom
 // slices and wraps the sources so that every thread they report gets the
-// slice; stop puts the old slices back. Call stop after the monitor has
-// stopped consuming the sources.
-func (o *Options) mitigateSources(sources []targets.Source) (_ []targets.Source, stop func(), _ error) {
+// slice; slice tells which slice a thread got (for the hint pages), nil
+// without --mitigate; stop puts the old slices back. Call stop after the
+// monitor has stopped consuming the sources.
+func (o *Options) mitigateSources(sources []targets.Source) (_ []targets.Source, slice func(tid int) time.Duration, stop func(), _ error) {
 	if o.Mitigate == "" {
-		return sources, func() {}, nil
+		return sources, nil, func() {}, nil
 	}
 	cfg, err := mitigate.Parse(o.Mitigate)
 	if err != nil {
-		return nil, nil, usage.Errorf("%v", err)
+		return nil, nil, nil, usage.Errorf("%v", err)
 	}
 	m, err := mitigate.New(mitigate.Options{Slice: cfg.Slice, Log: o.Log, Sched: o.Sched,
 		Failed: exporter.Errors.Counter(exporter.ErrorMitigate)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--mitigate: %w", err)
+		return nil, nil, nil, fmt.Errorf("--mitigate: %w", err)
 	}
 	out := make([]targets.Source, len(sources))
 	for i, s := range sources {
@@ -52,5 +54,5 @@ func (o *Options) mitigateSources(sources []targets.Source) (_ []targets.Source,
 			o.Log.Error().Err(err).Msg("mitigation: restoring slices")
 		}
 	}
-	return out, stop, nil
+	return out, m.Slice, stop, nil
 }
