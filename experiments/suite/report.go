@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // RunsName is the file Run writes its runs to, one JSON line each, as
@@ -97,13 +98,13 @@ func Summarized(runs []Run, programs, contentions, arms []string) Summary {
 	return s
 }
 
-// Write writes the summary as JSON to path.
+// Write writes the summary as JSON to path, whole or not at all.
 func (s Summary) Write(path string) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return results.WriteAtomic(path, append(b, '\n'))
 }
 
 // Print prints the table, or the JSON, to w, and lists the failed runs on
