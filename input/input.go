@@ -65,7 +65,7 @@ func regular(path string, fi fs.FileInfo) error {
 		return fmt.Errorf("%s: %w (%s), refused without reading it", path, ErrNotRegular, kind(m))
 	}
 	if fi.Size() > MaxBytes {
-		return tooLarge(path, fmt.Sprintf("%d bytes", fi.Size()))
+		return tooLarge(path, fmt.Sprintf("%d bytes", fi.Size()), MaxBytes)
 	}
 	return nil
 }
@@ -86,8 +86,8 @@ func kind(m fs.FileMode) string {
 	return "mode " + m.String()
 }
 
-func tooLarge(name, size string) error {
-	return fmt.Errorf("%s: %s, more than the %d MiB an input may hold: %w", name, size, MaxBytes>>20, ErrTooLarge)
+func tooLarge(name, size string, limit int) error {
+	return fmt.Errorf("%s: %s, more than the %d MiB an input may hold: %w", name, size, limit>>20, ErrTooLarge)
 }
 
 // ReadFrom reads r, which name describes in errors, to its end or to
@@ -96,13 +96,18 @@ func tooLarge(name, size string) error {
 // nobody writes to); that goroutine then ends when r does, which for stdin
 // is when the process exits.
 func ReadFrom(ctx context.Context, name string, r io.Reader) ([]byte, error) {
+	return readFrom(ctx, name, r, MaxBytes)
+}
+
+// readFrom is ReadFrom up to limit bytes.
+func readFrom(ctx context.Context, name string, r io.Reader, limit int) ([]byte, error) {
 	type read struct {
 		b   []byte
 		err error
 	}
 	done := make(chan read, 1)
 	go func() {
-		b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+		b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 		done <- read{b, err}
 	}()
 	select {
@@ -115,8 +120,8 @@ func ReadFrom(ctx context.Context, name string, r io.Reader) ([]byte, error) {
 			return nil, res.err // it names the file already
 		case res.err != nil:
 			return nil, fmt.Errorf("reading %s: %w", name, res.err)
-		case len(res.b) > MaxBytes:
-			return nil, tooLarge(name, "over "+fmt.Sprint(MaxBytes)+" bytes")
+		case len(res.b) > limit:
+			return nil, tooLarge(name, fmt.Sprintf("over %d bytes", limit), limit)
 		}
 		return res.b, nil
 	}
