@@ -88,25 +88,6 @@ func (a *LiveArray) ReadLive(i int, tid uint32, out *Slot) error {
 	return out.sane()
 }
 
-// WriteLive writes block i of the live array mapped (writable) at b, for
-// thread tid, under its seqlock: what the agent stores when it gives a
-// slot to a thread, before the BPF programs take the block over. Nothing
-// else may write the block meanwhile.
-func WriteLive(b []byte, i int, tid uint32, s *Slot) {
-	m := aligned(b)
-	if m == nil || i < 0 || (i+1)*LiveBlockSize > len(b) {
-		return
-	}
-	o := i * LiveBlockSize
-	m.setU32(o, m.u32(o)&^1+1)
-	m.setU32(o+4, uint32(s.State)|uint32(s.LiveFlags)<<8|uint32(s.CPU)<<16)
-	m.setU64(o+8, s.SwitchInNs)
-	m.setU64(o+16, s.SwitchOutNs)
-	m.setU64(o+24, s.QuotaEndNs)
-	m.setU32(o+offBlockTID, tid)
-	m.addU32(o, 1)
-}
-
 // The socket a local target's processes get their live array from
 // (docs/hints.md "The socket"): the page's path + SockSuffix, a unix
 // stream socket of the page's owner, mode 0600. The agent checks the
