@@ -7,9 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/compare"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // PrintTable prints the results table: one row per scenario, vCPU count

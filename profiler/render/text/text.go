@@ -8,9 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/compare"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // Render writes r as plain-text tables.
