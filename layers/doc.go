@@ -1,0 +1,6 @@
+// Package layers holds the test that keeps the module's packages in their
+// layers (docs/architecture.md): each top-level directory has a layer, and
+// a package may import its own layer, the layers its layer is allowed, and
+// the base packages. The table is in layers_test.go; a new top-level
+// directory fails the test until it has a place there.
+package layers

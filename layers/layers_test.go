@@ -1,0 +1,199 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/vgpu-probe/vgpu-probe"
+
+// The layers, top to bottom. cmd wires everything together; experiments
+// runs the measurements (and may start the agent's parts and read its API
+// through the profiler's client); profiler and agent are two roles that
+// know nothing of each other; cgo is the C library and the real GPU over
+// hybridsync; base is what several roles share (formats, readers, the
+// policy), and base packages import only each other.
+const (
+	cmd         = "cmd"
+	experiments = "experiments"
+	profiler    = "profiler"
+	agent       = "agent"
+	cgo         = "cgo"
+	base        = "base"
+)
+
+// layerOf is the layer of each top-level directory.
+var layerOf = map[string]string{
+	"cmd":         cmd,
+	"experiments": experiments,
+	"profiler":    profiler,
+	"agent":       agent,
+	"cgo":         cgo,
+	"hybridsync":  base, // the wait policy (C library, benchmark, guest)
+	"hintpage":    base, // the hint page format (agent writes, hybridsync reads)
+	"bpf":         base, // the agent's BPF objects
+	"vmimages":    base, // guest images (experiments' libvirt backend, agent tests)
+	"cgroupcpu":   base, // a cgroup's CPU quota (hybridsync, agent)
+	"results":     base, // results.json, its Result/Step, the atomic writer, compare
+	"nvml":        base, // the NVML sampler and its file (agent, run, report)
+	"input":       base, // bounded reading and number checks of inputs
+	"layers":      base, // this test
+}
+
+// mayImport lists, for each layer, the other layers it may import; every
+// layer may import itself and base.
+var mayImport = map[string][]string{
+	cmd:         {experiments, profiler, agent, cgo},
+	experiments: {profiler, agent},
+	profiler:    {},
+	agent:       {},
+	cgo:         {},
+	base:        {},
+}
+
+// testOnly allows a package's tests (not the package) to import packages
+// under a path its layer may not: importer -> imported path prefixes.
+var testOnly = map[string][]string{
+	// The agent's wire format, decoded by the profiler, checked against
+	// the agent's own encoder.
+	"profiler/agentapi": {"agent/exporter", "agent/model", "agent/monitor"},
+	// The load test reads the agent's responses with the profiler's client.
+	"agent/exporter/loadtest": {"profiler/agentapi"},
+	// Real cgroups with a CPU quota, made with the experiments' helper.
+	"agent/hints": {"experiments/cgroup"},
+	"hybridsync":  {"experiments/cgroup"},
+	// The C library under the apps suite's arms and co-runners.
+	"cgo/ctest": {"experiments/corunner", "experiments/suite"},
+}
+
+type pkg struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// listPackages runs `go list -json` over the module; -e lists a package
+// that does not build too (the build reports it), with its imports.
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	list := exec.Command("go", "list", "-e", "-json", module+"/...")
+	var stderr bytes.Buffer
+	list.Stderr = &stderr
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestImportLayers fails naming each import that goes against the table.
+func TestImportLayers(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH to list the packages")
+	}
+	pkgs := listPackages(t)
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages: not the module", len(pkgs))
+	}
+	for _, p := range pkgs {
+		from := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, imp := range p.Imports {
+			if err := check(from, imp, false); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+			if err := check(from, imp, true); err != nil {
+				t.Errorf("%v (in its tests)", err)
+			}
+		}
+	}
+}
+
+// check says why from may not import imp, or nil if it may.
+func check(from, imp string, test bool) error {
+	rel, ok := strings.CutPrefix(imp, module+"/")
+	if !ok {
+		return nil // the standard library and other modules
+	}
+	lf, err := layer(from)
+	if err != nil {
+		return err
+	}
+	li, err := layer(rel)
+	if err != nil {
+		return err
+	}
+	if li == lf || li == base || slices.Contains(mayImport[lf], li) {
+		return nil
+	}
+	if test && slices.ContainsFunc(testOnly[from], func(p string) bool { return under(rel, p) }) {
+		return nil
+	}
+	return fmt.Errorf("%s (%s) imports %s (%s): %s may import only itself, base and %v (docs/architecture.md)",
+		from, lf, rel, li, lf, mayImport[lf])
+}
+
+// layer is the layer of the package at rel, a path in the module.
+func layer(rel string) (string, error) {
+	top, _, _ := strings.Cut(rel, "/")
+	l, ok := layerOf[top]
+	if !ok {
+		return "", fmt.Errorf("top-level directory %s has no layer: add it to layerOf in layers/layers_test.go and to docs/architecture.md", top)
+	}
+	return l, nil
+}
+
+// under reports whether path is prefix or a package below it.
+func under(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// The checker itself: what the rules forbid is reported, with the
+// offending import named; what they allow is not.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		from, imp string
+		test      bool
+		bad       string // "" when allowed
+	}{
+		{"cmd/vgpu-probe", "cgo/cudadev", false, ""},
+		{"experiments/runner", "profiler/agentapi", false, ""},
+		{"experiments/hintfeed", "agent/hints", false, ""},
+		{"profiler/report", "results", false, ""},
+		{"hybridsync", "hintpage", false, ""},
+		{"agent/monitor", "agent/bpfload", false, ""},
+		{"profiler/agentapi", "agent/exporter", true, ""},
+		{"hybridsync", "experiments/cgroup", true, ""},
+		{"experiments/runner", "cmd/vgpu-probe/usage", false, "experiments/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
+		{"profiler/report", "experiments/workload", false, "profiler/report (profiler) imports experiments/workload (experiments)"},
+		{"agent/exporter", "profiler/nvml", false, "agent/exporter (agent) imports profiler/nvml (profiler)"},
+		{"cgo/cudadev", "experiments/workload", false, "cgo/cudadev (cgo) imports experiments/workload (experiments)"},
+		{"results", "experiments/workload", false, "results (base) imports experiments/workload (experiments)"},
+		{"profiler/agentapi", "agent/exporter", false, "profiler/agentapi (profiler) imports agent/exporter (agent)"},
+		{"hybridsync", "experiments/corunner", true, "hybridsync (base) imports experiments/corunner"},
+		{"newdir/x", "results", false, "top-level directory newdir has no layer"},
+	} {
+		err := check(tc.from, module+"/"+tc.imp, tc.test)
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("%s -> %s (test %v): %v, want allowed", tc.from, tc.imp, tc.test, err)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("%s -> %s (test %v): %v, want an error naming %q", tc.from, tc.imp, tc.test, err, tc.bad)
+		}
+	}
+}
