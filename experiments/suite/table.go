@@ -314,9 +314,9 @@ func medianSteps(rs []Run) int {
 // PrintTable writes rows as one table: per arm, the ratio of wall time
 // per step to the program's cuda-default run alone with [min-max] (or the
 // median wall time per step when that base was not measured) and the
-// median CPU seconds; then the comparisons and the target; last the
-// program's limit (which bound applies, T and 2C) and, under
-// contention, each arm's time per step over it.
+// median CPU seconds; then the comparisons, the target, the program's
+// limit (which bound applies, T and 2C) and, under contention, each
+// arm's time per step over it; last the failed runs.
 func PrintTable(w io.Writer, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -326,7 +326,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "failed", "limit", "arms / limit")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "limit", "arms / limit", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -346,7 +346,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 		}
 		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
 			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
-			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), fmt.Sprint(failed), limitCol(r.Limit), vsLimitCol(r))
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), limitCol(r.Limit), vsLimitCol(r), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()
