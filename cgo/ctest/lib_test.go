@@ -174,6 +174,7 @@ type stats struct {
 		Explorations uint64             `json:"explorations"`
 		Chosen       map[string]uint64  `json:"chosen"`
 		Settled      uint64             `json:"settled"`
+		Rates        map[string]float64 `json:"rates"`
 		QuietChecks  uint64             `json:"quiet_checks"`
 		Reports      uint64             `json:"reports"`
 	} `json:"outcomes"`
@@ -603,16 +604,19 @@ func TestPreloadQuietWhileFree(t *testing.T) {
 // per step (2 µs) is about 1% of its time runs CUDA's default (the device
 // arm, which skips observing launches) rather than the model, which would
 // only leave the same waits to CUDA after observing every launch. (Where
-// other work on the machine makes its CPU look contended, the device arm
-// is settled on as under contention; TestOutcomesFreeShortWaitsOnDevice
-// checks the free case alone.)
+// other work on the machine makes its CPU look contended, the program
+// explores as under contention and the test cannot judge the free case;
+// TestOutcomesFreeShortWaitsOnDevice checks it alone.)
 func TestPreloadShortWaitsAloneOnDevice(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")
 	run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "stepbench", "1000", "8", "2000", "20000")
 	o := readStats(t, path).Outcomes
-	if o == nil || o.Settled == 0 || o.Epochs["device"] == 0 || o.Explorations != 0 || o.Epochs["policy"] != 0 {
+	if o != nil && o.Explorations > 0 {
+		t.Skipf("other work on this machine contended the program's CPU (outcomes %+v): it explored, as it must then; the free case cannot be judged", *o)
+	}
+	if o == nil || o.Settled == 0 || o.Epochs["device"] == 0 || o.Epochs["policy"] != 0 {
 		t.Fatalf("outcomes %+v; want the device arm settled on, nothing explored", o)
 	}
 	t.Logf("outcomes %+v", *o)
@@ -678,19 +682,32 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 		cpu, *o, blocking, spinning, st.Blocks, st.Calls, st.Unknown.Deleg)
 }
 
-// TestPreloadShortWaitsNotExplored: the same contention, but a program
+// TestPreloadShortWaitsExplored: the same contention, but a program
 // like the launch-bound PyTorch and CuPy ones, whose one wait per step
 // (2 µs) is about 1% of its time (8 launches after 20 µs of host work
-// each): blocking could not gain what exploring costs, so the waits stay
-// CUDA's default, with no exploration and no epoch in the policy arm.
-func TestPreloadShortWaitsNotExplored(t *testing.T) {
+// each): blocking gains nothing inside such waits, but a thread that
+// sleeps often may get more of the shared CPU for its host work, which
+// only the outcome shows, so it explores the blocking arm too, and keeps
+// the faster arm where the two differ clearly. (Alone, the same program
+// stays on the device arm: TestPreloadShortWaitsAloneOnDevice.)
+func TestPreloadShortWaitsExplored(t *testing.T) {
 	need(t)
 	st, _, cpu := underBusyLoop(t, "stepbench", "600", "8", "2000", "20000")
 	o := st.Outcomes
-	if o == nil || o.Settled == 0 || o.Explorations != 0 || o.Epochs["policy"] != 0 {
-		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want runs of the device arm settled on, no exploration", cpu, o)
+	if o == nil || o.Explorations == 0 || o.Epochs["policy"] == 0 || o.Epochs["device"] == 0 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
 	}
-	t.Logf("sharing CPU %d with a busy loop: %+v; kernels %+v", cpu, *o, st.Kernels)
+	// The decision compares smoothed explorations, the rates sum them
+	// all: only a clear difference must agree.
+	dev, pol := o.Rates["device"], o.Rates["policy"]
+	kept := "device"
+	if o.Chosen["policy"] > o.Chosen["device"] {
+		kept = "policy"
+	}
+	if faster := map[bool]string{true: "device", false: "policy"}[dev > pol]; max(dev, pol) > 1.25*min(dev, pol) && kept != faster {
+		t.Errorf("exploring rates %v (waits/s), chosen %v: the slower arm kept", o.Rates, o.Chosen)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
 }
 
 // underBusyLoop runs program (from the built test programs) under
