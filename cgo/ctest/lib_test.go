@@ -710,6 +710,20 @@ func TestPreloadShortWaitsExplored(t *testing.T) {
 	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
 }
 
+// TestPreloadShortWaitsNeverEarly: the invariant on that path: a
+// program with 2 µs kernels under the busy loop, whose waits now go
+// through the blocking arm's explorations too, checks every wait (no
+// return before the kernel's completion, CUDA's codes, failed kernels
+// and invalid handles included; rtapp exits non-zero otherwise).
+func TestPreloadShortWaitsNeverEarly(t *testing.T) {
+	need(t)
+	st, _, cpu := underBusyLoop(t, "rtapp_dyn", "40000", "1", "2000")
+	if o := st.Outcomes; o == nil || o.Epochs["policy"] == 0 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want epochs of the policy arm", cpu, o)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *st.Outcomes)
+}
+
 // underBusyLoop runs program (from the built test programs) under
 // LD_PRELOAD, pinned with a busy loop to the last online CPU, and returns
 // its stats, its stderr and the CPU.
