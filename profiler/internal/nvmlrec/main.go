@@ -1,4 +1,4 @@
-// Command nvmlrec records NVML samples (profiler/nvml) to a file until it
+// Command nvmlrec records NVML samples (package nvml) to a file until it
 // is interrupted, for `vgpu-probe report --nvml` while the runner and the
 // agent do not record them themselves. Like every main, it is the one place
 // that builds the real NVML library.
