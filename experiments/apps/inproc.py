@@ -29,8 +29,10 @@ suite entry with "in_process": true, and applies the contention):
 
   python3 inproc.py MODULE [--rounds R] [--epoch-s S]
 
-MODULE: torch_infer, torch_train, cupy_stencil, or any module on
-PYTHONPATH with a build(). Prints one JSON line: the whole process's
+MODULE: torch_infer, torch_train, cupy_stencil, torch_infer_host,
+torch_train_dataprep, torch_two_threads, or any module on PYTHONPATH
+with a build() (the last three take their host share from
+$APPS_HOST_SHARE). Prints one JSON line: the whole process's
 steps, wall and CPU seconds (as every suite program does), and "rounds":
 one record per arm and round, {"round", "arm", "steps", "wall_s",
 "cpu_s"}, CPU being the whole process's (the library's own threads
