@@ -149,17 +149,16 @@ func overlapOn(a, b probeText, v [2]float64) float64 {
 	return min(ahi, bhi) - max(alo, blo)
 }
 
-// collide reports whether two texts' boxes overlap by more than the
-// slack: two rectangles intersect iff their shadows intersect on each
-// one's two axes, and overlap counts along each baseline beyond
-// textSlackX pixels and across each beyond textSlackY of the lower
-// text's height.
+// collide reports whether two texts overlap or run together: two
+// rectangles intersect iff their shadows intersect on each one's two
+// axes; here the shadows along each baseline must stay textGap apart
+// and those across may share textSlack of the lower text's height.
 func collide(a, b probeText) bool {
 	ua, na, ha := a.axes()
 	ub, nb, hb := b.axes()
 	h := min(ha, hb)
-	return overlapOn(a, b, ua) > textSlackX && overlapOn(a, b, ub) > textSlackX &&
-		overlapOn(a, b, na) > textSlackY*h && overlapOn(a, b, nb) > textSlackY*h
+	return overlapOn(a, b, ua) > -textGap*h && overlapOn(a, b, ub) > -textGap*h &&
+		overlapOn(a, b, na) > textSlack*h && overlapOn(a, b, nb) > textSlack*h
 }
 
 type probeResult struct {
@@ -171,10 +170,12 @@ type probeResult struct {
 
 // A text's box spans the font's whole ascent and descent, more than
 // gonum's line spacing: the lines of one label sit a pixel or two into
-// each other without any ink meeting (see collide).
+// each other without any ink meeting, so boxes may share textSlack of
+// their height across. Along a line, texts closer than textGap times
+// their height read as one ("while1 2 vCPUwhile1 2 vCPU").
 const (
-	textSlackX = 0.5
-	textSlackY = 0.2
+	textSlack = 0.2
+	textGap   = 0.8
 )
 
 // legibility lists what makes a figure hard to read at a glance: text
@@ -190,7 +191,7 @@ func legibility(f probeFigure) []string {
 	for i, a := range f.Texts {
 		for _, b := range f.Texts[i+1:] {
 			if collide(a, b) {
-				bad = append(bad, fmt.Sprintf("texts %q %v and %q %v overlap", a.S, a.bounds(), b.S, b.bounds()))
+				bad = append(bad, fmt.Sprintf("texts %q %v and %q %v overlap or run together", a.S, a.bounds(), b.S, b.bounds()))
 			}
 		}
 	}
@@ -280,12 +281,18 @@ func probe(t *testing.T, r *report.Report) (string, probeResult) {
 	if err := Render(&page, r); err != nil {
 		t.Fatal(err)
 	}
+	return probePage(t, page.String())
+}
+
+// probePage is probe of a rendered page.
+func probePage(t *testing.T, page string) (string, probeResult) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	probed := strings.Replace(page.String(), "<head>", "<head>"+probeHead, 1)
+	probed := strings.Replace(page, "<head>", "<head>"+probeHead, 1)
 	probed = strings.Replace(probed, "</body>", probeTail+"</body>", 1)
 	probePath := filepath.Join(dir, "probe.html")
 	if err := os.WriteFile(probePath, []byte(probed), 0o644); err != nil {

@@ -38,12 +38,13 @@ const (
 	// legendGap separates the legend from the axes.
 	legendGap = vg.Length(8)
 	// legendShare is the widest the legend may be, as a share of the
-	// SVG's width; longer names are cut short with an ellipsis.
+	// SVG's width; longer names are shortened (see shorten).
 	legendShare = 0.3
 	// legendPad separates legend entries.
 	legendPad = vg.Length(2)
-	// labelGap is the least space between two x tick labels.
-	labelGap = vg.Length(6)
+	// labelGap is the least space between two x tick labels: an em, so
+	// that neighbours do not read as one.
+	labelGap = vg.Length(10)
 	// labelTilt is the angle of x tick labels too wide to lie flat, and
 	// tiltedShare the longest such a label may be, as a share of the
 	// plot's height.
@@ -114,18 +115,18 @@ func svgString(c *vgsvg.Canvas) (string, error) {
 }
 
 // spliceLegend moves the drawing of legend, an SVG of the same size,
-// into a <g class="legend"> inside plot. Both are vgsvg's output: one
-// <g> that flips the y axis holds all of the drawing.
-func spliceLegend(plot, legend string) (string, error) {
+// into a <g class="legend"> inside fig. Both are vgsvg's output: one <g>
+// that flips the y axis holds all of the drawing.
+func spliceLegend(fig, legend string) (string, error) {
 	const flip = `<g transform="scale(1, -1)`
 	i := strings.Index(legend, flip)
 	j := strings.LastIndex(legend, "</g>")
-	k := strings.LastIndex(plot, "</g>")
+	k := strings.LastIndex(fig, "</g>")
 	if i < 0 || j < i || k < 0 {
 		return "", fmt.Errorf("legend: unexpected SVG from vgsvg")
 	}
 	i += strings.Index(legend[i:], "\n") + 1
-	return plot[:k] + `<g class="legend">` + "\n" + legend[i:j] + "</g>\n" + plot[k:], nil
+	return fig[:k] + `<g class="legend">` + "\n" + legend[i:j] + "</g>\n" + fig[k:], nil
 }
 
 // fitLegend lays out c's legend in a column at most maxW wide and height
