@@ -3,11 +3,10 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
-	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/agent/daemon"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 )
 
@@ -47,7 +46,7 @@ func TestNewCmdFlags(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, o := range []Options{
+	for _, c := range []daemon.Config{
 		{Listen: DefaultListen, Window: time.Minute},                                     // nothing to watch
 		{PIDs: []int{1}, JSON: true, Listen: DefaultListen, Window: time.Minute},         // --json without --once
 		{PIDs: []int{1}, Listen: "nope", Window: time.Minute},                            // bad listen
@@ -58,110 +57,81 @@ func TestValidate(t *testing.T) {
 		{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, TraceEvery: time.Second},                               // no trace window
 		{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, TraceEvery: 2 * time.Minute, TraceWindow: time.Second}, // period > window
 	} {
+		o := Options{Config: c}
 		if err := o.Validate(); !errors.Is(err, usage.ErrBadInput) {
-			t.Errorf("%+v: got %v, want a usage error", o, err)
+			t.Errorf("%+v: got %v, want a usage error", c, err)
 		}
 	}
 }
 
-// Bad input is a one-line user error before anything is loaded.
-func TestRunBadInput(t *testing.T) {
-	noLoad := func(bpfload.Options) (*bpfload.Probe, error) {
-		t.Fatal("probe loaded despite bad input")
-		return nil, nil
-	}
-	base := func() *Options {
-		return &Options{Listen: DefaultListen, Window: time.Minute, Once: time.Second, Ctx: context.Background(),
-			Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps, LoadProbe: noLoad}
-	}
-	cases := map[string]func(*Options){
-		"not root":       func(o *Options) { o.PIDs = []int{os.Getpid()}; o.Geteuid = func() int { return 1000 } },
-		"no such pid":    func(o *Options) { o.PIDs = []int{1 << 30} },
-		"no such cgroup": func(o *Options) { o.Cgroups = []string{"/nonexistent/vgpu-probe"} },
-		"dead libvirt":   func(o *Options) { o.LibvirtURI = "/nonexistent/libvirt-sock" },
-		"libvirt refuses": func(o *Options) {
-			o.LibvirtURI = "x"
-			o.NewLibvirt = func(string, zerolog.Logger) (targets.Source, error) { return nil, errors.New("refused") }
-		},
-	}
-	for name, mod := range cases {
-		o := base()
-		mod(o)
-		err := Run(o)
-		if !errors.Is(err, usage.ErrBadInput) {
-			t.Errorf("%s: got %v, want a usage error", name, err)
-			continue
-		}
-		if strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: error spans lines: %q", name, err)
-		}
-		t.Logf("%s: %v", name, err)
-	}
-}
-
-// A kernel that refuses the programs is a failure (exit 1), not bad input,
-// with one clear line.
-func TestRunKernelRefuses(t *testing.T) {
-	o := &Options{PIDs: []int{os.Getpid()}, Listen: DefaultListen, Window: time.Minute, Once: time.Second,
-		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps,
+// What the agent cannot do as asked is bad input (exit 2), with the
+// agent's one line.
+func TestRunRequestIsBadInput(t *testing.T) {
+	o := &Options{Ctx: context.Background(), Config: daemon.Config{PIDs: []int{os.Getpid()}, Listen: DefaultListen,
+		Window: time.Minute, Once: time.Second, Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 1000 },
 		LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
-			return nil, fmt.Errorf("%w: loading raw_tp programs: invalid argument", bpfload.ErrRefused)
-		}}
+			t.Fatal("probe loaded when not root")
+			return nil, nil
+		}}}
 	err := Run(o)
-	if err == nil || errors.Is(err, usage.ErrBadInput) || !errors.Is(err, bpfload.ErrRefused) {
-		t.Fatalf("got %v, want a non-usage error wrapping ErrRefused", err)
+	want := "vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads"
+	if !errors.Is(err, usage.ErrBadInput) || err.Error() != want {
+		t.Fatalf("got %v, want the usage error %q", err, want)
 	}
-	t.Log(err)
 }
 
-// The real thing: --once 2s --json on a busy child process prints exactly
-// one snapshot with the documented fields.
-func TestOnceJSON(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the agent loads eBPF programs: needs root")
-	}
-	child := exec.Command("/bin/sh", "-c", "while :; do :; done")
-	if err := child.Start(); err != nil {
+func TestMitigateFlag(t *testing.T) {
+	var got *Options
+	cmd := NewCmd(func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--pid", "1", "--mitigate", "slice=100us"})
+	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { child.Process.Kill(); child.Wait() }()
+	if got.Mitigate != "slice=100us" {
+		t.Fatalf("--mitigate read as %q", got.Mitigate)
+	}
+	for _, v := range []string{"slice=10us", "slice=1s", "slice", "100us", "slice=fast"} {
+		o := Options{Config: daemon.Config{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, Mitigate: v}}
+		err := o.Validate()
+		if !errors.Is(err, usage.ErrBadInput) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--mitigate %s: got %v, want a one-line usage error", v, err)
+		}
+	}
+}
 
-	var out bytes.Buffer
-	cmd := NewCmd(nil)
-	cmd.SetOut(&out)
-	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs([]string{"--pid", fmt.Sprint(child.Process.Pid), "--once", "2s", "--json"})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		if errors.Is(err, bpfload.ErrPermission) {
-			t.Skipf("kernel does not let root load BPF: %v", err)
+func TestWebConfigFlag(t *testing.T) {
+	var got *Options
+	cmd := NewCmd(func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--pid", "1", "--web.config.file", "/etc/vgpu-probe/web.yml"})
+	if err := cmd.Execute(); err != nil || got.WebConfigFile != "/etc/vgpu-probe/web.yml" {
+		t.Fatalf("%v, %+v", err, got)
+	}
+}
+
+// A web config that is malformed, missing, or names missing certificate
+// files is a one-line user error before any eBPF is loaded.
+func TestWebConfigBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"malformed":    "tls_server_config: [\n  nope",
+		"missing cert": "tls_server_config:\n  cert_file: absent.crt\n  key_file: absent.key\n",
+		"absent":       "",
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yml")
+		if body != "" {
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(&out)
-	var snap map[string]any
-	if err := dec.Decode(&snap); err != nil {
-		t.Fatalf("stdout is not a JSON snapshot: %v\n%s", err, out.String())
-	}
-	if dec.More() {
-		t.Fatal("stdout holds more than one JSON value")
-	}
-	tg := snap["targets"].([]any)
-	if len(tg) != 1 {
-		t.Fatalf("targets: %v", tg)
-	}
-	target := tg[0].(map[string]any)
-	if target["kind"] != "pid" || target["name"] != fmt.Sprint(child.Process.Pid) {
-		t.Fatalf("target %v", target)
-	}
-	th := target["threads"].([]any)[0].(map[string]any)
-	for _, k := range []string{"tid", "vcpu", "run_seconds", "offcpu_seconds", "preemptions", "run_p50_us", "offcpu_p50_us", "wake_p50_us"} {
-		if _, ok := th[k]; !ok {
-			t.Errorf("thread lacks %q: %v", k, th)
+		o := &Options{Ctx: context.Background(), Config: daemon.Config{PIDs: []int{os.Getpid()}, Listen: DefaultListen,
+			Window: time.Minute, WebConfigFile: p, Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 },
+			LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
+				t.Fatal("probe loaded despite a bad web config")
+				return nil, nil
+			}}}
+		err := Run(o)
+		if !errors.Is(err, usage.ErrBadInput) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "--web.config.file") {
+			t.Errorf("%s: %v, want a one-line usage error naming the flag", name, err)
 		}
-	}
-	// A busy loop runs most of the 2 s (it shares CPUs with whatever
-	// else runs here, so only a loose bound).
-	if rs := th["run_seconds"].(float64); rs < 0.2 || rs > 2.5 {
-		t.Errorf("run_seconds %.3f for a busy loop watched for 2s", rs)
 	}
 }

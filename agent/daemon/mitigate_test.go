@@ -1,14 +1,14 @@
-package agent
+package daemon
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,31 +19,32 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
-	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 )
 
-// envAgentArgs makes the test binary run the agent with these arguments
-// (JSON), as main does, so that a test can send it signals.
-const envAgentArgs = "VGPU_PROBE_TEST_AGENT_ARGS"
+// envAgentPID makes the test binary run the agent on this pid with
+// --mitigate slice=100us, as main does, so that a test can send it
+// signals.
+const envAgentPID = "VGPU_PROBE_TEST_AGENT_PID"
 
 func TestMain(m *testing.M) {
-	if a := os.Getenv(envAgentArgs); a != "" {
-		os.Exit(agentMain(a))
+	if pid := os.Getenv(envAgentPID); pid != "" {
+		os.Exit(agentMain(pid))
 	}
 	os.Exit(m.Run())
 }
 
-func agentMain(argsJSON string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {
+func agentMain(pidArg string) int {
+	pid, err := strconv.Atoi(pidArg)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := NewCmd(nil)
-	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	c := &Config{PIDs: []int{pid}, Mitigate: "slice=100us", Listen: "127.0.0.1:0", Window: time.Minute,
+		TraceEvery: 10 * time.Second, TraceWindow: time.Second, Out: os.Stdout,
+		Log: zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).With().Timestamp().Logger()}
+	if err := Run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		if errors.Is(err, bpfload.ErrPermission) {
 			return 3
@@ -53,25 +54,6 @@ func agentMain(argsJSON string) int {
 	return 0
 }
 
-func TestMitigateFlag(t *testing.T) {
-	var got *Options
-	cmd := NewCmd(func(o *Options) error { got = o; return nil })
-	cmd.SetArgs([]string{"--pid", "1", "--mitigate", "slice=100us"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	if got.Mitigate != "slice=100us" {
-		t.Fatalf("--mitigate read as %q", got.Mitigate)
-	}
-	for _, v := range []string{"slice=10us", "slice=1s", "slice", "100us", "slice=fast"} {
-		o := Options{PIDs: []int{1}, Listen: DefaultListen, Window: time.Minute, Mitigate: v}
-		err := o.Validate()
-		if !errors.Is(err, usage.ErrBadInput) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("--mitigate %s: got %v, want a one-line usage error", v, err)
-		}
-	}
-}
-
 type einvalSched struct{}
 
 func (einvalSched) Get(int) (*unix.SchedAttr, error) {
@@ -79,18 +61,18 @@ func (einvalSched) Get(int) (*unix.SchedAttr, error) {
 }
 func (einvalSched) Set(int, *unix.SchedAttr) error { return unix.EINVAL }
 
-// A kernel without custom slices: one line, not a usage error, before any
+// A kernel without custom slices: one line, not a request error, before any
 // eBPF program is loaded.
 func TestRunMitigateUnsupported(t *testing.T) {
-	o := &Options{PIDs: []int{os.Getpid()}, Listen: DefaultListen, Window: time.Minute, Once: time.Second,
+	o := &Config{PIDs: []int{os.Getpid()}, Listen: "127.0.0.1:0", Window: time.Minute, Once: time.Second,
 		Mitigate: "slice=100us", Sched: einvalSched{},
-		Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps,
+		Out: &bytes.Buffer{}, Log: zerolog.Nop(), Geteuid: func() int { return 0 }, Capabilities: allCaps,
 		LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
 			t.Fatal("probe loaded on a kernel without custom slices")
 			return nil, nil
 		}}
-	err := Run(o)
-	if !errors.Is(err, mitigate.ErrUnsupported) || errors.Is(err, usage.ErrBadInput) || strings.Contains(err.Error(), "\n") {
+	err := Run(context.Background(), o)
+	if !errors.Is(err, mitigate.ErrUnsupported) || errors.Is(err, ErrRequest) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("got %v, want a one-line failure wrapping ErrUnsupported", err)
 	}
 	t.Log(err)
@@ -126,9 +108,8 @@ func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, _ := json.Marshal([]string{"--pid", fmt.Sprint(pid), "--mitigate", "slice=100us", "--listen", "127.0.0.1:0"})
 	agent := exec.Command(self)
-	agent.Env = append(os.Environ(), envAgentArgs+"="+string(args))
+	agent.Env = append(os.Environ(), envAgentPID+"="+strconv.Itoa(pid))
 	var stderr bytes.Buffer
 	agent.Stderr = &stderr
 	if err := agent.Start(); err != nil {

@@ -1,4 +1,4 @@
-package agent
+package daemon
 
 import (
 	"bufio"
@@ -22,12 +22,11 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
-	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
 // unitFile is the systemd unit, relative to this package.
-const unitFile = "../../../agent/vgpu-probe-agent.service"
+const unitFile = "../vgpu-probe-agent.service"
 
 // nobody is the user of the watched process: another user than the agent.
 const nobody = 65534
@@ -40,26 +39,26 @@ func capsOf(cs ...capability) CapSet {
 	return s
 }
 
-// Each feature names the capability it lacks, in one line, as a usage
+// Each feature names the capability it lacks, in one line, as a request
 // error; with what it needs, or CAP_SYS_ADMIN for the eBPF programs, it
 // passes.
 func TestCheckPrivileges(t *testing.T) {
 	all := capsOf(capBPF, capPerfmon, capChown, capDACOverride, capFowner, capSysNice)
-	full := &Options{Hints: "/dev/shm", LibvirtURI: "qemu:///system", Mitigate: "slice=100us"}
+	full := &Config{Hints: "/dev/shm", LibvirtURI: "qemu:///system", Mitigate: "slice=100us"}
 	for _, c := range []struct {
 		name string
-		o    *Options
+		o    *Config
 		have CapSet
 		want string // "" passes
 	}{
 		{"everything", full, all, ""},
-		{"eBPF through CAP_SYS_ADMIN", &Options{}, capsOf(capSysAdmin), ""},
-		{"no CAP_PERFMON", &Options{}, capsOf(capBPF), "loading the eBPF programs needs CAP_PERFMON (not in this process's effective set, or CAP_SYS_ADMIN on kernels before 5.8)"},
+		{"eBPF through CAP_SYS_ADMIN", &Config{}, capsOf(capSysAdmin), ""},
+		{"no CAP_PERFMON", &Config{}, capsOf(capBPF), "loading the eBPF programs needs CAP_PERFMON (not in this process's effective set, or CAP_SYS_ADMIN on kernels before 5.8)"},
 		{"no CAP_SYS_NICE", full, all &^ capsOf(capSysNice), "--mitigate needs CAP_SYS_NICE (not in this process's effective set)"},
 		{"no CAP_CHOWN", full, all &^ capsOf(capChown), "--hints needs CAP_CHOWN (not in this process's effective set)"},
 		{"no CAP_DAC_OVERRIDE", full, all &^ capsOf(capDACOverride), "--hints with --libvirt-uri needs CAP_DAC_OVERRIDE (not in this process's effective set)"},
-		{"local pages only", &Options{Hints: "/dev/shm"}, all &^ capsOf(capDACOverride, capFowner), ""},
-		{"no feature asked", &Options{}, capsOf(capBPF, capPerfmon), ""},
+		{"local pages only", &Config{Hints: "/dev/shm"}, all &^ capsOf(capDACOverride, capFowner), ""},
+		{"no feature asked", &Config{}, capsOf(capBPF, capPerfmon), ""},
 	} {
 		err := checkPrivileges(c.have, c.o.privileges())
 		switch {
@@ -68,25 +67,25 @@ func TestCheckPrivileges(t *testing.T) {
 		case c.want == "":
 		case err == nil:
 			t.Errorf("%s: passed, want %q", c.name, c.want)
-		case !errors.Is(err, usage.ErrBadInput) || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n"):
-			t.Errorf("%s: got %q, want a one-line usage error starting %q", c.name, err, c.want)
+		case !errors.Is(err, ErrRequest) || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n"):
+			t.Errorf("%s: got %q, want a one-line request error starting %q", c.name, err, c.want)
 		}
 	}
 }
 
 // Run refuses before it changes or loads anything.
 func TestRunRefusesMissingCapability(t *testing.T) {
-	o := &Options{PIDs: []int{os.Getpid()}, Listen: DefaultListen, Window: time.Minute, Once: time.Second,
-		Mitigate: "slice=100us", Ctx: context.Background(), Out: &bytes.Buffer{}, Log: zerolog.Nop(),
+	o := &Config{PIDs: []int{os.Getpid()}, Listen: "127.0.0.1:0", Window: time.Minute, Once: time.Second,
+		Mitigate: "slice=100us", Out: &bytes.Buffer{}, Log: zerolog.Nop(),
 		Geteuid:      func() int { return 0 },
 		Capabilities: func() (CapSet, error) { return capsOf(capBPF, capPerfmon), nil },
 		LoadProbe: func(bpfload.Options) (*bpfload.Probe, error) {
 			t.Fatal("probe loaded without the capabilities --mitigate needs")
 			return nil, nil
 		}}
-	err := Run(o)
-	if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), "CAP_SYS_NICE") {
-		t.Fatalf("got %v, want a usage error naming CAP_SYS_NICE", err)
+	err := Run(context.Background(), o)
+	if !errors.Is(err, ErrRequest) || !strings.Contains(err.Error(), "CAP_SYS_NICE") {
+		t.Fatalf("got %v, want a request error naming CAP_SYS_NICE", err)
 	}
 }
 
@@ -402,7 +401,7 @@ func TestUnitCapabilitiesAreChecked(t *testing.T) {
 		inUnit[c] = true
 	}
 	checked := map[string]bool{"CAP_SYS_RESOURCE": true}
-	for _, p := range (&Options{Hints: "x", LibvirtURI: "x", Mitigate: "x"}).privileges() {
+	for _, p := range (&Config{Hints: "x", LibvirtURI: "x", Mitigate: "x"}).privileges() {
 		for _, c := range p.need {
 			checked[c.name] = true
 			if !inUnit[c.name] {

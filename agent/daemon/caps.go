@@ -1,12 +1,10 @@
-package agent
+package daemon
 
 import (
 	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 )
 
 // CapSet is a set of Linux capabilities: bit n is capability n.
@@ -53,18 +51,18 @@ type privilege struct {
 }
 
 // privileges lists what the requested features need.
-func (o *Options) privileges() []privilege {
+func (c *Config) privileges() []privilege {
 	ps := []privilege{{feature: "loading the eBPF programs", need: []capability{capBPF, capPerfmon},
 		instead: []capability{capSysAdmin}, why: "tracing programs on the scheduler's tracepoints"}}
-	if o.Hints != "" {
+	if c.Hints != "" {
 		ps = append(ps, privilege{feature: "--hints", need: []capability{capChown},
 			why: "each page belongs to its target's user"})
-		if o.LibvirtURI != "" {
+		if c.LibvirtURI != "" {
 			ps = append(ps, privilege{feature: "--hints with --libvirt-uri", need: []capability{capDACOverride, capFowner},
 				why: "a VM's page is the file QEMU created, owned by QEMU's user: the agent opens it read-write and makes it mode 0600"})
 		}
 	}
-	if o.Mitigate != "" {
+	if c.Mitigate != "" {
 		ps = append(ps, privilege{feature: "--mitigate", need: []capability{capSysNice},
 			why: "it sets the slice of threads of other users"})
 	}
@@ -83,7 +81,7 @@ func checkPrivileges(have CapSet, ps []privilege) error {
 		if len(p.instead) > 0 {
 			alt = fmt.Sprintf(", or %s on kernels before 5.8", names(p.instead))
 		}
-		return usage.Errorf("%s needs %s (not in this process's effective set%s): %s", p.feature, names(missing), alt, p.why)
+		return requestErrorf("%s needs %s (not in this process's effective set%s): %s", p.feature, names(missing), alt, p.why)
 	}
 	return nil
 }
@@ -109,8 +107,8 @@ func names(cs []capability) string {
 // checkCaps refuses at start a requested feature that could not work
 // with this process's effective capabilities (under the systemd unit,
 // its CapabilityBoundingSet), rather than failing target by target.
-func (o *Options) checkCaps() error {
-	get := o.Capabilities
+func (c *Config) checkCaps() error {
+	get := c.Capabilities
 	if get == nil {
 		get = EffectiveCaps
 	}
@@ -118,5 +116,5 @@ func (o *Options) checkCaps() error {
 	if err != nil {
 		return err
 	}
-	return checkPrivileges(have, o.privileges())
+	return checkPrivileges(have, c.privileges())
 }

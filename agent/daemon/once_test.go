@@ -1,4 +1,4 @@
-package agent
+package daemon
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
@@ -81,11 +83,9 @@ func TestOnceKeepsExitedTarget(t *testing.T) {
 	}()
 
 	var out bytes.Buffer
-	cmd := NewCmd(nil)
-	cmd.SetOut(&out)
-	cmd.SetErr(logw)
-	cmd.SetArgs([]string{"--pid", fmt.Sprint(pid), "--once", "3s", "--json"})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	c := &Config{PIDs: []int{pid}, Once: 3 * time.Second, JSON: true, Window: time.Minute,
+		TraceEvery: 10 * time.Second, TraceWindow: time.Second, Out: &out, Log: zerolog.New(logw)}
+	if err := Run(context.Background(), c); err != nil {
 		if errors.Is(err, bpfload.ErrPermission) {
 			t.Skipf("kernel does not let root load BPF: %v", err)
 		}

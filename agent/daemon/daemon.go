@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+)
+
+// rescan is how often pid and cgroup targets are re-read for new threads.
+const rescan = 2 * time.Second
+
+// Config is what the agent does, as its flags say it, and its
+// dependencies. Run expects a Config whose values the command has
+// checked (a positive Window, a HOST:PORT Listen, a Mitigate that parses).
+type Config struct {
+	Listen     string
+	PIDs       []int
+	Cgroups    []string
+	LibvirtURI string
+	Once       time.Duration
+	JSON       bool
+	Window     time.Duration
+	NVML       bool
+	// Mitigate is --mitigate (mitigate.Parse's syntax): "" is off.
+	Mitigate string
+	// Hints is --hints: the page directory, "" is off.
+	Hints string
+	// TraceEvery and TraceWindow: see monitor.Options.
+	TraceEvery, TraceWindow time.Duration
+	// WebConfigFile is --web.config.file: "" is plain HTTP.
+	WebConfigFile string
+
+	Out io.Writer
+	Log zerolog.Logger
+
+	// Dependencies, replaced in tests; nil: the real ones.
+	Geteuid    func() int
+	LoadProbe  func(bpfload.Options) (*bpfload.Probe, error)
+	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
+	OpenNVML   func() gonvml.Interface
+	Sched      mitigate.Sched
+	// Capabilities returns the effective set (caps.go).
+	Capabilities func() (CapSet, error)
+}
+
+// ErrRequest is wrapped by errors caused by what was asked rather than
+// by the work; the message is the user's one line, without this one's.
+var ErrRequest = errors.New("bad request")
+
+type requestError struct{ msg string }
+
+func (e *requestError) Error() string        { return e.msg }
+func (e *requestError) Is(target error) bool { return target == ErrRequest }
+
+// requestErrorf formats an error wrapping ErrRequest.
+func requestErrorf(format string, args ...any) error {
+	return &requestError{msg: fmt.Sprintf(format, args...)}
+}
+
+func (c *Config) defaults() {
+	if c.Geteuid == nil {
+		c.Geteuid = os.Geteuid
+	}
+	if c.LoadProbe == nil {
+		c.LoadProbe = bpfload.Load
+	}
+	if c.NewLibvirt == nil {
+		c.NewLibvirt = newLibvirtSource
+	}
+}
+
+// Run is the agent, until ctx ends (or, with Once, for that long).
+func Run(ctx context.Context, c *Config) error {
+	c.defaults()
+	// A handful of goroutines (ring reader, sampler, sources, HTTP) need
+	// no more than two Ps; on a many-core host the idle Ps' spinning for
+	// work would be most of the agent's CPU (measured: 1.06% -> see
+	// docs/BENCHMARKS.md). An explicit GOMAXPROCS wins.
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	if c.Geteuid() != 0 {
+		return requestErrorf("vgpu-probe agent must run as root: it loads eBPF programs and reads other processes' threads")
+	}
+	if err := c.checkCaps(); err != nil {
+		return err
+	}
+	// Totals and rates come from the kernel's per-thread accounting: a
+	// kernel without it would leave every thread unwatched.
+	if _, err := procstat.Read(os.Getpid()); err != nil {
+		return fmt.Errorf("reading the kernel's per-thread scheduler counters (needs CONFIG_SCHED_INFO): %w", err)
+	}
+	sources, closeSources, err := c.sources()
+	if err != nil {
+		return err
+	}
+	defer closeSources()
+	sources, mitigation, stopMitigation, err := c.mitigateSources(sources)
+	if err != nil {
+		return err
+	}
+	defer stopMitigation() // after the monitor stops (defers run last first)
+	sources, pub, err := c.hintSources(sources, mitigation)
+	if err != nil {
+		return err
+	}
+
+	probe, err := c.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: pub != nil, Self: uint32(os.Getpid()), Log: c.Log})
+	if err != nil {
+		return fmt.Errorf("loading eBPF programs: %w", err)
+	}
+	defer probe.Close()
+	c.Log.Info().Str("attach", probe.Mode()).Msg("eBPF programs attached")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mo := monitor.Options{Log: c.Log, Window: c.Window, SampleEvery: min(10*time.Second, c.Window/6),
+		TraceEvery: c.TraceEvery, TraceWindow: c.TraceWindow}
+	if c.Once > 0 {
+		mo.TraceEvery = 0 // a one-off measurement traces all of it
+	}
+	defer startHints(ctx, &mo, pub, probe)()
+	m := monitor.New(probe, mo)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx, sources...)
+	}()
+	defer func() { cancel(); <-done }()
+
+	if c.Once > 0 {
+		return c.once(ctx, m)
+	}
+	return c.serve(ctx, m)
+}
+
+// sources builds the discovery sources, failing with a request error for
+// a pid, cgroup or libvirt URI that does not exist or answer.
+func (c *Config) sources() ([]targets.Source, func(), error) {
+	var (
+		out     []targets.Source
+		closers []func()
+	)
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, pid := range c.PIDs {
+		s, err := targets.NewPID(pid, rescan)
+		if errors.Is(err, targets.ErrNoProcess) {
+			return nil, nil, requestErrorf("--pid %d: no such process", pid)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pid %d: %w", pid, err)
+		}
+		out = append(out, s)
+	}
+	for _, cg := range c.Cgroups {
+		s, err := targets.NewCgroup(cg, rescan)
+		if err != nil {
+			return nil, nil, requestErrorf("--cgroup: %v", err)
+		}
+		out = append(out, s)
+	}
+	if c.LibvirtURI != "" {
+		s, err := c.NewLibvirt(c.LibvirtURI, c.Log)
+		if err != nil {
+			closeAll()
+			return nil, nil, requestErrorf("--libvirt-uri %q: %v", c.LibvirtURI, err)
+		}
+		if cl, ok := s.(interface{ Close() }); ok {
+			closers = append(closers, cl.Close)
+		}
+		out = append(out, s)
+	}
+	return out, closeAll, nil
+}
