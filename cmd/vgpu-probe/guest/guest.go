@@ -5,6 +5,7 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hintpage/ivshmem"
 )
 
 // DefaultOut is where local processes find the page.
@@ -24,14 +26,15 @@ type Options struct {
 	Device string
 	Out    string
 	Once   bool
-	// Euid is os.Geteuid; tests replace it.
-	Euid func() int
-	Log  io.Writer
+	// Euid is os.Geteuid and SysPCI ivshmem.SysPCI; tests replace them.
+	Euid   func() int
+	SysPCI string
+	Log    io.Writer
 }
 
 // NewCmd returns the guest command; runF replaces the run in tests.
 func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{Euid: os.Geteuid}
+	o := &Options{Euid: os.Geteuid, SysPCI: ivshmem.SysPCI}
 	cmd := &cobra.Command{
 		Use:   "guest",
 		Short: "Inside a VM: expose the host's hint page (ivshmem BAR2) read-only to local processes",
@@ -65,36 +68,24 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Out == "" || !filepath.IsAbs(o.Out) {
 		return usage.Errorf("--out %q: want an absolute path", o.Out)
 	}
-	dir, err := deviceDir(SysPCI, o.Device)
+	e, err := ivshmem.Expose(o.SysPCI, o.Device, o.Out)
 	if err != nil {
-		return err
+		return deviceError(err)
 	}
-	if err := enable(dir); err != nil {
-		return err
-	}
-	res, err := checkBAR(dir)
-	if err != nil {
-		return err
-	}
-	e, err := expose(res, o.Out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Log, "vgpu-probe guest: %s BAR2 at %s (%s)\n", filepath.Base(dir), o.Out, pageState(o.Out))
+	fmt.Fprintf(o.Log, "vgpu-probe guest: %s BAR2 at %s (%s)\n", e.Device(), o.Out, ivshmem.PageState(o.Out))
 	if o.Once {
 		return nil
 	}
 	<-ctx.Done()
-	return e.undo()
+	return e.Undo()
 }
 
-// pageState says whether the agent publishes into the page yet; readers
-// fall back until it does, and pick the page up when it appears.
-func pageState(path string) string {
-	f, err := hintpage.Map(path)
-	if err != nil {
-		return "no hint page yet: readers fall back until the agent publishes"
+// deviceError makes an error about the device --device named bad input.
+func deviceError(err error) error {
+	for _, bad := range []error{ivshmem.ErrBadAddress, ivshmem.ErrNoSuchDevice, ivshmem.ErrNotIvshmem} {
+		if errors.Is(err, bad) {
+			return usage.Errorf("--device %v", err)
+		}
 	}
-	defer f.Close()
-	return fmt.Sprintf("hint page with %d slots", f.Slots())
+	return err
 }

@@ -1,4 +1,4 @@
-package guest
+package ivshmem
 
 import (
 	"errors"
@@ -9,13 +9,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
-// SysPCI is where the kernel lists PCI devices; a variable so that tests
-// point it at a fake tree.
-var SysPCI = "/sys/bus/pci/devices"
+// SysPCI is where the kernel lists PCI devices.
+const SysPCI = "/sys/bus/pci/devices"
 
 // The ivshmem-plain device QEMU gives a libvirt <shmem> element.
 const (
@@ -23,8 +21,16 @@ const (
 	deviceIvshmem = "0x1110"
 )
 
-// ErrNoDevice: no ivshmem-plain device in the guest.
-var ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <shmem> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain")
+var (
+	// ErrNoDevice: no ivshmem-plain device in the guest.
+	ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <shmem> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain")
+	// ErrBadAddress: a named device that is not a PCI address.
+	ErrBadAddress = errors.New("want a PCI address like 0000:00:05.0")
+	// ErrNoSuchDevice: a named device the guest does not have.
+	ErrNoSuchDevice = errors.New("no such PCI device")
+	// ErrNotIvshmem: a named device that is another kind of device.
+	ErrNotIvshmem = errors.New("not an ivshmem device (PCI 1af4:1110)")
+)
 
 var bdfRE = regexp.MustCompile(`^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
@@ -36,17 +42,17 @@ func deviceDir(root, bdf string) (string, error) {
 	}
 	bdf = strings.ToLower(bdf)
 	if !bdfRE.MatchString(bdf) {
-		return "", usage.Errorf("--device %q: want a PCI address like 0000:00:05.0", bdf)
+		return "", fmt.Errorf("%q: %w", bdf, ErrBadAddress)
 	}
 	if len(bdf) == 7 {
 		bdf = "0000:" + bdf
 	}
 	dir := filepath.Join(root, bdf)
 	if _, err := os.Stat(dir); err != nil {
-		return "", usage.Errorf("--device %s: no such PCI device under %s", bdf, root)
+		return "", fmt.Errorf("%s: %w under %s", bdf, ErrNoSuchDevice, root)
 	}
 	if !isIvshmem(dir) {
-		return "", usage.Errorf("--device %s is not an ivshmem device (PCI 1af4:1110)", bdf)
+		return "", fmt.Errorf("%s is %w", bdf, ErrNotIvshmem)
 	}
 	return dir, nil
 }
