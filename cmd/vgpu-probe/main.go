@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/apps"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/guest"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/man"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
@@ -34,6 +35,9 @@ import (
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// logLevels are the --log-level values the help names, as zerolog spells them.
+var logLevels = []string{zerolog.DebugLevel.String(), zerolog.InfoLevel.String(), zerolog.WarnLevel.String(), zerolog.ErrorLevel.String()}
 
 func newRootCmd() *cobra.Command {
 	var logLevel string
@@ -63,6 +67,7 @@ notice of kernel completion.
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	complete.Flags(root, map[string]cobra.CompletionFunc{"log-level": complete.One(logLevels...)})
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
 	root.AddCommand(
 		agent.NewCmd(nil),

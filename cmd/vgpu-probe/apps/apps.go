@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
@@ -135,6 +136,16 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
 	f.StringSliceVar(&o.From, "from", nil, "print the table (or --json) of earlier runs from these runs.jsonl files, taken together, and run nothing")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{
+		"arms":       complete.List(suite.Arms...),
+		"contention": complete.List(corunner.Contentions...),
+		"suite":      complete.Files("json"),
+		"dir":        complete.Dirs,
+		"lib":        complete.Files("so"),
+		"blocksync":  complete.Files("so"),
+		"out":        complete.Dirs,
+		"from":       complete.Files("jsonl"),
+	})
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/bench"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
@@ -117,6 +118,15 @@ statistics (one file per cell process).`,
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
 	addMitigateFlag(f, o)
 	addThresholdFlags(f, o)
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{
+		"device":     complete.One(workload.Devices()...),
+		"modes":      complete.List(hybridsync.Modes()...),
+		"contention": complete.List(contentions...),
+		"threshold":  complete.List(workload.Thresholds...),
+		"mitigate":   complete.Mitigate,
+		"profile":    cobra.FixedCompletions([]string{profileMixed}, cobra.ShellCompDirectiveDefault),
+		"hints-page": complete.AnyFile,
+	})
 	return cmd
 }
 
@@ -161,11 +171,14 @@ func (o *Options) complete() error {
 	return o.resolveProfile()
 }
 
+// profileMixed is the --profile of simdev.Mixed; any other value is a file.
+const profileMixed = "mixed"
+
 func (o *Options) resolveProfile() error {
 	switch o.Profile {
 	case "":
 		o.profile = simdev.Fixed("kernel", time.Duration(o.KernelUS*1e3), o.JitterPct/100)
-	case "mixed":
+	case profileMixed:
 		o.profile = simdev.Mixed
 	default:
 		b, err := os.ReadFile(o.Profile)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage/ivshmem"
@@ -57,6 +58,7 @@ place and exits. Needs root.`,
 	f.StringVar(&o.Device, "device", "", "PCI address of the ivshmem device, e.g. 0000:00:05.0 (default: find it)")
 	f.StringVar(&o.Out, "out", DefaultOut, "where local processes find the page")
 	f.BoolVar(&o.Once, "once", false, "expose the page and exit, leaving it in place")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{"out": complete.AnyFile})
 	return cmd
 }
 

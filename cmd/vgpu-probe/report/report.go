@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/nvml"
@@ -124,6 +125,13 @@ written atomically: a failed report never leaves a partial file.`,
 	f.StringVar(&o.Prometheus, "prometheus", "", "Prometheus server (http://HOST:9090) that scrapes the agents: rank the whole fleet from it")
 	f.StringVar(&o.Range, "range", "1h", "with --prometheus: the span rates and distributions are over (30s, 15m, 1h, 1d)")
 	f.StringVar(&o.Match, "match", "", "with --prometheus: label matchers every query carries, e.g. '{job=\"gpu\"}'")
+	cmd.ValidArgsFunction = complete.Files("json")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{
+		"format": complete.One(Formats()...),
+		"output": complete.AnyFile,
+		"stats":  complete.Files("json"),
+		"nvml":   complete.Files("json"),
+	})
 	return cmd
 }
 

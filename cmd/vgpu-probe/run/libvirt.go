@@ -3,6 +3,7 @@ package run
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -21,6 +22,10 @@ type LibvirtOptions struct {
 	JobTimeout  time.Duration
 }
 
+// domainTypes are the values of --domain-type: auto picks one of the
+// others (vmimages.ProbeType).
+var domainTypes = []string{"auto", vmimages.TypeKVM, vmimages.TypeQEMU}
+
 func (l *LibvirtOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&l.URI, "libvirt-uri", libvirt.DefaultURI, "--backend libvirt: the libvirtd to create the VMs with (qemu:///system, or a socket path)")
 	f.StringVar(&l.ImageDir, "vm-image", "", "--backend libvirt: directory of the guest image from make vmimage (default: vmimages/cache, or $VGPU_VMIMAGE_DIR)")
@@ -38,9 +43,7 @@ func (o *Options) validateLibvirt() error {
 	if o.Device != "sim" {
 		return fmt.Errorf("--backend libvirt: --device %s: the guest image has the simulated GPU only", o.Device)
 	}
-	switch o.Libvirt.DomainType {
-	case "auto", vmimages.TypeKVM, vmimages.TypeQEMU:
-	default:
+	if !slices.Contains(domainTypes, o.Libvirt.DomainType) {
 		return fmt.Errorf("--domain-type %q: want auto, kvm or qemu", o.Libvirt.DomainType)
 	}
 	if o.Libvirt.BootTimeout <= 0 || o.Libvirt.JobTimeout <= 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/local"
@@ -146,8 +147,21 @@ docs/experiments.md.`,
 	f.BoolVar(&o.Hints, "hints", false, "--backend libvirt: publish the runner VM's hint page (the agent's, in-process; root) and have its guest's waits read it (HYBRIDSYNC_HINTS)")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups) or libvirt (real VMs booted from vmimages/)")
 	o.Libvirt.addFlags(f)
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{
+		"scenario":    complete.List(scenario.Names()...),
+		"corunner":    complete.One(corunner.Kinds...),
+		"modes":       complete.List(hybridsync.Modes()...),
+		"device":      complete.One(workload.Devices()...),
+		"backend":     complete.One(backends...),
+		"domain-type": complete.One(domainTypes...),
+		"out":         complete.Dirs,
+		"vm-image":    complete.Dirs,
+	})
 	return cmd
 }
+
+// backends are the values of --backend (Validate).
+var backends = []string{"local", "libvirt"}
 
 // Complete fills in defaults that depend on the machine.
 func (o *Options) Complete() error {
