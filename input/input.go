@@ -78,7 +78,7 @@ func kind(m fs.FileMode) string {
 }
 
 func tooLarge(name, size string, limit int) error {
-	return fmt.Errorf("%s: %s, more than the %d MiB an input may hold: %w", name, size, limit>>20, ErrTooLarge)
+	return fmt.Errorf("%s: %w: %s, over the %d MiB an input may hold", name, ErrTooLarge, size, limit>>20)
 }
 
 // ReadFrom reads r, which name describes in errors, to its end or to
@@ -112,7 +112,7 @@ func readFrom(ctx context.Context, name string, r io.Reader, limit int) ([]byte,
 		case res.err != nil:
 			return nil, fmt.Errorf("reading %s: %w", name, res.err)
 		case len(res.b) > limit:
-			return nil, tooLarge(name, fmt.Sprintf("over %d bytes", limit), limit)
+			return nil, tooLarge(name, fmt.Sprintf("more than %d bytes", limit), limit)
 		}
 		return res.b, nil
 	}

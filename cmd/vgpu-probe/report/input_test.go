@@ -100,7 +100,7 @@ func TestInputsThatAreNotMeasurementsAreRefused(t *testing.T) {
 		{"fifo", []string{fifo}, fifo + ": not a regular file (a named pipe)"},
 		{"dev zero", []string{"/dev/zero"}, "/dev/zero: not a regular file (a character device)"},
 		{"directory", []string{"--stats", dir}, dir + ": not a regular file (a directory)"},
-		{"oversize", []string{"--nvml", big}, big + ": 268435457 bytes, more than the 256 MiB"},
+		{"oversize", []string{"--nvml", big}, big + ": too large: 268435457 bytes, over the 256 MiB"},
 		{"negative wall time", []string{negative}, negative + ": cells[4].median.wall_s = -3"},
 		{"zero wall time", []string{zero}, zero + ": cells[4].median.wall_s = 0"},
 		{"huge wall time", []string{huge}, huge + ": cells[4].median.wall_s = 1e+308"},
