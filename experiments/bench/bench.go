@@ -14,8 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
@@ -81,11 +79,15 @@ type Doc struct {
 // run is one Run's state: what it started, for the cells to use.
 type run struct {
 	*Options
-	work       int64
-	mitigator  *mitigate.Mitigator
-	feed       *hintfeed.Feed // the in-process hint publisher, if any
-	quotaUS    int64          // the current setting's bandwidth limit,
-	periodUS   int64          // which the hint page reports
+	work int64
+	// feed is the agent in-process: the cells' hint page where it is
+	// published here, the cells' slice with a mitigation; nil if neither.
+	feed *hintfeed.Feed
+	// watched, in tests, is called once a hints cell's process is on
+	// its page, before its loop starts.
+	watched    func(pid int)
+	quotaUS    int64 // the current setting's bandwidth limit,
+	periodUS   int64 // which the hint page reports
 	cgroupName string
 }
 
@@ -101,10 +103,7 @@ func newRun(o Options) *run {
 
 func (r *run) do(ctx context.Context) ([]Row, error) {
 	o := r.Options
-	if err := r.startMitigation(); err != nil {
-		return nil, err
-	}
-	if err := r.startHints(ctx); err != nil {
+	if err := r.startFeed(ctx); err != nil {
 		return nil, err
 	}
 	if r.feed != nil {
@@ -170,29 +169,15 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 	return rows, err
 }
 
-// startMitigation refuses a kernel without custom slices before any cell
-// runs.
-func (r *run) startMitigation() error {
-	if r.Mitigation == nil {
-		return nil
-	}
-	m, err := mitigate.New(mitigate.Options{Slice: r.Mitigation.Slice, Log: zerolog.Nop()})
-	if err != nil {
-		return fmt.Errorf("--mitigate: %w", err)
-	}
-	r.mitigator = m
-	return nil
-}
-
 // runCell runs one cell; with a mitigation its process is started from a
 // thread with the slice, so that the cell and every thread it makes
 // (CUDA's included) have it from the start, and only for the cell's life.
 func (r *run) runCell(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
-	if r.mitigator == nil {
+	if r.feed == nil {
 		return r.runOne(ctx, cell, cg)
 	}
 	var res results.Result
-	err := r.mitigator.Inherit(func() error {
+	err := r.feed.Inherit(func() error {
 		var err error
 		res, err = r.runOne(ctx, cell, cg)
 		return err

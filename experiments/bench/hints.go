@@ -12,15 +12,21 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
-// startHints publishes the cells' hint page in-process when hints are
-// asked for and no page was given; Run closes it.
-func (r *run) startHints(ctx context.Context) error {
-	if !slices.Contains(r.Thresholds, workload.ThresholdHints) || r.HintsPage != "" {
+// startFeed starts the agent in-process, before any cell runs, where the
+// cells need it: to publish their hint page (hints asked for and no page
+// given), to give them the slice (a mitigation), or both, in which case
+// the page carries the slice of the cell's thread. Run closes it.
+func (r *run) startFeed(ctx context.Context) error {
+	publish := slices.Contains(r.Thresholds, workload.ThresholdHints) && r.HintsPage == ""
+	if !publish && r.Mitigation == nil {
 		return nil
 	}
-	f, err := hintfeed.Start(ctx, targets.KindPID, "")
+	f, err := hintfeed.Start(ctx, hintfeed.Options{Kind: targets.KindPID, Hints: publish, Mitigation: r.Mitigation})
 	if err != nil {
-		return fmt.Errorf("--threshold hints: %w", err)
+		if publish {
+			return fmt.Errorf("--threshold hints: %w", err)
+		}
+		return err
 	}
 	r.feed = f
 	return nil
@@ -45,7 +51,7 @@ func (r *run) hintCell(cell workload.Cell) workload.Cell {
 		return cell
 	}
 	cell.HintPage = r.HintsPage
-	if r.feed != nil {
+	if r.feed != nil && r.feed.Hints() {
 		cell.HintPage = r.feed.Path(cellName)
 	}
 	return cell
@@ -53,12 +59,18 @@ func (r *run) hintCell(cell workload.Cell) workload.Cell {
 
 // runOne runs a cell, watched by the in-process publisher when it reads
 // hints from it: the cell's loop thread becomes the page's only thread
-// before its loop starts.
+// (with the mitigator's slice in its slot, if any) before its loop starts.
 func (r *run) runOne(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
-	if r.feed == nil || cell.Threshold != workload.ThresholdHints {
+	if r.feed == nil || !r.feed.Hints() || cell.Threshold != workload.ThresholdHints {
 		return workload.RunCell(ctx, cell, cg)
 	}
 	return workload.RunCellStarted(ctx, cell, cg, func(pid int) error {
-		return r.feed.Watch(cellName, []int{pid}, r.quotaUS, r.periodUS)
+		if err := r.feed.Watch(cellName, []int{pid}, r.quotaUS, r.periodUS); err != nil {
+			return err
+		}
+		if r.watched != nil {
+			r.watched(pid)
+		}
+		return nil
 	})
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -67,3 +70,52 @@ type nopProgress struct{}
 func (nopProgress) Begin(int)   {}
 func (nopProgress) Next(string) {}
 func (nopProgress) Advance()    {}
+
+// TestHintsMitigated: with --threshold hints and a mitigation, the page
+// the run publishes carries the slice in the slot of the cell's thread
+// (read as the cell's library reads it), and the cell runs with the
+// kernel's slice set.
+func TestHintsMitigated(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--threshold hints loads the agent's eBPF programs and --mitigate sets the cells' slices: needs root (CI runs as root)")
+	}
+	const slice = 100 * time.Microsecond
+	if _, err := mitigate.Check(mitigate.System, uint64(slice)); err != nil {
+		t.Skipf("custom EEVDF slices not available here: %v", err)
+	}
+	o := small(t)
+	o.Modes = []hybridsync.Mode{hybridsync.ModeBlock}
+	o.Contentions = []string{"none"}
+	o.Thresholds = []string{workload.ThresholdHints}
+	o.Mitigation = &mitigate.Config{Slice: slice}
+	r := newRun(o)
+	type seen struct {
+		page, kernel time.Duration
+		ok           bool
+	}
+	var cells []seen
+	r.watched = func(pid int) {
+		h := hybridsync.NewHintSource(r.feed.Path(cellName), nil, nil)
+		var s seen
+		for end := time.Now().Add(2 * time.Second); !s.ok && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			s.page, s.ok = h.Mitigation(pid)
+		}
+		if a, err := unix.SchedGetAttr(pid, 0); err == nil {
+			s.kernel = time.Duration(a.Runtime)
+		}
+		cells = append(cells, s)
+	}
+	rows, err := r.do(context.Background())
+	if err != nil {
+		if strings.Contains(err.Error(), "BPF") {
+			t.Skipf("cannot load the eBPF programs here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || len(cells) != 1 {
+		t.Fatalf("%d rows, %d cells watched; want 1 and 1", len(rows), len(cells))
+	}
+	if c := cells[0]; !c.ok || c.page != slice || c.kernel != slice {
+		t.Errorf("the cell's slot: mitigation %v (present %v), its slice in the kernel %v; want %v in both", c.page, c.ok, c.kernel, slice)
+	}
+}

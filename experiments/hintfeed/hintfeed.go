@@ -1,55 +1,121 @@
-// Package hintfeed is the agent's hint pipeline (eBPF programs, monitor,
-// publisher) run inside an experiment, wired as `vgpu-probe agent --hints`
-// wires it: it publishes the hint page of each target it is told to
-// watch, for as long as it watches it. bench watches one benchmark cell
-// at a time; run --hints watches each runner domain of the libvirt
-// backend.
+// Package hintfeed is the agent run inside an experiment, wired as
+// `vgpu-probe agent --hints DIR --mitigate slice=...` wires it: for each
+// target it is told to watch, for as long as it watches it, it publishes
+// the target's hint page (eBPF programs, monitor, publisher) and gives
+// the target's threads the short EEVDF slice, whose length each thread's
+// slot then carries. Either part may be off. bench watches one benchmark
+// cell at a time; apps each program of the suite; run --hints and run
+// --mitigate each runner domain of the libvirt backend.
 package hintfeed
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
-// Feed publishes hint pages; it needs root (it loads eBPF programs).
+// Options configures a Feed.
+type Options struct {
+	// Kind is the kind of the targets watched (domain: vCPU i is the
+	// i-th thread given to Watch).
+	Kind targets.Kind
+	// Hints publishes each watched target's hint page; it needs root
+	// (the agent's eBPF programs).
+	Hints bool
+	// Dir is where pages go; "" is a fresh directory (under
+	// hints.DefaultDir where there is one), removed by Close.
+	Dir string
+	// Mitigation, when set, gives the threads of each watched target the
+	// slice while it is watched (and, through Inherit, processes from
+	// their start); a page then carries each thread's slice in its slot.
+	Mitigation *mitigate.Config
+}
+
+// Feed is the agent's hint pages and mitigation, in-process.
 type Feed struct {
 	kind    targets.Kind
 	dir     string
 	tempDir bool // made by Start, removed by Close
+	m       *mitigate.Mitigator
 	probe   *bpfload.Probe
 	mon     *monitor.Monitor
 	pub     *hints.Publisher
 	cancel  context.CancelFunc
 	done    chan struct{}
 	applied int // once closed: the switch-in records the publisher applied
+
+	mu       sync.Mutex
+	watchers map[string]*rescan // WatchProcess's, by name
 }
 
-// Start starts a feed that publishes the pages of targets of kind into
-// dir; dir "" is a fresh directory (under hints.DefaultDir where there is
-// one), removed by Close.
-func Start(ctx context.Context, kind targets.Kind, dir string) (*Feed, error) {
-	f := &Feed{kind: kind, dir: dir, done: make(chan struct{})}
-	if dir == "" {
+// rescan is one WatchProcess's re-scanning of a process's threads.
+type rescan struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop ends the re-scan and waits for it, so that no Added it was about
+// to apply comes after what the caller applies next.
+func (r *rescan) stop() {
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// Start starts a feed. With Mitigation it first refuses a kernel without
+// custom slices; with Hints it loads the eBPF programs.
+func Start(ctx context.Context, o Options) (*Feed, error) {
+	f := &Feed{kind: o.Kind, dir: o.Dir, done: make(chan struct{}), watchers: map[string]*rescan{}}
+	if o.Mitigation != nil {
+		m, err := mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: zerolog.Nop()})
+		if err != nil {
+			return nil, fmt.Errorf("--mitigate: %w", err)
+		}
+		f.m = m
+	}
+	ctx, f.cancel = context.WithCancel(ctx)
+	if !o.Hints {
+		close(f.done)
+		return f, nil
+	}
+	if err := f.startHints(ctx); err != nil {
+		f.cancel()
+		return nil, fmt.Errorf("--hints: %w", err)
+	}
+	return f, nil
+}
+
+// startHints makes the directory, the publisher (which asks the mitigator
+// for each thread's slice) and the eBPF programs, and runs the monitor.
+func (f *Feed) startHints(ctx context.Context) error {
+	if f.dir == "" {
 		base := hints.DefaultDir
 		if _, err := os.Stat(base); err != nil {
 			base = os.TempDir()
 		}
 		var err error
 		if f.dir, err = os.MkdirTemp(base, "vgpu-probe-hints-"); err != nil {
-			return nil, err
+			return err
 		}
 		f.tempDir = true
 	}
+	o := hints.Options{Dir: f.dir, Log: zerolog.Nop()}
+	if f.m != nil {
+		o.Mitigation = f.m.Slice
+	}
 	var err error
-	if f.pub, err = hints.New(hints.Options{Dir: f.dir, Log: zerolog.Nop()}); err == nil {
+	if f.pub, err = hints.New(o); err == nil {
 		f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Self: uint32(os.Getpid()), Log: zerolog.Nop()})
 		if err != nil {
 			f.pub.Close()
@@ -57,27 +123,47 @@ func Start(ctx context.Context, kind targets.Kind, dir string) (*Feed, error) {
 	}
 	if err != nil {
 		f.removeDir()
-		return nil, err
+		return err
 	}
 	f.pub.SetCounters(f.probe)
 	f.mon = monitor.New(f.probe, monitor.Options{Log: zerolog.Nop(), OnEvent: f.pub.OnEvent})
-	ctx, f.cancel = context.WithCancel(ctx)
 	go func() { defer close(f.done); f.mon.Run(ctx) }()
 	go f.pub.Run(ctx)
-	return f, nil
+	return nil
 }
 
-// Dir is where the pages are.
+// Hints reports whether the feed publishes pages.
+func (f *Feed) Hints() bool { return f.pub != nil }
+
+// Mitigates reports whether the feed gives watched threads the slice.
+func (f *Feed) Mitigates() bool { return f.m != nil }
+
+// Dir is where the pages are ("" without hints).
 func (f *Feed) Dir() string { return f.dir }
 
-// Path is the page of the target called name.
-func (f *Feed) Path(name string) string { return f.pub.Path(name) }
+// Path is the page of the target called name ("" without hints).
+func (f *Feed) Path(name string) string {
+	if f.pub == nil {
+		return ""
+	}
+	return f.pub.Path(name)
+}
 
-// Watch publishes the page of the target called name, whose threads are
-// tids (vCPU i on tids[i] for a domain), limited to quotaUS per periodUS
-// (0: no limit); a target of the same name is replaced. Apply is
-// synchronous: the threads are watched and the page is there when it
-// returns.
+// Inherit runs start (which starts a process) from a thread with the
+// slice when the feed mitigates, so that the process and every thread it
+// makes have it from their first instruction (mitigate.Mitigator.Inherit);
+// otherwise it just runs start.
+func (f *Feed) Inherit(start func() error) error {
+	if f.m == nil {
+		return start()
+	}
+	return f.m.Inherit(start)
+}
+
+// Watch watches the target called name, whose threads are tids (vCPU i
+// on tids[i] for a domain), limited to quotaUS per periodUS (0: no
+// limit); a target of the same name is replaced. It is synchronous: the
+// threads have the slice and the page is there when it returns.
 func (f *Feed) Watch(name string, tids []int, quotaUS, periodUS int64) error {
 	t := targets.Target{Kind: f.kind, Name: name, QuotaUS: quotaUS, PeriodUS: periodUS}
 	for i, tid := range tids {
@@ -87,31 +173,111 @@ func (f *Feed) Watch(name string, tids []int, quotaUS, periodUS int64) error {
 		}
 		t.Threads = append(t.Threads, targets.Thread{TID: tid, VCPU: vcpu})
 	}
+	return f.watch(t)
+}
+
+func (f *Feed) watch(t targets.Target) error {
 	f.apply(targets.Event{Kind: targets.Added, Target: t})
-	if _, err := os.Stat(f.Path(name)); err != nil {
-		return fmt.Errorf("no hint page for %s: %w", name, err)
+	if f.pub == nil {
+		return nil
+	}
+	if _, err := os.Stat(f.Path(t.Name)); err != nil {
+		return fmt.Errorf("no hint page for %s: %w", t.Name, err)
 	}
 	return nil
 }
 
-// Unwatch stops publishing the page of name and removes its file.
+// RescanEvery is how often WatchProcess looks for threads that started or
+// ended.
+const RescanEvery = 50 * time.Millisecond
+
+// WatchProcess watches every thread of process pid as the target called
+// name, as the agent's --pid does: its threads are looked for again every
+// RescanEvery until Unwatch or until the process exits. The process's
+// threads at the call are watched when it returns.
+func (f *Feed) WatchProcess(name string, pid int, quotaUS, periodUS int64) error {
+	src, err := targets.NewPID(pid, RescanEvery)
+	if err != nil {
+		return err
+	}
+	t, err := src.Scan()
+	if err != nil {
+		return err
+	}
+	relabel := func(t targets.Target) targets.Target {
+		t.Kind, t.Name, t.QuotaUS, t.PeriodUS = f.kind, name, quotaUS, periodUS
+		return t
+	}
+	if err := f.watch(relabel(t)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rescan{cancel: cancel, done: make(chan struct{})}
+	f.mu.Lock()
+	old := f.watchers[name]
+	f.watchers[name] = r
+	f.mu.Unlock()
+	old.stop()
+	go func() {
+		defer close(r.done)
+		for ev := range src.Run(ctx) {
+			// Removed (the process exited) is left to Unwatch, which
+			// the caller makes once it has its result.
+			if ev.Kind == targets.Added && ctx.Err() == nil {
+				f.apply(targets.Event{Kind: targets.Added, Target: relabel(ev.Target)})
+			}
+		}
+	}()
+	return nil
+}
+
+// Unwatch stops watching name: its threads get their slices back and its
+// page file is removed.
 func (f *Feed) Unwatch(name string) {
+	f.mu.Lock()
+	r := f.watchers[name]
+	delete(f.watchers, name)
+	f.mu.Unlock()
+	r.stop()
 	f.apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: f.kind, Name: name}})
 }
 
+// apply gives the mitigator the change first, so that the publisher's
+// first page of a thread carries its slice (the agent's order: the
+// mitigator's source before the publisher's).
 func (f *Feed) apply(ev targets.Event) {
-	f.pub.Apply(ev)
-	f.mon.Apply(ev)
+	if f.m != nil {
+		f.m.Apply(ev)
+	}
+	if f.pub != nil {
+		f.pub.Apply(ev)
+		f.mon.Apply(ev)
+	}
 }
 
-// Close stops the feed and removes what it made.
-func (f *Feed) Close() {
+// Close stops the feed, puts back the slices it set and removes what it
+// made.
+func (f *Feed) Close() error {
+	f.mu.Lock()
+	rs := f.watchers
+	f.watchers = map[string]*rescan{}
+	f.mu.Unlock()
+	for _, r := range rs {
+		r.stop()
+	}
 	f.cancel()
 	<-f.done
-	f.applied = f.pub.Applied()
-	f.pub.Close()
-	f.probe.Close()
+	var err error
+	if f.m != nil {
+		err = f.m.Stop()
+	}
+	if f.pub != nil {
+		f.applied = f.pub.Applied()
+		f.pub.Close()
+		f.probe.Close()
+	}
 	f.removeDir()
+	return err
 }
 
 // Applied is how many switch-in records the publisher applied, once

@@ -272,7 +272,7 @@ func Run(ctx context.Context, o *Options) error {
 		lb := o.libvirtBackend(p)
 		be, agent = lb, runner.DomainAgent(o.self, o.Libvirt.URI, lb.DomainName)
 		if o.Hints {
-			f, err := hintfeed.Start(ctx, targets.KindDomain, hints.DefaultDir)
+			f, err := hintfeed.Start(ctx, hintfeed.Options{Kind: targets.KindDomain, Hints: true, Dir: hints.DefaultDir})
 			if err != nil {
 				return fmt.Errorf("--hints: %w", err)
 			}
