@@ -57,6 +57,9 @@ type Config struct {
 	PeriodUS int64 `json:"period_us,omitempty"`
 	// Hints: the runner's waits read the host's hint page (run --hints).
 	Hints bool `json:"hints,omitempty"`
+	// Mitigate is run --mitigate (e.g. "slice=100us"): the runner's
+	// threads had a short EEVDF slice; "" none.
+	Mitigate string `json:"mitigate,omitempty"`
 	// Notes says what the run changed from what was asked, and why
 	// (e.g. shared2 skipped without the rights to create cgroups).
 	Notes []string `json:"notes,omitempty"`

@@ -126,11 +126,12 @@ func sameWorkload(old, cfg results.Config, path string) error {
 		host, kernel                        float64
 		profile                             string
 		hints                               bool
+		mitigate                            string
 	}
-	a := w{old.Backend, old.Corunner, old.Device, old.Workload, old.Steps, old.HostUS, old.KernelUS, old.Profile, old.Hints}
-	b := w{cfg.Backend, cfg.Corunner, cfg.Device, cfg.Workload, cfg.Steps, cfg.HostUS, cfg.KernelUS, cfg.Profile, cfg.Hints}
+	a := w{old.Backend, old.Corunner, old.Device, old.Workload, old.Steps, old.HostUS, old.KernelUS, old.Profile, old.Hints, old.Mitigate}
+	b := w{cfg.Backend, cfg.Corunner, cfg.Device, cfg.Workload, cfg.Steps, cfg.HostUS, cfg.KernelUS, cfg.Profile, cfg.Hints, cfg.Mitigate}
 	if a != b {
-		return fmt.Errorf("%s was made with another workload, co-runner, backend or hint setting (%+v, now %+v): resume into another --out", path, a, b)
+		return fmt.Errorf("%s was made with another workload, co-runner, backend, hint or mitigation setting (%+v, now %+v): resume into another --out", path, a, b)
 	}
 	return nil
 }

@@ -18,14 +18,12 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
-	"github.com/vgpu-probe/vgpu-probe/agent/hints"
-	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/local"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/experiments/runner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
@@ -55,6 +53,7 @@ type Options struct {
 	Resume        bool
 	WithAgent     bool
 	Hints         bool
+	Mitigate      string // --mitigate (mitigate.go): "" is off
 	Backend       string
 	Libvirt       LibvirtOptions
 	SampleNVML    bool
@@ -74,6 +73,8 @@ type Options struct {
 	outGiven bool
 	vcpusSet bool
 	nvmlSet  bool
+	// mitigation is --mitigate parsed; nil: off.
+	mitigation *mitigate.Config
 }
 
 // NewCmd returns the run command; runF replaces the run in tests.
@@ -146,6 +147,7 @@ docs/experiments.md.`,
 	f.BoolVar(&o.WithAgent, "with-agent", false, "watch the runner and co-runners with the agent (eBPF, root) during one extra run per cell")
 	f.BoolVar(&o.Hints, "hints", false, "--backend libvirt: publish the runner VM's hint page (the agent's, in-process; root) and have its guest's waits read it (HYBRIDSYNC_HINTS)")
 	f.StringVar(&o.Backend, "backend", "local", "where VMs come from: local (processes, pinning, cgroups) or libvirt (real VMs booted from vmimages/)")
+	addMitigateFlag(f, o)
 	o.Libvirt.addFlags(f)
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"scenario":    complete.List(scenario.Names()...),
@@ -153,6 +155,7 @@ docs/experiments.md.`,
 		"modes":       complete.List(hybridsync.Modes()...),
 		"device":      complete.One(workload.Devices()...),
 		"backend":     complete.One(backends...),
+		"mitigate":    complete.Mitigate,
 		"domain-type": complete.One(domainTypes...),
 		"out":         complete.Dirs,
 		"vm-image":    complete.Dirs,
@@ -236,6 +239,9 @@ func (o *Options) Validate() error {
 	if err := o.checkHints(); err != nil {
 		return err
 	}
+	if err := o.checkMitigate(); err != nil {
+		return err
+	}
 	if o.Resume && !o.outGiven {
 		return fmt.Errorf("--resume needs --out DIR, the run to continue")
 	}
@@ -254,7 +260,7 @@ func (o *Options) Validate() error {
 // config is what results.json records as asked for.
 func (o *Options) config() results.Config {
 	c := results.Config{Backend: o.Backend, Scenarios: o.Scenarios, Corunner: o.corunnerLabel(), Corunners: o.Corunners,
-		VCPUs: o.VCPUs, Modes: o.Modes, Reps: o.Reps, PeriodUS: o.Period.Microseconds(), Hints: o.Hints}
+		VCPUs: o.VCPUs, Modes: o.Modes, Reps: o.Reps, PeriodUS: o.Period.Microseconds(), Hints: o.Hints, Mitigate: o.Mitigate}
 	if o.WorkloadCmd != "" {
 		c.Workload = o.WorkloadCmd
 	} else {
@@ -266,18 +272,27 @@ func (o *Options) config() results.Config {
 // Run runs the experiment and prints the slowdown table.
 func Run(ctx context.Context, o *Options) error {
 	p := progress.New(o.Err)
-	var be backend.Backend = local.Backend{}
+	feed, err := o.startFeed(ctx)
+	if err != nil {
+		return err
+	}
+	if feed != nil {
+		defer feed.Close()
+	}
+	lo := local.Backend{}
+	if feed.Mitigates() {
+		lo.Inherit = feed.Inherit
+	}
+	var be backend.Backend = lo
 	agent := runner.PIDAgent(o.self)
 	if o.Backend == "libvirt" {
 		lb := o.libvirtBackend(p)
 		be, agent = lb, runner.DomainAgent(o.self, o.Libvirt.URI, lb.DomainName)
 		if o.Hints {
-			f, err := hintfeed.Start(ctx, hintfeed.Options{Kind: targets.KindDomain, Hints: true, Dir: hints.DefaultDir})
-			if err != nil {
-				return fmt.Errorf("--hints: %w", err)
-			}
-			defer f.Close()
-			lb.Hints = f
+			lb.Hints = feed
+		}
+		if feed.Mitigates() {
+			lb.Mitigation = feed
 		}
 	}
 	ro := runner.Options{

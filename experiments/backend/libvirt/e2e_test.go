@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,6 +118,127 @@ func TestE2EHints(t *testing.T) {
 	if p, _ := filepath.Glob("/dev/shm/" + hintpage.FilePrefix + "vgpu-probe-run-*"); len(p) > 0 {
 		t.Errorf("hint pages left behind by run: %v", p)
 	}
+}
+
+// `vgpu-probe run --backend libvirt --hints --mitigate slice=100us`: while
+// the run lasts, the gpurunner's vCPU thread on the host has the 100 µs
+// slice and its slot of the hint page says so (what the guest's waits
+// read); the guest's waits read the page, and results.json records both
+// settings.
+func TestE2EHintsMitigate(t *testing.T) {
+	bin := e2e(t)
+	l := libvirttest.Connect(t)
+	jobImage(t)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--backend", "libvirt", "--hints", "--mitigate", "slice=100us",
+		"--scenario", "shared1", "--vcpus", "1", "--corunner", "while1", "--modes", "hybrid",
+		"--reps", "1", "--steps", "300", "--nvml-interval", "0", "--out", out)
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan mitigationSeen, 1)
+	go func() { seen <- watchMitigation(cmd.Process.Pid) }()
+	err := cmd.Wait()
+	t.Logf("%s", output.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	m := <-seen
+	t.Logf("vCPU thread %d: slot mitigation %d ns, kernel slice %d ns", m.tid, m.slotNs, m.kernelNs)
+	if m.tid == 0 || m.slotNs != 100_000 || m.kernelNs != 100_000 {
+		t.Errorf("while the run lasted: vCPU thread %d, its slot's mitigation %d ns, its slice in the kernel %d ns; want 100000 in both",
+			m.tid, m.slotNs, m.kernelNs)
+	}
+	f, err := results.Read(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cells) != 1 || !f.Config.Hints || f.Config.Mitigate != "slice=100us" {
+		t.Fatalf("%d cells (hints %v, mitigate %q), want 1 with hints and slice=100us", len(f.Cells), f.Config.Hints, f.Config.Mitigate)
+	}
+	for _, r := range f.Cells[0].Reps {
+		if r.Hints == nil || r.Hints.Used == 0 {
+			t.Errorf("the guest's waits read no hints: %+v", r.Hints)
+		}
+	}
+	checkClean(t, l)
+	if p, _ := filepath.Glob("/dev/shm/" + hintpage.FilePrefix + "vgpu-probe-run-*"); len(p) > 0 {
+		t.Errorf("hint pages left behind by run: %v", p)
+	}
+}
+
+// mitigationSeen is the runner's vCPU thread as a run showed it.
+type mitigationSeen struct {
+	tid              int
+	slotNs, kernelNs uint64
+}
+
+// watchMitigation polls the run whose pid is given until it exits: the
+// gpurunner's page (slot 0, its vCPU) and its vCPU thread on the host
+// (found by name, as the page's vCPU slots carry no thread id). It
+// returns the first sight of a mitigation in both, or the last seen.
+func watchMitigation(pid int) mitigationSeen {
+	var m mitigationSeen
+	prefix := fmt.Sprintf("vgpu-probe-run-%d-", pid)
+	for ; syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		paths, _ := filepath.Glob(filepath.Join("/dev/shm", hintpage.FilePrefix+prefix+"*"))
+		for _, p := range paths {
+			f, err := hintpage.Map(p)
+			if err != nil {
+				continue
+			}
+			var s hintpage.Slot
+			if f.ReadSlot(0, &s) == nil {
+				m.slotNs = uint64(s.MitigationNs)
+			}
+			f.Close()
+		}
+		if m.tid = vcpuThread(prefix, "gpurunner"); m.tid != 0 {
+			m.kernelNs = schedSlice(m.tid)
+		}
+		if m.slotNs == 100_000 && m.kernelNs == 100_000 {
+			return m
+		}
+	}
+	return m
+}
+
+// vcpuThread is the host thread of vCPU 0 of the domain whose name starts
+// with prefix and contains role (QEMU's -name guest=NAME), or 0.
+func vcpuThread(prefix, role string) int {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		b, err := os.ReadFile(c)
+		if err != nil || !strings.Contains(string(b), "guest="+prefix) || !strings.Contains(string(b), role) {
+			continue
+		}
+		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(c), "task", "*", "comm"))
+		for _, t := range tasks {
+			if comm, _ := os.ReadFile(t); strings.HasPrefix(string(comm), "CPU 0/") {
+				tid, _ := strconv.Atoi(filepath.Base(filepath.Dir(t)))
+				return tid
+			}
+		}
+	}
+	return 0
+}
+
+// schedSlice is the thread's se.slice from /proc, ns (0: unknown).
+func schedSlice(tid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/sched", tid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "se.slice" {
+			var n uint64
+			fmt.Sscan(f[2], &n)
+			return n
+		}
+	}
+	return 0
 }
 
 // The agent's off-CPU time of the gpurunner's vCPU thread, watched through

@@ -64,6 +64,11 @@ type Backend struct {
 	// domain, hintpage.FileName; it replaces Shmem), its guest exposes
 	// it (vgpu-probe guest), and its loops read it (threshold hints).
 	Hints HintPublisher
+	// Mitigation, when set, watches each runner domain's vCPU threads
+	// on the host while the domain exists, to give them a short EEVDF
+	// slice (hintfeed.Feed with a mitigation); one that is also Hints is
+	// told once.
+	Mitigation Watcher
 	// Log, when set, is told what the backend is doing (boots take
 	// seconds under TCG).
 	Log func(msg string)
@@ -74,13 +79,29 @@ type Backend struct {
 	names map[int]string // QEMU pid -> domain name
 }
 
-// HintPublisher publishes the hint page of a domain whose vCPU i runs on
-// host thread tids[i], into /dev/shm/hintpage.FileName(domain), the file
-// QEMU made for the domain's <shmem> (in place: a new file would not reach
-// the guest). Unwatch stops before the domain is destroyed.
-type HintPublisher interface {
+// Watcher watches a domain whose vCPU i runs on host thread tids[i],
+// limited to quotaUS per periodUS (0: no limit), from Watch until Unwatch,
+// which comes before the domain is destroyed.
+type Watcher interface {
 	Watch(domain string, tids []int, quotaUS, periodUS int64) error
 	Unwatch(domain string)
+}
+
+// HintPublisher is a Watcher that publishes the watched domain's hint
+// page into /dev/shm/hintpage.FileName(domain), the file QEMU made for the
+// domain's <shmem> (in place: a new file would not reach the guest).
+type HintPublisher = Watcher
+
+// watchers are the runner's Hints and Mitigation, each once.
+func (b *Backend) watchers() []Watcher {
+	var ws []Watcher
+	if b.Hints != nil {
+		ws = append(ws, b.Hints)
+	}
+	if b.Mitigation != nil && (b.Hints == nil || b.Mitigation != b.Hints) {
+		ws = append(ws, b.Mitigation)
+	}
+	return ws
 }
 
 var (
@@ -155,9 +176,9 @@ type env struct {
 	created   []string
 	runner    *guestVM
 	corunners []*guestVM
-	shmem     string // the runner's <shmem> file in /dev/shm; "" if none
-	published bool   // Hints publishes the runner's page
-	offset    int64  // host CLOCK_MONOTONIC - the runner guest's
+	shmem     string    // the runner's <shmem> file in /dev/shm; "" if none
+	watched   []Watcher // watching the runner, to be told when it goes
+	offset    int64     // host CLOCK_MONOTONIC - the runner guest's
 	once      sync.Once
 	err       error
 }
@@ -288,12 +309,14 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 		g.close()
 		return nil, err
 	}
-	if runner && e.b.Hints != nil {
-		if err := e.b.Hints.Watch(name, g.tids, r.QuotaUS, r.PeriodUS); err != nil {
-			g.close()
-			return nil, err
+	if runner {
+		for _, w := range e.b.watchers() {
+			if err := w.Watch(name, g.tids, r.QuotaUS, r.PeriodUS); err != nil {
+				g.close()
+				return nil, err
+			}
+			e.watched = append(e.watched, w)
 		}
-		e.published = true
 	}
 	e.b.logf("domain %s up in %.1fs (%s, vCPUs on CPUs %v)", name, time.Since(t0).Seconds(), d.Type, vm.CPUs)
 	e.b.mu.Lock()
@@ -398,8 +421,8 @@ func (e *env) Destroy() error {
 				g.close()
 			}
 		}
-		if e.published {
-			e.b.Hints.Unwatch(e.runner.name)
+		for _, w := range e.watched {
+			w.Unwatch(e.runner.name)
 		}
 		for _, name := range e.created {
 			if err := destroy(e.l, e.b.URI, name); err != nil {

@@ -37,8 +37,14 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
-// Backend is the local backend.
-type Backend struct{}
+// Backend is the local backend. Its zero value is ready to use.
+type Backend struct {
+	// Inherit, when set, runs each runner process (start runs it to its
+	// end) from a thread with a short EEVDF slice, so that the process
+	// and every vCPU thread it makes have it from the start
+	// (hintfeed.Feed.Inherit: run --mitigate); nil runs it plainly.
+	Inherit func(start func() error) error
+}
 
 var _ backend.Backend = Backend{}
 
@@ -70,7 +76,8 @@ func cgroupParent() string {
 // env is a created topology.
 type env struct {
 	topo      backend.Topology
-	groups    map[string]*cgroup.Group // by VM name; only VMs with a quota
+	inherit   func(start func() error) error // Backend.Inherit
+	groups    map[string]*cgroup.Group       // by VM name; only VMs with a quota
 	corunners []*vmProc
 	builtin   []*corunner.Process
 	once      sync.Once
@@ -78,14 +85,14 @@ type env struct {
 }
 
 // Create makes t's cgroups, starts the co-runners and places them.
-func (Backend) Create(ctx context.Context, t backend.Topology, co backend.Load) (backend.Env, error) {
+func (b Backend) Create(ctx context.Context, t backend.Topology, co backend.Load) (backend.Env, error) {
 	if err := checkTopology(t); err != nil {
 		return nil, err
 	}
 	if co.Cmd == "" && len(t.Corunners) > 0 && !corunner.Valid(co.Kind) {
 		return nil, fmt.Errorf("unknown co-runner %q (want one of %v)", co.Kind, corunner.Kinds)
 	}
-	e := &env{topo: t, groups: map[string]*cgroup.Group{}}
+	e := &env{topo: t, groups: map[string]*cgroup.Group{}, inherit: b.Inherit}
 	ok := false
 	defer func() {
 		if !ok {
@@ -189,8 +196,23 @@ func (e *env) Corunners() []int {
 	return pids
 }
 
-// Run runs w in the runner VM.
+// Run runs w in the runner VM, through Backend.Inherit when set. The
+// whole run is its start: the runner process dies with the thread that
+// started it (Pdeathsig), so that thread must outlive it.
 func (e *env) Run(ctx context.Context, w backend.Workload, started func(pid int)) (results.Result, error) {
+	if e.inherit == nil {
+		return e.run(ctx, w, started)
+	}
+	var r results.Result
+	err := e.inherit(func() error {
+		var err error
+		r, err = e.run(ctx, w, started)
+		return err
+	})
+	return r, err
+}
+
+func (e *env) run(ctx context.Context, w backend.Workload, started func(pid int)) (results.Result, error) {
 	s := spec{CPUs: e.topo.Runner.CPUs, Cmd: w.Cmd}
 	var stdout io.Writer = io.Discard
 	if w.Cmd != "" {
