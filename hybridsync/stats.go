@@ -103,7 +103,7 @@ type Stats struct {
 	Hints *HintStats `json:"hints,omitempty"`
 	// Outcomes: the epochs of each arm where the C library's default
 	// mode checks its choices against their outcomes (absent elsewhere).
-	Outcomes       *OutcomeStats `json:"outcomes,omitempty"`
+	Outcomes       *ArmStats     `json:"outcomes,omitempty"`
 	UnknownKernels Counts        `json:"unknown_kernels"`
 	Kernels        []KernelStats `json:"kernels"`
 }
@@ -143,7 +143,7 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 		h := c.Stats()
 		st.Hints = &h
 	}
-	if o := s.outcomes.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
+	if o := s.chooser.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
 		st.Outcomes = &o
 	}
 	if g, ok := s.thr.(*GuestEstimator); ok {

@@ -49,7 +49,7 @@ type Syncer struct {
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
-	outcomes  *Outcomes
+	chooser   *ArmChooser
 }
 
 // New returns a Syncer for cfg.
@@ -68,7 +68,7 @@ func New(cfg Config) *Syncer {
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
-	s.outcomes = newOutcomes(s.cont)
+	s.chooser = newArmChooser(s.cont)
 	s.policy = policies[cfg.Mode]
 	if s.policy == nil {
 		s.policy = policies[ModeHybrid]
@@ -80,11 +80,11 @@ func New(cfg Config) *Syncer {
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }
 
-// Epoch reports the epochs thread tid ran to the Outcomes check and
-// returns its next ones; see Outcomes.Report. The C library calls it from
+// Epoch reports the epochs thread tid ran to the ArmChooser and
+// returns its next ones; see ArmChooser.Report. The C library calls it from
 // its own wait path in the default mode.
 func (s *Syncer) Epoch(tid int, done []EpochDone, now int64) Epoch {
-	return s.outcomes.Report(tid, done, now)
+	return s.chooser.Report(tid, done, now)
 }
 
 // Dict returns the timing dictionary.

@@ -613,7 +613,7 @@ func TestPreloadQuietWhileFree(t *testing.T) {
 // only leave the same waits to CUDA after observing every launch. (Where
 // other work on the machine makes its CPU look contended, the program
 // explores as under contention and the test cannot judge the free case;
-// TestOutcomesFreeShortWaitsOnDevice checks it alone.)
+// TestArmChooserFreeShortWaitsOnDevice checks it alone.)
 func TestPreloadShortWaitsAloneOnDevice(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")

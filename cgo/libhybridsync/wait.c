@@ -19,7 +19,7 @@
 #include "wait.h"
 
 /* The thread's epochs, in the default mode: which arm its waits take (see
- * hybridsync.Outcomes), how many waits it made since the running epoch
+ * hybridsync.ArmChooser), how many waits it made since the running epoch
  * began, and when that ends. The epochs of a plan run back to back and
  * are reported to Go together at its end (hybridsync.Epoch says why), so
  * the cost per wait is one clock read. The arms: the model (short waits
@@ -38,7 +38,7 @@ struct epoch {
 	struct hs_plan plan;
 	int step; /* the running epoch's index in plan */
 	struct hs_epoch_done done[HS_PLAN_MAX];
-	/* While the CPU is free (Epoch.Quiet in hybridsync/outcomes.go):
+	/* While the CPU is free (Epoch.Quiet in hybridsync/armchooser.go):
 	 * until when reports may be skipped, the run delay and
 	 * schedulings-in at the last check, and when that was. */
 	int64_t quiet_until, delay, runs, delay_at;
@@ -280,16 +280,16 @@ void hs_wait_begin(struct hs_cuda_wait *c, int kind, void *handle, int flags)
 
 /* BLOCK_COST_NS: what blocking in a wait costs at the least, in system
  * calls and the wake-up after the work completes; the time a wait lasts
- * beyond it is the most that blocking in it could give back. Measured on
- * the H100 machine: CUDA's blocking-sync mode cost the CuPy stencil of
- * experiments/apps 13 µs per wait, its waits finding the work all but
- * done (14-19% of a 75 µs step, alone). */
+ * beyond it is the most that blocking in it could give back. A little
+ * under what CUDA's blocking-sync mode cost a program whose waits found
+ * the work all but done (about 13 µs a wait, the CuPy stencil of
+ * experiments/apps). */
 #define BLOCK_COST_NS 10000
 
 /* hs_wait_end adds what the wait lasted beyond BLOCK_COST_NS to the
  * epoch's: where that is a small share of a thread's time, blocking in its
- * waits cannot gain much, and Outcomes does not explore it
- * (hybridsync/outcomes.go). */
+ * waits cannot gain much, and while its CPU is free ArmChooser runs the
+ * device arm rather than the model (hybridsync/armchooser.go). */
 void hs_wait_end(struct hs_cuda_wait *c)
 {
 	if (c->start != 0) {

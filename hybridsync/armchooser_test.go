@@ -18,7 +18,7 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
 // it runs the plans o gives as the C library does (api.c).
 type world struct {
-	o         *Outcomes
+	o         *ArmChooser
 	rate, cpu [arms]float64
 	waitShare float64 // of each epoch's wall time, inside waits
 	noise     float64
@@ -31,7 +31,7 @@ type world struct {
 }
 
 func newWorld(cont ContentionSource, seed uint64) *world {
-	w := &world{o: newOutcomes(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9, waitShare: 0.5}
+	w := &world{o: newArmChooser(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9, waitShare: 0.5}
 	w.e = w.o.Report(7, nil, w.now)
 	return w
 }
@@ -73,7 +73,7 @@ func (w *world) step() {
 	w.reports++
 }
 
-func TestOutcomesFreeNeverExplores(t *testing.T) {
+func TestArmChooserFreeNeverExplores(t *testing.T) {
 	for _, c := range []Contention{ContentionFree, ContentionUnknown} {
 		w := newWorld(FixedContention(c), 1)
 		w.rate = [arms]float64{1000, 2000, 2000}
@@ -89,11 +89,11 @@ func TestOutcomesFreeNeverExplores(t *testing.T) {
 	}
 }
 
-// TestOutcomesFreeShortWaitsOnDevice: alone, a thread whose waits are too
+// TestArmChooserFreeShortWaitsOnDevice: alone, a thread whose waits are too
 // short for anything but spinning runs the device arm (which equals the
 // model's for such waits, without observing launches), and is back in the
 // model at the next report once its waits grow; nothing is explored.
-func TestOutcomesFreeShortWaitsOnDevice(t *testing.T) {
+func TestArmChooserFreeShortWaitsOnDevice(t *testing.T) {
 	w := newWorld(FixedContention(ContentionFree), 1)
 	w.waitShare = 0.01
 	w.run(1e9)
@@ -108,10 +108,10 @@ func TestOutcomesFreeShortWaitsOnDevice(t *testing.T) {
 	}
 }
 
-// TestOutcomesQuietOnlyFromRunDelay: a free thread may skip its reports
+// TestArmChooserQuietOnlyFromRunDelay: a free thread may skip its reports
 // (Epoch.Quiet) only where the verdict comes from its run delay, which the
 // caller can check without Go; never once contended.
-func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
+func TestArmChooserQuietOnlyFromRunDelay(t *testing.T) {
 	sw := &switchable{}
 	for _, tc := range []struct {
 		name string
@@ -122,7 +122,7 @@ func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
 		{"fixed", FixedContention(ContentionFree), 0},
 		{"switchable", sw, 0},
 	} {
-		o := newOutcomes(tc.cont)
+		o := newArmChooser(tc.cont)
 		o.Report(7, nil, 1e9)
 		e := o.Report(7, done(10), 1e9+samplePeriod)
 		if e.Quiet != tc.want || e.Arms[0] != ArmModel {
@@ -133,13 +133,13 @@ func TestOutcomesQuietOnlyFromRunDelay(t *testing.T) {
 		}
 	}
 	// Under a quota, a throttle spread over many wake-ups must reach Go.
-	o := newOutcomes(quotaFree{})
+	o := newArmChooser(quotaFree{})
 	o.quiet = freeQuiet
 	o.Report(7, nil, 1e9)
 	if e := o.Report(7, done(10), 1e9+samplePeriod); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
 		t.Errorf("free under a quota: %+v, want quiet reports judged by the delay's fraction alone", e)
 	}
-	o = newOutcomes(sw)
+	o = newArmChooser(sw)
 	o.quiet = freeQuiet // as if from the run delay
 	o.Report(7, nil, 1e9)
 	sw.c.Store(int64(ContentionShared))
@@ -167,7 +167,7 @@ func done(n uint64) []EpochDone {
 
 // plans runs o's plans from a thread's first report, each epoch lasting
 // its Len with waits[arm] waits, and returns the first n.
-func plans(o *Outcomes, waits [arms]uint64, n int) []Epoch {
+func plans(o *ArmChooser, waits [arms]uint64, n int) []Epoch {
 	now := int64(1e9)
 	e := o.Report(1, nil, now)
 	got := []Epoch{e}
@@ -183,9 +183,9 @@ func plans(o *Outcomes, waits [arms]uint64, n int) []Epoch {
 	return got
 }
 
-// TestOutcomesEpochsFitQuota: under a CPU quota every epoch spans whole
+// TestArmChooserEpochsFitQuota: under a CPU quota every epoch spans whole
 // periods, so that each holds the same quota whatever its phase.
-func TestOutcomesEpochsFitQuota(t *testing.T) {
+func TestArmChooserEpochsFitQuota(t *testing.T) {
 	for _, tc := range []struct {
 		period           int64
 		explore, exploit int64
@@ -196,18 +196,18 @@ func TestOutcomesEpochsFitQuota(t *testing.T) {
 		{100_000_000, 100_000_000, 100_000_000},
 	} {
 		// The model's first epoch, the exploration, the chosen arm's run.
-		p := plans(newOutcomes(quotaShared{tc.period}), [arms]uint64{ArmDevice: 50, ArmPolicy: 100}, 3)
+		p := plans(newArmChooser(quotaShared{tc.period}), [arms]uint64{ArmDevice: 50, ArmPolicy: 100}, 3)
 		if p[1].N != 4 || p[1].Len != tc.explore || p[2].Arms[0] != ArmPolicy || p[2].Len%tc.exploit != 0 {
 			t.Errorf("quota period %d ns: exploring %+v, then %+v; want epochs of %d ns exploring, whole %d ns after", tc.period, p[1], p[2], tc.explore, tc.exploit)
 		}
 	}
 }
 
-// TestOutcomesOneReportPerPlan: on a contended CPU a thread reports once
+// TestArmChooserOneReportPerPlan: on a contended CPU a thread reports once
 // per exploration and once per run of the chosen arm, not per epoch
 // (Epoch says why), and only exploring epochs wait for enough waits to
 // give a rate.
-func TestOutcomesOneReportPerPlan(t *testing.T) {
+func TestArmChooserOneReportPerPlan(t *testing.T) {
 	w := newWorld(FixedContention(ContentionShared), 9)
 	w.rate = [arms]float64{1000, 1000, 1500}
 	w.run(10e9)
@@ -215,7 +215,7 @@ func TestOutcomesOneReportPerPlan(t *testing.T) {
 	if w.reports > 2*int(st.Explorations)+2 {
 		t.Errorf("%d reports for %d explorations, want at most two per exploration", w.reports, st.Explorations)
 	}
-	for _, e := range plans(newOutcomes(FixedContention(ContentionShared)), [arms]uint64{ArmDevice: 1, ArmPolicy: 1}, 4)[1:] {
+	for _, e := range plans(newArmChooser(FixedContention(ContentionShared)), [arms]uint64{ArmDevice: 1, ArmPolicy: 1}, 4)[1:] {
 		exploring := e.N == 4
 		if exploring != (e.MinWaits == minEpochWaits && e.MaxLen == maxEpoch) {
 			t.Errorf("plan %+v: want a minimum of waits per epoch exactly when exploring", e)
@@ -223,11 +223,11 @@ func TestOutcomesOneReportPerPlan(t *testing.T) {
 	}
 }
 
-// TestOutcomesRegret: on a contended CPU, whichever arm is better and by
+// TestArmChooserRegret: on a contended CPU, whichever arm is better and by
 // however much, the thread completes at least 97% of the waits the better
 // arm alone would have (regret bounded against the best fixed mode), with
 // noise of ±5% per epoch.
-func TestOutcomesRegret(t *testing.T) {
+func TestArmChooserRegret(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
 		w := newWorld(FixedContention(ContentionShared), seed)
 		gap := 0.6 * w.rng.Float64()
@@ -247,12 +247,12 @@ func TestOutcomesRegret(t *testing.T) {
 	}
 }
 
-// TestOutcomesShortWaitsExploredWhenContended: on a contended CPU a
+// TestArmChooserShortWaitsExploredWhenContended: on a contended CPU a
 // thread explores however short its waits (2% of its time here): blocking
 // can pay outside the wait, through the CPU share the scheduler gives a
 // thread that sleeps often, which only the epoch's outcome shows. It
 // keeps whichever arm is faster.
-func TestOutcomesShortWaitsExploredWhenContended(t *testing.T) {
+func TestArmChooserShortWaitsExploredWhenContended(t *testing.T) {
 	for _, faster := range []Arm{ArmDevice, ArmPolicy} {
 		w := newWorld(FixedContention(ContentionShared), 4)
 		w.rate = [arms]float64{1000, 1000, 1000}
@@ -280,7 +280,7 @@ type regretCase struct {
 	switchEvery int64   // ns; the arms' rates swap each time (0: never)
 }
 
-// TestOutcomesRegretBound: the chooser's total cost, on synthetic arm
+// TestArmChooserRegretBound: the chooser's total cost, on synthetic arm
 // outcomes (stationary, noisy, switching, the arms close or far apart),
 // against the best fixed arm in hindsight: the time it loses (the best
 // arm's waits it did not make, at that arm's rate) is at most
@@ -290,7 +290,7 @@ type regretCase struct {
 // before the streak of confirmations is long). Run over 10, 40 and 160 s,
 // so that a linear term hiding in the log one would show. A chooser that
 // kept to either arm would lose 15-30% on the stationary cases.
-func TestOutcomesRegretBound(t *testing.T) {
+func TestArmChooserRegretBound(t *testing.T) {
 	cases := []regretCase{
 		{"stationary, policy 30% faster", 1000, 1300, 0, 0},
 		{"stationary, device 15% faster", 1150, 1000, 0, 0},
@@ -348,12 +348,12 @@ func regret(tc regretCase, T int64, seed uint64) (float64, Arm) {
 	return (fixed[best] - w.waits) / mean * 1e9, best
 }
 
-// TestOutcomesMitigatedPricesBlocking: where the hint page says the
+// TestArmChooserMitigatedPricesBlocking: where the hint page says the
 // agent gave the thread a short slice, a small gap in the policy arm's
 // favour is taken at the first exploration (no confirmation), a tie goes
 // to the policy arm, and the explorations are counted as mitigated;
 // without it, the same small gap is deferred once.
-func TestOutcomesMitigatedPricesBlocking(t *testing.T) {
+func TestArmChooserMitigatedPricesBlocking(t *testing.T) {
 	for _, tc := range []struct {
 		mitigated bool
 		policy    uint64 // waits per epoch; the device arm's: 100
@@ -363,7 +363,7 @@ func TestOutcomesMitigatedPricesBlocking(t *testing.T) {
 		{false, 110, ArmDevice},
 		{true, 101, ArmPolicy}, // a tie, the device arm cheaper per wait: still the policy
 	} {
-		o := newOutcomes(mitigatedShared{tc.mitigated})
+		o := newArmChooser(mitigatedShared{tc.mitigated})
 		p := plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: tc.policy}, 3)
 		st := o.Stats()
 		if p[1].Arms[0] != ArmPolicy || p[2].Arms[0] != tc.first || (st.Mitigated != 0) != tc.mitigated {
@@ -385,11 +385,11 @@ func (m mitigatedShared) Mitigation(int) (time.Duration, bool) {
 	return 0, false
 }
 
-// TestOutcomesStreakDoubles: each exploration that agrees with the arm
+// TestArmChooserStreakDoubles: each exploration that agrees with the arm
 // chosen doubles the run of it, up to maxExploit; one that disagrees
 // starts over.
-func TestOutcomesStreakDoubles(t *testing.T) {
-	o := newOutcomes(FixedContention(ContentionShared))
+func TestArmChooserStreakDoubles(t *testing.T) {
+	o := newArmChooser(FixedContention(ContentionShared))
 	var runs []int64
 	for _, e := range plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: 96}, 12)[1:] {
 		if e.N == 1 {
@@ -402,10 +402,10 @@ func TestOutcomesStreakDoubles(t *testing.T) {
 	}
 }
 
-// TestOutcomesPolicyConfirmed: a small gap in the policy arm's favour is
+// TestArmChooserPolicyConfirmed: a small gap in the policy arm's favour is
 // taken when two explorations in a row find it, a large one at once, and
 // under a CPU quota (whose bias is to the device arm) at once.
-func TestOutcomesPolicyConfirmed(t *testing.T) {
+func TestArmChooserPolicyConfirmed(t *testing.T) {
 	for _, tc := range []struct {
 		cont     ContentionSource
 		policy   uint64 // waits per epoch; the device arm's: 100
@@ -415,7 +415,7 @@ func TestOutcomesPolicyConfirmed(t *testing.T) {
 		{FixedContention(ContentionShared), 150, 0},
 		{quotaShared{20_000_000}, 110, 0},
 	} {
-		o := newOutcomes(tc.cont)
+		o := newArmChooser(tc.cont)
 		p := plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: tc.policy}, 5)
 		// The model's epoch, an exploration, a run, an exploration, a run.
 		first, second := p[2].Arms[0], p[4].Arms[0]
@@ -426,9 +426,9 @@ func TestOutcomesPolicyConfirmed(t *testing.T) {
 	}
 }
 
-// TestOutcomesTieGoesToLessCPU: arms equally fast, the one that burns less
+// TestArmChooserTieGoesToLessCPU: arms equally fast, the one that burns less
 // CPU per wait is kept.
-func TestOutcomesTieGoesToLessCPU(t *testing.T) {
+func TestArmChooserTieGoesToLessCPU(t *testing.T) {
 	for _, cheap := range []Arm{ArmDevice, ArmPolicy} {
 		w := newWorld(FixedContention(ContentionThrottled), 3)
 		w.rate = [arms]float64{1000, 1000, 1000}
@@ -442,12 +442,12 @@ func TestOutcomesTieGoesToLessCPU(t *testing.T) {
 	}
 }
 
-// TestOutcomesExplorationOrder: ABBA, then BAAB, with the better arm
+// TestArmChooserExplorationOrder: ABBA, then BAAB, with the better arm
 // between.
-func TestOutcomesExplorationOrder(t *testing.T) {
+func TestArmChooserExplorationOrder(t *testing.T) {
 	var got []Arm
 	var lens []int64
-	for _, e := range plans(newOutcomes(FixedContention(ContentionShared)), [arms]uint64{100, 100, 100}, 5)[1:] {
+	for _, e := range plans(newArmChooser(FixedContention(ContentionShared)), [arms]uint64{100, 100, 100}, 5)[1:] {
 		got = append(got, e.Arms[:e.N]...)
 		lens = append(lens, e.Len)
 	}
@@ -462,11 +462,11 @@ func TestOutcomesExplorationOrder(t *testing.T) {
 	}
 }
 
-// TestOutcomesRegimeExit: after contention goes, the thread keeps to the
+// TestArmChooserRegimeExit: after contention goes, the thread keeps to the
 // contended arms for regimeExit and leaves soon after (at most a run of
 // the chosen arm, an exploration and exitCheck epochs later); when
 // contention returns, the last decision resumes without a new exploration.
-func TestOutcomesRegimeExit(t *testing.T) {
+func TestArmChooserRegimeExit(t *testing.T) {
 	src := &switchable{}
 	src.c.Store(int64(ContentionShared))
 	w := newWorld(src, 5)
@@ -491,10 +491,10 @@ func TestOutcomesRegimeExit(t *testing.T) {
 	}
 }
 
-// TestOutcomesThreadsIndependent: each thread has its own epochs; reports
+// TestArmChooserThreadsIndependent: each thread has its own epochs; reports
 // from many threads at once are safe (-race).
-func TestOutcomesThreadsIndependent(t *testing.T) {
-	o := newOutcomes(FixedContention(ContentionShared))
+func TestArmChooserThreadsIndependent(t *testing.T) {
+	o := newArmChooser(FixedContention(ContentionShared))
 	finished := make(chan struct{})
 	for tid := 1; tid <= 8; tid++ {
 		go func() {

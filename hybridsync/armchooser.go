@@ -7,7 +7,7 @@ import (
 )
 
 // Arm is how a thread's waits go during one epoch (the C library's default
-// mode; Outcomes chooses).
+// mode; ArmChooser chooses).
 type Arm int
 
 const (
@@ -38,10 +38,11 @@ func (a Arm) String() string {
 // Epoch is the answer to a thread's report: its next epochs, which the
 // caller runs back to back and reports together when the last one ends.
 // A report crosses from C into Go, which wakes the Go runtime's threads on
-// the program's CPU; on a contended CPU they wait behind the co-runner, and
-// a report cost the calling thread 1.1 ms of wall time on the H200 machine
-// (median, launch_bound beside a busy loop: 3% of its run at one report per
-// epoch; docs/BENCHMARKS.md). So an exploration's four epochs are one
+// the program's CPU; on a contended CPU they wait behind the co-runner, so
+// a report costs the calling thread about a millisecond of wall time, too
+// much to pay per epoch (docs/BENCHMARKS.md, "What the library's parts
+// cost" and, under "What we tried that did not work, and why", "A report
+// per epoch under contention"). So an exploration's four epochs are one
 // report, and so is the run of epochs of the arm it chose.
 type Epoch struct {
 	// Arms[:N]: the arm of each epoch, in order. Each lasts Len ns.
@@ -75,11 +76,12 @@ type EpochDone struct {
 	Blockable int64
 }
 
-// Outcomes checks decisions against what they cost, so that a wrong model
+// ArmChooser checks decisions against what they cost, so that a wrong model
 // cannot keep losing. Where the CPU is contended, no model of ours has
 // been reliable: on real PyTorch and CuPy programs under a co-runner,
 // CUDA's default (spin) beat its blocking-sync mode on one machine and lost
-// to it by 20% on another (docs/BENCHMARKS.md), and the best choice
+// to it on another (docs/BENCHMARKS.md, "What we tried that did not work,
+// and why": "Block when shared" as a fixed rule), and the best choice
 // depends on how much host work the program does between its waits. So
 // while a thread's CPU is contended (shared or throttled, from the
 // ContentionSource), its waits alternate between the two arms that stand
@@ -102,38 +104,39 @@ type EpochDone struct {
 //
 // Noise costs more one way. An exploring epoch under a co-runner holds a
 // handful of 3 ms slices, so one exploration misjudges gaps of 10%; a
-// wrong choice of the device arm costs what CUDA's default would, a
-// wrong choice of the policy arm can cost more than the program ever
-// loses to the default (the CuPy stencil, whose blocking mode is 7-19%
-// slower, chose it once in four explorations: 2-3% of its time on the
-// H100 machine). So the policy arm is taken on a gap under confirmGap
-// only when the exploration before also favoured it; until then the
-// device arm runs deferRun epochs and the next exploration decides. Not
-// under a CPU quota: there the comparison already leans to the device
-// arm, since each arm's first period inherits what the arm before left of
-// the quota (the policy's unused share, the device arm's exhausted one),
-// and mixed_static of experiments/apps, 40% faster blocking under a
-// quota, measured gaps under 20% and then the device arm ahead.
+// wrong choice of the device arm costs what CUDA's default would, a wrong
+// choice of the policy arm can cost more than the program ever loses to
+// the default (where its blocking mode is much slower, as the CuPy
+// stencil's is: the blocking column of "The suite" in docs/BENCHMARKS.md).
+// So the policy arm is taken on a gap under confirmGap only when the
+// exploration before also favoured it; until then the device arm runs
+// deferRun epochs and the next exploration decides. Not under a CPU
+// quota: there the comparison already leans to the device arm, since each
+// arm's first period inherits what the arm before left of the quota (the
+// policy's unused share, the device arm's exhausted one), so a program
+// that gains much from blocking under a quota can measure only a small
+// gap, and deferring would keep it in the slower arm (docs/BENCHMARKS.md,
+// "What we tried that did not work, and why": "Taking a gap under 20% at
+// once").
 //
 // Every contended thread explores, however short its waits: blocking
 // pays outside the wait too. A thread that sleeps briefly and often is
-// favoured by the scheduler during its host work (a PyTorch loop with
-// host work between steps got 85-90% of a CPU shared with a busy loop
-// under CUDA's blocking-sync mode, 50% under its default, and took 0.69x
-// the time), which no count of the time inside waits
-// (EpochDone.Blockable, still measured: blockable_share) can see, and an
-// epoch's waits per second of wall time can. What exploring costs where
-// blocking loses (launch-bound CuPy programs, 7-19% slower blocking)
-// shrinks as the gap is confirmed: each exploration that agrees with the
-// arm chosen doubles the run of it (streak), up to maxExploit, so the
-// share of time in the worse arm falls from 2*gap/(4+exploitPerGap*gap)
-// (at most 1%) towards 2*gap/(4+2*maxExploit) (under 0.4% at a 20% gap),
-// and a change of the better arm is found within one run.
+// favoured by the scheduler during its host work, which no count of the
+// time inside waits (EpochDone.Blockable, still measured:
+// blockable_share) can see, and an epoch's waits per second of wall time
+// can. What exploring costs where blocking loses (the launch-bound
+// programs: the blocking column of "The suite") shrinks as the gap is
+// confirmed: each exploration that agrees with the arm chosen doubles the
+// run of it (streak), up to maxExploit, so the share of time in the worse
+// arm falls from 2*gap/(4+exploitPerGap*gap) (at most 1%) towards
+// 2*gap/(4+2*maxExploit) (under 0.4% at a 20% gap), and a change of the
+// better arm is found within one run.
 //
 // Where the hint page says the agent gave the thread a short EEVDF slice
 // (MitigationSource: --mitigate), a blocked waiter's wake-up preempts the
-// co-runner at once (p99 1.5-2.2 ms down to 0.08-0.2 ms), so blocking is
-// priced as the better bet: a gap in the policy arm's favour needs no
+// co-runner at once rather than after the co-runner's slice (docs/
+// BENCHMARKS.md, "Host-side mitigation: a short EEVDF slice"), so blocking
+// is priced as the better bet: a gap in the policy arm's favour needs no
 // second exploration, and a tie goes to it.
 //
 // The contention verdict is taken at each report: after an exploration's
@@ -148,7 +151,7 @@ type EpochDone struct {
 // (a blocked thread waits for its CPU only when it wakes).
 //
 // The zero value is not usable; Syncers make theirs.
-type Outcomes struct {
+type ArmChooser struct {
 	cont    ContentionSource
 	quiet   int64                            // Epoch.Quiet in the free regime
 	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
@@ -161,9 +164,9 @@ type Outcomes struct {
 	chosen       [arms]atomic.Uint64
 	settled      atomic.Uint64
 	deferred     atomic.Uint64
-	mitigatedX   atomic.Uint64 // OutcomeStats.Mitigated
+	mitigatedX   atomic.Uint64 // ArmStats.Mitigated
 	// exploreWaits, exploreNs: waits and wall time of exploring epochs,
-	// per arm (OutcomeStats.Rates).
+	// per arm (ArmStats.Rates).
 	exploreWaits [arms]atomic.Uint64
 	exploreNs    [arms]atomic.Int64
 	// blockableNs, outsideNs: EpochDone.Blockable and Wall summed over
@@ -176,9 +179,8 @@ const (
 	// a co-runner moves in 3 ms slices, so an epoch's progress is known
 	// to about 6%), short against a program's run. Exploring epochs are
 	// half as long: two of them per arm, ABBA, still average out the
-	// slices, and the time spent in the worse arm halves (on the H200
-	// machine, a first exploration of 4 x 50 ms cost mixed_static 5% of
-	// a 1-second run under a co-runner, the device arm being 60% slower).
+	// slices, and the time spent in the worse arm halves, which matters
+	// most to a short run whose arms are far apart.
 	epochLen   = 50_000_000
 	exploreLen = 25_000_000
 	// minEpochWaits: an exploring epoch with fewer waits is extended,
@@ -203,14 +205,14 @@ const (
 	deferRun   = 2
 	// freeReport: how often a thread whose CPU is free looks for
 	// contention (and so how soon it notices). A report is a call from C
-	// into Go, which costs the program's CPU 5-10 context switches of the
-	// Go runtime's threads (cgo/libhybridsync/api.c), so not every few
-	// ms; and while the thread's run delay stays flat the C side checks
-	// it alone (Epoch.Quiet), calling Go at least every freeQuiet: a
-	// report every 20 ms cost the CuPy stencil of experiments/apps 1.5%
-	// of its time on the H200 machine, measured within one process
-	// (docs/BENCHMARKS.md). freeQuiet bounds how late contention that
-	// shows only in steal time (a VM's) is noticed.
+	// into Go, which wakes the Go runtime's threads on the program's CPU
+	// (cgo/libhybridsync/api.c), so not every few ms; and while the
+	// thread's run delay stays flat the C side checks it alone
+	// (Epoch.Quiet), calling Go at least every freeQuiet, since a report
+	// every freeReport cost a program measurably even on a free CPU
+	// (docs/BENCHMARKS.md, "What we tried that did not work, and why":
+	// "Reports into Go every 20 ms on a free CPU"). freeQuiet bounds how
+	// late contention that shows only in steal time (a VM's) is noticed.
 	freeReport = 20_000_000
 	freeQuiet  = 250_000_000
 	// exploitPerGap, minExploit, maxExploit: epochs of the better arm
@@ -263,8 +265,8 @@ type armThread struct {
 	blockableNs, wallNs float64
 }
 
-func newOutcomes(cont ContentionSource) *Outcomes {
-	o := &Outcomes{cont: cont}
+func newArmChooser(cont ContentionSource) *ArmChooser {
+	o := &ArmChooser{cont: cont}
 	// Only a verdict drawn from the thread's run delay can be checked
 	// without Go (the hint page's and a fixed one cannot).
 	if _, ok := cont.(*SchedSignal); ok {
@@ -278,7 +280,7 @@ func newOutcomes(cont ContentionSource) *Outcomes {
 // Report takes what thread tid measured of the epochs it was last told to
 // run (done, in order; its first report has none), at now, and returns
 // its next epochs.
-func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
+func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 	t := o.threads.get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -298,7 +300,7 @@ func (o *Outcomes) Report(tid int, done []EpochDone, now int64) Epoch {
 }
 
 // mitigated: the hint page says the agent gave thread tid a short slice.
-func (o *Outcomes) mitigated(tid int) bool {
+func (o *ArmChooser) mitigated(tid int) bool {
 	if o.mitig == nil {
 		return false
 	}
@@ -328,7 +330,7 @@ func (t *armThread) track(c Contention, now int64) {
 
 // record counts the epochs done, adds an exploration's to its sums, and
 // decides when it is complete.
-func (o *Outcomes) record(t *armThread, done []EpochDone) {
+func (o *ArmChooser) record(t *armThread, done []EpochDone) {
 	for i, d := range done[:min(len(done), len(t.plan))] {
 		a := t.plan[i]
 		o.epochs[a].Add(1)
@@ -354,7 +356,7 @@ func (o *Outcomes) record(t *armThread, done []EpochDone) {
 }
 
 // run sets e's arms and t's plan to arms.
-func (o *Outcomes) run(t *armThread, e Epoch, arms ...Arm) Epoch {
+func (o *ArmChooser) run(t *armThread, e Epoch, arms ...Arm) Epoch {
 	e.N = copy(e.Arms[:], arms)
 	t.plan = append(t.plan[:0], arms...)
 	return e
@@ -364,11 +366,12 @@ func (o *Outcomes) run(t *armThread, e Epoch, arms ...Arm) Epoch {
 // stays flat: of the model, or, where the thread's waits are too short
 // for anything but spinning (shortWaits), of the device arm, which the
 // model would equal (it leaves such waits to CUDA) at a cost: it observes
-// every launch and record, which the device arm skips (api.c); on the H100
-// machine the empty-kernel loop of experiments/apps paid 1.2% for it alone.
+// every launch and record, which the device arm skips (api.c; the cost:
+// docs/BENCHMARKS.md, "What the library's parts cost", "Launch observers,
+// in one process").
 // The share is measured in either arm, so a thread whose waits grow long
 // returns to the model at its next report.
-func (o *Outcomes) free(t *armThread) Epoch {
+func (o *ArmChooser) free(t *armThread) Epoch {
 	e := Epoch{Len: freeReport, Quiet: o.quiet}
 	// A throttle is contention whatever the delay per run (a thread that
 	// sleeps often spreads one refill's wait over many wake-ups), so
@@ -389,7 +392,7 @@ func (o *Outcomes) free(t *armThread) Epoch {
 // exploit: the chosen arm for its remaining epochs, as one; while the
 // CPU looks free again, for at most exitCheck of them, so that the regime
 // can end on time.
-func (o *Outcomes) exploit(t *armThread) Epoch {
+func (o *ArmChooser) exploit(t *armThread) Epoch {
 	k := t.left
 	if t.freeSince != 0 {
 		k = min(k, exitCheck)
@@ -401,7 +404,7 @@ func (o *Outcomes) exploit(t *armThread) Epoch {
 // begin starts an exploration: four epochs, ABBA or BAAB in turn (the
 // first one BAAB: blocking first); mitigated: the thread has the agent's
 // short slice, which the decision at its end weighs.
-func (o *Outcomes) begin(t *armThread, mitigated bool) Epoch {
+func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 	o.explorations.Add(1)
 	if mitigated {
 		o.mitigatedX.Add(1)
@@ -425,7 +428,7 @@ func (o *Outcomes) begin(t *armThread, mitigated bool) Epoch {
 // up to 20% per epoch, which no order of the arms averages out. Whole
 // periods hold the same quota each. The nearest, not the next: an
 // exploring epoch of the worse arm costs its length (20 ms, not 40).
-func (o *Outcomes) span(d int64) int64 {
+func (o *ArmChooser) span(d int64) int64 {
 	if p := o.period(); p > 0 {
 		return max((d+p/2)/p, 1) * p
 	}
@@ -433,7 +436,7 @@ func (o *Outcomes) span(d int64) int64 {
 }
 
 // period is the process's CPU quota period (ns), 0 without one.
-func (o *Outcomes) period() int64 {
+func (o *ArmChooser) period() int64 {
 	if o.quota == nil {
 		return 0
 	}
@@ -444,7 +447,7 @@ func (o *Outcomes) period() int64 {
 // arm and how long to keep it. mitigated: blocking wakes at once (the
 // agent's short slice), so the policy arm wins ties and needs no
 // confirmation.
-func (o *Outcomes) decide(t *armThread, mitigated bool) {
+func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 	var rate, cpuPer [arms]float64 // this exploration's alone
 	for _, a := range []Arm{ArmDevice, ArmPolicy} {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
@@ -495,8 +498,8 @@ func better(rate, cpuPer [arms]float64, mitigated bool) (Arm, float64) {
 	return ArmPolicy, gap
 }
 
-// OutcomeStats is what Outcomes did, for the stats file.
-type OutcomeStats struct {
+// ArmStats is what ArmChooser did, for the stats file.
+type ArmStats struct {
 	// Epochs and Seconds spent in each arm ("model", "device", "policy");
 	// a run of the chosen arm's epochs counts as one.
 	Epochs  map[string]uint64  `json:"epochs"`
@@ -530,8 +533,8 @@ type OutcomeStats struct {
 }
 
 // Stats returns the totals so far (epochs still running are not counted).
-func (o *Outcomes) Stats() OutcomeStats {
-	st := OutcomeStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
+func (o *ArmChooser) Stats() ArmStats {
+	st := ArmStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
 		Explorations: o.explorations.Load(), Settled: o.settled.Load(), Deferred: o.deferred.Load(),
 		Mitigated: o.mitigatedX.Load(), Rates: map[string]float64{}}
 	if wall := o.outsideNs.Load(); wall > 0 {
