@@ -78,8 +78,8 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
-# Go benchmarks of the hot paths (see docs/BENCHMARKS.md for how numbers
-# there were taken).
+# Go benchmarks of the hot paths (docs/BENCHMARKS.md, "Fast path and
+# dictionary (Go benchmarks)", says how its numbers were taken).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
 	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./cgo/ctest

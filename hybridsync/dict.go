@@ -188,8 +188,9 @@ func (e *entry) bound(u int64) {
 // only bounds the completion just under the mean, and bound walks a mean
 // that is far too high down by about that much over window a wait, each
 // wait sleeping to the wrong prediction: from 50 ms, dozens of waits; from
-// the 1.9 s once learned on an H100 from records the interposer never saw,
-// hundreds of 1.8 s sleeps. A right prediction is done at the wake-up only
+// a timing of seconds learned from records the interposer never saw,
+// hundreds of sleeps of seconds (docs/BENCHMARKS.md, "What we tried that
+// did not work, and why": "Stale event records"). A right prediction is done at the wake-up only
 // when the work ran more than 2*Dev short or the timer fired late, so
 // three in a row almost only happen to a wrong one. Forgotten, the kernel
 // is learned afresh: the next waits do not sleep, and their spins or

@@ -61,8 +61,8 @@ const (
 var fbNames = [fbReasons]string{"missing", "torn", "stale", "absurd", "no_slot", "unknown"}
 
 // Freshness and clock tolerances (ns). The publisher refreshes every slot
-// at least every 20 ms (agent/hints), so 250 ms without one means it
-// stopped. reopenEvery bounds how often the file is stat'ed for
+// at least every 100 ms (agent/hints: RefreshEvery, RefreshMappedEvery),
+// so 250 ms without one means it stopped. reopenEvery bounds how often the file is stat'ed for
 // replacement: a stat costs about a µs, far more than a read.
 const (
 	hintMaxAge  = 250_000_000

@@ -90,10 +90,10 @@ func (paper) wait(c *call) error {
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
 //     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too (H100: the
-//     NAMD-like bench's fixed and mixed profiles, and mixed_static;
-//     docs/BENCHMARKS.md): the spin after the timer lands exactly when the
-//     co-runner wants the CPU;
+//     and spinning the rest lost to plain blocking here too: the spin
+//     after the timer lands exactly when the co-runner wants the CPU
+//     (docs/BENCHMARKS.md, "What we tried that did not work, and why":
+//     "Sleep-then-spin on a shared CPU");
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
@@ -105,10 +105,12 @@ func (paper) wait(c *call) error {
 //     long as blocking would cost (2-competitive), since spinning spends
 //     quota.
 //
-// Measured on real PyTorch and CuPy programs (docs/BENCHMARKS.md), a
-// policy that judged contention from its own spins spun under a co-runner
-// (short spins rarely see the thread lose its CPU) and lost to CUDA's
-// blocking mode by up to 2x; hence the separate signal. Under LD_PRELOAD,
+// On real PyTorch and CuPy programs, a policy that judged contention from
+// its own spins spun under a co-runner (short spins rarely see the thread
+// lose its CPU) and lost to CUDA's blocking mode (docs/BENCHMARKS.md,
+// "What we tried that did not work, and why": "Contention judged from the
+// policy's own spins"); hence the separate signal ("The contention
+// signal"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
 type hybrid struct{}
 

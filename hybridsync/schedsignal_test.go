@@ -203,9 +203,10 @@ func TestSchedSignalSharedCPU(t *testing.T) {
 		got := <-done
 		t.Logf("%s sharing CPU %d with a busy loop: %v", c.name, cpu, got)
 		// A waiter that blocks is owed the CPU when it wakes and, where
-		// wake-up preemption works (the H100 machine), barely waits: it
-		// is not hurt, and the verdict may rightly be free. One that
-		// spins loses whole slices, and must be told.
+		// wake-up preemption works, barely waits (docs/BENCHMARKS.md,
+		// "The contention signal"): it is not hurt, and the verdict may
+		// rightly be free. One that spins loses whole slices, and must
+		// be told.
 		if c.blocks {
 			continue
 		}

@@ -63,9 +63,10 @@ type threadRun struct {
 
 // minGaps is how many deschedulings a thread must see, each within
 // staleAfter of the last, before its estimate is used. One gap may be an
-// interrupt storm or a page fault; measured on the mixed-kernel benchmark,
-// a single 20 µs "run" before one such gap made hybrid block for the next
-// 500 ms, 30% of all waits.
+// interrupt storm or a page fault: a single short "run" before one such
+// gap made hybrid block until the estimate went stale (docs/BENCHMARKS.md,
+// "What we tried that did not work, and why": "Every clock gap as a
+// descheduling").
 const minGaps = 3
 
 // minDescheduleNs: a gap shorter than this is an interruption, not the
@@ -75,9 +76,10 @@ const minGaps = 3
 // about a wake-up's cost, so spinning through one costs no more than
 // blocking; what the estimate guards against is losing the CPU for
 // another task's slice (0.75 ms and up under Linux, milliseconds under a
-// hypervisor or a bandwidth quota). Measured on the H200 host, mixed
-// profile, no co-runner: counted, such gaps made the estimate a 13-37 µs
-// "slice" and hybrid blocked 30-58% of its waits.
+// hypervisor or a bandwidth quota). Counted, such gaps made the estimate a
+// "slice" of tens of µs even with no co-runner, and hybrid blocked many of
+// its waits (docs/BENCHMARKS.md, "What we tried that did not work, and
+// why": "Every clock gap as a descheduling").
 const minDescheduleNs = 250_000
 
 // staleAfter: with no descheduling seen for this long, contention is

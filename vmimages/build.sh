@@ -98,7 +98,7 @@ ln -s busybox "$R/bin/sh"
 # The kernel opens /dev/console for init's stdio before anything is mounted.
 mknod -m 600 "$R/dev/console" c 5 1
 
-# virtio-serial needs these, in this order (measured in docs/notes): copy them
+# virtio-serial needs these, in this order (each needs the ones before): copy them
 # if the kernel package has them. Debian 12 ships them uncompressed.
 for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console; do
 	f=$(find "$WORK/kernel/lib/modules/$kver" -name "$m.ko" 2>/dev/null | head -n1)

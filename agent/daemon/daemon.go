@@ -87,8 +87,9 @@ func Run(ctx context.Context, c *Config) error {
 	c.defaults()
 	// A handful of goroutines (ring reader, sampler, sources, HTTP) need
 	// no more than two Ps; on a many-core host the idle Ps' spinning for
-	// work would be most of the agent's CPU (measured: 1.06% -> see
-	// docs/BENCHMARKS.md). An explicit GOMAXPROCS wins.
+	// work would be most of the agent's CPU (docs/BENCHMARKS.md, "What we
+	// tried that did not work, and why": "GOMAXPROCS at the core count").
+	// An explicit GOMAXPROCS wins.
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > 2 {
 		runtime.GOMAXPROCS(2)
 	}

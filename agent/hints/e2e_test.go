@@ -42,7 +42,8 @@ func (s staticSource) Run(ctx context.Context) <-chan targets.Event {
 type sample struct{ at, remaining, slice int64 }
 
 // e2eSeconds: VGPU_PROBE_HINTS_SECONDS runs the measurement longer (the
-// numbers in docs/BENCHMARKS.md); the default keeps CI short.
+// numbers in docs/BENCHMARKS.md, "Hint pages", "Accuracy and
+// visibility"); the default keeps CI short.
 func e2eSeconds() time.Duration {
 	if s, err := strconv.Atoi(os.Getenv("VGPU_PROBE_HINTS_SECONDS")); err == nil && s > 0 {
 		return time.Duration(s) * time.Second

@@ -33,9 +33,10 @@ const RefreshEvery = 20 * time.Millisecond
 // every thread's live block (all in live arrays): the refresh then only
 // keeps the estimate blocks fresh (their publish time, and a contention
 // that ages out after 500 ms), and the estimate's lessons come with the
-// records. At 20 ms the refresh's wake-ups were ~40% of the agent's CPU
-// (docs/BENCHMARKS.md); 100 ms still leaves 150 ms of the readers' limit
-// for a late refresh.
+// records. At RefreshEvery the refresh's wake-ups were much of the
+// agent's CPU (docs/BENCHMARKS.md, "What we tried that did not work, and
+// why": "A 20 ms refresh while BPF writes every live block"); 100 ms
+// still leaves 150 ms of the readers' limit for a late refresh.
 const RefreshMappedEvery = 100 * time.Millisecond
 
 // threadPageSlots: a local target's page holds at least this many thread
@@ -49,8 +50,9 @@ type Counters interface {
 }
 
 // batchFrom is how many slots a refresh needs before it reads the
-// counters in a batch (allCounters) rather than one thread at a time: on
-// the development VM one batch cost as much as ~10 lookups.
+// counters in a batch (allCounters) rather than one thread at a time: a
+// batch reads the whole map, which costs about as much as ten single
+// lookups.
 const batchFrom = 12
 
 // allCounters reads every watched thread's counters at once

@@ -475,8 +475,10 @@ func monoNow() uint64 { return bpfload.MonoNow() }
 // thread of its own at a real-time priority, and calls OnEvent from that
 // thread, so nothing stands between the kernel's wake-up and the page
 // write. As an ordinary thread the reader waits for a CPU like any other
-// task: on a loaded host the switch-in reached the page 1.5-8 ms late at
-// the p99 (docs/BENCHMARKS.md "Hint pages"). It is on whenever OnEvent is
+// task: on a loaded host the switch-in reached the page milliseconds late
+// at the p99 (docs/BENCHMARKS.md, "What we tried that did not work, and
+// why": "The hint reader as an ordinary thread"; at real-time priority:
+// "Hint pages", "Accuracy and visibility"). It is on whenever OnEvent is
 // set because it costs no CPU time: the reader does the same work at
 // either priority, only sooner, and it runs once per switch-in of a
 // watched thread. What it changes is whom that work preempts: at any

@@ -62,9 +62,9 @@ func realtimeReader(prio int, log zerolog.Logger) (pl *placement, done func()) {
 // its CPU; at most once per minMoveGap the reader moves to the CPU with
 // the fewest, and every hitsHalfLife the counts are halved, so that a CPU
 // that has turned quiet is found again. Moving at each event instead kept
-// it circling where watched threads ran on every CPU (a target on both
-// CPUs of a small VM: 4000 moves a second, 20% of a core in
-// sched_setaffinity).
+// it circling where watched threads ran on every CPU, spending much of a
+// core in sched_setaffinity (docs/BENCHMARKS.md, "What we tried that did
+// not work, and why": "Waking the reader for every switch-in").
 type placement struct {
 	allowed unix.CPUSet
 	pinned  int // the one CPU it was moved to, -1 before: no getcpu needed

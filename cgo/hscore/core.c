@@ -300,11 +300,14 @@ int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
  * ones too (a synchronous copy's), exactly as in a program that chose
  * blocking-sync mode. Event waits it leaves alone, as that mode does: an
  * event blocks only if it was created with CU_EVENT_BLOCKING_SYNC, whatever
- * the schedule, before or after a switch (experiments/device/ctxflags.cu on
- * the H200 machine); making the program's events blocking bought nothing
- * on the suite's event-waiting programs (docs/BENCHMARKS.md). A blocking wait of ours on a shadow event cost 170-190 µs more per
- * wait than that mode under a co-runner on the H200 machine
- * (docs/BENCHMARKS.md). The thread remembers the context it switched and
+ * the schedule, before or after a switch (experiments/device/ctxflags.cu;
+ * docs/BENCHMARKS.md, "Event waits and CUDA's schedule flags"). The
+ * program's events stay as created, and the library never blocks on a
+ * shadow event of its own instead: the first bought nothing on the
+ * event-waiting programs, the second cost much more per wait than this
+ * schedule under a co-runner (docs/BENCHMARKS.md, "What we tried that did
+ * not work, and why": "Making the program's events blocking", "Blocking
+ * on a shadow event"). The thread remembers the context it switched and
  * its flags, and switches back only that one. */
 #define HS_CU_CTX_SCHED_MASK 0x07
 #define HS_CU_CTX_SCHED_BLOCKING_SYNC 0x04
@@ -517,8 +520,8 @@ void hs_reg_launch(void *stream, uint64_t kernel, int64_t t)
  * another stream, and every PUBLISH_EVERY launches, so that a wait from
  * another thread sees a launch at most that many behind.
  *
- * An observed launch carries no time: a clock read is 40 ns on the H200
- * machine, half of what observing a launch cost there (launchbench).
+ * An observed launch carries no time: a clock read would cost about half
+ * of what observing a launch does (launchbench).
  * What the policy needs is when the awaited work was queued: an event
  * record takes the time (it follows the launches it covers), and a
  * stream or device wait counts from its own start (hs_wait). */

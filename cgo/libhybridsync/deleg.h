@@ -25,11 +25,12 @@
  * from the kernel's launch, or its event's record, or for a stream wait
  * the wait's start: see core.c): one that ends later than the policy's
  * short-wait bound ends the delegation, and that kernel's next waits go
- * through the policy again, which learns its new timing. Measured on real
- * PyTorch and launch-bound programs (docs/BENCHMARKS.md): a policy that
- * spun for such waits itself cost 12 µs of CPU per step, 15% of a
- * launch-bound loop, and under a co-runner blocking for them lost to
- * CUDA's default.
+ * through the policy again, which learns its new timing. On real PyTorch
+ * and launch-bound programs a policy that spun for such waits itself cost
+ * a launch-bound loop a large share of its CPU, and under a co-runner
+ * blocking for them lost to CUDA's default (docs/BENCHMARKS.md, "What we
+ * tried that did not work, and why": "Every wait through the Go
+ * policy").
  *
  * Calls into Go are kept off the per-wait path for a second reason: every
  * call from a C thread into Go wakes the Go runtime's monitor thread,

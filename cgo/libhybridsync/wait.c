@@ -50,10 +50,10 @@ static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 
 /* Only the model arm, and the policy where CUDA cannot block for it, use
  * what a launch or record tells (the kernel, its time); in the others every
- * wait is CUDA's own. A thread in those skips observing its launches: on
- * the GPU that cost a launch-bound program 0.3-1.4% of its time
- * (experiments/apps/diag/arms.sh), which under contention made it
- * slower than CUDA's default, whose arm it was running. A thread that
+ * wait is CUDA's own. A thread in those skips observing its launches,
+ * which cost a launch-bound program enough to make it slower than CUDA's
+ * default under contention, whose arm it was running (docs/BENCHMARKS.md,
+ * "What the library's parts cost": "Launch observers, in one process"). A thread that
  * launches and never waits has no epoch and observes all along. */
 __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
 

@@ -1,17 +1,19 @@
 """The suite's Python programs under CUDA's two wait modes and
 libhybridsync, alternated inside one process.
 
-Separate processes of the same program run up to 30-40% apart on the GPU
-machine (docs/BENCHMARKS.md), far more than the 2-3% the targets ask
-about, and pairing runs by repetition does not remove a per-process
-factor. Inside one process it cancels: each round runs the three arms
+Separate processes of the same program run far further apart than the
+2-3% the targets ask about (docs/BENCHMARKS.md, "What we tried that did
+not work, and why": "Separate processes per arm"), and pairing runs by
+repetition does not remove a per-process factor. Inside one process it cancels: each round runs the three arms
 back to back, for --epoch-s each, in a balanced order: round r takes the
 (r mod 6)-th of the six orders of three arms, so that over 6k rounds each
 arm runs in each place equally often (and, within the rounds, right after
 each other arm equally often).
 (A fixed shuffled order, the same in every process, left an A/A control,
-the default arm against itself, 2% apart in both processes of a run: an
-arm's place in the round matters by that much, docs/BENCHMARKS.md.)
+the default arm against itself, as far apart as the targets' margin: an
+arm's place in the round matters; docs/BENCHMARKS.md, "The method's
+resolution: an A/A control" and, under "What we tried that did not work,
+and why", "A fixed arm order".)
 
   cuda-default   the library's hooks off (hs_interpose(0)): every CUDA call
                  goes straight through, with the context's own schedule

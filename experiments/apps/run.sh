@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-application suite (issue 10): unmodified PyTorch, CuPy and
+# The real-application suite: unmodified PyTorch, CuPy and
 # nvcc-built programs under CUDA's default wait, CUDA's blocking-sync mode
 # and LD_PRELOAD=libhybridsync.so, under CPU contention.
 #
