@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 )
 
 // Arms: how a program is run.
@@ -65,6 +66,11 @@ type Config struct {
 	CapPeriod  time.Duration
 	// Log gets a line per run as it finishes.
 	Log io.Writer
+	// Agent, when set, runs the agent in-process beside each program
+	// (agent.go).
+	Agent *Agent
+
+	feed *hintfeed.Feed // the running Agent
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

@@ -41,6 +41,12 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
 	defer jf.Close()
+	if err := c.startAgent(ctx); err != nil {
+		return nil, err
+	}
+	if c.feed != nil {
+		defer func() { c.feed.Close(); c.feed = nil }()
+	}
 
 	var runs []Run
 	total := 0 // processes, for the progress lines
@@ -79,8 +85,10 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 
 // Summary is the JSON output and summary.json.
 type Summary struct {
-	CPU      int    `json:"cpu"`
-	Reps     int    `json:"reps"`
+	CPU  int `json:"cpu"`
+	Reps int `json:"reps"`
+	// Agent is the runs' agent setting (Run.Agent); "" none.
+	Agent    string `json:"agent,omitempty"`
 	Results  []Row  `json:"results"`
 	Failures []Run  `json:"failures"`
 	Out      string `json:"out"`
@@ -90,6 +98,9 @@ type Summary struct {
 // Summarized returns runs' table (Summarize) and failed runs.
 func Summarized(runs []Run, programs, contentions, arms []string) Summary {
 	s := Summary{Results: Summarize(runs, programs, contentions, arms), Failures: []Run{}, runs: len(runs)}
+	if a := AgentSettings(runs); len(a) == 1 {
+		s.Agent = a[0]
+	}
 	for _, r := range runs {
 		if !r.OK() {
 			s.Failures = append(s.Failures, r)

@@ -268,11 +268,23 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 // error returned is for the run's machinery (and Ctrl-C), which ends the
 // whole matrix.
 func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
+	r.Agent = c.Agent.String()
+	var rounds []Round
+	err := c.underAgent(func() error {
+		var err error
+		rounds, err = c.runProcess(ctx, p, arm, stats, contention, r)
+		return err
+	})
+	return rounds, err
+}
+
+// runProcess is runOne's run of the program's process.
+func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
 	argv := p.args(c.Seconds)
 	if p.InProcess {
 		argv = append(argv, "--epoch-s", strconv.FormatFloat(c.epochFor(contention).Seconds(), 'f', -1, 64))
 	}
-	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: c.armEnv(arm, stats)})
+	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: append(c.armEnv(arm, stats), c.agentEnv(p)...)})
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +313,13 @@ func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention s
 		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	unwatch, err := c.watch(p, cmd.Process.Pid, contention)
+	if err != nil {
+		kill()
+		cmd.Wait()
+		return nil, err
+	}
+	defer unwatch()
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(c.Timeout, func() { timedOut.Store(true); kill() })
 	defer timer.Stop()

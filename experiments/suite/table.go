@@ -31,6 +31,9 @@ type Run struct {
 	Error      string  `json:"error,omitempty"`
 	Stats      string  `json:"stats,omitempty"`
 	Start      string  `json:"start"`
+	// Agent is the agent's setting during the run (apps --with-agent,
+	// Agent.String); "" none.
+	Agent string `json:"agent,omitempty"`
 }
 
 // OK reports whether the run counts in the medians.

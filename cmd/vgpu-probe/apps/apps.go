@@ -32,6 +32,7 @@ type Options struct {
 	OutDir  string
 	JSON    bool
 	From    []string
+	agentFlags
 
 	Out, Err io.Writer
 }
@@ -91,6 +92,14 @@ pairs the arms of one round. Separate processes of one program can differ by
 several taken together) without running anything; runs pair only with
 runs of the same file and repetition.
 
+--with-agent runs the agent in-process (root) beside the suite, watching
+each program's process (never the co-runner's) while it runs: with --hints
+it publishes the program's hint page and sets the program's
+HYBRIDSYNC_HINTS to it; with --mitigate slice=100us the program's threads
+get that EEVDF slice from their start, which the page then carries. Every
+arm runs under the same setting; runs.jsonl and summary.json record it,
+and --from refuses files of different settings.
+
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
 (HYBRIDSYNC_STATS). The cap settings need root. Co-runners and cgroups are
@@ -135,6 +144,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time limit of one run")
 	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
+	o.agentFlags.add(f)
 	f.StringSliceVar(&o.From, "from", nil, "print the table (or --json) of earlier runs from these runs.jsonl files, taken together, and run nothing")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"arms":       complete.List(suite.Arms...),
@@ -145,6 +155,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 		"blocksync":  complete.Files("so"),
 		"out":        complete.Dirs,
 		"from":       complete.Files("jsonl"),
+		"mitigate":   complete.Mitigate,
 	})
 	return cmd
 }
@@ -171,6 +182,10 @@ func (o *Options) complete() error {
 		}
 		o.Programs = append(o.Programs, suite.Program{Name: name, Command: command})
 	}
+	var err error
+	if o.Agent, err = o.agent(); err != nil {
+		return err
+	}
 	return o.Check()
 }
 
@@ -180,6 +195,9 @@ func run(ctx context.Context, o *Options) error {
 		out = filepath.Join("results", "apps-"+time.Now().Format("20060102-150405"))
 	}
 	o.Log = o.Err
+	if a := o.Agent.String(); a != "" {
+		fmt.Fprintf(o.Err, "apps: the agent in-process watches each program: %s\n", a)
+	}
 	runs, err := o.Run(ctx, out)
 	if errors.Is(err, suite.ErrExists) {
 		return usage.Wrap(err)
@@ -204,6 +222,9 @@ func summarizeFrom(o *Options) error {
 	}
 	if len(runs) == 0 {
 		return usage.Errorf("--from: no runs in %s", strings.Join(o.From, ", "))
+	}
+	if a := suite.AgentSettings(runs); len(a) > 1 {
+		return usage.Errorf("--from: runs made under different agent settings (%q): give the files of one setting", a)
 	}
 	programs, contentions, arms := suite.Present(runs)
 	return suite.Summarized(runs, programs, contentions, arms).Print(o.Out, o.Err, o.JSON)

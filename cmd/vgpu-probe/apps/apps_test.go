@@ -59,6 +59,7 @@ func standinMain() int {
 		time.Sleep(300 * time.Millisecond)
 	}
 	writeInfo(*info, "", *seconds, *epoch)
+	writeAgentInfo(*info)
 	if s := os.Getenv("HYBRIDSYNC_STATS"); s != "" {
 		os.WriteFile(s, []byte("{}\n"), 0o644)
 	}
