@@ -1,8 +1,11 @@
 """Tests of userloop's host work, calibration and preparer thread, which
 need NumPy and not torch or a GPU (experiments/suite's
 TestUserLoopHostWork runs them: python3 -m unittest test_userloop)."""
+import contextlib
+import io
 import json
 import os
+import sys
 import threading
 import unittest
 
@@ -133,6 +136,34 @@ class SettingsTest(unittest.TestCase):
         finally:
             os.environ.clear()
             os.environ.update(old)
+
+
+class MainTest(unittest.TestCase):
+    def test_standalone_line(self):
+        # A program's standalone run: the flags reach setup, warm-up steps
+        # are left out of the line, and report()'s float keys are
+        # differences over the timed loop.
+        state = {"steps": 0, "host": 0.0}
+        got = {}
+
+        def setup(batch, share, units):
+            got.update(batch=batch, share=share, units=units)
+
+            def step():
+                state["steps"] += 1
+                state["host"] += 0.5
+            return step, lambda: {"host_units": units, "host_s": state["host"]}
+        argv, out = sys.argv, io.StringIO()
+        try:
+            sys.argv = ["prog", "--steps", "3", "--host-units", "7"]
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                userloop.main("prog", setup, batch=16, warmup=5)
+        finally:
+            sys.argv = argv
+        self.assertEqual(got, {"batch": 16, "share": None, "units": 7})
+        line = json.loads(out.getvalue())
+        self.assertEqual((line["program"], line["steps"], line["host_units"], line["host_s"]), ("prog", 3, 7, 1.5))
+        self.assertEqual(state["steps"], 8, "5 warm-up steps, then 3 timed")
 
 
 if __name__ == "__main__":

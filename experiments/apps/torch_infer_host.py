@@ -62,12 +62,6 @@ def build():
     return setup()[0]
 
 
-def main():
-    a = userloop.parse_args(32)
-    step, report = setup(a.batch, a.host_share, a.host_units)
-    # warm-up: allocator, cuBLAS handles, lazy module loading
-    userloop.run_standalone("torch_infer_host", step, a, 200, report)
-
-
 if __name__ == "__main__":
-    main()
+    # warm-up: allocator, cuBLAS handles, lazy module loading
+    userloop.main("torch_infer_host", setup, batch=32, warmup=200)

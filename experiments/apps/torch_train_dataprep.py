@@ -71,11 +71,5 @@ def build():
     return setup()[0]
 
 
-def main():
-    a = userloop.parse_args(64)
-    step, report = setup(a.batch, a.host_share, a.host_units)
-    userloop.run_standalone("torch_train_dataprep", step, a, 50, report)  # warm-up: 50 steps
-
-
 if __name__ == "__main__":
-    main()
+    userloop.main("torch_train_dataprep", setup, batch=64, warmup=50)

@@ -2,8 +2,8 @@
 torch_train_dataprep.py, torch_two_threads.py): their host work in pure
 Python and NumPy, importable without torch (test_userloop.py tests it);
 its calibration to a share of a step; the side thread of
-torch_two_threads.py; and the standalone timed loop that every suite
-program runs.
+torch_two_threads.py; and their standalone run (main: the flags, the
+timed loop, the JSON line).
 
 The host work is sized in units (words per request for the text
 pipeline, augmentation ops per batch for the image pipeline), calibrated
@@ -359,6 +359,15 @@ def parse_args(batch):
     if a.batch < 1 or a.seconds <= 0 or a.steps < 0:
         die("%s: --batch and --seconds must be positive, --steps at least 0" % p.prog)
     return a
+
+
+def main(name, setup, batch, warmup):
+    """A user-loop program run on its own: its flags (parse_args, batch
+    the default --batch), its step and report from setup(batch,
+    host_share, host_units), then run_standalone with warmup steps."""
+    a = parse_args(batch)
+    step, report = setup(a.batch, a.host_share, a.host_units)
+    run_standalone(name, step, a, warmup, report)
 
 
 def run_standalone(name, step, args, warmup, report):
