@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/profiler/promsource/promtest"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 )
 
@@ -158,29 +158,12 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 // Each way a server can fail the report gives one line naming it.
 func TestLoadBadServers(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + closed.Addr().String()
-	closed.Close()
+	fail := promtest.Start(t)
 	serve := func(h http.HandlerFunc) string {
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	garbage := serve(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("<html>\n<body>It works!</body>\n</html>\n"))
-	})
-	slow := serve(func(w http.ResponseWriter, r *http.Request) {
-		// The server notices the client leave only once the body is read.
-		r.ParseForm()
-		select {
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-		}
-	})
-	empty := serve((&fakeProm{}).ServeHTTP)
 	rejects := serve(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -188,10 +171,10 @@ func TestLoadBadServers(t *testing.T) {
 	})
 	notProm := serve(http.NotFound)
 	for _, tc := range []struct{ name, url, want string }{
-		{"down", down, "cannot reach it: dial tcp"},
-		{"garbage", garbage, "not a Prometheus query API answer"},
-		{"timeout", slow, "no answer within 200ms (--timeout)"},
-		{"no series", empty, `no vgpu-probe series (vgpu_probe_vcpu_runnable_wait_seconds_total{job="gpu"}) in the last 1m`},
+		{"down", fail.Down, "cannot reach it: dial tcp"},
+		{"garbage", fail.Garbage, "not a Prometheus query API answer"},
+		{"timeout", fail.Slow, "no answer within 200ms (--timeout)"},
+		{"no series", fail.Empty, `no vgpu-probe series (vgpu_probe_vcpu_runnable_wait_seconds_total{job="gpu"}) in the last 1m`},
 		{"rejected", rejects, "bad_data: 1:30: parse error"},
 		{"not prometheus", notProm, "is this the server's base URL?"},
 		{"bad url", "prometheus:9090", "want http://HOST:PORT"},

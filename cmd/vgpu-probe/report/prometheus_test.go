@@ -2,45 +2,21 @@ package report
 
 import (
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/profiler/promsource/promtest"
 )
 
 // Every bad --prometheus, --range or --match is one line of bad input
 // (exit 2) and leaves no output file. The servers' failures are checked
 // in detail in profiler/promsource; here, that the command maps them.
 func TestPrometheusBadInput(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + closed.Addr().String()
-	closed.Close()
-	serve := func(h http.HandlerFunc) string {
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	garbage := serve(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("\x00\x01 not json")) })
-	slow := serve(func(w http.ResponseWriter, r *http.Request) {
-		r.ParseForm() // the server sees the client leave once the body is read
-		select {
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-		}
-	})
-	empty := serve(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
-	})
+	fail := promtest.Start(t)
+	down, garbage, slow, empty := fail.Down, fail.Garbage, fail.Slow, fail.Empty
 	out := filepath.Join(t.TempDir(), "fleet.html")
 	for _, tc := range []struct {
 		args []string
