@@ -32,8 +32,10 @@ const (
 // has from its first scrape, so that "no series" means no agent.
 const baseMetric = "vgpu_probe_vcpu_runnable_wait_seconds_total"
 
-// A threadQuery fills one field of the threads of every target.
-type threadQuery struct {
+// A fieldQuery's values fill one field of agentapi.Thread: each thread's
+// own (threadQueries), or a target's, copied to each of its threads
+// (targetQueries).
+type fieldQuery struct {
 	expr string
 	set  func(th *agentapi.Thread, v float64)
 }
@@ -43,7 +45,7 @@ func perThread(f, metric string) string {
 	return "sum by (instance, domain, vcpu) (" + f + "(" + metric + "{$sel}[$range]))"
 }
 
-var threadQueries = []threadQuery{
+var threadQueries = []fieldQuery{
 	{perThread("rate", baseMetric), func(th *agentapi.Thread, v float64) { th.StealFraction = v }},
 	{perThread("increase", baseMetric), func(th *agentapi.Thread, v float64) { th.RunnableWaitSeconds = v }},
 	{perThread("increase", "vgpu_probe_vcpu_run_seconds_total"), func(th *agentapi.Thread, v float64) { th.RunSeconds = v }},
@@ -53,13 +55,6 @@ var threadQueries = []threadQuery{
 	{"max by (instance, domain, vcpu) (max_over_time(vgpu_probe_vcpu_contended{$sel}[$range]))", func(th *agentapi.Thread, v float64) { th.Contended = v > 0 }},
 }
 
-// A targetQuery fills one field of every thread of a target: the
-// distributions are exported per target, not per vCPU.
-type targetQuery struct {
-	expr string
-	set  func(th *agentapi.Thread, v float64)
-}
-
 // quantile is the q-quantile in µs of a per-target histogram over
 // $range. The buckets are powers of two, so it is interpolated within a
 // factor of two.
@@ -67,7 +62,9 @@ func quantile(q, histogram string) string {
 	return "1e6 * histogram_quantile(" + q + ", sum by (instance, domain, le) (increase(" + histogram + "_bucket{$sel}[$range])))"
 }
 
-var targetQueries = []targetQuery{
+// targetQueries: the distributions are exported per target, not per
+// vCPU.
+var targetQueries = []fieldQuery{
 	{quantile("0.5", "vgpu_probe_vcpu_offcpu_seconds"), func(th *agentapi.Thread, v float64) { th.OffCPUP50US = v }},
 	{quantile("0.99", "vgpu_probe_vcpu_offcpu_seconds"), func(th *agentapi.Thread, v float64) { th.OffCPUP99US = v }},
 	{quantile("0.5", "vgpu_probe_vcpu_wake_latency_seconds"), func(th *agentapi.Thread, v float64) { th.WakeP50US = v }},
