@@ -116,7 +116,7 @@ func TestCompleteValuesParse(t *testing.T) {
 			t.Errorf("--log-level %s: %v", l, err)
 		}
 	}
-	for _, c := range []string{"agent", "bench"} {
+	for _, c := range []string{"agent", "apps", "bench", "run"} {
 		got, dir := suggest(t, c, "--mitigate", "")
 		if len(got) != 1 || dir != list {
 			t.Fatalf("%s --mitigate: %q, %v; want one prefix to go on from", c, got, dir)
