@@ -85,12 +85,17 @@ func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
 	if err := libvirttest.Destroy(d.Name); err != nil {
 		t.Fatal(err)
 	}
+	// A destroyed domain stays in snapshots for a window, marked gone
+	// with its measurements; it must leave the live ones.
 	deadline = time.Now().Add(30 * time.Second)
-	for domainIn(m.Snapshot(), d.Name) != nil {
+	for domainIn(m.Snapshot().Live(), d.Name) != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("domain %s still watched 30s after destroy", d.Name)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if g := domainIn(m.Snapshot(), d.Name); g != nil && !g.Gone {
+		t.Errorf("domain %s: in the snapshot after destroy but not marked gone", d.Name)
 	}
 	var s bpf.SchedThreadStats
 	for _, tid := range tids {
