@@ -1,6 +1,7 @@
 // Package input reads the local files vgpu-probe's readers are given
 // (`vgpu-probe report`'s inputs, the results file a resumed run reads),
-// and checks the numbers decoded from them.
+// decodes the versioned JSON formats among them (Format), and checks the
+// numbers decoded from them.
 //
 // Reading is bounded and can be interrupted: only regular files (and a
 // stream the caller hands over, such as stdin) are read, at most MaxBytes

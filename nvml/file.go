@@ -31,20 +31,14 @@ func ReadSeries(path string) (*Series, error) {
 // the field.
 func ParseSeries(name string, b []byte) (*Series, error) {
 	var s Series
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: not an NVML samples file: %w", name, err)
-	}
-	if s.Version > SeriesVersion {
-		return nil, fmt.Errorf("%s: NVML samples format version %d: %w (this one reads up to %d)", name, s.Version, ErrNewerVersion, SeriesVersion)
-	}
-	if s.Version < 1 {
-		return nil, fmt.Errorf("%s: not an NVML samples file (no version)", name)
-	}
-	if err := s.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := seriesFormat.Decode(name, b, &s, func() int { return s.Version }, s.check); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
+
+var seriesFormat = input.Format{File: "an NVML samples file", Version: "NVML samples format version",
+	Newest: SeriesVersion, Newer: ErrNewerVersion}
 
 func (s *Series) check() error {
 	var c input.Check

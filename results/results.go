@@ -141,20 +141,13 @@ func Read(path string) (*File, error) {
 // or a value no measurement reaches is an error naming the field.
 func Parse(name string, b []byte) (*File, error) {
 	var f File
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a results file: %w", name, err)
-	}
-	if f.Version > Version {
-		return nil, fmt.Errorf("%s: format version %d: %w (this one reads up to %d)", name, f.Version, ErrNewerVersion, Version)
-	}
-	if f.Version < 1 {
-		return nil, fmt.Errorf("%s: not a results file (no version)", name)
-	}
-	if err := f.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := format.Decode(name, b, &f, func() int { return f.Version }, f.check); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }
+
+var format = input.Format{File: "a results file", Version: "format version", Newest: Version, Newer: ErrNewerVersion}
 
 func (f *File) check() error {
 	var c input.Check

@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -29,20 +28,20 @@ func ReadStats(path string) (StatsInput, error) {
 // and the report call it) and checks its values.
 func ParseStats(name string, b []byte) (StatsInput, error) {
 	var s hybridsync.Stats
-	if err := json.Unmarshal(b, &s); err != nil {
-		return StatsInput{}, fmt.Errorf("%s: not a hybridsync stats file: %w", name, err)
+	check := func() error {
+		if s.Mode == "" {
+			return fmt.Errorf("not %s (%s)", statsFormat.File, statsFormat.Unnamed)
+		}
+		return checkStats(&s)
 	}
-	if s.Version > hybridsync.StatsVersion {
-		return StatsInput{}, fmt.Errorf("%s: stats format version %d: %w (this one reads up to %d)", name, s.Version, ErrNewerVersion, hybridsync.StatsVersion)
-	}
-	if s.Version < 1 || s.Mode == "" {
-		return StatsInput{}, fmt.Errorf("%s: not a hybridsync stats file (no version or mode)", name)
-	}
-	if err := checkStats(&s); err != nil {
-		return StatsInput{}, fmt.Errorf("%s: %w", name, err)
+	if err := statsFormat.Decode(name, b, &s, func() int { return s.Version }, check); err != nil {
+		return StatsInput{}, err
 	}
 	return StatsInput{Path: name, Stats: s}, nil
 }
+
+var statsFormat = input.Format{File: "a hybridsync stats file", Version: "stats format version",
+	Newest: hybridsync.StatsVersion, Newer: ErrNewerVersion, Unnamed: "no version or mode"}
 
 // ParseResults decodes a results file's bytes (results.Parse) and checks
 // the agent snapshots its cells carry, which the report ranks like a live
