@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
+	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -66,6 +67,10 @@ type Row struct {
 	ReceiveP99US float64 `json:"receive_p99_us"`
 	LaunchP50US  float64 `json:"launch_p50_us"`
 	LaunchP99US  float64 `json:"launch_p99_us"`
+	// CorunnerShare is the busy-loop co-runner's CPU time over the cell's
+	// wall time (median over repetitions), where the setting has one: 0.5
+	// is a fair share, less is what the program (or a mitigation) took.
+	CorunnerShare float64 `json:"corunner_cpu_share,omitempty"`
 }
 
 // Doc is bench's JSON output.
@@ -134,6 +139,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 	r.setQuota(setting.Group)
 	n := len(r.Thresholds) * len(r.Modes)
 	measured := make([][]results.Result, n)
+	shares := make([][]float64, n)
 	// Modes and thresholds interleave within each repetition, so that a
 	// slow patch of the machine hits every one alike.
 	err = func() error {
@@ -146,11 +152,16 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 				r.Progress.Next(fmt.Sprintf("%-10s %-9s %-6s", contention, m, thr))
 				cell := workload.Cell{Config: workload.Config{Steps: r.Steps, Work: r.work, Profile: r.Profile, Seed: 1},
 					Mode: m, Device: r.Device, CPU: r.CPU, Threshold: thr}
+				co0, hasCo := setting.CPU()
+				start := time.Now()
 				res, err := r.runCell(ctx, r.hintCell(cell), setting.Group)
 				if err != nil {
 					return err
 				}
 				measured[i] = append(measured[i], res)
+				if co1, _ := setting.CPU(); hasCo {
+					shares[i] = append(shares[i], (co1 - co0).Seconds()/time.Since(start).Seconds())
+				}
 				r.Progress.Advance()
 			}
 		}
@@ -164,7 +175,8 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 		m := workload.Median(measured[i])
 		rows = append(rows, Row{Contention: contention, Mode: r.Modes[i%len(r.Modes)].String(), Threshold: r.Thresholds[i/len(r.Modes)],
 			WallS: m.WallS, CPUS: m.CPUS, Steps: m.Steps,
-			ReceiveP50US: m.ReceiveP50US, ReceiveP99US: m.ReceiveP99US, LaunchP50US: m.LaunchP50US, LaunchP99US: m.LaunchP99US})
+			ReceiveP50US: m.ReceiveP50US, ReceiveP99US: m.ReceiveP99US, LaunchP50US: m.LaunchP50US, LaunchP99US: m.LaunchP99US,
+			CorunnerShare: stats.Median(shares[i])})
 	}
 	return rows, err
 }
@@ -195,14 +207,17 @@ func PrintTable(w io.Writer, rows []Row) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contention\tmode\tthreshold\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\t")
+	fmt.Fprintln(tw, "contention\tmode\tthreshold\twall s\tvs spin alone\tcpu s\trecv p50 µs\trecv p99 µs\tlaunch p50 µs\tlaunch p99 µs\tco-runner cpu\t")
 	for _, r := range rows {
-		ratio := "-"
+		ratio, co := "-", "-"
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f", r.WallS/base)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Contention, r.Mode, r.Threshold, r.WallS, ratio, r.CPUS,
-			r.ReceiveP50US, r.ReceiveP99US, r.LaunchP50US, r.LaunchP99US)
+		if r.CorunnerShare > 0 {
+			co = fmt.Sprintf("%.0f%%", 100*r.CorunnerShare)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", r.Contention, r.Mode, r.Threshold, r.WallS, ratio, r.CPUS,
+			r.ReceiveP50US, r.ReceiveP99US, r.LaunchP50US, r.LaunchP99US, co)
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,8 @@ package corunner
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,4 +75,28 @@ func (s *Setting) Close() error {
 		return s.Group.Remove()
 	}
 	return nil
+}
+
+// CPU returns how much CPU time the setting's busy-loop co-runner has had
+// so far (all its threads, from the kernel's per-thread accounting), and
+// false where the setting has no co-runner. Its growth over a cell is the
+// co-runner's throughput: what a mitigation that favours the program
+// takes from the other tenant.
+func (s *Setting) CPU() (time.Duration, bool) {
+	if s.co == nil {
+		return 0, false
+	}
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.co.Pid()))
+	var sum int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that went
+		}
+		var run int64
+		if _, err := fmt.Sscan(string(b), &run); err == nil {
+			sum += run
+		}
+	}
+	return time.Duration(sum), len(paths) > 0
 }

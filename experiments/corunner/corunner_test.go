@@ -89,3 +89,32 @@ func FuzzParseCPUs(f *testing.F) {
 		}
 	})
 }
+
+// A busy-loop setting's co-runner accrues CPU time as it runs: bench
+// reports its growth over each cell as the other tenant's throughput.
+func TestSettingCPU(t *testing.T) {
+	cpus, err := Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := Setup("none", cpus[len(cpus)-1], "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := none.CPU(); ok {
+		t.Error("a setting without a co-runner reports its CPU")
+	}
+	s, err := Setup("while1", cpus[len(cpus)-1], "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c0, ok := s.CPU()
+	if !ok {
+		t.Fatal("the while1 setting reports no co-runner CPU")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c1, _ := s.CPU(); c1 <= c0 {
+		t.Errorf("co-runner CPU %v after 300 ms, %v before: want it to grow", c1, c0)
+	}
+}
