@@ -160,7 +160,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 				}
 				measured[i] = append(measured[i], res)
 				if co1, _ := setting.CPU(); hasCo {
-					shares[i] = append(shares[i], (co1 - co0).Seconds()/time.Since(start).Seconds())
+					shares[i] = append(shares[i], (co1-co0).Seconds()/time.Since(start).Seconds())
 				}
 				r.Progress.Advance()
 			}

@@ -83,4 +83,3 @@ func TestPrintTable(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
-
