@@ -31,7 +31,7 @@ func slotFor(k uint64) Slot {
 		QuotaUS: uint32(k%100) + 1, PeriodUS: 100_000, Contention: uint8(k % 4),
 		EstFlags: uint8(k % 4), TickNs: 4_000_000, TickPhaseNs: uint32(k % 4_000_000), QuotaRunNs: k % 5_000_000,
 		MitigationNs: uint32(k%2) * 100_000,
-		State: uint8(k%3 + 1), LiveFlags: uint8(k % 2), CPU: uint16(k % 7),
+		State:        uint8(k%3 + 1), LiveFlags: uint8(k % 2), CPU: uint16(k % 7),
 		SwitchInNs: k * 10, SwitchOutNs: k*10 - 5, QuotaEndNs: k*10 + k%3_000_000,
 	}
 	s.ExpectedSliceNs = s.Expected()
