@@ -4,11 +4,10 @@ step on one stream and a stream.synchronize() per step.
 Usage: python3 cupy_stencil.py [--seconds S | --steps N]
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop only)."""
 import argparse
-import json
-import sys
-import time
 
 import cupy as cp
+
+import userloop
 
 laplace_k = cp.RawKernel(r"""
 extern "C" __global__ void laplace(const float *u, float *out, int w) {
@@ -58,20 +57,8 @@ def main():
     a = p.parse_args()
     step = build(a.n)
     step()  # compiles the kernels: start-up, not the loop
-    print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
-
-    for _ in range(100):  # warm-up: caches, and the contention settles
-        step()
-
-    k = 0
-    t0, c0 = time.perf_counter(), time.process_time()
-    while True:
-        step()
-        k += 1
-        if (a.steps and k >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
-            break
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"program": "cupy_stencil", "steps": k, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+    # warm-up: caches, and the contention settles
+    userloop.run_standalone("cupy_stencil", step, a, 100, dict)
 
 
 if __name__ == "__main__":

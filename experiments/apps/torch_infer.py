@@ -4,11 +4,10 @@ per step a forward pass, torch.cuda.synchronize() and one host read
 (.item()). Usage: python3 torch_infer.py [--seconds S | --steps N]
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop only)."""
 import argparse
-import json
-import sys
-import time
 
 import torch
+
+import userloop
 
 
 def build(batch=32):
@@ -34,21 +33,8 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--batch", type=int, default=32)
     a = p.parse_args()
-    step = build(a.batch)
-    print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
-
-    for _ in range(200):  # warm-up: allocator, cuBLAS handles, lazy module loading
-        step()
-
-    n = 0
-    t0, c0 = time.perf_counter(), time.process_time()
-    while True:
-        step()
-        n += 1
-        if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
-            break
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"program": "torch_infer", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+    # warm-up: allocator, cuBLAS handles, lazy module loading
+    userloop.run_standalone("torch_infer", build(a.batch), a, 200, dict)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,10 @@ small MLP block with LayerNorm, forward, backward, Adam step and
 loss.item() per step. Usage: python3 torch_train.py [--seconds S | --steps N]
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop only)."""
 import argparse
-import json
-import sys
-import time
 
 import torch
+
+import userloop
 
 
 def build(batch=64):
@@ -38,22 +37,7 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     a = p.parse_args()
-    step = build(a.batch)
-    print("apps: ready", file=sys.stderr, flush=True)  # set up: vgpu-probe apps applies the contention now
-
-    for _ in range(50):  # warm-up
-        step()
-    torch.cuda.synchronize()
-
-    n = 0
-    t0, c0 = time.perf_counter(), time.process_time()
-    while True:
-        step()
-        n += 1
-        if (a.steps and n >= a.steps) or (not a.steps and time.perf_counter() - t0 >= a.seconds):
-            break
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"program": "torch_train", "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)}), flush=True)
+    userloop.run_standalone("torch_train", build(a.batch), a, 50, dict)  # warm-up: 50 steps
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 torch_train_dataprep.py, torch_two_threads.py): their host work in pure
 Python and NumPy, importable without torch (test_userloop.py tests it);
 its calibration to a share of a step; the side thread of
-torch_two_threads.py; and their standalone run (main: the flags, the
-timed loop, the JSON line).
+torch_two_threads.py; and their standalone run (main: the flags, then
+run_standalone: the timed loop and its JSON line, which the suite's other
+Python programs run too).
 
 The host work is sized in units (words per request for the text
 pipeline, augmentation ops per batch for the image pipeline), calibrated
