@@ -227,41 +227,44 @@ static CUresult record(void *eh, void *sh, int ptsz)
 CUresult cuEventRecord(void *e, void *s) { return record(e, s, 0); }
 CUresult cuEventRecord_ptsz(void *e, void *s) { return record(e, s, 1); }
 
+/* snapshot copies event h under mu into *out; 0 when h is no event. */
+static int snapshot(void *h, struct event *out)
+{
+	struct event *e = get_event(h);
+	if (!e)
+		return 0;
+	pthread_mutex_lock(&mu);
+	*out = *e;
+	pthread_mutex_unlock(&mu);
+	return 1;
+}
+
 CUresult cuEventQuery(void *h)
 {
 	atomic_fetch_add(&standin_queries, 1);
-	struct event *e = get_event(h);
-	if (!e)
+	struct event e;
+	if (!snapshot(h, &e))
 		return E_INVALID_HANDLE;
-	pthread_mutex_lock(&mu);
-	int64_t done = e->done;
-	int err = e->err, rec = e->recorded;
-	pthread_mutex_unlock(&mu);
-	if (!rec)
+	if (!e.recorded)
 		return OK;
-	return now() < done ? E_NOT_READY : err;
+	return now() < e.done ? E_NOT_READY : e.err;
 }
 
 static CUresult event_sync(void *h)
 {
-	struct event *e = get_event(h);
-	if (!e)
+	struct event e;
+	if (!snapshot(h, &e))
 		return E_INVALID_HANDLE;
-	pthread_mutex_lock(&mu);
-	int64_t done = e->done;
-	int err = e->err, rec = e->recorded;
-	unsigned flags = e->flags;
-	pthread_mutex_unlock(&mu);
-	if (!rec)
+	if (!e.recorded)
 		return OK;
-	if (flags & 1) {
-		if (now() < done)
+	if (e.flags & 1) {
+		if (now() < e.done)
 			atomic_fetch_add(&standin_blocking_waits, 1);
-		sleep_until(done);
+		sleep_until(e.done);
 	} else {
-		wait_until(done);
+		wait_until(e.done);
 	}
-	return err;
+	return e.err;
 }
 
 CUresult cuStreamWaitEvent(void *sh, void *eh, unsigned flags)
