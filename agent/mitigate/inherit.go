@@ -15,17 +15,32 @@ import (
 // every thread that process makes, has the slice from its first
 // instruction: nothing needs re-discovering. The benchmark uses it for
 // its cell processes.
+//
+// The thread is given back to the runtime once its slice is restored, and
+// ends with the goroutine only where the restore failed (so that no other
+// goroutine runs with the slice). Ending it is not harmless: a child that
+// any goroutine started earlier from this thread with Pdeathsig (as
+// experiments/reexec's co-runners are) is killed when the thread exits,
+// and Go may well have run that earlier goroutine on it.
 func (m *Mitigator) Inherit(start func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, so no
-		// other goroutine runs on it with the slice.
 		runtime.LockOSThread()
 		tid := unix.Gettid()
 		self := targets.Target{Kind: "self", Name: strconv.Itoa(tid), Threads: []targets.Thread{{TID: tid, VCPU: -1}}}
 		m.Apply(targets.Event{Kind: targets.Added, Target: self})
-		defer m.Apply(targets.Event{Kind: targets.Removed, Target: self})
-		errc <- start()
+		err := start()
+		m.Apply(targets.Event{Kind: targets.Removed, Target: self})
+		if m.restored(tid) {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
+}
+
+// restored reports whether tid no longer runs with the mitigation's slice.
+func (m *Mitigator) restored(tid int) bool {
+	a, err := m.sched.Get(tid)
+	return err == nil && a.Runtime != m.slice
 }

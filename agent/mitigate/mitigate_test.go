@@ -307,6 +307,25 @@ func TestInherit(t *testing.T) {
 	}
 }
 
+// Inherit gives its thread back with the slice restored rather than
+// ending it: a child started earlier from that thread with Pdeathsig (a
+// benchmark's co-runner) would die with it.
+func TestInheritKeepsItsThread(t *testing.T) {
+	m := newMitigator(t)
+	defer m.Stop()
+	var tid int
+	if err := m.Inherit(func() error { tid = unix.Gettid(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // a thread that ends goes by now
+	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
+		t.Fatalf("Inherit's thread %d ended: %v", tid, err)
+	}
+	if got := runtimeOf(t, tid); got == uint64(slice) {
+		t.Errorf("Inherit's thread %d still has the slice", tid)
+	}
+}
+
 // fakeSched plays a kernel: set may fail, and getattr may ignore what was
 // set (as kernels before 6.12 do for SCHED_OTHER).
 type fakeSched struct {

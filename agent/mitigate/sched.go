@@ -60,10 +60,16 @@ func Check(s Sched, slice uint64) (base uint64, err error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, so no
-		// other goroutine can run on it with a changed slice.
+		// Given back only once its attributes are back as they were (so
+		// no other goroutine runs with a changed slice); ending it instead
+		// would kill children started from it with Pdeathsig (Inherit).
 		runtime.LockOSThread()
-		b, err := probe(s, unix.Gettid(), slice)
+		tid := unix.Gettid()
+		before, _ := s.Get(tid)
+		b, err := probe(s, tid, slice)
+		if after, gerr := s.Get(tid); before != nil && gerr == nil && after.Runtime == before.Runtime {
+			runtime.UnlockOSThread()
+		}
 		ch <- result{b, err}
 	}()
 	r := <-ch

@@ -154,9 +154,10 @@ func (f *Feed) Path(name string) string {
 // Inherit runs start (which starts a process) from a thread with the
 // slice when the feed mitigates, so that the process and every thread it
 // makes have it from their first instruction (mitigate.Mitigator.Inherit);
-// otherwise it just runs start. The thread ends when start returns: a
-// process started with Pdeathsig (experiments/reexec's) dies with it, so
-// start must then also wait for the process.
+// otherwise it just runs start. The thread goes back to the runtime when
+// start returns (ending only if its slice could not be restored, and with
+// it a process started there with Pdeathsig), so start should also wait
+// for the process it starts.
 func (f *Feed) Inherit(start func() error) error {
 	if f.m == nil {
 		return start()
