@@ -135,7 +135,7 @@ type EpochDone struct {
 // Where the hint page says the agent gave the thread a short EEVDF slice
 // (MitigationSource: --mitigate), a blocked waiter's wake-up preempts the
 // co-runner at once rather than after the co-runner's slice (docs/
-// BENCHMARKS.md, "Host-side mitigation: a short EEVDF slice"), so blocking
+// BENCHMARKS.md, "Agent and library together"), so blocking
 // is priced as the better bet: a gap in the policy arm's favour needs no
 // second exploration, and a tie goes to it.
 //

@@ -1,4 +1,4 @@
-/* The waiter of BENCHMARKS.md, "Host-side mitigation": wake-up latency of a
+/* The waiter of BENCHMARKS.md, "Agent and library together": wake-up latency of a
  * thread blocked in read() on CPU 1, written to every 1 ms from CPU 0.
  * gcc -O2 -o wake wake.c -lpthread */
 #define _GNU_SOURCE
