@@ -7,7 +7,7 @@ import (
 )
 
 func addMitigateFlag(f *pflag.FlagSet, o *Options) {
-	f.StringVar(&o.Mitigate, "mitigate", "", "give each benchmark cell's threads (not the co-runner's) a short EEVDF slice, as `vgpu-probe agent --mitigate` does: "+mitigate.Usage+" (needs Linux 6.12+)")
+	f.StringVar(&o.Mitigate, "mitigate", "", "give each benchmark cell's threads (not the co-runner's) a short EEVDF slice, as the agent's --mitigate does: "+mitigate.Usage+" (needs Linux 6.12+)")
 }
 
 // parseMitigate parses --mitigate with the agent's parser.
