@@ -14,7 +14,7 @@ import (
 )
 
 func addMitigateFlag(f *pflag.FlagSet, o *Options) {
-	f.StringVar(&o.Mitigate, "mitigate", "", "give the runner's threads (not the co-runners') a short EEVDF slice, as `vgpu-probe agent --mitigate` does: "+
+	f.StringVar(&o.Mitigate, "mitigate", "", "give the runner's threads (not the co-runners') a short EEVDF slice, as the agent's --mitigate does: "+
 		"on --backend local the runner process's, on --backend libvirt the runner VM's vCPU threads on the host (root); "+mitigate.Usage+" (needs Linux 6.12+)")
 }
 
