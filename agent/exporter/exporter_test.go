@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,11 +28,17 @@ type fixed struct {
 	snap   model.Snapshot
 	events int
 	hold   chan struct{}
+	// entered, when set, receives once per timeline request that is in
+	// the handler (and so holds one of the heavy-request slots).
+	entered chan struct{}
 }
 
 func (f fixed) Snapshot() model.Snapshot { return f.snap }
 
 func (f fixed) TimelinePage(name string, _ time.Duration, cur monitor.TimelineCursor, limit int) (monitor.TimelinePage, error) {
+	if f.entered != nil {
+		f.entered <- struct{}{}
+	}
 	if f.hold != nil {
 		<-f.hold
 	}
@@ -238,9 +245,11 @@ func TestTimelinePages(t *testing.T) {
 // TestHeavyLimit: timeline and snapshot requests beyond MaxHeavyRequests
 // are turned away at once with 503 and Retry-After; /metrics still answers.
 func TestHeavyLimit(t *testing.T) {
-	hold := make(chan struct{})
-	srv := httptest.NewServer(handlerOf(t, fixed{snap: testSnapshot(), events: 3, hold: hold}))
+	hold, entered := make(chan struct{}), make(chan struct{}, MaxHeavyRequests)
+	srv := httptest.NewServer(handlerOf(t, fixed{snap: testSnapshot(), events: 3, hold: hold, entered: entered}))
 	defer srv.Close()
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release() // before Close (deferred last, runs first): Close waits for the held handlers
 	held := make(chan int, MaxHeavyRequests)
 	for range MaxHeavyRequests {
 		go func() {
@@ -253,27 +262,21 @@ func TestHeavyLimit(t *testing.T) {
 			held <- resp.StatusCode
 		}()
 	}
-	// Snapshots are not held: until the held timeline requests have taken
-	// every slot, a snapshot request gets in and is answered.
-	extra := 0
-	for {
-		resp, err := http.Get(srv.URL + "/api/v1/snapshot")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			if resp.Header.Get("Retry-After") == "" {
-				t.Error("503 without Retry-After")
-			}
-			break
-		}
-		if extra++; extra > 1000 {
-			t.Fatal("the held timeline requests never filled the limit")
-		}
+	for range MaxHeavyRequests {
+		<-entered // every slot is taken
+	}
+	// A heavy request beyond the limit is turned away at once, with a
+	// time to come back; /metrics is not limited.
+	resp, err := http.Get(srv.URL + "/api/v1/snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("snapshot with every heavy slot held: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	get(t, srv.URL+"/metrics", 200)
-	close(hold)
+	release()
 	for range MaxHeavyRequests {
 		if code := <-held; code != 200 {
 			t.Errorf("held request: %d", code)
