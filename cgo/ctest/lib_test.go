@@ -724,7 +724,8 @@ func TestPreloadShortWaitsExplored(t *testing.T) {
 // and invalid handles included; rtapp exits non-zero otherwise).
 func TestPreloadShortWaitsNeverEarly(t *testing.T) {
 	need(t)
-	st, _, cpu := underBusyLoop(t, "rtapp_dyn", "40000", "1", "2000")
+	// Long enough (about a second) to outlast the busy loop's 300 ms start.
+	st, _, cpu := underBusyLoop(t, "rtapp_dyn", "400000", "1", "2000")
 	if o := st.Outcomes; o == nil || o.Epochs["policy"] == 0 {
 		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want epochs of the policy arm", cpu, o)
 	}

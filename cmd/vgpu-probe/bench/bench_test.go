@@ -63,8 +63,15 @@ func TestRunJSON(t *testing.T) {
 	want := []string{"contention", "mode", "threshold", "wall_s", "cpu_s", "steps", "receive_p50_us", "receive_p99_us", "launch_p50_us", "launch_p99_us"}
 	wall := map[string]float64{}
 	for _, r := range doc.Results {
-		if len(r) != len(want) {
-			t.Errorf("row has %d fields, want %d: %v", len(r), len(want), r)
+		n := len(want)
+		if r["contention"] == "while1" {
+			n++ // corunner_cpu_share: the co-runner's CPU share in the cell
+			if c, ok := r["corunner_cpu_share"].(float64); !ok || c <= 0 || c > 1.05 {
+				t.Errorf("while1 row: corunner_cpu_share %v, want a share of one CPU (0, 1]", r["corunner_cpu_share"])
+			}
+		}
+		if len(r) != n {
+			t.Errorf("row has %d fields, want %d: %v", len(r), n, r)
 		}
 		for _, k := range want {
 			if _, ok := r[k]; !ok {
