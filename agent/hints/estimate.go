@@ -21,6 +21,7 @@ const maxSliceNs = 10_000_000_000
 // the publisher's mutex.
 type thread struct {
 	tid, slot    int
+	hostTID      int // the kernel's tid (tid is 0 in a vCPU slot, found by CPU)
 	page         *page
 	switchIn     uint64
 	switchOut    uint64

@@ -366,7 +366,7 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 		} else if slot < 0 {
 			continue // not a vCPU thread
 		}
-		tt := &thread{tid: th.TID, slot: slot, page: pg, since: now}
+		tt := &thread{tid: th.TID, hostTID: th.TID, slot: slot, page: pg, since: now}
 		if pg.vcpu {
 			tt.tid = 0 // vCPU slots are found by CPU, not tid
 		}
@@ -411,7 +411,7 @@ func (p *Publisher) drop(pg *page) {
 // programs do not write it (into the page's live array); the estimate block when it changed, or with
 // force (the refresh, whose publish time says the publisher is alive).
 func (p *Publisher) publish(t *thread, now uint64, force bool) {
-	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick, mitigation: p.mitigation(t.tid)})
+	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick, mitigation: p.mitigation(t.hostTID)})
 	if !t.mapped && now >= t.userAfter {
 		t.page.w.PublishLive(t.slot, &s)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -121,6 +122,33 @@ func TestDomainPageByVCPU(t *testing.T) {
 	}
 	if want := "<shmem name='vgpu-probe-hints-guest_1'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"; hintpage.ShmemXML("guest 1") != want {
 		t.Fatalf("xml %s", hintpage.ShmemXML("guest 1"))
+	}
+}
+
+// A VM's vCPU slot carries the slice its vCPU thread got, though the
+// slot itself names no tid (the guest finds it by CPU).
+func TestDomainPageCarriesMitigation(t *testing.T) {
+	p, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(),
+		Owner:      func(int) (int, int, error) { return os.Getuid(), os.Getgid(), nil },
+		Mitigation: func(tid int) time.Duration { return map[int]time.Duration{40: 100 * time.Microsecond}[tid] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	p.Apply(added(targets.KindDomain, "guest 1", 40, 41))
+	f, err := hintpage.Map(filepath.Join(p.opts.Dir, "vgpu-probe-hints-guest_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for vcpu, want := range []uint32{100_000, 0} {
+		var s hintpage.Slot
+		if err := f.ReadSlot(vcpu, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.MitigationNs != want {
+			t.Errorf("vCPU %d: mitigation %d ns, want %d", vcpu, s.MitigationNs, want)
+		}
 	}
 }
 

@@ -56,7 +56,6 @@ type Feed struct {
 
 	mu       sync.Mutex
 	watchers map[string]*rescan // WatchProcess's, by name
-	domains  map[string][]int   // the threads of each watched domain, by name
 }
 
 // rescan is one WatchProcess's re-scanning of a process's threads.
@@ -77,7 +76,7 @@ func (r *rescan) stop() {
 // Start starts a feed. With Mitigation it first refuses a kernel without
 // custom slices; with Hints it loads the eBPF programs.
 func Start(ctx context.Context, o Options) (*Feed, error) {
-	f := &Feed{kind: o.Kind, dir: o.Dir, done: make(chan struct{}), watchers: map[string]*rescan{}, domains: map[string][]int{}}
+	f := &Feed{kind: o.Kind, dir: o.Dir, done: make(chan struct{}), watchers: map[string]*rescan{}}
 	if o.Mitigation != nil {
 		m, err := mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: zerolog.Nop()})
 		if err != nil {
@@ -113,7 +112,7 @@ func (f *Feed) startHints(ctx context.Context) error {
 	}
 	o := hints.Options{Dir: f.dir, Log: zerolog.Nop()}
 	if f.m != nil {
-		o.Mitigation = f.slice
+		o.Mitigation = f.m.Slice
 	}
 	var err error
 	if f.pub, err = hints.New(o); err == nil {
@@ -247,53 +246,12 @@ func (f *Feed) Unwatch(name string) {
 	f.apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: f.kind, Name: name}})
 }
 
-// slice is the slice to publish in the slot of thread tid. The publisher
-// asks with tid 0 for a vCPU slot (whose thread id the guest must not
-// learn): that slot then carries the slice while every vCPU thread of
-// every watched domain has it, which is exact for one domain at a time
-// (run's libvirt backend).
-func (f *Feed) slice(tid int) time.Duration {
-	if tid != 0 || f.kind != targets.KindDomain {
-		return f.m.Slice(tid)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var d time.Duration
-	for _, tids := range f.domains {
-		for _, t := range tids {
-			if d = f.m.Slice(t); d == 0 {
-				return 0
-			}
-		}
-	}
-	return d
-}
-
-// track keeps the threads of the watched domains, for slice.
-func (f *Feed) track(ev targets.Event) {
-	if f.kind != targets.KindDomain {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ev.Kind == targets.Removed {
-		delete(f.domains, ev.Target.Name)
-		return
-	}
-	var tids []int
-	for _, th := range ev.Target.Threads {
-		tids = append(tids, th.TID)
-	}
-	f.domains[ev.Target.Name] = tids
-}
-
 // apply gives the mitigator the change first, so that the publisher's
 // first page of a thread carries its slice (the agent's order: the
 // mitigator's source before the publisher's).
 func (f *Feed) apply(ev targets.Event) {
 	if f.m != nil {
 		f.m.Apply(ev)
-		f.track(ev)
 	}
 	if f.pub != nil {
 		f.pub.Apply(ev)
