@@ -46,7 +46,7 @@ completions: build
 	$(abspath $(BIN)) completion fish >$(BUILD)/completion/vgpu-probe.fish.tmp
 	cd $(BUILD)/completion && for f in vgpu-probe.bash _vgpu-probe vgpu-probe.fish; do mv $$f.tmp $$f; done
 
-# `make install` is install-bin below plus install-lib (cgo/Makefile.inc).
+# `make install` is install-bin below plus install-lib (libhybridsync/Makefile.inc).
 # The installed unit's ExecStart names $(BINDIR)/vgpu-probe.
 install: install-bin
 uninstall: uninstall-bin
@@ -82,7 +82,7 @@ test:
 # dictionary (Go benchmarks)", says how its numbers were taken).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
-	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./cgo/ctest
+	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./libhybridsync/ctest
 
 # The agent's HTTP server under load, as root (minutes): a busy target, a
 # 256 MB memory cgroup, many clients and 20,500 idle connections.
@@ -106,6 +106,6 @@ clean:
 	rm -rf build vgpu-probe
 
 -include bpf/Makefile.inc
--include cgo/Makefile.inc
+-include libhybridsync/Makefile.inc
 -include profiler/Makefile.inc
 -include vmimages/Makefile.inc

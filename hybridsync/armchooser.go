@@ -71,7 +71,7 @@ type EpochDone struct {
 	Waits     uint64 // waits made in it, complete or not
 	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
 	// Blockable: how long its waits lasted beyond the least that
-	// blocking in one costs (10 µs, cgo/libhybridsync/api.c), summed:
+	// blocking in one costs (10 µs, libhybridsync/lib/api.c), summed:
 	// the most that blocking in them could give back (ns).
 	Blockable int64
 }
@@ -206,7 +206,7 @@ const (
 	// freeReport: how often a thread whose CPU is free looks for
 	// contention (and so how soon it notices). A report is a call from C
 	// into Go, which wakes the Go runtime's threads on the program's CPU
-	// (cgo/libhybridsync/api.c), so not every few ms; and while the
+	// (libhybridsync/lib/api.c), so not every few ms; and while the
 	// thread's run delay stays flat the C side checks it alone
 	// (Epoch.Quiet), calling Go at least every freeQuiet, since a report
 	// every freeReport cost a program measurably even on a free CPU

@@ -21,7 +21,7 @@ const (
 )
 
 // LogLevels are EnvLog's levels, by number: the C library's HS_LOG_*
-// (cgo/hscore/core.h), whose list its tests check against this one.
+// (libhybridsync/hscore/core.h), whose list its tests check against this one.
 var LogLevels = [...]string{"off", "error", "warn", "info", "debug"}
 
 // EnvConfig is what the environment asks for.
@@ -62,7 +62,7 @@ var envVars = [...]struct {
 		c.LogLevel = v
 		return slices.Contains(LogLevels[:], v)
 	}},
-	// The C library's constructor reads it (cgo/libhybridsync/interpose.c)
+	// The C library's constructor reads it (libhybridsync/lib/interpose.c)
 	// as off for 0 and on otherwise; a value that is neither stops the
 	// library here, before it is used.
 	{EnvInterpose, "1 or 0", func(c *EnvConfig, v string) bool { return v == "0" || v == "1" }},

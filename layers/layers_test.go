@@ -15,7 +15,7 @@ const module = "github.com/vgpu-probe/vgpu-probe"
 // The layers, top to bottom. cmd wires everything together; experiments
 // runs the measurements (and may start the agent's parts and read its API
 // through the profiler's client); profiler and agent are two roles that
-// know nothing of each other; cgo is the C library and the real GPU over
+// know nothing of each other; libhybridsync is the C library and the real GPU over
 // hybridsync; base is what several roles share (formats, readers, the
 // policy), and base packages import only each other.
 const (
@@ -23,36 +23,36 @@ const (
 	experiments = "experiments"
 	profiler    = "profiler"
 	agent       = "agent"
-	cgo         = "cgo"
+	clib        = "libhybridsync"
 	base        = "base"
 )
 
 // layerOf is the layer of each top-level directory.
 var layerOf = map[string]string{
-	"cmd":         cmd,
-	"experiments": experiments,
-	"profiler":    profiler,
-	"agent":       agent,
-	"cgo":         cgo,
-	"hybridsync":  base, // the wait policy (C library, benchmark, guest)
-	"hintpage":    base, // the hint page format (agent writes, hybridsync reads)
-	"bpf":         base, // the agent's BPF objects
-	"vmimages":    base, // guest images (experiments' libvirt backend, agent tests)
-	"cgroupcpu":   base, // a cgroup's CPU quota (hybridsync, agent)
-	"results":     base, // results.json, its Result/Step, the atomic writer, compare
-	"nvml":        base, // the NVML sampler and its file (agent, run, report)
-	"input":       base, // bounded reading and number checks of inputs
-	"layers":      base, // this test
+	"cmd":           cmd,
+	"experiments":   experiments,
+	"profiler":      profiler,
+	"agent":         agent,
+	"libhybridsync": clib,
+	"hybridsync":    base, // the wait policy (C library, benchmark, guest)
+	"hintpage":      base, // the hint page format (agent writes, hybridsync reads)
+	"bpf":           base, // the agent's BPF objects
+	"vmimages":      base, // guest images (experiments' libvirt backend, agent tests)
+	"cgroupcpu":     base, // a cgroup's CPU quota (hybridsync, agent)
+	"results":       base, // results.json, its Result/Step, the atomic writer, compare
+	"nvml":          base, // the NVML sampler and its file (agent, run, report)
+	"input":         base, // bounded reading and number checks of inputs
+	"layers":        base, // this test
 }
 
 // mayImport lists, for each layer, the other layers it may import; every
 // layer may import itself and base.
 var mayImport = map[string][]string{
-	cmd:         {experiments, profiler, agent, cgo},
+	cmd:         {experiments, profiler, agent, clib},
 	experiments: {profiler, agent},
 	profiler:    {},
 	agent:       {},
-	cgo:         {},
+	clib:        {},
 	base:        {},
 }
 
@@ -68,7 +68,7 @@ var testOnly = map[string][]string{
 	"agent/hints": {"experiments/cgroup"},
 	"hybridsync":  {"experiments/cgroup"},
 	// The C library under the apps suite's arms and co-runners.
-	"cgo/ctest": {"experiments/corunner", "experiments/suite"},
+	"libhybridsync/ctest": {"experiments/corunner", "experiments/suite"},
 }
 
 type pkg struct {
@@ -171,7 +171,7 @@ func TestCheck(t *testing.T) {
 		test      bool
 		bad       string // "" when allowed
 	}{
-		{"cmd/vgpu-probe", "cgo/cudadev", false, ""},
+		{"cmd/vgpu-probe", "libhybridsync/cudadev", false, ""},
 		{"experiments/runner", "profiler/agentapi", false, ""},
 		{"experiments/hintfeed", "agent/hints", false, ""},
 		{"profiler/report", "results", false, ""},
@@ -182,7 +182,7 @@ func TestCheck(t *testing.T) {
 		{"experiments/runner", "cmd/vgpu-probe/usage", false, "experiments/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
 		{"profiler/report", "experiments/workload", false, "profiler/report (profiler) imports experiments/workload (experiments)"},
 		{"agent/exporter", "profiler/nvml", false, "agent/exporter (agent) imports profiler/nvml (profiler)"},
-		{"cgo/cudadev", "experiments/workload", false, "cgo/cudadev (cgo) imports experiments/workload (experiments)"},
+		{"libhybridsync/cudadev", "experiments/workload", false, "libhybridsync/cudadev (libhybridsync) imports experiments/workload (experiments)"},
 		{"results", "experiments/workload", false, "results (base) imports experiments/workload (experiments)"},
 		{"profiler/agentapi", "agent/exporter", false, "profiler/agentapi (profiler) imports agent/exporter (agent)"},
 		{"hybridsync", "experiments/corunner", true, "hybridsync (base) imports experiments/corunner"},

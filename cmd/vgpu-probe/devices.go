@@ -1,13 +1,13 @@
 package main
 
 import (
-	"github.com/vgpu-probe/vgpu-probe/cgo/cudadev"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/libhybridsync/cudadev"
 )
 
 // The benchmark's devices beyond the simulated GPU are wired here, not by
-// the device packages themselves: cgo/ stays below experiments/ (see
+// the device packages themselves: libhybridsync/ stays below experiments/ (see
 // docs/architecture.md). In init, because benchmark cells run in a child
 // process (reexec) that never reaches main's command line.
 func init() { workload.RegisterDevice("cuda", openCUDA) }

@@ -51,14 +51,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # hs_interpose's hook sets: HS_HOOK_OBSERVE and HS_HOOK_ALL of
-# cgo/include/hybridsync.h.
+# libhybridsync/include/hybridsync.h.
 HOOK_OBSERVE, HOOK_ALL = 1, 3
 ARMS = ["cuda-default", "cuda-blocking", "hybridsync"]
 # Every arm: the library's hooks (hs_interpose's set), and whether the
 # context is switched to blocking-sync. APPS_INPROC_ARMS=a,b,... picks
 # others than ARMS, as for the C programs (loop.h, experiments/apps/diag/arms.sh).
 # The same table as loop.h's, ARMS its default arms and the suite's
-# product arms (experiments/suite.Arms): cgo/ctest's
+# product arms (experiments/suite.Arms): libhybridsync/ctest's
 # TestInProcessArmTablesAgree checks all three.
 ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync": (HOOK_ALL, False),
              "hooks-observe": (HOOK_OBSERVE, False), "cuda-default-again": (0, False)}

@@ -15,12 +15,12 @@
 // (waits alone would see no records, a configuration no program runs);
 // cuda-default-again, the default arm once more, an A/A control.
 // The arm table below is also inproc.py's, and its first arms are the
-// suite's product arms (experiments/suite.Arms): cgo/ctest's
+// suite's product arms (experiments/suite.Arms): libhybridsync/ctest's
 // TestInProcessArmTablesAgree checks that the three agree.
 #pragma once
 // For hs_interpose's hook sets (HS_HOOK_*); by path, so that the suite's
 // programs build with no include flags.
-#include "../../cgo/include/hybridsync.h"
+#include "../../libhybridsync/include/hybridsync.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,10 +24,10 @@ mkdir -p "$OUT"
 prepare() {
 	rm -rf "$B"
 	mkdir -p "$B/lib" "$B/include"
-	go build -buildmode=c-shared -o "$B/lib/libhybridsync.so" ./cgo/libhybridsync
-	go build -tags hs_nointerpose -buildmode=c-archive -o "$B/lib/libhybridsync.a" ./cgo/libhybridsync
+	go build -buildmode=c-shared -o "$B/lib/libhybridsync.so" ./libhybridsync/lib
+	go build -tags hs_nointerpose -buildmode=c-archive -o "$B/lib/libhybridsync.a" ./libhybridsync/lib
 	rm -f "$B/lib/libhybridsync.h"
-	cp cgo/include/hybridsync.h "$B/include/"
+	cp libhybridsync/include/hybridsync.h "$B/include/"
 	CGO_ENABLED=1 go build -ldflags '-s -w' -o "$B/vgpu-probe" ./cmd/vgpu-probe
 	ls -la "$B" "$B/lib"
 }

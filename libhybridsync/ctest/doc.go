@@ -1,5 +1,5 @@
 // Package ctest tests libhybridsync as C programs use it: the tests build
-// the library (make -f cgo/Makefile.inc install), a CUDA stand-in driver
+// the library (make -f libhybridsync/Makefile.inc install), a CUDA stand-in driver
 // and runtime (testdata/standin), and C programs (testdata/programs) with
 // gcc, link them against the .so and the .a, and run them: the explicit
 // API, LD_PRELOAD through the runtime and the driver (cuGetProcAddress)

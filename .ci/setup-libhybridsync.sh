@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI setup for cgo/ (libhybridsync): the tests build the library with gcc
+# CI setup for libhybridsync/ (libhybridsync): the tests build the library with gcc
 # and make, check `pkg-config --cflags --libs hybridsync`, build a CMake
 # consumer, and run the suite's Python harness (experiments/apps/inproc.py)
 # on the stand-in CUDA. Idempotent; assumes apt-get update ran.

@@ -18,7 +18,7 @@ import (
 func headerVersion(t *testing.T) (major, minor string) {
 	t.Helper()
 	root, _ := repoRoot()
-	b, err := os.ReadFile(filepath.Join(root, "cgo", "include", "hybridsync.h"))
+	b, err := os.ReadFile(filepath.Join(root, "libhybridsync", "include", "hybridsync.h"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +84,11 @@ func TestSONAME(t *testing.T) {
 func TestCMakeVersion(t *testing.T) {
 	need(t)
 	if _, err := exec.LookPath("cmake"); err != nil {
-		t.Skip("cmake not installed (.ci/setup-cgo.sh installs it)")
+		t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
 	}
 	major, minor := headerVersion(t)
 	root, _ := repoRoot()
-	src := filepath.Join(root, "cgo", "testdata", "cmake")
+	src := filepath.Join(root, "libhybridsync", "testdata", "cmake")
 	configure := func(want string) (string, string, error) {
 		bdir := t.TempDir()
 		cmd := exec.Command("cmake", "-S", src, "-B", bdir, "-DCMAKE_PREFIX_PATH="+built.prefix, "-DHS_WANT_VERSION="+want)
@@ -139,7 +139,7 @@ var envLiteral = regexp.MustCompile(`"(HYBRIDSYNC_[A-Z0-9_]*[A-Z0-9])"`)
 func envRead(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	vars := map[string]bool{}
-	for _, dir := range []string{"cgo", "hybridsync"} {
+	for _, dir := range []string{"libhybridsync", "hybridsync"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -194,9 +194,9 @@ func TestEnvironmentDocumented(t *testing.T) {
 		file string
 		row  *regexp.Regexp // what documents a variable there
 	}{
-		{"cgo/include/hybridsync.h", regexp.MustCompile(`(?m)^ \*   (HYBRIDSYNC_[A-Z0-9_]+) `)},
+		{"libhybridsync/include/hybridsync.h", regexp.MustCompile(`(?m)^ \*   (HYBRIDSYNC_[A-Z0-9_]+) `)},
 		{"docs/libhybridsync.md", regexp.MustCompile("(?m)^\\| `(HYBRIDSYNC_[A-Z0-9_]+)` \\|")},
-		{"cgo/libhybridsync.3", regexp.MustCompile(`(?m)^\.TP\n\.B (HYBRIDSYNC_[A-Z0-9_]+)$`)},
+		{"libhybridsync/libhybridsync.3", regexp.MustCompile(`(?m)^\.TP\n\.B (HYBRIDSYNC_[A-Z0-9_]+)$`)},
 	}
 	for _, d := range docs {
 		b, err := os.ReadFile(filepath.Join(root, d.file))

@@ -63,10 +63,10 @@ func build(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := sh(root, "make", "-s", "-f", "cgo/Makefile.inc", "install", "PREFIX="+built.prefix, "HS_BUILD="+filepath.Join(dir, "build")); err != nil {
+	if err := sh(root, "make", "-s", "-f", "libhybridsync/Makefile.inc", "install", "PREFIX="+built.prefix, "HS_BUILD="+filepath.Join(dir, "build")); err != nil {
 		return err
 	}
-	td := filepath.Join(root, "cgo", "testdata")
+	td := filepath.Join(root, "libhybridsync", "testdata")
 	si, pr := filepath.Join(td, "standin"), filepath.Join(td, "programs")
 	inc, lib := filepath.Join(built.prefix, "include"), filepath.Join(built.prefix, "lib")
 	steps := [][]string{
@@ -792,7 +792,7 @@ func TestPkgConfig(t *testing.T) {
 		t.Fatalf("pkg-config --cflags --libs hybridsync: %v", err)
 	}
 	root, _ := repoRoot()
-	pr := filepath.Join(root, "cgo", "testdata", "programs")
+	pr := filepath.Join(root, "libhybridsync", "testdata", "programs")
 	args := append([]string{"-O2", "-I" + pr, "-o", filepath.Join(built.dir, "hsapp_pc"), filepath.Join(pr, "hsapp.c")}, strings.Fields(string(flags))...)
 	args = append(args, "-L"+built.dir, "-lcudart", "-lpthread", "-ldl")
 	if err := sh(built.dir, "gcc", args...); err != nil {
@@ -804,11 +804,11 @@ func TestPkgConfig(t *testing.T) {
 func TestCMakeConsumer(t *testing.T) {
 	need(t)
 	if _, err := exec.LookPath("cmake"); err != nil {
-		t.Skip("cmake not installed (.ci/setup-cgo.sh installs it)")
+		t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
 	}
 	root, _ := repoRoot()
 	bdir := t.TempDir()
-	if err := sh(bdir, "cmake", "-S", filepath.Join(root, "cgo", "testdata", "cmake"), "-B", bdir, "-DCMAKE_PREFIX_PATH="+built.prefix); err != nil {
+	if err := sh(bdir, "cmake", "-S", filepath.Join(root, "libhybridsync", "testdata", "cmake"), "-B", bdir, "-DCMAKE_PREFIX_PATH="+built.prefix); err != nil {
 		t.Fatal(err)
 	}
 	if err := sh(bdir, "cmake", "--build", bdir); err != nil {

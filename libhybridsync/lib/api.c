@@ -4,7 +4,7 @@
  * the library's life (life.h), the launch registry (core.h) or Go. The
  * layers below, in order: wait.c (policy core, with the epoch engine);
  * deleg.c, schedstat.c, stats.c and life.c; Go (main.go, the hybridsync
- * policy); the C core (cgo/hscore: CUDA, the launch registry). */
+ * policy); the C core (libhybridsync/hscore: CUDA, the launch registry). */
 #include <stdio.h>
 
 #include "_cgo_export.h"

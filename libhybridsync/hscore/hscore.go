@@ -1,5 +1,5 @@
 // Package hscore is the core of libhybridsync shared by the C library
-// (cgo/libhybridsync) and the benchmark's CUDA device (cgo/cudadev): CUDA
+// (libhybridsync/lib) and the benchmark's CUDA device (libhybridsync/cudadev): CUDA
 // found at run time (core.c), the waits the hybridsync policy drives on
 // CUDA events and streams, and the process-wide Syncer the C API uses.
 //

@@ -1,5 +1,5 @@
 """A step function for experiments/apps/inproc.py on the stand-in CUDA
-(cgo/testdata/standin), through ctypes: per step four 50 µs kernels on a
+(libhybridsync/testdata/standin), through ctypes: per step four 50 µs kernels on a
 stream and a stream synchronize, like inprocapp.c. The stand-in runs no
 kernel code: a kernel is an address (two of libc's functions here) and
 its first argument the time it takes, in ns."""

@@ -52,7 +52,7 @@ func TestInProcessHarnessPython(t *testing.T) {
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	path := filepath.Join(t.TempDir(), "stats.json")
 	script := filepath.Join(root, "experiments", "apps", "inproc.py")
-	env := []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "PYTHONPATH=" + filepath.Join(root, "cgo", "testdata", "programs")}
+	env := []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
 	r, err := runErr(env, python, script, "standin_steps", "--rounds", "4", "--epoch-s", "0.1")
 	if err != nil {
 		t.Fatalf("inproc.py: %v\n%s", err, r.stderr)
@@ -132,7 +132,7 @@ func TestInProcessArmsChosen(t *testing.T) {
 		t.Fatal(err)
 	}
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
-	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "cgo", "testdata", "programs")}
+	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
 	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "6", "--epoch-s", "0.02"}}
 	if python, err := exec.LookPath("python3"); err == nil {
 		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "6", "--epoch-s", "0.02"}

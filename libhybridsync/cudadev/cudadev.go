@@ -3,7 +3,7 @@
 // the requested time; it is PTX text loaded through the driver API
 // (cuModuleLoadData), and the driver is dlopen'ed, so building vgpu-probe
 // needs neither nvcc nor CUDA. Waits go through the same C core and Event
-// as libhybridsync (cgo/hscore): the same query, the same blocking shadow
+// as libhybridsync (libhybridsync/hscore): the same query, the same blocking shadow
 // event, the same hybridsync policy per mode.
 package cudadev
 
@@ -51,9 +51,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/libhybridsync/hscore"
 )
 
 // spinPTX: wait until %globaltimer (ns) passes start + ns. sm_80 is the

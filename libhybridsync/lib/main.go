@@ -8,7 +8,7 @@
 //	schedstat.c,        the thread's run delay; the C side's stats and
 //	stats.c             the stats file at exit
 //	main.go (here)      Go: configuration, the hybridsync policy, the stats
-//	cgo/hscore          the C core: CUDA, its waits, the launch registry
+//	libhybridsync/hscore          the C core: CUDA, its waits, the launch registry
 //
 // The policy core calls the functions exported here, which run the
 // hybridsync primitive over the C core.
@@ -38,8 +38,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/cgo/hscore"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/libhybridsync/hscore"
 )
 
 func main() {}
