@@ -30,24 +30,7 @@ func domainIn(snap model.Snapshot, name string) *model.Target {
 // it is dropped (threads unwatched) when destroyed.
 func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
 	l := libvirttest.Connect(t) // skips, saying why, without root or libvirtd
-	p, err := bpfload.Load(bpfload.Options{Events: true, Log: zerolog.Nop()})
-	if errors.Is(err, bpfload.ErrPermission) {
-		t.Skipf("kernel does not let root load BPF: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-
-	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, src) }()
-	defer func() { cancel(); <-done }()
+	p, m := watchLibvirt(t)
 
 	d := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 2, PeriodUS: 100000, QuotaUS: 50000})
 	var tg *model.Target
@@ -120,23 +103,7 @@ func waitDomain(t *testing.T, m *monitor.Monitor, name string, present bool) {
 // picks up domains started after it is back.
 func TestLibvirtdRestart(t *testing.T) {
 	l := libvirttest.Connect(t)
-	p, err := bpfload.Load(bpfload.Options{Events: true, Log: zerolog.Nop()})
-	if errors.Is(err, bpfload.ErrPermission) {
-		t.Skipf("kernel does not let root load BPF: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, src) }()
-	defer func() { cancel(); <-done }()
+	_, m := watchLibvirt(t)
 
 	before := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
 	waitDomain(t, m, before.Name, true)
@@ -153,4 +120,28 @@ func TestLibvirtdRestart(t *testing.T) {
 	if len(th) != 1 || th[0].Switches == 0 {
 		t.Fatalf("domain %s threads after restart: %+v", before.Name, th)
 	}
+}
+
+// watchLibvirt loads the real eBPF programs and runs a monitor on the
+// test libvirtd's domains until the test ends.
+func watchLibvirt(t *testing.T) (*bpfload.Probe, *monitor.Monitor) {
+	t.Helper()
+	p, err := bpfload.Load(bpfload.Options{Events: true, Log: zerolog.Nop()})
+	if errors.Is(err, bpfload.ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, src) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, m
 }
