@@ -89,14 +89,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("nothing measured: %+v", r)
 	}
 
-	var out bytes.Buffer
-	if err := PrintTable(&out, rows); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	for i := range lines {
-		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
-	}
+	out, lines := printed(t, rows)
 	for i, want := range []string{
 		"cuda-default wall",
 		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >2% behind default T: T 2000.0 / 2C 2000.0 µs - 1",
@@ -105,7 +98,7 @@ func TestSummarize(t *testing.T) {
 		"q while1 - - - - - - - - - - / - - - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
-			t.Errorf("table line %d lacks %q:\n%s", i, want, out.String())
+			t.Errorf("table line %d lacks %q:\n%s", i, want, out)
 		}
 	}
 }
@@ -222,14 +215,7 @@ func TestLimit(t *testing.T) {
 		t.Errorf("GPU-bound under while1: %+v", a)
 	}
 
-	var out bytes.Buffer
-	if err := PrintTable(&out, rows); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	for i := range lines {
-		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
-	}
+	out, lines := printed(t, rows)
 	for i, want := range []string{
 		"limit arms / limit failed",
 		"2C: T 400.0 / 2C 810.0 µs - 0",
@@ -240,7 +226,22 @@ func TestLimit(t *testing.T) {
 		"- - 0",
 	} {
 		if !strings.HasSuffix(lines[i], want) {
-			t.Errorf("table line %d does not end in %q:\n%s", i, want, out.String())
+			t.Errorf("table line %d does not end in %q:\n%s", i, want, out)
 		}
 	}
+}
+
+// printed is PrintTable's output, whole and as lines with their columns
+// one space apart.
+func printed(t *testing.T, rows []Row) (string, []string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := PrintTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	for i := range lines {
+		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
+	}
+	return b.String(), lines
 }
