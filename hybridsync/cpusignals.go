@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 // throttleReader follows the CPU bandwidth throttling of the cgroups the
@@ -57,33 +57,29 @@ func (r *throttleReader) throttled(now int64) int64 {
 // and their ancestors) that have a CPU quota, for cgroup v2 and v1, and the
 // quota period of the first (innermost) of them.
 func quotaStatFiles() (files []procFile, period int64) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	ms, err := cgroups.Of("", 0)
 	if err != nil {
 		return nil, 0
 	}
 	var out []procFile
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
+	for _, m := range ms {
 		var base string
 		switch {
-		case parts[0] == "0" && parts[1] == "":
+		case m.Unified():
 			base = cgroupRoot
 			if _, err := os.Stat(cgroupRoot + "/cgroup.controllers"); err != nil {
 				continue // a v2 hierarchy without controllers (hybrid setups)
 			}
-		case hasController(parts[1], "cpu"):
-			base = cgroupRoot + "/" + parts[1]
+		case m.Has("cpu"):
+			base = cgroupRoot + "/" + strings.Join(m.Controllers, ",")
 			if _, err := os.Stat(base); err != nil {
 				base = cgroupRoot + "/cpu"
 			}
 		default:
 			continue
 		}
-		for dir := parts[2]; ; dir = parentDir(dir) {
-			if _, p := cgroupcpu.Quota(base + dir); p > 0 {
+		for dir := m.Path; ; dir = parentDir(dir) {
+			if _, p := cgroups.Quota(base + dir); p > 0 {
 				out = append(out, newProcFile(base+dir+"/cpu.stat"))
 				if period == 0 {
 					period = int64(p)
@@ -95,15 +91,6 @@ func quotaStatFiles() (files []procFile, period int64) {
 		}
 	}
 	return out, period
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
 
 func parentDir(d string) string {

@@ -1,18 +1,16 @@
 package monitor
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 // MaxCorunnerKeys is how many co-runner keys a target's totals name; the
@@ -176,31 +174,27 @@ func tgidOf(tid int) (uint32, error) {
 // cgroupOf reads the cgroup of a process: the unified (v2) hierarchy's
 // path, else the v1 systemd one's, else the first listed.
 func cgroupOf(pid int) (string, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/cgroup")
+	ms, err := cgroups.Of(procRoot, pid)
 	if err != nil {
 		return "", err
 	}
-	return parseCgroup(b)
+	return pickCgroup(ms)
 }
 
-// parseCgroup picks a path out of /proc/PID/cgroup
-// ("hierarchy-ID:controllers:path" lines).
-func parseCgroup(b []byte) (string, error) {
+// pickCgroup is the path that names a process's cgroup best.
+func pickCgroup(ms []cgroups.Membership) (string, error) {
 	var first, systemd string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		id, rest, ok := strings.Cut(sc.Text(), ":")
-		ctl, path, ok2 := strings.Cut(rest, ":")
-		if !ok || !ok2 || !strings.HasPrefix(path, "/") {
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Path, "/") {
 			continue
 		}
 		switch {
-		case id == "0" && ctl == "":
-			return path, nil
-		case ctl == "name=systemd":
-			systemd = path
+		case m.Unified():
+			return m.Path, nil
+		case m.Has("name=systemd"):
+			systemd = m.Path
 		case first == "":
-			first = path
+			first = m.Path
 		}
 	}
 	if p := cmp.Or(systemd, first); p != "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 func TestParseCgroup(t *testing.T) {
@@ -19,14 +20,14 @@ func TestParseCgroup(t *testing.T) {
 		{"4:cpu,cpuacct:/docker/abc\n1:name=systemd:/system.slice/docker-abc.scope\n", "/system.slice/docker-abc.scope"},
 		{"4:cpu,cpuacct:/docker/abc\n", "/docker/abc"},
 	} {
-		got, err := parseCgroup([]byte(c.in))
+		got, err := pickCgroup(cgroups.Parse([]byte(c.in)))
 		if err != nil || got != c.want {
-			t.Errorf("parseCgroup(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			t.Errorf("pickCgroup(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"", "garbage\n", "0::relative\n"} {
-		if got, err := parseCgroup([]byte(bad)); err == nil {
-			t.Errorf("parseCgroup(%q) = %q, want an error", bad, got)
+		if got, err := pickCgroup(cgroups.Parse([]byte(bad))); err == nil {
+			t.Errorf("pickCgroup(%q) = %q, want an error", bad, got)
 		}
 	}
 }
@@ -39,7 +40,7 @@ func TestCorunnerKeys(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc/self/cgroup: %v", err)
 	}
-	cg, err := parseCgroup(b)
+	cg, err := pickCgroup(cgroups.Parse(b))
 	if err != nil {
 		t.Fatal(err)
 	}

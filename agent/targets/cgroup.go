@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 // ErrNoCgroup is wrapped when a cgroup given to NewCgroup does not exist.
@@ -75,7 +75,7 @@ func (c *Cgroup) scan() (Target, error) {
 		return Target{}, fmt.Errorf("cgroup %q: %w", c.name, ErrNoCgroup)
 	}
 	t := Target{Kind: KindCgroup, Name: c.name}
-	quota, period := cgroupcpu.Quota(c.dir)
+	quota, period := cgroups.Quota(c.dir)
 	t.PeriodUS, t.QuotaUS = period.Microseconds(), quota.Microseconds()
 	seen := map[int]bool{}
 	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {

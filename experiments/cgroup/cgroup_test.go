@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/cgroupcpu"
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 func requireCgroups(t *testing.T) {
@@ -52,7 +52,7 @@ func TestCreateLimitAddRemove(t *testing.T) {
 	if !strings.Contains(string(procs), fmt.Sprint(cmd.Process.Pid)) {
 		t.Errorf("pid %d not in %s: %q", cmd.Process.Pid, g.Path, procs)
 	}
-	if q, p := cgroupcpu.Quota(g.Path); q != 10*time.Millisecond || p != 20*time.Millisecond {
+	if q, p := cgroups.Quota(g.Path); q != 10*time.Millisecond || p != 20*time.Millisecond {
 		t.Errorf("limit %v per %v, want 10ms per 20ms", q, p)
 	}
 	if err := g.Remove(); err != nil {

@@ -1,9 +1,10 @@
-// Package cgroupcpu reads the CPU bandwidth limit of a cgroup: cgroup v2's
-// cpu.max, or v1's cpu.cfs_quota_us and cpu.cfs_period_us. The library
-// (to tell a quota's waits from a competitor's), the agent (to report a
-// target's limit) and the experiments (to check the limit they set) all
-// read it here.
-package cgroupcpu
+// Package cgroups reads which cgroups a process is in (/proc/PID/cgroup,
+// v1 and v2) and a cgroup's CPU bandwidth limit (v2's cpu.max, or v1's
+// cpu.cfs_quota_us and cpu.cfs_period_us). The library (to tell a quota's
+// waits from a competitor's), the agent (a target's limit, a co-runner's
+// cgroup, its own memory limit) and the experiments (to check the limit
+// they set) all read them here; experiments/cgroup makes cgroups.
+package cgroups
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package cgroupcpu
+package cgroups
 
 import (
 	"os"
