@@ -38,7 +38,7 @@ var layerOf = map[string]string{
 	"hintpage":      base, // the hint page format (agent writes, hybridsync reads)
 	"bpf":           base, // the agent's BPF objects
 	"vmimages":      base, // guest images (experiments' libvirt backend, agent tests)
-	"cgroups":     base, // a process's cgroups and a cgroup's CPU quota (hybridsync, agent)
+	"cgroups":       base, // a process's cgroups and a cgroup's CPU quota (hybridsync, agent)
 	"results":       base, // results.json, its Result/Step, the atomic writer, compare
 	"nvml":          base, // the NVML sampler and its file (agent, run, report)
 	"input":         base, // bounded reading and number checks of inputs
