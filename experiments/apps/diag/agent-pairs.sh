@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The in-process suite without the agent and with it, on one GPU machine
+# instance, for "Agent and library together" in docs/BENCHMARKS.md:
+#
+#   experiments/apps/diag/agent-pairs.sh CONFIG...   # on the GPU machine, as root
+#
+# CONFIG: plain (no agent), hints (apps --with-agent --hints) or slice
+# (--with-agent --hints --mitigate slice=100us), run in the order given;
+# alternate the order between calls. SETTINGS=cap,cap+while1 picks other
+# contention settings (default none,while1). The user-loop programs'
+# host work is calibrated once per call and passed to every process
+# (APPS_HOST_UNITS), so that the configs of one call run the same work.
+# Results: $OUT/CONFIG-TAG/apps-*/runs.jsonl (TAG default r1), packed into
+# $OUT/suite-TAG.tgz at the end. Needs build/device from
+# `experiments/apps/run.sh prepare`.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+[ $# -gt 0 ] || { echo "usage: $0 plain|hints|slice..." >&2; exit 2; }
+OUT=${OUT:?set OUT to the output directory}
+TAG=${TAG:-r1}
+SETTINGS=${SETTINGS:-none,while1}
+agent_args() {
+	case $1 in
+	plain) ;;
+	hints) echo --with-agent --hints ;;
+	slice) echo --with-agent --hints --mitigate slice=100us ;;
+	*) echo "unknown config $1: want plain, hints or slice" >&2; return 2 ;;
+	esac
+}
+for cfg in "$@"; do agent_args "$cfg" >/dev/null || exit 2; done
+mkdir -p "$OUT"
+U=$OUT/units.txt
+: >"$U"
+for p in torch_infer_host torch_train_dataprep torch_two_threads; do
+	n=$(cd experiments/apps && timeout 120 python3 "$p.py" --steps 30 2>/dev/null | tail -n 1 |
+		python3 -c 'import sys,json; print(json.load(sys.stdin)["host_units"])') ||
+		{ echo "$p: calibration failed" >&2; exit 1; }
+	echo "$p $n" >>"$U"
+done
+suite() { # CONFIG-DIR PROGRAMS [UNITS]
+	APPS_HOST_UNITS=${3:-0} OUT=$1 experiments/apps/run.sh --suite experiments/apps/inproc.json --only "$2" \
+		--contention "$SETTINGS" --reps 1 --timeout 90s $args 2>&1 | tail -n 20
+}
+for cfg in "$@"; do
+	args=$(agent_args "$cfg")
+	d=$OUT/$cfg-$TAG
+	echo "== $cfg $(date -u +%T)"
+	suite "$d" torch_infer,cupy_stencil,mixed_static,launch_bound
+	while read -r p n; do suite "$d" "$p" "$n"; done <"$U"
+done
+tar czf "/tmp/suite-$TAG.tgz" -C "$OUT" . && mv "/tmp/suite-$TAG.tgz" "$OUT/"
