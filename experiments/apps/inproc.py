@@ -37,14 +37,19 @@ with a build() (the last three take their host share from
 $APPS_HOST_SHARE). Prints one JSON line: the whole process's
 steps, wall and CPU seconds (as every suite program does), and "rounds":
 one record per arm and round, {"round", "arm", "steps", "wall_s",
-"cpu_s"}, CPU being the whole process's (the library's own threads
-included). The C programs do the same with --inproc (loop.h)."""
+"cpu_s", "slice_ns"}, CPU being the whole process's (the library's own
+threads included), slice_ns the main thread's EEVDF slice in the arm.
+APPS_INPROC_UNMITIGATED=a,b,... names arms that run without the agent's
+short slice (vgpu-probe apps --mitigate-arms; Slices says how). The C
+programs do the same with --inproc (loop.h)."""
 import argparse
 import ctypes
 import importlib
 import itertools
+import errno
 import json
 import os
+import platform
 import sys
 import time
 
@@ -64,6 +69,77 @@ ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync
              "hooks-observe": (HOOK_OBSERVE, False), "cuda-default-again": (0, False)}
 CU_CTX_SCHED_MASK = 0x07
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04
+
+
+class SchedAttr(ctypes.Structure):
+    """The kernel's struct sched_attr (sched_setattr(2))."""
+    _fields_ = [("size", ctypes.c_uint32), ("policy", ctypes.c_uint32), ("flags", ctypes.c_uint64),
+                ("nice", ctypes.c_int32), ("prio", ctypes.c_uint32), ("runtime", ctypes.c_uint64),
+                ("deadline", ctypes.c_uint64), ("period", ctypes.c_uint64),
+                ("util_min", ctypes.c_uint32), ("util_max", ctypes.c_uint32)]
+
+
+# sched_setattr, sched_getattr by machine.
+SCHED_SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}
+
+
+class Slices:
+    """The threads' EEVDF slices (sched_attr.sched_runtime), as loop.h's
+    inproc_unmitigate: an arm without mitigation gives every thread of the
+    process the kernel's default slice at its start and back what each had
+    at its end, inside a process the agent mitigates (vgpu-probe apps
+    --with-agent --mitigate ... --mitigate-arms), so that its time is what
+    the program gets without the agent, beside arms that keep the slice.
+    Policy, nice value and reset-on-fork are kept, as agent/mitigate does;
+    SCHED_IDLE and real-time threads are left alone; a thread started
+    inside the arm keeps what it inherits."""
+
+    def __init__(self):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.set_nr, self.get_nr = SCHED_SYSCALLS.get(platform.machine(), (None, None))
+        self.taken = []
+
+    def get(self, tid):
+        a = SchedAttr()
+        if self.get_nr is None or self.libc.syscall(self.get_nr, tid, ctypes.byref(a), ctypes.sizeof(a), 0) != 0:
+            raise OSError(ctypes.get_errno() or errno.ENOSYS, "sched_getattr")
+        return a
+
+    def set(self, tid, runtime):
+        """Sets tid's sched_runtime (0: the default); returns what it had."""
+        a = self.get(tid)
+        was = a.runtime
+        if a.policy in (0, 3):  # SCHED_OTHER, SCHED_BATCH
+            a.size, a.flags = ctypes.sizeof(a), a.flags & 0x01  # SCHED_FLAG_RESET_ON_FORK
+            a.runtime, a.deadline, a.period = runtime, 0, 0
+            if self.libc.syscall(self.set_nr, tid, ctypes.byref(a), 0) != 0:
+                raise OSError(ctypes.get_errno(), "sched_setattr")
+        return was
+
+    def own(self):
+        """The calling thread's slice, 0 where it cannot be read."""
+        try:
+            return self.get(0).runtime
+        except OSError:
+            return 0
+
+    def unmitigate(self):
+        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+            try:
+                self.taken.append((tid, self.set(tid, 0)))
+            except OSError as e:
+                if e.errno != errno.ESRCH:  # a thread that ended meanwhile is no failure
+                    raise
+
+    def remitigate(self):
+        taken, self.taken = self.taken, []
+        for tid, runtime in taken:
+            try:
+                self.set(tid, runtime)
+            except OSError as e:
+                if e.errno != errno.ESRCH:
+                    raise
 
 
 class Context:
@@ -111,15 +187,27 @@ def main():
     step()  # compiles and loads the kernels: start-up
     ctx = Context()
 
+    unmitigated = [x for x in os.environ.get("APPS_INPROC_UNMITIGATED", "").split(",") if x]
+    slices = Slices()
+
     def enter(arm):
         hooks, blocking = ARM_SETUP[arm]
         ctx.blocking(blocking)
+        if arm in unmitigated:
+            try:
+                slices.unmitigate()
+            except OSError as e:
+                sys.exit("inproc.py: APPS_INPROC_UNMITIGATED: %s" % e)
         if hooks:
             interpose(hooks)
 
     def leave():
         interpose(0)
         ctx.blocking(False)
+        try:
+            slices.remitigate()
+        except OSError as e:
+            sys.exit("inproc.py: giving back the slices: %s" % e)
 
     print("apps: ready", file=sys.stderr, flush=True)  # vgpu-probe apps applies the contention now
     leave()
@@ -141,8 +229,10 @@ def main():
                 step()
                 n += 1
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            slice_ns = slices.own()
             leave()
-            rounds.append({"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6)})
+            rounds.append({"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
+                           "slice_ns": slice_ns})
     interpose(HOOK_ALL)
     print(json.dumps({"program": a.module, "steps": sum(x["steps"] for x in rounds),
                       "wall_s": round(sum(x["wall_s"] for x in rounds), 6),

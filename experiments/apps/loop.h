@@ -17,15 +17,22 @@
 // The arm table below is also inproc.py's, and its first arms are the
 // suite's product arms (experiments/suite.Arms): libhybridsync/ctest's
 // TestInProcessArmTablesAgree checks that the three agree.
+// APPS_INPROC_UNMITIGATED=a,b,... names arms that run without the agent's
+// short slice (vgpu-probe apps --mitigate-arms): see inproc_unmitigate.
 #pragma once
 // For hs_interpose's hook sets (HS_HOOK_*); by path, so that the suite's
 // programs build with no include flags.
 #include "../../libhybridsync/include/hybridsync.h"
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 struct loop_args { double seconds; long steps; int inproc; double epoch_s; };
 
@@ -100,12 +107,105 @@ static int inproc_pick(int *arms, const char *prog)
 	return n;
 }
 
-// inproc holds what switches the arms: the library's hook switch, and the
-// current context's schedule.
+// The kernel's struct sched_attr (sched_setattr(2)).
+struct inproc_sched_attr {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t prio;
+	uint64_t runtime, deadline, period;
+	uint32_t util_min, util_max;
+};
+
+#define INPROC_MAX_THREADS 512
+
+// The slices an arm without mitigation took away: each thread's, to give
+// back when the arm ends.
+struct inproc_slices {
+	int n, tid[INPROC_MAX_THREADS];
+	uint64_t runtime[INPROC_MAX_THREADS];
+};
+
+// inproc_set_runtime sets tid's sched_runtime (its EEVDF slice; 0: the
+// kernel's default) and keeps its policy, nice value and reset-on-fork
+// flag, as agent/mitigate does; SCHED_IDLE and real-time threads are left
+// alone. *was gets the runtime it had. 0, or -1 with errno.
+static int inproc_set_runtime(int tid, uint64_t runtime, uint64_t *was)
+{
+	struct inproc_sched_attr a;
+	memset(&a, 0, sizeof a);
+	if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0)) return -1;
+	if (was) *was = a.runtime;
+	if (a.policy != 0 && a.policy != 3) return 0; // SCHED_OTHER, SCHED_BATCH
+	a.size = sizeof a, a.flags &= 0x01;           // SCHED_FLAG_RESET_ON_FORK
+	a.runtime = runtime, a.deadline = a.period = 0;
+	return (int)syscall(SYS_sched_setattr, tid, &a, 0);
+}
+
+// inproc_unmitigate gives every thread of the process the kernel's default
+// slice, keeping in s what each had. An arm named in
+// APPS_INPROC_UNMITIGATED runs so, inside a process the agent mitigates
+// (vgpu-probe apps --with-agent --mitigate ... --mitigate-arms): its
+// time is then what the program gets without the agent, beside arms that
+// keep the slice, in the same process. A thread started inside the arm
+// keeps the slice it inherits. 0, or -1 with errno.
+static int inproc_unmitigate(struct inproc_slices *s)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d) return -1;
+	int rc = 0;
+	s->n = 0;
+	for (struct dirent *e; (e = readdir(d)) && s->n < INPROC_MAX_THREADS;) {
+		int tid = atoi(e->d_name);
+		if (tid <= 0) continue;
+		if (inproc_set_runtime(tid, 0, &s->runtime[s->n])) {
+			if (errno != ESRCH) rc = -1; // a thread that ended meanwhile is no failure
+			continue;
+		}
+		s->tid[s->n++] = tid;
+	}
+	closedir(d);
+	return rc;
+}
+
+// inproc_remitigate gives back what inproc_unmitigate took.
+static int inproc_remitigate(struct inproc_slices *s)
+{
+	int rc = 0;
+	for (int i = 0; i < s->n; i++)
+		if (inproc_set_runtime(s->tid[i], s->runtime[i], NULL) && errno != ESRCH) rc = -1;
+	s->n = 0;
+	return rc;
+}
+
+// inproc_slice is the calling thread's slice now (sched_runtime; the
+// kernel's default where none was set), 0 where it cannot be read: each
+// round records its arm's, so that a reader can check which ran with the
+// agent's slice.
+static uint64_t inproc_slice(void)
+{
+	struct inproc_sched_attr a;
+	memset(&a, 0, sizeof a);
+	return syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) ? 0 : a.runtime;
+}
+
+// inproc_listed says whether name is in the comma-separated list v.
+static int inproc_listed(const char *v, const char *name)
+{
+	size_t k = strlen(name);
+	for (const char *p = v; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, name, k) && (p[k] == ',' || p[k] == 0)) return 1;
+	return 0;
+}
+
+// inproc holds what switches the arms: the library's hook switch, the
+// current context's schedule, and the arms without the agent's slice.
 struct inproc {
 	int (*interpose)(int);
 	int (*set_flags)(unsigned);
 	unsigned own;
+	const char *unmitigated; // APPS_INPROC_UNMITIGATED
+	struct inproc_slices taken;
 };
 
 static int inproc_open(struct inproc *p, const char *prog)
@@ -119,23 +219,37 @@ static int inproc_open(struct inproc *p, const char *prog)
 		fprintf(stderr, "%s: --inproc: no CUDA context whose schedule cuCtxGetFlags/cuCtxSetFlags can switch\n", prog);
 		return -1;
 	}
+	p->unmitigated = getenv("APPS_INPROC_UNMITIGATED");
+	p->taken.n = 0;
 	return 0;
 }
 
 // inproc_enter puts arm (an index of inproc_arms) in place; inproc_leave
 // goes back to hooks off and the context's own schedule.
-static int inproc_enter(struct inproc *p, int arm)
+static int inproc_enter(struct inproc *p, int arm, const char *prog)
 {
 	const unsigned sched_mask = 0x07, blocking_sync = 0x04;
-	if (inproc_arm_table[arm].blocking && p->set_flags((p->own & ~sched_mask) | blocking_sync) != 0) return -1;
+	if (inproc_arm_table[arm].blocking && p->set_flags((p->own & ~sched_mask) | blocking_sync) != 0) {
+		fprintf(stderr, "%s: --inproc: cuCtxSetFlags failed\n", prog);
+		return -1;
+	}
+	if (inproc_listed(p->unmitigated, inproc_arm_table[arm].name) && inproc_unmitigate(&p->taken)) {
+		fprintf(stderr, "%s: --inproc: APPS_INPROC_UNMITIGATED: sched_setattr: %s\n", prog, strerror(errno));
+		return -1;
+	}
 	if (inproc_arm_table[arm].hooks) p->interpose(inproc_arm_table[arm].hooks);
 	return 0;
 }
 
-static void inproc_leave(struct inproc *p)
+static int inproc_leave(struct inproc *p, const char *prog)
 {
 	p->interpose(0);
 	p->set_flags(p->own);
+	if (inproc_remitigate(&p->taken)) {
+		fprintf(stderr, "%s: --inproc: giving back the slices: sched_setattr: %s\n", prog, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 // nth_order sets order to the k-th permutation of arms[0..n) in
@@ -161,14 +275,14 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	struct inproc p;
 	int arms[INPROC_MAX_ARMS], n = inproc_pick(arms, prog);
 	if (!n || inproc_open(&p, prog)) return 1;
-	struct round { int round, arm; long steps; double wall, cpu; } *rs = (struct round *)calloc(n * a.inproc, sizeof *rs);
+	struct round { int round, arm; long steps; double wall, cpu; uint64_t slice; } *rs = (struct round *)calloc(n * a.inproc, sizeof *rs);
 	if (!rs) return 1;
-	inproc_leave(&p);
+	if (inproc_leave(&p, prog)) return 1;
 	double w, c;
 	for (int i = 0; i < n; i++) { // warm-up in each arm; the library learns the kernels
-		inproc_enter(&p, arms[i]);
+		if (inproc_enter(&p, arms[i], prog)) return 1;
 		if (timed_steps(step, arg, warmup, 0, &w, &c) < 0) return 1;
-		inproc_leave(&p);
+		if (inproc_leave(&p, prog)) return 1;
 	}
 	unsigned long perms = 1;
 	for (int i = 2; i <= n; i++) perms *= i;
@@ -179,11 +293,11 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 		nth_order(order, arms, n, (unsigned long)r % perms);
 		for (int i = 0; i < n; i++) {
 			struct round *x = &rs[n * r + i];
-			if (inproc_enter(&p, order[i])) { fprintf(stderr, "%s: --inproc: cuCtxSetFlags failed\n", prog); return 1; }
+			if (inproc_enter(&p, order[i], prog)) return 1;
 			if (step(arg)) return 1; // the switch settles outside the timed part
 			x->steps = timed_steps(step, arg, 0, a.epoch_s, &x->wall, &x->cpu);
-			inproc_leave(&p);
-			if (x->steps < 0) return 1;
+			x->slice = inproc_slice();
+			if (inproc_leave(&p, prog) || x->steps < 0) return 1;
 			x->round = r, x->arm = order[i];
 			steps += x->steps, wall += x->wall, cpu += x->cpu;
 		}
@@ -191,8 +305,8 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	p.interpose(HS_HOOK_ALL);
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"rounds\":[", prog, steps, wall, cpu);
 	for (int i = 0; i < n * a.inproc; i++)
-		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f}", i ? "," : "", rs[i].round,
-		       inproc_arm_table[rs[i].arm].name, rs[i].steps, rs[i].wall, rs[i].cpu);
+		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"slice_ns\":%llu}", i ? "," : "",
+		       rs[i].round, inproc_arm_table[rs[i].arm].name, rs[i].steps, rs[i].wall, rs[i].cpu, (unsigned long long)rs[i].slice);
 	printf("]}\n");
 	fflush(stdout);
 	free(rs);

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,7 +23,17 @@ type Agent struct {
 	// Mitigation gives the program's threads a short EEVDF slice from
 	// their start, in every arm; with Hints the page carries it.
 	Mitigation *mitigate.Config
+	// MitigatedArms, when set, are the only arms that keep the slice
+	// (apps --mitigate-arms): programs that compare the arms in one
+	// process give their threads the kernel's default slice for the
+	// others (APPS_INPROC_UNMITIGATED, experiments/apps/loop.h), so that
+	// CUDA without the agent and the library with it meet in one process.
+	MitigatedArms []string
 }
+
+// EnvUnmitigated names the arms an in-process program runs without the
+// agent's slice (experiments/apps/loop.h and inproc.py read it).
+const EnvUnmitigated = "APPS_INPROC_UNMITIGATED"
 
 // String names the setting as runs.jsonl and the summary record it, e.g.
 // "hints mitigate=slice=100µs"; "" for no agent.
@@ -37,7 +48,32 @@ func (a *Agent) String() string {
 	if a.Mitigation != nil {
 		w = append(w, "mitigate=slice="+a.Mitigation.Slice.String())
 	}
+	if a.MitigatedArms != nil {
+		w = append(w, "arms="+strings.Join(a.MitigatedArms, ","))
+	}
 	return strings.Join(w, " ")
+}
+
+// check says why a's MitigatedArms cannot be done for these programs.
+func (a *Agent) check(programs []Program) error {
+	if a == nil || a.MitigatedArms == nil {
+		return nil
+	}
+	if a.Mitigation == nil {
+		return errors.New("--mitigate-arms: which arms keep the slice of --mitigate: add --mitigate slice=...")
+	}
+	if len(a.MitigatedArms) == 0 {
+		return errors.New("--mitigate-arms: name the arms that keep the slice")
+	}
+	if err := uniqueIn("--mitigate-arms", "arm", a.MitigatedArms, Arms); err != nil {
+		return err
+	}
+	for _, p := range programs {
+		if !p.InProcess {
+			return fmt.Errorf("--mitigate-arms: program %s runs each arm in a process of its own, which has the slice from its start: only programs that compare the arms in one process (\"in_process\": true) can take it away per arm", p.Name)
+		}
+	}
+	return nil
 }
 
 // startAgent starts the agent in-process where c asks for it; Run closes
@@ -58,12 +94,18 @@ func (c *Config) startAgent(ctx context.Context) error {
 // time, and its page path is known before it starts.
 func pageName(p Program) string { return "apps-" + p.Name }
 
-// agentEnv is what the agent adds to p's environment: the page to read.
+// agentEnv is what the agent adds to p's environment: the page to read,
+// and the arms without the slice.
 func (c *Config) agentEnv(p Program) []string {
-	if !c.feed.Hints() {
-		return nil
+	var env []string
+	if c.feed.Hints() {
+		env = append(env, hybridsync.EnvHints+"="+c.feed.Path(pageName(p)))
 	}
-	return []string{hybridsync.EnvHints + "=" + c.feed.Path(pageName(p))}
+	if c.Agent != nil && c.Agent.MitigatedArms != nil {
+		without := slices.DeleteFunc(slices.Clone(Arms), func(a string) bool { return slices.Contains(c.Agent.MitigatedArms, a) })
+		env = append(env, EnvUnmitigated+"="+strings.Join(without, ","))
+	}
+	return env
 }
 
 // underAgent runs run (which starts and waits for p's process) from a

@@ -134,6 +134,9 @@ func (c *Config) Check() error {
 			return fmt.Errorf("program %s compares the arms in one process under --lib: --arms must include hybridsync", p.Name)
 		}
 	}
+	if err := c.Agent.check(c.Programs); err != nil {
+		return err
+	}
 	return c.checkShims()
 }
 

@@ -165,7 +165,7 @@ func (c *Config) runInProcess(ctx context.Context, p Program, contention string,
 		}
 		r := proc
 		r.Arm, r.Round, r.Order = rd.Arm, rd.Round+1, order[rd.Round]
-		r.Steps, r.WallS, r.CPUS, r.RusageCPUS, r.Stats = rd.Steps, rd.WallS, rd.CPUS, 0, ""
+		r.Steps, r.WallS, r.CPUS, r.RusageCPUS, r.Stats, r.SliceNs = rd.Steps, rd.WallS, rd.CPUS, 0, "", rd.SliceNs
 		if rd.Arm == "hybridsync" {
 			r.Stats = stats
 		}
@@ -408,6 +408,9 @@ type Round struct {
 	Steps int     `json:"steps"`
 	WallS float64 `json:"wall_s"`
 	CPUS  float64 `json:"cpu_s"`
+	// SliceNs is the program's main thread's EEVDF slice in the arm (0:
+	// not reported).
+	SliceNs uint64 `json:"slice_ns,omitempty"`
 }
 
 // parseResult reads the program's JSON line, the last non-empty line of

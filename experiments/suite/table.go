@@ -34,6 +34,9 @@ type Run struct {
 	// Agent is the agent's setting during the run (apps --with-agent,
 	// Agent.String); "" none.
 	Agent string `json:"agent,omitempty"`
+	// SliceNs is the program's EEVDF slice in an in-process round, as
+	// the program read it (Round.SliceNs).
+	SliceNs uint64 `json:"slice_ns,omitempty"`
 }
 
 // OK reports whether the run counts in the medians.

@@ -2,14 +2,18 @@ package ctest
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 )
@@ -232,4 +236,82 @@ print(json.dumps({"default": len(inproc.ARMS), "hooks": [inproc.HOOK_OBSERVE, in
 	if !maps.Equal(c.Arms, py.Arms) || c.Hooks != py.Hooks {
 		t.Errorf("arms (hooks, blocking): loop.h %v, inproc.py %v; hook sets (observe, all): hybridsync.h %v, inproc.py %v", c.Arms, py.Arms, c.Hooks, py.Hooks)
 	}
+}
+
+// TestInProcessUnmitigatedArms: started with a 100 µs slice (as the
+// agent's --mitigate gives a program from its start), both harnesses run
+// the arms named in APPS_INPROC_UNMITIGATED with the kernel's default
+// slice and the others with 100 µs, as each round's slice_ns says; the
+// process ends with its slice as it began.
+func TestInProcessUnmitigatedArms(t *testing.T) {
+	need(t)
+	const slice = 100_000
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs"),
+		"APPS_INPROC_UNMITIGATED=cuda-default,cuda-blocking"}
+	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "2", "--epoch-s", "0.02"}}
+	if python, err := exec.LookPath("python3"); err == nil {
+		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.02"}
+	}
+	for name, cmd := range harnesses {
+		var r result
+		err := withSlice(t, slice, func() (err error) {
+			r, err = runErr(env, cmd[0], cmd[1:]...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, r.stderr)
+		}
+		var res struct {
+			Rounds []struct {
+				Arm     string `json:"arm"`
+				SliceNs uint64 `json:"slice_ns"`
+			} `json:"rounds"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || len(res.Rounds) != 6 {
+			t.Fatalf("%s: result line (%v): %q", name, err, r.stdout)
+		}
+		for _, x := range res.Rounds {
+			if mitigated := x.Arm == "hybridsync"; (x.SliceNs == slice) != mitigated || x.SliceNs == 0 {
+				t.Errorf("%s: arm %s ran with slice %d ns; want %d only in hybridsync, the kernel's default in the others", name, x.Arm, x.SliceNs, slice)
+			}
+		}
+	}
+}
+
+// withSlice runs start, which starts a process and waits for it, from a
+// thread with the EEVDF slice sliceNs, so that the process has it from
+// its start; it skips the test on a kernel without custom slices.
+func withSlice(t *testing.T, sliceNs uint64, start func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread ends with the goroutine (never unlocked): its slice
+		// is not handed back to the runtime.
+		runtime.LockOSThread()
+		a, err := unix.SchedGetAttr(0, 0)
+		if err == nil {
+			a.Runtime, a.Flags, a.Deadline, a.Period = sliceNs, 0, 0, 0
+			err = unix.SchedSetAttr(0, a, 0)
+		}
+		if err == nil {
+			if a, err = unix.SchedGetAttr(0, 0); err == nil && a.Runtime != sliceNs {
+				err = fmt.Errorf("slice read back %d ns", a.Runtime)
+			}
+		}
+		if err != nil {
+			errc <- fmt.Errorf("custom EEVDF slices not available here (Linux 6.12+): %w", err)
+			return
+		}
+		errc <- nil
+		errc <- start()
+	}()
+	if err := <-errc; err != nil {
+		t.Skip(err)
+	}
+	return <-errc
 }

@@ -3,6 +3,7 @@ package apps
 import (
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -12,23 +13,25 @@ import (
 
 // agentFlags are --with-agent and what it does.
 type agentFlags struct {
-	WithAgent bool
-	Hints     bool
-	Mitigate  string
+	WithAgent     bool
+	Hints         bool
+	Mitigate      string
+	MitigatedArms []string
 }
 
 func (a *agentFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&a.WithAgent, "with-agent", false, "run the agent in-process (root), watching each program's process while it runs, to do what --hints and --mitigate say")
 	f.BoolVar(&a.Hints, "hints", false, "with --with-agent: publish each program's hint page and point its HYBRIDSYNC_HINTS at it")
 	f.StringVar(&a.Mitigate, "mitigate", "", "with --with-agent: give each program's threads (not the co-runner's) a short EEVDF slice from their start: "+mitigate.Usage+" (needs Linux 6.12+)")
+	f.StringSliceVar(&a.MitigatedArms, "mitigate-arms", nil, "with --mitigate: the only arms that keep the slice ("+strings.Join(suite.Arms, ", ")+"); programs that compare the arms in one process switch their threads to the kernel's default slice for the others, so that CUDA without the agent and the library with it meet in one process (default: every arm keeps it)")
 }
 
 // agent checks the flags and returns the suite's agent setting; nil
 // without --with-agent.
 func (a *agentFlags) agent() (*suite.Agent, error) {
 	if !a.WithAgent {
-		if a.Hints || a.Mitigate != "" {
-			return nil, errors.New("--hints and --mitigate are what --with-agent does: add --with-agent")
+		if a.Hints || a.Mitigate != "" || a.MitigatedArms != nil {
+			return nil, errors.New("--hints, --mitigate and --mitigate-arms are what --with-agent does: add --with-agent")
 		}
 		return nil, nil
 	}
@@ -46,5 +49,6 @@ func (a *agentFlags) agent() (*suite.Agent, error) {
 		}
 		ag.Mitigation = &cfg
 	}
+	ag.MitigatedArms = a.MitigatedArms
 	return ag, nil
 }

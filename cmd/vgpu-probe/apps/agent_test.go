@@ -121,17 +121,27 @@ func TestWithAgent(t *testing.T) {
 }
 
 // TestWithAgentFlags: --hints and --mitigate need --with-agent, which
-// needs one of them, root and a valid slice: each a one-line usage error
-// before anything runs; --from refuses runs of different settings.
+// needs one of them, root and a valid slice; --mitigate-arms needs
+// --mitigate, known arms and programs that compare the arms in one
+// process: each a one-line usage error before anything runs; --from
+// refuses runs of different settings.
 func TestWithAgentFlags(t *testing.T) {
 	cases := map[string][]string{
 		"hints alone":      {"--hints"},
 		"mitigate alone":   {"--mitigate", "slice=100us"},
 		"agent, no action": {"--with-agent"},
 		"bad slice":        {"--with-agent", "--mitigate", "slice=5s"},
+		"arms alone":       {"--mitigate-arms", "hybridsync"},
 	}
 	if os.Geteuid() != 0 {
 		cases["not root"] = []string{"--with-agent", "--hints"}
+	} else {
+		// The agent's own checks pass as root; what the suite checks of
+		// --mitigate-arms remains.
+		cases["arms without mitigate"] = []string{"--with-agent", "--hints", "--mitigate-arms", "hybridsync"}
+		cases["unknown arm"] = []string{"--with-agent", "--mitigate", "slice=100us", "--mitigate-arms", "hybridsync,bogus"}
+		cases["no arm"] = []string{"--with-agent", "--mitigate", "slice=100us", "--mitigate-arms", ""}
+		cases["separate processes"] = []string{"--with-agent", "--mitigate", "slice=100us", "--mitigate-arms", "cuda-default"}
 	}
 	for name, args := range cases {
 		cmd := NewCmd(func(context.Context, *Options) error { t.Errorf("%s: ran", name); return nil })

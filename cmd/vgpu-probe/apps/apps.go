@@ -97,8 +97,13 @@ each program's process (never the co-runner's) while it runs: with --hints
 it publishes the program's hint page and sets the program's
 HYBRIDSYNC_HINTS to it; with --mitigate slice=100us the program's threads
 get that EEVDF slice from their start, which the page then carries. Every
-arm runs under the same setting; runs.jsonl and summary.json record it,
-and --from refuses files of different settings.
+arm runs under the same setting, unless --mitigate-arms names the arms
+that keep the slice: programs that compare the arms in one process then
+give all their threads the kernel's default slice for the other arms
+and the agent's back after them (each round records its slice_ns), so
+that CUDA as it runs without the agent and the library with it meet in
+one process. runs.jsonl and summary.json record the setting, and --from
+refuses files of different settings.
 
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
@@ -108,6 +113,9 @@ removed after each cell, also on Ctrl-C and failure.`,
       --lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so
   vgpu-probe apps --program 'infer=python3 infer.py --batch 8' --arms cuda-default,hybridsync \
       --lib libhybridsync.so --contention none,while1 --reps 7 --json
+  sudo vgpu-probe apps --suite experiments/apps/inproc.json --dir build/apps \
+      --lib build/device/lib/libhybridsync.so --contention none,while1 \
+      --with-agent --hints --mitigate slice=100us --mitigate-arms hybridsync
   vgpu-probe apps --from results/apps-20261124-135706/runs.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -4,8 +4,10 @@
 #
 #   experiments/apps/diag/agent-pairs.sh CONFIG...   # on the GPU machine, as root
 #
-# CONFIG: plain (no agent), hints (apps --with-agent --hints) or slice
-# (--with-agent --hints --mitigate slice=100us), run in the order given;
+# CONFIG: plain (no agent), hints (apps --with-agent --hints), slice
+# (--with-agent --hints --mitigate slice=100us) or libslice (the same with
+# --mitigate-arms hybridsync: the CUDA arms without the slice, in the same
+# process as the library with it), run in the order given;
 # alternate the order between calls. SETTINGS=cap,cap+while1 picks other
 # contention settings (default none,while1). The user-loop programs'
 # host work is calibrated once per call and passed to every process
@@ -15,7 +17,7 @@
 # `experiments/apps/run.sh prepare`.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-[ $# -gt 0 ] || { echo "usage: $0 plain|hints|slice..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 plain|hints|slice|libslice..." >&2; exit 2; }
 OUT=${OUT:?set OUT to the output directory}
 TAG=${TAG:-r1}
 SETTINGS=${SETTINGS:-none,while1}
@@ -24,7 +26,8 @@ agent_args() {
 	plain) ;;
 	hints) echo --with-agent --hints ;;
 	slice) echo --with-agent --hints --mitigate slice=100us ;;
-	*) echo "unknown config $1: want plain, hints or slice" >&2; return 2 ;;
+	libslice) echo --with-agent --hints --mitigate slice=100us --mitigate-arms hybridsync ;;
+	*) echo "unknown config $1: want plain, hints, slice or libslice" >&2; return 2 ;;
 	esac
 }
 for cfg in "$@"; do agent_args "$cfg" >/dev/null || exit 2; done
