@@ -51,5 +51,8 @@ func domainTarget(d libvirt.Domain) targets.Target {
 	for _, v := range d.VCPUs {
 		t.Threads = append(t.Threads, targets.Thread{TID: v.TID, VCPU: v.Index, CPUs: v.CPUs})
 	}
+	if d.PID > 0 {
+		t.Helpers = []int{d.PID} // QEMU's main thread: its main loop
+	}
 	return t
 }

@@ -24,8 +24,8 @@ type Options struct {
 	Failed func()
 }
 
-// Mitigator sets the slice of the threads of the targets it is given and
-// restores them. It is safe for concurrent use.
+// Mitigator sets the slice of the threads (and helpers) of the targets it
+// is given and restores them. It is safe for concurrent use.
 type Mitigator struct {
 	slice  uint64 // ns
 	base   uint64 // the kernel's default slice, as getattr reports it
@@ -85,6 +85,9 @@ func (m *Mitigator) Apply(ev targets.Event) {
 		for _, th := range ev.Target.Threads {
 			cur = append(cur, th.TID)
 		}
+		// A helper delivers the threads' wake-ups (a domain's emulator
+		// thread): without the slice it waits for the co-runner's.
+		cur = append(cur, ev.Target.Helpers...)
 		m.targets[key] = cur
 	} else {
 		delete(m.targets, key)

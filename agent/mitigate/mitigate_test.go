@@ -405,3 +405,25 @@ func TestRefusedThreadCounted(t *testing.T) {
 		}
 	}
 }
+
+// A target's helpers (a domain's emulator thread) get the slice with its
+// threads, and theirs back when the target goes.
+func TestHelpers(t *testing.T) {
+	m := newMitigator(t)
+	defer m.Stop()
+	c := startChild(t)
+	vcpu, emulator := c.newThread(t), c.newThread(t)
+	base := runtimeOf(t, emulator)
+	tg := targets.Target{Kind: targets.KindDomain, Name: "d",
+		Threads: []targets.Thread{{TID: vcpu, VCPU: 0}}, Helpers: []int{emulator}}
+	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
+	for _, tid := range []int{vcpu, emulator} {
+		if got := runtimeOf(t, tid); got != uint64(slice) || !m.Mitigated(tid) {
+			t.Errorf("thread %d: runtime %d (mitigated %v) after Apply, want %d", tid, got, m.Mitigated(tid), slice)
+		}
+	}
+	m.Apply(targets.Event{Kind: targets.Removed, Target: tg})
+	if got := runtimeOf(t, emulator); got != base || m.Mitigated(emulator) {
+		t.Errorf("helper: runtime %d (mitigated %v) after its target went, want %d", got, m.Mitigated(emulator), base)
+	}
+}

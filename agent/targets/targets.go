@@ -31,6 +31,11 @@ type Target struct {
 	// path.
 	Name    string
 	Threads []Thread
+	// Helpers are threads that serve Threads without being measured: a
+	// domain's QEMU main thread, whose main loop runs the emulated timers
+	// and devices (under TCG it injects the interrupt that wakes a halted
+	// vCPU). Only the mitigation acts on them.
+	Helpers []int
 	// PeriodUS and QuotaUS are the CPU bandwidth limit (0 when none).
 	PeriodUS, QuotaUS int64
 }
@@ -41,7 +46,7 @@ func (t Target) Key() string { return string(t.Kind) + "/" + t.Name }
 // Equal reports whether two descriptions of a target are the same.
 func (t Target) Equal(o Target) bool {
 	return t.Kind == o.Kind && t.Name == o.Name && t.PeriodUS == o.PeriodUS && t.QuotaUS == o.QuotaUS &&
-		slices.EqualFunc(t.Threads, o.Threads, func(a, b Thread) bool {
+		slices.Equal(t.Helpers, o.Helpers) && slices.EqualFunc(t.Threads, o.Threads, func(a, b Thread) bool {
 			return a.TID == b.TID && a.VCPU == b.VCPU && slices.Equal(a.CPUs, b.CPUs)
 		})
 }

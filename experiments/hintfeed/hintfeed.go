@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
@@ -176,6 +177,13 @@ func (f *Feed) Watch(name string, tids []int, quotaUS, periodUS int64) error {
 			vcpu = i
 		}
 		t.Threads = append(t.Threads, targets.Thread{TID: tid, VCPU: vcpu})
+	}
+	if f.kind == targets.KindDomain && len(tids) > 0 {
+		// QEMU's main thread (the vCPU threads' process) runs the
+		// emulator's main loop, as the agent's libvirt targets say.
+		if st, err := procstat.Status(tids[0]); err == nil && st.TGID > 0 {
+			t.Helpers = []int{st.TGID}
+		}
 	}
 	return f.watch(t)
 }
