@@ -112,6 +112,13 @@ func (paper) wait(c *call) error {
 // policy's own spins"); hence the separate signal ("The contention
 // signal"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
+//
+// The agent's mitigation (MitigationSource: a short slice, so that a
+// blocked waiter's wake-up preempts the co-runner at once) makes blocking
+// the better bet under contention; this policy needs no reading of it,
+// since on a shared CPU it blocks at once already. The mitigation prices
+// blocking where a choice is left: the ArmChooser's, between this policy
+// and the device's own wait.
 type hybrid struct{}
 
 const (
