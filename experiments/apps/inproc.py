@@ -37,8 +37,10 @@ with a build() (the last three take their host share from
 $APPS_HOST_SHARE). Prints one JSON line: the whole process's
 steps, wall and CPU seconds (as every suite program does), and "rounds":
 one record per arm and round, {"round", "arm", "steps", "wall_s",
-"cpu_s", "slice_ns"}, CPU being the whole process's (the library's own
-threads included), slice_ns the main thread's EEVDF slice in the arm.
+"cpu_s", "slice_ns", "cpu_busy_s"}, CPU being the whole process's (the
+library's own threads included), slice_ns the main thread's EEVDF slice
+in the arm, cpu_busy_s how long its CPU was busy (cpu_busy; absent
+unless the process is pinned to one CPU).
 APPS_INPROC_UNMITIGATED=a,b,... names arms that run without the agent's
 short slice (vgpu-probe apps --mitigate-arms; Slices says how). The C
 programs do the same with --inproc (loop.h)."""
@@ -162,6 +164,27 @@ class Context:
             sys.exit("inproc.py: cuCtxSetFlags(%#x) failed" % f)
 
 
+def cpu_busy():
+    """Seconds the one CPU this process may run on has been busy
+    (/proc/stat: user, nice, system, irq, softirq; steal is the host's),
+    None where it may run on several or it cannot be read; as loop.h's
+    inproc_cpu_busy, which says what a round's growth of it tells."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) != 1:
+        return None
+    want = "cpu%d" % next(iter(cpus))
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                w = line.split()
+                if w and w[0] == want:
+                    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in w[1:8])
+                    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def main():
     p = argparse.ArgumentParser(description="CUDA's two wait modes and libhybridsync, alternated inside one process")
     p.add_argument("module", help="a module whose build() returns the step function: torch_infer, torch_train, cupy_stencil")
@@ -224,15 +247,18 @@ def main():
             enter(arm)
             step()  # the switch settles outside the timed part
             n = 0
+            busy0 = cpu_busy()
             t0, c0 = time.perf_counter(), time.process_time()
             while time.perf_counter() - t0 < a.epoch_s:
                 step()
                 n += 1
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            slice_ns = slices.own()
+            busy1, slice_ns = cpu_busy(), slices.own()
             leave()
-            rounds.append({"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
-                           "slice_ns": slice_ns})
+            rec = {"round": r, "arm": arm, "steps": n, "wall_s": round(wall, 6), "cpu_s": round(cpu, 6), "slice_ns": slice_ns}
+            if busy0 is not None and busy1 is not None:
+                rec["cpu_busy_s"] = round(busy1 - busy0, 2)
+            rounds.append(rec)
     interpose(HOOK_ALL)
     print(json.dumps({"program": a.module, "steps": sum(x["steps"] for x in rounds),
                       "wall_s": round(sum(x["wall_s"] for x in rounds), 6),

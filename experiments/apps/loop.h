@@ -9,7 +9,9 @@
 // Needs LD_PRELOAD=libhybridsync.so: its hs_interpose switches the
 // library's hooks off for the CUDA arms, and the context's schedule is
 // switched with cuCtxSetFlags for the blocking one. The JSON line then
-// carries "rounds" (vgpu-probe apps, in_process).
+// carries "rounds" (vgpu-probe apps, in_process), each with its arm's
+// slice (inproc_slice) and, where the process is pinned to one CPU, how
+// long that CPU was busy (inproc_cpu_busy).
 // APPS_INPROC_ARMS=a,b,... picks other arms (experiments/apps/diag/arms.sh):
 // hooks-observe, the library with only its launch and record observers on
 // (waits alone would see no records, a configuration no program runs);
@@ -189,6 +191,38 @@ static uint64_t inproc_slice(void)
 	return syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) ? 0 : a.runtime;
 }
 
+// inproc_cpu_busy is how long the one CPU this process may run on has
+// been busy (/proc/stat: user, nice, system, irq and softirq time; steal
+// is the host's, not a neighbour's), or -1 where the process may run on
+// several CPUs or it cannot be read. Over a round, its growth less the
+// program's own CPU time is what else ran on the CPU, the co-runner in
+// the suite: what the arm left its neighbour. /proc/stat counts in clock
+// ticks (10 ms at USER_HZ 100), so a 0.3 s round reads to about 3%.
+static double inproc_cpu_busy(void)
+{
+	char line[512];
+	int cpu = -1, end = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f) return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Cpus_allowed_list: %d%n", &cpu, &end) == 1) break;
+	fclose(f);
+	if (cpu < 0 || (line[end] != '\n' && line[end] != 0)) return -1; // a list or range of CPUs
+	char want[32];
+	int k = snprintf(want, sizeof want, "cpu%d ", cpu);
+	double busy = -1;
+	if (!(f = fopen("/proc/stat", "r"))) return -1;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long long u, n, s, idle, io, irq, sirq;
+		if (strncmp(line, want, k)) continue;
+		if (sscanf(line + k, "%llu %llu %llu %llu %llu %llu %llu", &u, &n, &s, &idle, &io, &irq, &sirq) == 7)
+			busy = (double)(u + n + s + irq + sirq) / sysconf(_SC_CLK_TCK);
+		break;
+	}
+	fclose(f);
+	return busy;
+}
+
 // inproc_listed says whether name is in the comma-separated list v.
 static int inproc_listed(const char *v, const char *name)
 {
@@ -275,7 +309,7 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	struct inproc p;
 	int arms[INPROC_MAX_ARMS], n = inproc_pick(arms, prog);
 	if (!n || inproc_open(&p, prog)) return 1;
-	struct round { int round, arm; long steps; double wall, cpu; uint64_t slice; } *rs = (struct round *)calloc(n * a.inproc, sizeof *rs);
+	struct round { int round, arm; long steps; double wall, cpu, busy; uint64_t slice; } *rs = (struct round *)calloc(n * a.inproc, sizeof *rs);
 	if (!rs) return 1;
 	if (inproc_leave(&p, prog)) return 1;
 	double w, c;
@@ -295,7 +329,10 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 			struct round *x = &rs[n * r + i];
 			if (inproc_enter(&p, order[i], prog)) return 1;
 			if (step(arg)) return 1; // the switch settles outside the timed part
+			double busy0 = inproc_cpu_busy();
 			x->steps = timed_steps(step, arg, 0, a.epoch_s, &x->wall, &x->cpu);
+			double busy1 = inproc_cpu_busy();
+			x->busy = busy0 >= 0 && busy1 >= 0 ? busy1 - busy0 : -1;
 			x->slice = inproc_slice();
 			if (inproc_leave(&p, prog) || x->steps < 0) return 1;
 			x->round = r, x->arm = order[i];
@@ -304,9 +341,12 @@ static int inproc_rounds(struct loop_args a, const char *prog, step_fn step, voi
 	}
 	p.interpose(HS_HOOK_ALL);
 	printf("{\"program\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"rounds\":[", prog, steps, wall, cpu);
-	for (int i = 0; i < n * a.inproc; i++)
-		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"slice_ns\":%llu}", i ? "," : "",
+	for (int i = 0; i < n * a.inproc; i++) {
+		printf("%s{\"round\":%d,\"arm\":\"%s\",\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"slice_ns\":%llu", i ? "," : "",
 		       rs[i].round, inproc_arm_table[rs[i].arm].name, rs[i].steps, rs[i].wall, rs[i].cpu, (unsigned long long)rs[i].slice);
+		if (rs[i].busy >= 0) printf(",\"cpu_busy_s\":%.2f", rs[i].busy);
+		printf("}");
+	}
 	printf("]}\n");
 	fflush(stdout);
 	free(rs);

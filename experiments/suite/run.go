@@ -165,7 +165,8 @@ func (c *Config) runInProcess(ctx context.Context, p Program, contention string,
 		}
 		r := proc
 		r.Arm, r.Round, r.Order = rd.Arm, rd.Round+1, order[rd.Round]
-		r.Steps, r.WallS, r.CPUS, r.RusageCPUS, r.Stats, r.SliceNs = rd.Steps, rd.WallS, rd.CPUS, 0, "", rd.SliceNs
+		r.Steps, r.WallS, r.CPUS, r.RusageCPUS, r.Stats = rd.Steps, rd.WallS, rd.CPUS, 0, ""
+		r.SliceNs, r.CPUBusyS = rd.SliceNs, rd.CPUBusyS
 		if rd.Arm == "hybridsync" {
 			r.Stats = stats
 		}
@@ -411,6 +412,9 @@ type Round struct {
 	// SliceNs is the program's main thread's EEVDF slice in the arm (0:
 	// not reported).
 	SliceNs uint64 `json:"slice_ns,omitempty"`
+	// CPUBusyS is how long the program's one CPU was busy in the round,
+	// its own CPU time included (absent where it was not pinned).
+	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
 }
 
 // parseResult reads the program's JSON line, the last non-empty line of

@@ -37,6 +37,18 @@ type Run struct {
 	// SliceNs is the program's EEVDF slice in an in-process round, as
 	// the program read it (Round.SliceNs).
 	SliceNs uint64 `json:"slice_ns,omitempty"`
+	// CPUBusyS is how long the program's CPU was busy in an in-process
+	// round, its own CPU time included (Round.CPUBusyS).
+	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
+}
+
+// othersShare is the share of the run's wall time that its CPU spent on
+// others' work (the co-runner's), and whether it was measured.
+func (r Run) othersShare() (float64, bool) {
+	if r.CPUBusyS == nil || r.WallS <= 0 {
+		return 0, false
+	}
+	return max(0, *r.CPUBusyS-r.CPUS) / r.WallS, true
 }
 
 // OK reports whether the run counts in the medians.
@@ -73,6 +85,10 @@ type ArmResult struct {
 	// VsLimit is the wall time per step over the program's Limit, under
 	// a contention setting (absent alone, or without a limit).
 	VsLimit *float64 `json:"vs_limit,omitempty"`
+	// OthersCPUShare is the median share of the wall time its CPU gave
+	// to others (the co-runner): what the arm leaves its neighbour.
+	// Absent where the runs did not measure it (Run.CPUBusyS).
+	OthersCPUShare *float64 `json:"others_cpu_share,omitempty"`
 }
 
 // Limit is the best time per step a program can reach with one
@@ -194,6 +210,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 					}
 				}
 				ar.WallS, ar.CPUS = medians(rs)
+				ar.OthersCPUShare = othersShare(rs)
 				ar.Steps = medianSteps(rs)
 				step, cpuStep := perStepMedians(rs)
 				ar.StepUS, ar.CPUStepUS = step*1e6, cpuStep*1e6
@@ -307,6 +324,21 @@ func perStepMedians(rs []Run) (wall, cpu float64) {
 	return stats.Median(w), stats.Median(c)
 }
 
+// othersShare is the median of the good runs' Run.othersShare, nil where
+// none measured it.
+func othersShare(rs []Run) *float64 {
+	var v []float64
+	for _, r := range rs {
+		if s, ok := r.othersShare(); ok && r.OK() {
+			v = append(v, s)
+		}
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return ptr(stats.Median(v))
+}
+
 func medianSteps(rs []Run) int {
 	var s []float64
 	for _, r := range rs {
@@ -332,7 +364,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "limit", "arms / limit", "failed")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "limit", "arms / limit", "co-runner CPU", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -352,7 +384,7 @@ func PrintTable(w io.Writer, rows []Row) error {
 		}
 		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
 			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
-			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), limitCol(r.Limit), vsLimitCol(r), fmt.Sprint(failed))
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()
@@ -364,6 +396,23 @@ func limitCol(l *Limit) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s: T %.1f / 2C %.1f µs", l.Bound, l.TUS, l.TwoCUS)
+}
+
+// othersCol is each arm's OthersCPUShare, in the arms' order ("-" where
+// none was measured, alone it is the machine's background).
+func othersCol(r Row) string {
+	if r.Contention == "none" || !slices.ContainsFunc(r.Arms, func(a ArmResult) bool { return a.OthersCPUShare != nil }) {
+		return "-"
+	}
+	var v []string
+	for _, a := range r.Arms {
+		if a.OthersCPUShare == nil {
+			v = append(v, "-")
+		} else {
+			v = append(v, fmt.Sprintf("%.0f%%", *a.OthersCPUShare*100))
+		}
+	}
+	return strings.Join(v, " / ")
 }
 
 // vsLimitCol is each arm's time over the limit, in the arms' order.

@@ -92,10 +92,10 @@ func TestSummarize(t *testing.T) {
 	out, lines := printed(t, rows)
 	for i, want := range []string{
 		"cuda-default wall",
-		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >2% behind default T: T 2000.0 / 2C 2000.0 µs - 1",
-		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% [+2.0,+8.3] / -32.9% [-35.0,-25.0] 3 (50%) open: >3% behind the better CUDA mode, slower than default T: T 2000.0 / 2C 2000.0 µs 1.90 / 1.25 / 1.30 0",
-		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - - - - 0",
-		"q while1 - - - - - - - - - - / - - - - - 0",
+		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >2% behind default T: T 2000.0 / 2C 2000.0 µs - - 1",
+		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% [+2.0,+8.3] / -32.9% [-35.0,-25.0] 3 (50%) open: >3% behind the better CUDA mode, slower than default T: T 2000.0 / 2C 2000.0 µs 1.90 / 1.25 / 1.30 - 0",
+		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - - - - - 0",
+		"q while1 - - - - - - - - - - / - - - - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("table line %d lacks %q:\n%s", i, want, out)
@@ -217,13 +217,13 @@ func TestLimit(t *testing.T) {
 
 	out, lines := printed(t, rows)
 	for i, want := range []string{
-		"limit arms / limit failed",
-		"2C: T 400.0 / 2C 810.0 µs - 0",
-		"2C: T 400.0 / 2C 810.0 µs 1.05 / 1.14 / 1.04 0",
-		"T: T 864.0 / 2C 570.0 µs - 0",
-		"T: T 864.0 / 2C 570.0 µs 1.88 / 1.20 / - 0",
-		"- - 0",
-		"- - 0",
+		"limit arms / limit co-runner CPU failed",
+		"2C: T 400.0 / 2C 810.0 µs - - 0",
+		"2C: T 400.0 / 2C 810.0 µs 1.05 / 1.14 / 1.04 - 0",
+		"T: T 864.0 / 2C 570.0 µs - - 0",
+		"T: T 864.0 / 2C 570.0 µs 1.88 / 1.20 / - - 0",
+		"- - - 0",
+		"- - - 0",
 	} {
 		if !strings.HasSuffix(lines[i], want) {
 			t.Errorf("table line %d does not end in %q:\n%s", i, want, out)
@@ -244,4 +244,30 @@ func printed(t *testing.T, rows []Row) (string, []string) {
 		lines[i] = strings.Join(strings.Fields(lines[i]), " ")
 	}
 	return b.String(), lines
+}
+
+// TestOthersCPUShare: where rounds say how long their CPU was busy, each
+// arm's share of it that went to others (the co-runner) is the busy time
+// less the program's own CPU over the wall time, median over rounds;
+// alone, or where nothing was measured, the column is "-".
+func TestOthersCPUShare(t *testing.T) {
+	var runs []Run
+	add := func(c, a string, wall, cpu, busy float64) {
+		for i := range 3 {
+			runs = append(runs, Run{Program: "p", Contention: c, Arm: a, Round: i + 1, Steps: 100, WallS: wall, CPUS: cpu, CPUBusyS: ptr(busy)})
+		}
+	}
+	add("none", "cuda-default", 0.3, 0.3, 0.3)
+	add("while1", "cuda-default", 0.3, 0.15, 0.3)   // half each
+	add("while1", "cuda-blocking", 0.3, 0.06, 0.27) // the co-runner 70%
+	runs = append(runs, Run{Program: "p", Contention: "while1", Arm: "hybridsync", Steps: 100, WallS: 0.3, CPUS: 0.1})
+	rows := Summarize(runs, []string{"p"}, []string{"none", "while1"}, Arms)
+	w := rows[1].Arms
+	if !near(w[0].OthersCPUShare, 0.5) || !near(w[1].OthersCPUShare, 0.7) || w[2].OthersCPUShare != nil {
+		t.Errorf("shares %v %v %v; want 0.5, 0.7 and none", w[0].OthersCPUShare, w[1].OthersCPUShare, w[2].OthersCPUShare)
+	}
+	_, lines := printed(t, rows)
+	if !strings.HasSuffix(lines[1], " - 0") || !strings.HasSuffix(lines[2], " 50% / 70% / - 0") {
+		t.Errorf("co-runner column:\n%s\n%s", lines[1], lines[2])
+	}
 }

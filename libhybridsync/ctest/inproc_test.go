@@ -315,3 +315,76 @@ func withSlice(t *testing.T, sliceNs uint64, start func() error) error {
 	}
 	return <-errc
 }
+
+// TestInProcessCPUBusy: pinned to one CPU beside a busy loop, both
+// harnesses record how long that CPU was busy in each round, at least
+// their own CPU time, and the loop's part shows (over a fifth of the
+// wall time in the median round); not pinned, they record nothing.
+func TestInProcessCPUBusy(t *testing.T) {
+	need(t)
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset (util-linux) not found: the harnesses cannot be pinned here")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for i := range 1024 {
+		if cpus.IsSet(i) {
+			cpu = i
+		}
+	}
+	loop := exec.Command(taskset, "-c", fmt.Sprint(cpu), "sh", "-c", "while :; do :; done")
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { loop.Process.Kill(); loop.Wait() }()
+
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
+	harnesses := map[string][]string{"C": {filepath.Join(built.dir, "inprocapp"), "--inproc", "2", "--epoch-s", "0.3"}}
+	if python, err := exec.LookPath("python3"); err == nil {
+		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.3"}
+	}
+	type round struct {
+		WallS    float64  `json:"wall_s"`
+		CPUS     float64  `json:"cpu_s"`
+		CPUBusyS *float64 `json:"cpu_busy_s"`
+	}
+	rounds := func(name string, argv ...string) []round {
+		r, err := runErr(env, argv[0], argv[1:]...)
+		var res struct{ Rounds []round }
+		if err != nil || json.Unmarshal([]byte(r.stdout), &res) != nil || len(res.Rounds) != 6 {
+			t.Fatalf("%s: %v: %q\n%s", name, err, r.stdout, r.stderr)
+		}
+		return res.Rounds
+	}
+	const tick = 0.02 // /proc/stat's clock ticks, both ends
+	for name, argv := range harnesses {
+		var others []float64
+		for _, x := range rounds(name, append([]string{taskset, "-c", fmt.Sprint(cpu)}, argv...)...) {
+			if x.CPUBusyS == nil || *x.CPUBusyS < x.CPUS-tick || *x.CPUBusyS > x.WallS+tick {
+				t.Errorf("%s pinned: round %+v (busy %v): want the CPU busy at least the program's CPU time and at most the wall time", name, x, x.CPUBusyS)
+				continue
+			}
+			others = append(others, (*x.CPUBusyS-x.CPUS)/x.WallS)
+		}
+		if sort.Float64s(others); len(others) > 0 && others[len(others)/2] < 0.2 {
+			t.Errorf("%s pinned beside a busy loop: others' shares %.2f, want the loop's part to show", name, others)
+		}
+		t.Logf("%s: others' shares of the wall time %.2f", name, others)
+		if cpus.Count() > 1 {
+			for _, x := range rounds(name+" not pinned", argv...) {
+				if x.CPUBusyS != nil {
+					t.Errorf("%s not pinned: round recorded busy %v", name, *x.CPUBusyS)
+				}
+			}
+		}
+	}
+}

@@ -725,7 +725,7 @@ func TestFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	// while1 by repetition: 1.5/2 and 2.4/3, median 0.775; by medians 1.95/2.5 = 0.78.
-	if !strings.Contains(stdout, "paired") || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "p while1 2.50 [2.00-3.00] 2.500 1.95 [1.50-2.40] 1.950 hybridsync -22.0% -22.0% -22.5% [-25.0,-20.0] / -22.5% [-25.0,-20.0] 2 (50%) open: >3% behind the better CUDA mode, slower than default - - 0") {
+	if !strings.Contains(stdout, "paired") || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "p while1 2.50 [2.00-3.00] 2.500 1.95 [1.50-2.40] 1.950 hybridsync -22.0% -22.0% -22.5% [-25.0,-20.0] / -22.5% [-25.0,-20.0] 2 (50%) open: >3% behind the better CUDA mode, slower than default - - - 0") {
 		t.Errorf("table:\n%s", stdout)
 	}
 	stdout, _, err = execute(context.Background(), "--from", a, "--json")
