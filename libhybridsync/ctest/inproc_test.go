@@ -131,16 +131,7 @@ func checkInProcess(t *testing.T, stdout, stats string, rounds int) {
 // arm is an error.
 func TestInProcessArmsChosen(t *testing.T) {
 	need(t)
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
-	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
-	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "6", "--epoch-s", "0.02"}}
-	if python, err := exec.LookPath("python3"); err == nil {
-		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "6", "--epoch-s", "0.02"}
-	}
+	env, harnesses := inprocHarnesses(t, 6, "0.02")
 	for name, cmd := range harnesses {
 		r, err := runErr(append(env, "APPS_INPROC_ARMS=cuda-default,cuda-default-again,hooks-observe"), cmd[0], cmd[1:]...)
 		if err != nil {
@@ -246,17 +237,8 @@ print(json.dumps({"default": len(inproc.ARMS), "hooks": [inproc.HOOK_OBSERVE, in
 func TestInProcessUnmitigatedArms(t *testing.T) {
 	need(t)
 	const slice = 100_000
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
-	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs"),
-		"APPS_INPROC_UNMITIGATED=cuda-default,cuda-blocking"}
-	harnesses := map[string][]string{"C": {"inprocapp", "--inproc", "2", "--epoch-s", "0.02"}}
-	if python, err := exec.LookPath("python3"); err == nil {
-		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.02"}
-	}
+	env, harnesses := inprocHarnesses(t, 2, "0.02")
+	env = append(env, "APPS_INPROC_UNMITIGATED=cuda-default,cuda-blocking")
 	for name, cmd := range harnesses {
 		var r result
 		err := withSlice(t, slice, func() (err error) {
@@ -326,10 +308,6 @@ func TestInProcessCPUBusy(t *testing.T) {
 	if err != nil {
 		t.Skip("taskset (util-linux) not found: the harnesses cannot be pinned here")
 	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cpus unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
 		t.Fatal(err)
@@ -346,12 +324,7 @@ func TestInProcessCPUBusy(t *testing.T) {
 	}
 	defer func() { loop.Process.Kill(); loop.Wait() }()
 
-	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
-	env := []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
-	harnesses := map[string][]string{"C": {filepath.Join(built.dir, "inprocapp"), "--inproc", "2", "--epoch-s", "0.3"}}
-	if python, err := exec.LookPath("python3"); err == nil {
-		harnesses["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", "2", "--epoch-s", "0.3"}
-	}
+	env, harnesses := inprocHarnesses(t, 2, "0.3")
 	type round struct {
 		WallS    float64  `json:"wall_s"`
 		CPUS     float64  `json:"cpu_s"`
@@ -387,4 +360,24 @@ func TestInProcessCPUBusy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// inprocHarnesses returns the environment both harnesses need (the
+// library preloaded, the Python stand-in's module path) and their command
+// lines for rounds rounds of epochS seconds: the C stand-in's and, where
+// python3 is, inproc.py's.
+func inprocHarnesses(t *testing.T, rounds int, epochS string) (env []string, cmds map[string][]string) {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	env = []string{"LD_PRELOAD=" + so, "PYTHONPATH=" + filepath.Join(root, "libhybridsync", "testdata", "programs")}
+	n := fmt.Sprint(rounds)
+	cmds = map[string][]string{"C": {filepath.Join(built.dir, "inprocapp"), "--inproc", n, "--epoch-s", epochS}}
+	if python, err := exec.LookPath("python3"); err == nil {
+		cmds["Python"] = []string{python, filepath.Join(root, "experiments", "apps", "inproc.py"), "standin_steps", "--rounds", n, "--epoch-s", epochS}
+	}
+	return env, cmds
 }
