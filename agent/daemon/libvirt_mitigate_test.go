@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/vmimages"
+)
+
+// With the real libvirtd and QEMU, --mitigate gives a domain's vCPU threads
+// and its QEMU main thread (the emulator's main loop, which under TCG
+// injects the interrupt that wakes a halted vCPU) the slice, and gives it
+// back at stop.
+func TestLibvirtMitigateEmulatorThread(t *testing.T) {
+	l := libvirttest.Connect(t) // skips, saying why, without root or libvirtd
+	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Mitigate: "slice=100us", Log: zerolog.Nop()}
+	srcs, _, stop, err := c.mitigateSources([]targets.Source{src})
+	if errors.Is(err, mitigate.ErrUnsupported) {
+		t.Skipf("custom EEVDF slices not available here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events := srcs[0].Run(ctx)
+
+	d := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
+	var tg targets.Target
+	for timeout := time.After(30 * time.Second); len(tg.Threads) == 0; {
+		select {
+		case ev := <-events:
+			if ev.Kind == targets.Added && ev.Target.Name == d.Name {
+				tg = ev.Target
+			}
+		case <-timeout:
+			t.Fatalf("domain %s not seen after 30s", d.Name)
+		}
+	}
+	st, err := procstat.Status(tg.Threads[0].TID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tg.Helpers) != 1 || tg.Helpers[0] != st.TGID {
+		t.Fatalf("helpers %v, want the QEMU process's main thread %d", tg.Helpers, st.TGID)
+	}
+	for _, tid := range []int{tg.Threads[0].TID, st.TGID} {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Runtime != 100_000 {
+			t.Errorf("thread %d: slice %d ns, want 100000", tid, a.Runtime)
+		}
+	}
+	cancel()
+	for range events {
+	}
+	stop()
+	a, err := unix.SchedGetAttr(st.TGID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Runtime == 100_000 || a.Runtime == 0 {
+		t.Errorf("QEMU main thread: slice %d ns after stop, want the default back", a.Runtime)
+	}
+}
