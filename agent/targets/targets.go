@@ -46,7 +46,8 @@ func (t Target) Key() string { return string(t.Kind) + "/" + t.Name }
 // Equal reports whether two descriptions of a target are the same.
 func (t Target) Equal(o Target) bool {
 	return t.Kind == o.Kind && t.Name == o.Name && t.PeriodUS == o.PeriodUS && t.QuotaUS == o.QuotaUS &&
-		slices.Equal(t.Helpers, o.Helpers) && slices.EqualFunc(t.Threads, o.Threads, func(a, b Thread) bool {
+		slices.Equal(t.Helpers, o.Helpers) &&
+		slices.EqualFunc(t.Threads, o.Threads, func(a, b Thread) bool {
 			return a.TID == b.TID && a.VCPU == b.VCPU && slices.Equal(a.CPUs, b.CPUs)
 		})
 }

@@ -124,3 +124,15 @@ func TestCgroupScanV1AndV2(t *testing.T) {
 		t.Fatalf("missing cgroup: %v", err)
 	}
 }
+
+// A domain whose QEMU main thread changed (a restart under the same vCPU
+// thread ids is unlikely, but a description read before /proc answered
+// has none) is a new description: the mitigation must see it.
+func TestEqualHelpers(t *testing.T) {
+	a := Target{Kind: KindDomain, Name: "d", Threads: []Thread{{TID: 2, VCPU: 0}}, Helpers: []int{1}}
+	b := a
+	b.Helpers = nil
+	if a.Equal(b) || !a.Equal(a) {
+		t.Errorf("Equal ignores Helpers: %v vs %v", a.Helpers, b.Helpers)
+	}
+}
