@@ -155,15 +155,16 @@ removed after each cell, also on Ctrl-C and failure.`,
 	o.agentFlags.add(f)
 	f.StringSliceVar(&o.From, "from", nil, "print the table (or --json) of earlier runs from these runs.jsonl files, taken together, and run nothing")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
-		"arms":       complete.List(suite.Arms...),
-		"contention": complete.List(corunner.Contentions...),
-		"suite":      complete.Files("json"),
-		"dir":        complete.Dirs,
-		"lib":        complete.Files("so"),
-		"blocksync":  complete.Files("so"),
-		"out":        complete.Dirs,
-		"from":       complete.Files("jsonl"),
-		"mitigate":   complete.Mitigate,
+		"arms":          complete.List(suite.Arms...),
+		"contention":    complete.List(corunner.Contentions...),
+		"suite":         complete.Files("json"),
+		"dir":           complete.Dirs,
+		"lib":           complete.Files("so"),
+		"blocksync":     complete.Files("so"),
+		"out":           complete.Dirs,
+		"from":          complete.Files("jsonl"),
+		"mitigate":      complete.Mitigate,
+		"mitigate-arms": complete.List(suite.Arms...),
 	})
 	return cmd
 }
