@@ -473,17 +473,28 @@ func (p *Probe) ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 	}
 }
 
-// Close detaches the programs and frees the maps; it interrupts ReadEvent.
-func (p *Probe) Close() error {
-	var errs []error
+// StopEvents closes the switch-event ring buffer: a ReadEvent waiting
+// returns, and every later one, with ringbuf.ErrClosed. The maps stay, so
+// that whatever the reader calls after its last record can still use
+// them until Close. Close does it too.
+func (p *Probe) StopEvents() error {
 	if p.closed != nil {
 		p.closeOnce.Do(func() { close(p.closed) })
 	}
-	if p.reader != nil {
-		p.closeMu.Lock()
-		errs = append(errs, p.reader.Close())
-		p.closeMu.Unlock()
+	if p.reader == nil {
+		return nil
 	}
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	return p.reader.Close()
+}
+
+// Close detaches the programs and frees the maps; it interrupts ReadEvent.
+// A reader that uses the maps between its reads (the hint publisher's
+// Stats) must have stopped first: StopEvents, then wait for it
+// (monitor.Monitor.Run does).
+func (p *Probe) Close() error {
+	errs := []error{p.StopEvents()}
 	errs = append(errs, p.Detach())
 	for _, prog := range p.progs {
 		if prog != nil {

@@ -82,9 +82,10 @@ func (p *statsProbe) Drops() (uint64, error)                            { return
 func (p *statsProbe) ReadEvent(*ringbuf.Record, *bpf.SchedSwitchEvent) error {
 	return ringbuf.ErrClosed
 }
-func (p *statsProbe) Mode() string  { return "test" }
-func (p *statsProbe) Attach() error { return nil }
-func (p *statsProbe) Detach() error { return nil }
+func (p *statsProbe) Mode() string      { return "test" }
+func (p *statsProbe) Attach() error     { return nil }
+func (p *statsProbe) Detach() error     { return nil }
+func (p *statsProbe) StopEvents() error { return nil }
 
 // sleeper starts a process that sleeps until killed; kill ends and reaps
 // it, so that its /proc entry is gone.

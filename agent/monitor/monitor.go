@@ -31,6 +31,9 @@ type Probe interface {
 	Corunners() (map[uint32][]bpfload.Corunner, error)
 	Drops() (uint64, error)
 	ReadEvent(rec *ringbuf.Record, ev *bpf.SchedSwitchEvent) error
+	// StopEvents makes ReadEvent return ringbuf.ErrClosed, leaving the
+	// rest usable until the probe is closed.
+	StopEvents() error
 	Mode() string
 	Attach() error
 	Detach() error
@@ -136,8 +139,9 @@ func New(p Probe, opts Options) *Monitor {
 }
 
 // Run consumes the sources, samples counters and records switch events
-// until ctx is done. The event reader stops when the probe is closed, so
-// close the probe after Run returns.
+// until ctx is done. It stops the event reader (Probe.StopEvents) and
+// waits for it before it returns, so that the probe can be closed then
+// with no OnEvent still using it.
 func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
 	var wg sync.WaitGroup
 	for _, s := range sources {
@@ -148,7 +152,8 @@ func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
 			}
 		})
 	}
-	go m.readEvents()
+	readerDone := make(chan struct{})
+	go func() { defer close(readerDone); m.readEvents() }()
 	m.mu.Lock()
 	m.traced.start(monoNow()) // Load attached the programs
 	m.mu.Unlock()
@@ -161,6 +166,13 @@ func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			// Once Run returns the caller closes the probe, whose maps
+			// OnEvent may be reading (the publisher's Stats): the reader
+			// stops first.
+			if err := m.probe.StopEvents(); err != nil {
+				m.log.Debug().Err(err).Msg("closing the ring buffer")
+			}
+			<-readerDone
 			return
 		case <-t.C:
 			m.sample()

@@ -27,6 +27,7 @@ func (p *eventsProbe) Drops() (uint64, error)                            { retur
 func (p *eventsProbe) Mode() string                                      { return "test" }
 func (p *eventsProbe) Attach() error                                     { return nil }
 func (p *eventsProbe) Detach() error                                     { return nil }
+func (p *eventsProbe) StopEvents() error                                 { return nil }
 
 func (p *eventsProbe) ReadEvent(_ *ringbuf.Record, ev *bpf.SchedSwitchEvent) error {
 	if len(p.evs) == 0 {
