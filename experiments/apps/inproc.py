@@ -46,9 +46,9 @@ short slice (vgpu-probe apps --mitigate-arms; Slices says how). The C
 programs do the same with --inproc (loop.h)."""
 import argparse
 import ctypes
+import errno
 import importlib
 import itertools
-import errno
 import json
 import os
 import platform
