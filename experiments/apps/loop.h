@@ -128,6 +128,14 @@ struct inproc_slices {
 	uint64_t runtime[INPROC_MAX_THREADS];
 };
 
+// inproc_getattr reads tid's scheduling attributes (0: the calling
+// thread); 0, or -1 with errno.
+static int inproc_getattr(int tid, struct inproc_sched_attr *a)
+{
+	memset(a, 0, sizeof *a);
+	return (int)syscall(SYS_sched_getattr, tid, a, sizeof *a, 0);
+}
+
 // inproc_set_runtime sets tid's sched_runtime (its EEVDF slice; 0: the
 // kernel's default) and keeps its policy, nice value and reset-on-fork
 // flag, as agent/mitigate does; SCHED_IDLE and real-time threads are left
@@ -135,8 +143,7 @@ struct inproc_slices {
 static int inproc_set_runtime(int tid, uint64_t runtime, uint64_t *was)
 {
 	struct inproc_sched_attr a;
-	memset(&a, 0, sizeof a);
-	if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0)) return -1;
+	if (inproc_getattr(tid, &a)) return -1;
 	if (was) *was = a.runtime;
 	if (a.policy != 0 && a.policy != 3) return 0; // SCHED_OTHER, SCHED_BATCH
 	a.size = sizeof a, a.flags &= 0x01;           // SCHED_FLAG_RESET_ON_FORK
@@ -187,8 +194,7 @@ static int inproc_remitigate(struct inproc_slices *s)
 static uint64_t inproc_slice(void)
 {
 	struct inproc_sched_attr a;
-	memset(&a, 0, sizeof a);
-	return syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) ? 0 : a.runtime;
+	return inproc_getattr(0, &a) ? 0 : a.runtime;
 }
 
 // inproc_cpu_busy is how long the one CPU this process may run on has

@@ -210,7 +210,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 					}
 				}
 				ar.WallS, ar.CPUS = medians(rs)
-				ar.OthersCPUShare = othersShare(rs)
+				ar.OthersCPUShare = medianOthersShare(rs)
 				ar.Steps = medianSteps(rs)
 				step, cpuStep := perStepMedians(rs)
 				ar.StepUS, ar.CPUStepUS = step*1e6, cpuStep*1e6
@@ -324,9 +324,9 @@ func perStepMedians(rs []Run) (wall, cpu float64) {
 	return stats.Median(w), stats.Median(c)
 }
 
-// othersShare is the median of the good runs' Run.othersShare, nil where
-// none measured it.
-func othersShare(rs []Run) *float64 {
+// medianOthersShare is the median of the good runs' Run.othersShare, nil
+// where none measured it.
+func medianOthersShare(rs []Run) *float64 {
 	var v []float64
 	for _, r := range rs {
 		if s, ok := r.othersShare(); ok && r.OK() {
