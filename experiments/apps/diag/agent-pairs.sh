@@ -9,7 +9,8 @@
 # --mitigate-arms hybridsync: the CUDA arms without the slice, in the same
 # process as the library with it), run in the order given;
 # alternate the order between calls. SETTINGS=cap,cap+while1 picks other
-# contention settings (default none,while1). The user-loop programs'
+# contention settings (default none,while1), PROGRAMS=a,b some of the
+# programs (default all). The user-loop programs'
 # host work is calibrated once per call and passed to every process
 # (APPS_HOST_UNITS), so that the configs of one call run the same work.
 # Results: $OUT/CONFIG-TAG/apps-*/runs.jsonl (TAG default r1), packed into
@@ -21,6 +22,9 @@ cd "$(dirname "$0")/../../.."
 OUT=${OUT:?set OUT to the output directory}
 TAG=${TAG:-r1}
 SETTINGS=${SETTINGS:-none,while1}
+USERLOOPS="torch_infer_host torch_train_dataprep torch_two_threads"
+PROGRAMS=${PROGRAMS:-torch_infer,cupy_stencil,mixed_static,launch_bound,${USERLOOPS// /,}}
+fixed=$(tr , '\n' <<<"$PROGRAMS" | grep -vxF -e "${USERLOOPS// /$'\n'}" | paste -sd, -)
 agent_args() {
 	case $1 in
 	plain) ;;
@@ -34,7 +38,8 @@ for cfg in "$@"; do agent_args "$cfg" >/dev/null || exit 2; done
 mkdir -p "$OUT"
 U=$OUT/units.txt
 : >"$U"
-for p in torch_infer_host torch_train_dataprep torch_two_threads; do
+for p in $USERLOOPS; do
+	[[ ,$PROGRAMS, == *,$p,* ]] || continue
 	n=$(cd experiments/apps && timeout 120 python3 "$p.py" --steps 30 2>/dev/null | tail -n 1 |
 		python3 -c 'import sys,json; print(json.load(sys.stdin)["host_units"])') ||
 		{ echo "$p: calibration failed" >&2; exit 1; }
@@ -48,7 +53,7 @@ for cfg in "$@"; do
 	args=$(agent_args "$cfg")
 	d=$OUT/$cfg-$TAG
 	echo "== $cfg $(date -u +%T)"
-	suite "$d" torch_infer,cupy_stencil,mixed_static,launch_bound
+	[ -z "$fixed" ] || suite "$d" "$fixed"
 	while read -r p n; do suite "$d" "$p" "$n"; done <"$U"
 done
 tar czf "/tmp/suite-$TAG.tgz" -C "$OUT" . && mv "/tmp/suite-$TAG.tgz" "$OUT/"
