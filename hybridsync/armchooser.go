@@ -61,13 +61,6 @@ type Epoch struct {
 	// sharedDelayPerRun), so that whatever it would call contention
 	// reaches it. 0: report at the end of the last epoch.
 	Quiet, QuietPerRun int64
-	// Timed: in the policy arm, waits for kernels the caller times go
-	// through the policy (which, on a shared CPU with the agent's short
-	// slice, sleeps until just before their completion and spins the
-	// rest), the others to CUDA's blocking wait. False: every wait of the
-	// policy arm is CUDA's blocking wait. Set while the thread has the
-	// agent's short slice (MitigationSource).
-	Timed bool
 }
 
 // PlanMax is the most epochs one answer plans.
@@ -405,7 +398,7 @@ func (o *ArmChooser) exploit(t *armThread) Epoch {
 		k = min(k, exitCheck)
 	}
 	t.left -= k
-	return o.run(t, Epoch{Len: o.span(epochLen) * int64(k), Timed: t.mitigated}, t.best)
+	return o.run(t, Epoch{Len: o.span(epochLen) * int64(k)}, t.best)
 }
 
 // begin starts an exploration: four epochs, ABBA or BAAB in turn (the
@@ -425,7 +418,7 @@ func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 			a[i] = ArmDevice + ArmPolicy - x
 		}
 	}
-	return o.run(t, Epoch{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch, Timed: mitigated}, a[:]...)
+	return o.run(t, Epoch{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch}, a[:]...)
 }
 
 // span is d rounded to whole periods of the process's CPU quota, if it

@@ -90,16 +90,10 @@ func (paper) wait(c *call) error {
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
 //     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too: the timer's
-//     wake-up waits out the co-runner's slice, so the spin lands late
+//     and spinning the rest lost to plain blocking here too: the spin
+//     after the timer lands exactly when the co-runner wants the CPU
 //     (docs/BENCHMARKS.md, "What we tried that did not work, and why":
 //     "Sleep-then-spin on a shared CPU");
-//   - shared, with the agent's short slice on the thread
-//     (MitigationSource): the timer's wake-up preempts the co-runner at
-//     once, so sleep until just before a predicted completion and spin
-//     through the prediction's uncertainty only. The work's completion is
-//     then seen within a spin, not after an interrupt and a wake-up, and
-//     the spin is tens of µs of a thread that sleeps through the rest;
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
@@ -119,8 +113,12 @@ func (paper) wait(c *call) error {
 // signal"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
 //
-// The mitigation also prices blocking where the ArmChooser chooses
-// between this policy and the device's own wait.
+// The agent's mitigation (MitigationSource: a short slice, so that a
+// blocked waiter's wake-up preempts the co-runner at once) makes blocking
+// the better bet under contention; this policy needs no reading of it,
+// since on a shared CPU it blocks at once already. The mitigation prices
+// blocking where a choice is left: the ArmChooser's, between this policy
+// and the device's own wait.
 type hybrid struct{}
 
 const (
@@ -140,16 +138,13 @@ const (
 func (hybrid) wait(c *call) error {
 	now := Now()
 	state := c.contention(now)
-	if state == ContentionShared && c.mitigation() == 0 {
+	if state == ContentionShared {
 		return c.block()
 	}
 	if t, ok := c.timing(); ok && t.N >= warmup {
 		if slept, err := c.sleepFirst(t, now, state); slept {
 			return err
 		}
-	}
-	if state == ContentionShared {
-		return c.block()
 	}
 	budget := c.spinCap(now)
 	if state == ContentionThrottled {
@@ -163,8 +158,7 @@ func (hybrid) wait(c *call) error {
 
 // sleepFirst sleeps until just before the predicted completion, if there
 // is time enough to, then spins through the prediction's uncertainty (free:
-// as long as the slice allows; shared: within the agent's short slice) and
-// blocks if the work is still running.
+// as long as the slice allows) and blocks if the work is still running.
 // It reports whether it waited.
 func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 	pred := c.launch + t.Mean
@@ -175,17 +169,11 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 	}
 	c.sleepUntil(wake)
 	now = Now()
-	limit := c.spinCap(now)
-	if state == ContentionShared {
-		// Past the short slice the wake-up gave it, the co-runner is owed
-		// the CPU.
-		limit = min(c.slice, c.s.maxSpin)
-	}
 	deadline := max(pred+tol, now+tol)
 	if state == ContentionFree || state == ContentionUnknown {
-		deadline = max(deadline, now+limit)
+		deadline = max(deadline, now+c.spinCap(now))
 	}
-	if deadline-now > limit {
+	if deadline-now > c.spinCap(now) {
 		// Query once before blocking: work found done at the wake-up tells
 		// learn the prediction was too long, which a blocking wait that
 		// returns at once could not tell from a quick wake-up.

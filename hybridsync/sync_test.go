@@ -65,8 +65,7 @@ func checkSchedule(t *testing.T, mode hybridsync.Mode, seed uint64) {
 	threads := 1 + rng.IntN(4)
 	dev := simdev.New(1 + rng.IntN(3))
 	dev.InterruptDelay = time.Duration(rng.IntN(50)) * time.Microsecond
-	s := hybridsync.New(hybridsync.Config{Mode: mode, Threshold: thresholds[rng.IntN(len(thresholds))](),
-		Contention: contentions[rng.IntN(len(contentions))]})
+	s := hybridsync.New(hybridsync.Config{Mode: mode, Threshold: thresholds[rng.IntN(len(thresholds))]()})
 	var wg sync.WaitGroup
 	for th := range threads {
 		wg.Add(1)
@@ -108,11 +107,6 @@ var thresholds = []func() hybridsync.ThresholdSource{
 	func() hybridsync.ThresholdSource { return hybridsync.Static(200_000) },
 	func() hybridsync.ThresholdSource { return &hybridsync.GuestEstimator{} },
 }
-
-// contentions: the kernel's own accounting (nil), and fixed answers, the
-// shared CPU with the agent's short slice among them.
-var contentions = []hybridsync.ContentionSource{nil, free, mitigated{true}, mitigated{false},
-	hybridsync.FixedContention(hybridsync.ContentionThrottled)}
 
 // TestHybridStopsBlockingOnceLearned: once a steady kernel is learned,
 // hybrid stops blocking; it sleeps until just before completion and spins,
@@ -221,52 +215,6 @@ func TestHybridBlocksWhenShared(t *testing.T) {
 	if st.SpinHits+st.SleepSpinHits != 0 || st.Blocks+st.Ready != 60 || st.Contention["shared"] != st.Blocks {
 		t.Errorf("spin hits %d, sleep-spin hits %d, blocks %d, ready %d, contention %v; want only blocks",
 			st.SpinHits, st.SleepSpinHits, st.Blocks, st.Ready, st.Contention)
-	}
-}
-
-// mitigated is a shared CPU whose hint page says (or not) that the agent
-// gave the thread a 100 µs slice.
-type mitigated struct{ on bool }
-
-func (mitigated) Contention(int, int64) hybridsync.Contention { return hybridsync.ContentionShared }
-func (m mitigated) Mitigation(int) (time.Duration, bool) {
-	if m.on {
-		return 100 * time.Microsecond, true
-	}
-	return 0, false
-}
-
-// TestHybridSleepsFirstWhenMitigated: on a shared CPU where the agent gave
-// the thread its short slice (a timer's wake-up then preempts the
-// co-runner at once), hybrid sleeps until just before a learned kernel's
-// completion and spins the rest, rather than block; it still blocks for
-// kernels it cannot predict.
-func TestHybridSleepsFirstWhenMitigated(t *testing.T) {
-	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: mitigated{true}})
-	for range 100 {
-		if err := s.Sync(dev.Launch(0, 500*time.Microsecond), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := s.Stats(nil)
-	if st.Contention["shared"] == 0 || st.Contention["shared"] != st.Calls-st.Ready {
-		t.Fatalf("contention %v over %d waits", st.Contention, st.Calls-st.Ready)
-	}
-	// As in TestHybridStopsBlockingOnceLearned: a machine whose timer
-	// wake-ups come too late to be back before the kernel ends blocks.
-	if lead := st.TimerLateP75US; lead < 300 {
-		if st.SleepSpinHits < 60 {
-			t.Errorf("timer wakes %.0f µs late, yet only %d of 100 waits slept first; stats %+v", lead, st.SleepSpinHits, st)
-		}
-	} else {
-		t.Logf("timer wake-ups %.0f µs late (p75): too loaded to check the policy's choice", lead)
-	}
-	if st.SpinHits != 0 {
-		t.Errorf("%d waits spun without sleeping first on a shared CPU", st.SpinHits)
-	}
-	if st.Blocks < 1 {
-		t.Errorf("no wait blocked, though the first ones had no timing to sleep by")
 	}
 }
 

@@ -43,7 +43,6 @@ type Syncer struct {
 	thr     ThresholdSource
 	gaps    gapObserver // thr, when it learns from spin loops
 	cont    ContentionSource
-	mitig   MitigationSource // nil: the contention source cannot tell
 	maxSpin int64
 
 	sleepLate lateness // how late timed sleeps wake after their deadline
@@ -66,7 +65,6 @@ func New(cfg Config) *Syncer {
 	if s.cont = cfg.Contention; s.cont == nil {
 		s.cont = &SchedSignal{}
 	}
-	s.mitig, _ = s.cont.(MitigationSource)
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
@@ -145,8 +143,7 @@ type call struct {
 	k      KernelID
 	e      *entry // nil for unknown kernels or a full dictionary
 	launch int64
-	tid    int   // the calling OS thread: slice estimates are per thread
-	slice  int64 // the agent's short slice on the thread (ns; 0: none)
+	tid    int // the calling OS thread: slice estimates are per thread
 
 	end       int   // endBlock, endSpin or endSleepSpin
 	notBefore int64 // the last time a Query said "not done"
@@ -219,18 +216,6 @@ func (c *call) contention(now int64) Contention {
 	}
 	c.s.byState[st].Add(1)
 	return st
-}
-
-// mitigation returns the short slice the agent gave the calling thread
-// (0: none), so that its timer and blocking wake-ups preempt a co-runner
-// at once, and keeps it in c.slice.
-func (c *call) mitigation() int64 {
-	if c.s.mitig != nil {
-		if d, ok := c.s.mitig.Mitigation(c.tid); ok {
-			c.slice = d.Nanoseconds()
-		}
-	}
-	return c.slice
 }
 
 // block waits in the device's blocking wait.

@@ -416,10 +416,6 @@ int hs_core_block(struct hs_wait *w)
 		hs_log(HS_LOG_DEBUG, "no current context: blocking wait falls back to CUDA's own");
 		return hs_core_finish(w);
 	}
-	/* A stream or context wait in a context this thread switched to
-	 * blocking-sync blocks in CUDA's own wait, the cheaper one. */
-	if (w->kind != HS_WAIT_EVENT && sched_ctx == ctx)
-		return hs_core_finish(w);
 	struct shadow *s = shadow_take(ctx);
 	if (s == NULL) {
 		hs_log(HS_LOG_WARN, "no shadow event available: CUDA's own wait used");

@@ -200,7 +200,7 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.P
 	}
 	e := l.s.Epoch(unix.Gettid(), d[:min(int(n), len(d))], int64(now))
 	*plan = C.struct_hs_plan{n: C.int(e.N), len: C.int64_t(e.Len), max_len: C.int64_t(e.MaxLen),
-		min_waits: C.ulong(e.MinWaits), quiet: C.int64_t(e.Quiet), quiet_per_run: C.int64_t(e.QuietPerRun), timed: boolInt(e.Timed)}
+		min_waits: C.ulong(e.MinWaits), quiet: C.int64_t(e.Quiet), quiet_per_run: C.int64_t(e.QuietPerRun)}
 	for i := range e.N {
 		plan.arms[i] = C.int(e.Arms[i])
 	}

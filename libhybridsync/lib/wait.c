@@ -64,7 +64,7 @@ static void set_arm(int arm)
 		hs_core_sched_blocking(0);
 	epoch.arm = arm;
 	epoch.cuda_blocking = blocking;
-	hs_unobserved = arm == HS_ARM_DEVICE || (blocking && !epoch.plan.timed);
+	hs_unobserved = arm == HS_ARM_DEVICE || blocking;
 }
 
 /* still_free tells whether the thread may skip this report: its CPU was
@@ -116,9 +116,7 @@ static void next_epoch(int64_t now)
 	if (epoch.step >= epoch.plan.n)
 		report(now);
 	int arm = epoch.plan.arms[epoch.step];
-	/* The policy arm's plan may change whether its launches are
-	 * observed (timed). */
-	if (arm != epoch.arm || arm == HS_ARM_POLICY)
+	if (arm != epoch.arm || (arm == HS_ARM_POLICY && !epoch.cuda_blocking))
 		set_arm(arm);
 	epoch.start = now;
 	epoch.cpu = cpu;
@@ -209,17 +207,13 @@ static void identify(struct hs_wait *w, int kind, void *handle, uint64_t kernel,
 }
 
 /* to_cuda reports whether this unfinished wait goes to CUDA's own wait,
- * and counts it if so; *f is set to the kernel's slot when the model arm,
- * or the timed policy arm (Epoch.Timed), delegated it (to be checked when
- * it returns). The timed policy arm routes waits as the model does, in a
- * context switched to blocking-sync: the policy's for kernels it times,
- * CUDA's blocking wait for the rest. */
+ * and counts it if so; *f is set to the kernel's slot when the model arm
+ * delegated it (to be checked when it returns). */
 static int to_cuda(int arm, uint64_t kernel, struct fast **f)
 {
 	*f = NULL;
-	int timed = arm == HS_ARM_POLICY && epoch.cuda_blocking && epoch.plan.timed;
-	int cuda = arm == HS_ARM_DEVICE || (arm == HS_ARM_POLICY && epoch.cuda_blocking && !timed);
-	if (!cuda && (arm == HS_ARM_MODEL || timed))
+	int cuda = arm == HS_ARM_DEVICE || (arm == HS_ARM_POLICY && epoch.cuda_blocking);
+	if (!cuda && arm == HS_ARM_MODEL)
 		cuda = kernel == 0 || (*f = hs_delegated(kernel)) != NULL;
 	if (cuda)
 		hs_fast_count(kernel, 1);

@@ -48,7 +48,6 @@ struct hs_plan {
 	int64_t len, max_len;
 	unsigned long min_waits;
 	int64_t quiet, quiet_per_run;
-	int timed; /* Epoch.Timed */
 };
 struct hs_epoch_done {
 	unsigned long waits;
