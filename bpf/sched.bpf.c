@@ -66,6 +66,7 @@ struct thread_stats {
 	__u32 quota_armed;   // a throttle was seen in this epoch: the next one closes a quota interval
 	__u64 last_run_ns;   // length of the last on-CPU interval
 	__u64 contended_ns;  // last switch-in after an involuntary interval of QUIET_OFF_NS or more (0: none)
+	__u64 woke_ns;       // last switch-in whose record woke the reader (0: none)
 	// CPU bandwidth control, read from the kernel at the last switch-in
 	// (quota_ns 0: no cgroup above the thread has a quota, or the kernel
 	// lacks the fields). Of the cgroups above it with a quota, the one
@@ -187,6 +188,17 @@ struct {
 // switch-in cost the agent 15% of a core for a pair of threads switching
 // 33k times a second (docs/BENCHMARKS.md, "What we tried": waking the reader).
 #define CONTENDED_NS 500000000ULL
+
+// A thread's switch-ins wake the reader at most once per WAKE_EVERY_NS;
+// the others are read with the next record that does. Each wake-up is a
+// cross-CPU one charged to the watched thread's CPU, and a VM's vCPU
+// under the agent's short slice, or halting and waking with its guest's
+// blocking waits, switches in thousands of times a second, and woken for
+// each the hint page slowed a TCG guest's blocking waits measurably
+// (docs/BENCHMARKS.md, "Table II in real VMs"). The page then holds the
+// last switch-in but one for up to a millisecond, which a reader of it
+// takes as less slice left, never more.
+#define WAKE_EVERY_NS 1000000ULL
 
 // Index 0: records dropped because the ring buffer was full.
 struct {
@@ -567,7 +579,10 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
 	// A thread whose live block was just written into its target's
 	// array needs no reader: its record is read with a later batch.
-	e->woken = cfg->wakeup && !quiet && contended && !hinted;
+	bool due = now - s->woke_ns >= WAKE_EVERY_NS;
+	e->woken = cfg->wakeup && !quiet && contended && !hinted && due;
+	if (e->woken)
+		s->woke_ns = now;
 	__u64 flags = e->woken || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
 			      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, flags);

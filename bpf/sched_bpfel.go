@@ -83,6 +83,7 @@ type SchedThreadStats struct {
 	QuotaArmed         uint32
 	LastRunNs          uint64
 	ContendedNs        uint64
+	WokeNs             uint64
 	QuotaLeftNs        int64
 	QuotaNs            uint64
 	QuotaPeriodNs      uint64

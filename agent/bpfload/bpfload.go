@@ -42,10 +42,10 @@ type Options struct {
 	// Events turns on the switch-event ring buffer (timelines). Counters
 	// and histograms are kept either way.
 	Events bool
-	// WakeEveryEvent wakes ReadEvent at every record instead of once
-	// 256 KiB are queued: the hint publisher must see each switch-in
-	// within microseconds, at the price of one reader wake-up per switch
-	// of a watched thread.
+	// WakeEveryEvent wakes ReadEvent at the records of contended threads
+	// without a live array (at most one per thread and millisecond)
+	// instead of once 256 KiB are queued: the hint publisher must see
+	// their switch-ins within microseconds (sched.bpf.c, emit).
 	WakeEveryEvent bool
 	// Self is the reader's process (the hint publisher's): its threads
 	// preempting a watched thread do not make that thread contended, so

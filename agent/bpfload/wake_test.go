@@ -17,7 +17,9 @@ import (
 
 // With a wake-up asked for per record, the reader is woken for the
 // switch-ins of a contended thread only: a sleeper alone on its CPU wakes
-// nobody (its hint has no slice to end), two spinners sharing one CPU do.
+// nobody (its hint has no slice to end), two spinners sharing one CPU do;
+// and at most once a millisecond per thread: two threads sharing one CPU
+// that each spin 300 µs and sleep 100 µs switch in more often than that.
 // A record's Woken is what the programs did (BPF_RB_FORCE_WAKEUP). With
 // Self set to this process, its own threads preempting each other are not
 // contention, and the spinners wake nobody.
@@ -54,15 +56,25 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
 		}
 	})
+	run(2, func() {
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+			for spin := time.Now().Add(300 * time.Microsecond); time.Now().Before(spin); {
+			}
+			unix.Nanosleep(&unix.Timespec{Nsec: 100_000}, nil)
+		}
+	})
 
 	// The rule, replayed on the records (all on one CPU, so in order):
-	// woken unless the switch-in ends an interruption under 100 µs, and
-	// only within 500 ms of the end of an involuntary interval of 100 µs
-	// or more (by another process than self, when set). On a loaded machine the sleeper too may be preempted;
-	// then its next records may wake the reader.
+	// woken unless the switch-in ends an interruption under 100 µs, only
+	// within 500 ms of the end of an involuntary interval of 100 µs or
+	// more (by another process than self, when set), and only 1 ms or
+	// more after the thread's last switch-in that woke the reader. On a
+	// loaded machine the sleeper too may be preempted; then its next
+	// records may wake the reader.
 	woken, events, wrong := map[uint32]int{}, map[uint32]int{}, 0
-	contended := map[uint32]uint64{}
-	bySelf := 0 // preemptions of 100 µs or more by this process, with self set
+	contended, lastWoken := map[uint32]uint64{}, map[uint32]uint64{}
+	limited := 0 // records of contended threads within 1 ms of their last wake-up
+	bySelf := 0  // preemptions of 100 µs or more by this process, with self set
 	done := readEvents(p, func(ev *bpf.SchedSwitchEvent) {
 		quiet := ev.Preempted != 0 && ev.OffNs > 0 && ev.OffNs < 100_000
 		if ev.Preempted != 0 && ev.OffNs >= 100_000 {
@@ -74,9 +86,14 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 		}
 		c := contended[ev.Tid]
 		want := !quiet && c != 0 && ev.InNs-c < 500_000_000
+		if last, ok := lastWoken[ev.Tid]; want && ok && ev.InNs-last < 1_000_000 {
+			want = false
+			limited++
+		}
 		events[ev.Tid]++
 		if ev.Woken != 0 {
 			woken[ev.Tid]++
+			lastWoken[ev.Tid] = ev.InNs
 		}
 		if want != (ev.Woken != 0) {
 			wrong++
@@ -85,8 +102,8 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 	time.Sleep(300 * time.Millisecond) // the reader drains every 100 ms
 	p.Close()
 	<-done
-	t.Logf("sleeper: %d of %d records woke the reader; spinners: %d of %d, %d of %d",
-		woken[sleeper[0]], events[sleeper[0]], woken[spinners[0]], events[spinners[0]], woken[spinners[1]], events[spinners[1]])
+	t.Logf("sleeper: %d of %d records woke the reader; spinners: %d of %d, %d of %d; %d within 1 ms of a wake-up",
+		woken[sleeper[0]], events[sleeper[0]], woken[spinners[0]], events[spinners[0]], woken[spinners[1]], events[spinners[1]], limited)
 	if wrong != 0 {
 		t.Errorf("%d records woke the reader against the rule", wrong)
 	}
@@ -96,6 +113,8 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 	switch {
 	case self == 0 && woken[spinners[0]]+woken[spinners[1]] == 0:
 		t.Errorf("two spinners on one CPU (%d and %d records): none woke the reader", events[spinners[0]], events[spinners[1]])
+	case self == 0 && limited == 0:
+		t.Errorf("two threads switching in every ~0.4 ms on one CPU: no contended switch-in within 1 ms of a wake-up")
 	case self != 0 && bySelf == 0:
 		t.Errorf("two spinners of this process on one CPU: no record of one preempted by the other")
 	}
