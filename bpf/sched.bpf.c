@@ -189,15 +189,16 @@ struct {
 // 33k times a second (docs/BENCHMARKS.md, "What we tried": waking the reader).
 #define CONTENDED_NS 500000000ULL
 
-// A thread's switch-ins wake the reader at most once per WAKE_EVERY_NS;
-// the others are read with the next record that does. Each wake-up is a
-// cross-CPU one charged to the watched thread's CPU, and a VM's vCPU
-// under the agent's short slice, or halting and waking with its guest's
-// blocking waits, switches in thousands of times a second, and woken for
-// each the hint page slowed a TCG guest's blocking waits measurably
-// (docs/BENCHMARKS.md, "Table II in real VMs"). The page then holds the
-// last switch-in but one for up to a millisecond, which a reader of it
-// takes as less slice left, never more.
+// Only a switch-in after an involuntary switch-out (the co-runner's turn
+// is over: a slice begins) wakes the reader, and at most once per
+// WAKE_EVERY_NS for a thread; the others are read with the next record
+// that does. Each wake-up is a cross-CPU one charged to the watched
+// thread's CPU, and a VM's vCPU that halts and wakes with its guest's
+// blocking waits switches in thousands of times a second: woken for
+// each, the hint page slowed a TCG guest's blocking waits measurably
+// (docs/BENCHMARKS.md, "Table II in real VMs"). The page then shows an
+// earlier switch-in, which a reader of it takes as less slice left,
+// never more.
 #define WAKE_EVERY_NS 1000000ULL
 
 // Index 0: records dropped because the ring buffer was full.
@@ -579,7 +580,7 @@ static __always_inline void emit(const struct trace_config *cfg, struct thread_s
 	bool contended = s->contended_ns && now - s->contended_ns < CONTENDED_NS;
 	// A thread whose live block was just written into its target's
 	// array needs no reader: its record is read with a later batch.
-	bool due = now - s->woke_ns >= WAKE_EVERY_NS;
+	bool due = s->out_preempted && now - s->woke_ns >= WAKE_EVERY_NS;
 	e->woken = cfg->wakeup && !quiet && contended && !hinted && due;
 	if (e->woken)
 		s->woke_ns = now;

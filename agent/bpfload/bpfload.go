@@ -43,9 +43,10 @@ type Options struct {
 	// and histograms are kept either way.
 	Events bool
 	// WakeEveryEvent wakes ReadEvent at the records of contended threads
-	// without a live array (at most one per thread and millisecond)
-	// instead of once 256 KiB are queued: the hint publisher must see
-	// their switch-ins within microseconds (sched.bpf.c, emit).
+	// without a live array that end an involuntary switch-out (at most
+	// one per thread and millisecond) instead of once 256 KiB are queued:
+	// the hint publisher must see those switch-ins within microseconds
+	// (sched.bpf.c, emit).
 	WakeEveryEvent bool
 	// Self is the reader's process (the hint publisher's): its threads
 	// preempting a watched thread do not make that thread contended, so

@@ -613,9 +613,10 @@ func (p *Publisher) Lag() []uint64 {
 // that end an involuntary off-CPU interval shorter than 100 µs (often the
 // reader itself, woken on the thread's CPU; the slot keeps the thread
 // running), every switch-in of a thread with no longer involuntary
-// interval in the last 500 ms (its CPU is its own: no slice ends), and
-// those within 1 ms of the thread's last one that woke it. They are read
-// with a later record or the reader's periodic drain.
+// interval in the last 500 ms (its CPU is its own: no slice ends), those
+// after a voluntary switch-out (a sleep), and those within 1 ms of the
+// thread's last one that woke it. They are read with a later record or
+// the reader's periodic drain.
 func (p *Publisher) Quiet() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
