@@ -73,12 +73,13 @@ func wakeOnlyWhenContended(t *testing.T, self uint32) {
 	})
 
 	// The rule, replayed on the records (all on one CPU, so in order):
-	// woken only at the end of an involuntary interval of 100 µs or
-	// more, within 500 ms of the end of one by another process than
-	// self (when set), and 1 ms or more after the thread's last
-	// switch-in that woke the reader. On a
-	// loaded machine the sleeper too may be preempted; then its next
-	// records may wake the reader.
+	// woken only at a switch-in after an involuntary switch-out that
+	// does not end an interruption under 100 µs, within 500 ms of the
+	// end of an involuntary interval of 100 µs or more (by another
+	// process than self, when set), and 1 ms or more after the thread's
+	// last switch-in that woke the reader. On a loaded machine the
+	// sleeper too may be preempted; then its next records may wake the
+	// reader.
 	woken, events, wrong := map[uint32]int{}, map[uint32]int{}, 0
 	contended, lastWoken := map[uint32]uint64{}, map[uint32]uint64{}
 	limited := 0 // records of contended threads within 1 ms of their last wake-up
