@@ -90,10 +90,11 @@ func (paper) wait(c *call) error {
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
 //     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too: the spin
-//     after the timer lands exactly when the co-runner wants the CPU
-//     (docs/BENCHMARKS.md, "What we tried that did not work, and why":
-//     "Sleep-then-spin on a shared CPU");
+//     and spinning the rest lost to plain blocking here too, with the
+//     agent's short slice or without: the spin after the timer lands
+//     when the co-runner wants the CPU, and the timer's wake-up comes
+//     late (docs/BENCHMARKS.md, "What we tried that did not work, and
+//     why": "Sleep-then-spin on a shared CPU");
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through

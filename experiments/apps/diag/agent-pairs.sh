@@ -10,9 +10,9 @@
 # process as the library with it), run in the order given;
 # alternate the order between calls. SETTINGS=cap,cap+while1 picks other
 # contention settings (default none,while1), PROGRAMS=a,b some of the
-# programs (default all). The user-loop programs'
-# host work is calibrated once per call and passed to every process
-# (APPS_HOST_UNITS), so that the configs of one call run the same work.
+# programs (default all). The user-loop programs' host work is calibrated
+# once per call and passed to every process (APPS_HOST_UNITS), so that
+# the configs of one call run the same work.
 # Results: $OUT/CONFIG-TAG/apps-*/runs.jsonl (TAG default r1), packed into
 # $OUT/suite-TAG.tgz at the end. Needs build/device from
 # `experiments/apps/run.sh prepare`.
@@ -24,7 +24,10 @@ TAG=${TAG:-r1}
 SETTINGS=${SETTINGS:-none,while1}
 USERLOOPS="torch_infer_host torch_train_dataprep torch_two_threads"
 PROGRAMS=${PROGRAMS:-torch_infer,cupy_stencil,mixed_static,launch_bound,${USERLOOPS// /,}}
-fixed=$(tr , '\n' <<<"$PROGRAMS" | grep -vxF -e "${USERLOOPS// /$'\n'}" | paste -sd, -)
+fixed="" # the programs without host work to calibrate
+for p in ${PROGRAMS//,/ }; do
+	[[ " $USERLOOPS " == *" $p "* ]] || fixed+=${fixed:+,}$p
+done
 agent_args() {
 	case $1 in
 	plain) ;;
