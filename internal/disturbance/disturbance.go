@@ -1,0 +1,299 @@
+// Package disturbance measures what could have disturbed a timing test
+// during its own run: how long its threads waited for a CPU (run delay,
+// /proc/self/task/<tid>/schedstat), how long its cgroups were throttled by a
+// CPU quota (cpu.stat), how much of each CPU the hypervisor gave to
+// something else (steal time, /proc/stat), and how often some task on the
+// machine waited for a CPU (/proc/pressure/cpu).
+//
+// A test that judges timing starts a Window before what it judges and
+// stops it after, and either passes or skips naming the figures: a shared
+// CI machine (a 2-vCPU VM with steal time, tests of other packages, a
+// compiler) makes any timing wrong now and then, and only the figures of
+// that very run tell a wrong result from a disturbed one.
+package disturbance
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
+)
+
+// Window is a span of a test whose disturbances are being counted.
+type Window struct {
+	start     time.Time
+	tids      []int // nil: every thread of the process
+	delay     map[int]int64
+	cpus      []cpuTicks
+	throttled int64
+	waiting   int64 // PSI cpu "some" total, µs; -1: no PSI
+}
+
+// Start begins a window over threads tids of this process, or over all
+// of its threads if none are given.
+func Start(tids ...int) *Window {
+	w := &Window{tids: tids}
+	w.delay = runDelays(tids)
+	w.cpus = readCPUTicks()
+	w.throttled = throttledNs()
+	w.waiting = waitingUs()
+	w.start = time.Now()
+	return w
+}
+
+// Figures is what disturbed a window.
+type Figures struct {
+	Seconds float64 // the window's length
+	// RunDelay is the time the watched threads were runnable but not
+	// running, per second of the window: for one thread, the fraction
+	// of its time it waited for a CPU; for several, the mean number
+	// waiting. Threads that exited during the window are not counted.
+	RunDelay float64
+	// Throttled is the fraction of the window the most throttled of the
+	// process's cgroups was held back by its CPU quota.
+	Throttled float64
+	// Steal is each CPU's share of its time the hypervisor ran something
+	// else on it (0 on bare metal), indexed by CPU number. /proc/stat
+	// counts it in 10 ms ticks: one tick in a 100 ms window reads 10%.
+	Steal []float64
+	// Waiting is the fraction of the window in which some task on the
+	// machine (the test's own included) waited for a CPU; -1 where the
+	// kernel has no pressure stall information.
+	Waiting float64
+}
+
+// Stop ends the window and returns its figures.
+func (w *Window) Stop() Figures {
+	dt := time.Since(w.start)
+	f := Figures{Seconds: dt.Seconds(), Waiting: -1}
+	for tid, d := range runDelays(w.tids) {
+		f.RunDelay += float64(d - w.delay[tid]) // new threads: their whole life
+	}
+	f.RunDelay /= float64(dt.Nanoseconds())
+	f.Throttled = float64(throttledNs()-w.throttled) / float64(dt.Nanoseconds())
+	f.Steal = stealFractions(w.cpus, readCPUTicks())
+	if w.waiting >= 0 {
+		if now := waitingUs(); now >= 0 {
+			// The kernel adds a stall to the total when it ends or
+			// when it is next read, so a short window may be given more
+			// than its length.
+			f.Waiting = min(1, float64(now-w.waiting)*1e3/float64(dt.Nanoseconds()))
+		}
+	}
+	return f
+}
+
+// StealOn returns the steal fraction of cpu (0 where unknown).
+func (f Figures) StealOn(cpu int) float64 {
+	if cpu < 0 || cpu >= len(f.Steal) {
+		return 0
+	}
+	return f.Steal[cpu]
+}
+
+// MaxSteal returns the steal fraction of the most stolen-from CPU.
+func (f Figures) MaxSteal() float64 {
+	m := 0.0
+	for _, s := range f.Steal {
+		m = max(m, s)
+	}
+	return m
+}
+
+// String names every figure, for a test's log and skip messages.
+func (f Figures) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "over %.2fs: run delay %.1f%%, throttled %.1f%%, steal", f.Seconds, 100*f.RunDelay, 100*f.Throttled)
+	if len(f.Steal) == 0 {
+		b.WriteString(" unknown")
+	}
+	for cpu, s := range f.Steal {
+		fmt.Fprintf(&b, " %.1f%% (CPU %d)", 100*s, cpu)
+	}
+	if f.Waiting >= 0 {
+		fmt.Fprintf(&b, ", some task waiting for a CPU %.0f%% of the time", 100*f.Waiting)
+	}
+	return b.String()
+}
+
+// runDelays returns the run delay (ns) of threads tids, or of every
+// thread of the process; a thread that has exited is left out.
+func runDelays(tids []int) map[int]int64 {
+	if tids == nil {
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			if tid, err := strconv.Atoi(e.Name()); err == nil {
+				tids = append(tids, tid)
+			}
+		}
+	}
+	out := make(map[int]int64, len(tids))
+	for _, tid := range tids {
+		if d, ok := runDelay(tid); ok {
+			out[tid] = d
+		}
+	}
+	return out
+}
+
+func runDelay(tid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	d, err := strconv.ParseInt(f[1], 10, 64)
+	return d, err == nil
+}
+
+// cpuTicks is one CPU's line of /proc/stat: its steal ticks and all its
+// ticks.
+type cpuTicks struct {
+	cpu          int
+	steal, total int64
+}
+
+func readCPUTicks() []cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	return parseCPUTicks(string(b))
+}
+
+// parseCPUTicks reads the per-CPU lines of /proc/stat ("cpuN user nice
+// system idle iowait irq softirq steal ..."); a kernel without the steal
+// column has no lines to give.
+func parseCPUTicks(s string) []cpuTicks {
+	var out []cpuTicks
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 {
+			continue
+		}
+		c := cpuTicks{cpu: cpu}
+		for i, v := range f[1:] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				break
+			}
+			if i == 7 {
+				c.steal = n
+			}
+			// guest and guest_nice (9th and 10th) are already in user
+			// and nice.
+			if i < 8 {
+				c.total += n
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// stealFractions returns, per CPU number, the share of the ticks between
+// two readings that were steal.
+func stealFractions(before, after []cpuTicks) []float64 {
+	var out []float64
+	for _, a := range after {
+		for _, b := range before {
+			if b.cpu != a.cpu || a.total <= b.total {
+				continue
+			}
+			for len(out) <= a.cpu {
+				out = append(out, 0)
+			}
+			out[a.cpu] = float64(a.steal-b.steal) / float64(a.total-b.total)
+		}
+	}
+	return out
+}
+
+// throttledNs returns the throttled time of the most throttled cgroup of
+// the process, its own or an ancestor (v2: throttled_usec; v1:
+// throttled_time, ns); 0 where none has a quota.
+func throttledNs() int64 {
+	ms, err := cgroups.Of("", 0)
+	if err != nil {
+		return 0
+	}
+	var most int64
+	for _, m := range ms {
+		var base string
+		switch {
+		case m.Unified():
+			base = "/sys/fs/cgroup"
+		case m.Has("cpu"):
+			base = "/sys/fs/cgroup/" + strings.Join(m.Controllers, ",")
+			if _, err := os.Stat(base); err != nil {
+				base = "/sys/fs/cgroup/cpu"
+			}
+		default:
+			continue
+		}
+		for dir := m.Path; ; {
+			most = max(most, cpuStatThrottled(base+dir+"/cpu.stat"))
+			i := strings.LastIndexByte(dir, '/')
+			if i <= 0 {
+				break
+			}
+			dir = dir[:i]
+		}
+	}
+	return most
+}
+
+func cpuStatThrottled(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil:
+		case k == "throttled_usec":
+			return n * 1000
+		case k == "throttled_time":
+			return n
+		}
+	}
+	return 0
+}
+
+// waitingUs returns the machine's CPU pressure "some" total: µs in which
+// at least one runnable task waited for a CPU; -1 without PSI.
+func waitingUs() int64 {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return -1
+	}
+	return parseWaiting(string(b))
+}
+
+func parseWaiting(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(line, "some ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,118 @@
+package disturbance
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Two spinning threads pinned to one CPU wait for it about half the
+// time each, and more on a busier machine: never under a fifth. A
+// sleeping thread waits only when it wakes, a slice or two at most.
+func TestRunDelay(t *testing.T) {
+	var stop atomic.Bool
+	tids := make(chan int, 2)
+	for range 2 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(0)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				t.Error(err)
+			}
+			tids <- unix.Gettid()
+			for !stop.Load() {
+			}
+		}()
+	}
+	a, b := <-tids, <-tids
+	w := Start(a)
+	time.Sleep(300 * time.Millisecond)
+	f := w.Stop()
+	stop.Store(true)
+	t.Logf("a spinning thread sharing CPU 0 with another (tid %d, %d): %v", a, b, f)
+	if f.RunDelay < 0.2 || f.RunDelay > 1.01 {
+		t.Errorf("a thread sharing its CPU with a busy one waited %.0f%% of the time, want about half", 100*f.RunDelay)
+	}
+	if len(f.Steal) != runtime.NumCPU() && len(f.Steal) != 0 {
+		t.Errorf("steal of %d CPUs, the machine has %d", len(f.Steal), runtime.NumCPU())
+	}
+
+	done := make(chan Figures)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		w := Start(unix.Gettid())
+		time.Sleep(300 * time.Millisecond)
+		done <- w.Stop()
+	}()
+	f = <-done
+	t.Logf("a sleeping thread: %v", f)
+	if f.RunDelay > 0.2 {
+		t.Errorf("a thread asleep for 300 ms waited for a CPU %.0f%% of the time", 100*f.RunDelay)
+	}
+
+	// All the process's threads: at least the spinning pair's wait.
+	f = Start().Stop()
+	if f.RunDelay < 0 || f.Seconds <= 0 {
+		t.Errorf("whole process: %v", f)
+	}
+}
+
+func TestParseCPUTicks(t *testing.T) {
+	before := parseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 5 0 5 50 0 0 0 0 3 0\ncpu1 5 0 5 50 0 0 0 5 0 0\nintr 1 2\n")
+	after := parseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 15 0 5 140 0 0 0 0 9 0\ncpu1 5 0 5 140 0 0 0 15 0 0\n")
+	got := stealFractions(before, after)
+	if len(got) != 2 || got[0] != 0 || got[1] != 0.1 {
+		t.Errorf("steal fractions %v, want [0 0.1]", got)
+	}
+	// A kernel without the steal column gives nothing, not zeros.
+	if c := parseCPUTicks("cpu0 5 0 5 50 0 0 0\n"); len(c) != 0 {
+		t.Errorf("no steal column: %v", c)
+	}
+	f := Figures{Seconds: 1, Steal: got, Waiting: -1}
+	if f.MaxSteal() != 0.1 || f.StealOn(1) != 0.1 || f.StealOn(7) != 0 {
+		t.Errorf("MaxSteal %v StealOn(1) %v", f.MaxSteal(), f.StealOn(1))
+	}
+	if s := f.String(); !strings.Contains(s, "steal 0.0% (CPU 0) 10.0% (CPU 1)") || strings.Contains(s, "waiting") {
+		t.Errorf("String: %s", s)
+	}
+}
+
+func TestParseWaiting(t *testing.T) {
+	s := "some avg10=3.63 avg60=13.15 avg300=11.34 total=58212934\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+	if got := parseWaiting(s); got != 58212934 {
+		t.Errorf("some total %d", got)
+	}
+	if got := parseWaiting("garbage"); got != -1 {
+		t.Errorf("garbage: %d", got)
+	}
+}
+
+func TestCPUStatThrottled(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		text string
+		want int64
+	}{
+		{"usage_usec 100\nnr_periods 5\nnr_throttled 2\nthrottled_usec 1500\n", 1_500_000}, // v2
+		{"nr_periods 5\nnr_throttled 2\nthrottled_time 1500\n", 1500},                      // v1, ns
+		{"usage_usec 100\n", 0},
+	} {
+		p := filepath.Join(dir, "cpu.stat")
+		os.WriteFile(p, []byte(c.text), 0o644)
+		if got := cpuStatThrottled(p); got != c.want {
+			t.Errorf("%q: %d, want %d", c.text, got, c.want)
+		}
+	}
+	if got := cpuStatThrottled(filepath.Join(dir, "none")); got != 0 {
+		t.Errorf("missing file: %d", got)
+	}
+}
