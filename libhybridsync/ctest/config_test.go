@@ -11,11 +11,13 @@ import (
 )
 
 // TestBadEnv: every HYBRIDSYNC_* variable with a fixed vocabulary is
-// checked alike, before anything else: a bad value is one line on stderr
-// naming the variable, the value and what is accepted, and HS_ERR_CONFIG
-// from hs_init, with or without a CUDA driver (not "CUDA driver not
-// available"). The waits are then CUDA's own, and under LD_PRELOAD the
-// program runs as without the library.
+// checked alike, before anything else: a bad value is HS_ERR_CONFIG from
+// hs_init, with or without a CUDA driver (not "CUDA driver not
+// available"), and at log level error one line on stderr naming the
+// variable, the value and what is accepted; at the default level (off)
+// stderr stays empty. A bad HYBRIDSYNC_LOG is said: whoever set it wants
+// a log. The waits are then CUDA's own, and under LD_PRELOAD the program
+// runs as without the library.
 func TestBadEnv(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
@@ -28,6 +30,15 @@ func TestBadEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			line := tc.name + `: bad value "` + tc.value + `" (want ` + tc.accepts + ")"
 			bad := tc.name + "=" + tc.value
+			env := []string{bad}
+			if tc.name != "HYBRIDSYNC_LOG" {
+				env = append(env, "HYBRIDSYNC_LOG=error")
+				// The default level says nothing.
+				r := run(t, []string{bad}, "hsapp_so", "badenv", tc.name, "cuda")
+				if r.stderr != "" {
+					t.Errorf("no HYBRIDSYNC_LOG: stderr %q, want none", r.stderr)
+				}
+			}
 			saysOnce := func(t *testing.T, how string, stderr string) {
 				t.Helper()
 				if strings.Count(stderr, line) != 1 || !strings.HasPrefix(stderr, "hybridsync[") {
@@ -35,11 +46,11 @@ func TestBadEnv(t *testing.T) {
 				}
 			}
 			for _, prog := range links {
-				r := run(t, []string{bad}, prog, "badenv", tc.name, "cuda")
+				r := run(t, env, prog, "badenv", tc.name, "cuda")
 				saysOnce(t, prog, r.stderr)
 			}
 			stats := filepath.Join(t.TempDir(), "stats.json")
-			r := run(t, []string{bad, "HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_STATS=" + stats},
+			r := run(t, append(env, "HYBRIDSYNC_CUDA_LIB=/nonexistent/libcuda.so.1", "HYBRIDSYNC_STATS="+stats),
 				"hsapp_so", "badenv", tc.name, "nocuda")
 			saysOnce(t, "no CUDA driver", r.stderr)
 			if strings.Contains(r.stderr, "CUDA driver") {
@@ -48,7 +59,7 @@ func TestBadEnv(t *testing.T) {
 			if why := unengaged(t, stats); !strings.Contains(why, line) {
 				t.Errorf("no CUDA driver: stats reason %q", why)
 			}
-			r = run(t, []string{"LD_PRELOAD=" + so, bad}, "rtapp_dyn", "5", "1")
+			r = run(t, append(env, "LD_PRELOAD="+so), "rtapp_dyn", "5", "1")
 			saysOnce(t, "LD_PRELOAD", r.stderr)
 			if tc.name == "HYBRIDSYNC_LOG" {
 				return
@@ -68,8 +79,9 @@ const hintsLimit = time.Minute
 
 // TestHintsNotAPage: HYBRIDSYNC_HINTS naming something that is not a
 // regular file (a FIFO, whose open blocks until a writer comes; a device;
-// a directory) is refused at once, with one line on stderr saying why, and
-// the library falls back as for a bad page; it never hangs the program.
+// a directory) is refused at once, with one line on stderr saying why at
+// log level error, and the library falls back as for a bad page; it never
+// hangs the program.
 func TestHintsNotAPage(t *testing.T) {
 	need(t)
 	dir := t.TempDir()
@@ -82,7 +94,7 @@ func TestHintsNotAPage(t *testing.T) {
 		path := tc.path
 		t.Run(tc.name, func(t *testing.T) {
 			why := "HYBRIDSYNC_HINTS: hint page: not a regular file: " + path
-			env := []string{"HYBRIDSYNC_HINTS=" + path}
+			env := []string{"HYBRIDSYNC_HINTS=" + path, "HYBRIDSYNC_LOG=error"}
 			r := runBounded(t, append(env, "LD_PRELOAD="+so), "rtapp_dyn", "5", "1")
 			if strings.Count(r.stderr, why) != 1 {
 				t.Errorf("LD_PRELOAD: stderr %q, want one line saying %s", r.stderr, why)
@@ -108,9 +120,9 @@ func TestHintsNotAPage(t *testing.T) {
 			if s.Hints == nil || s.Hints.Used != 0 || s.Hints.Fallbacks["missing"] == 0 {
 				t.Errorf("stats: hints %+v, want every answer from the fallbacks", s.Hints)
 			}
-			r = runBounded(t, append(env, "LD_PRELOAD="+so, "HYBRIDSYNC_LOG=off"), "rtapp_dyn", "5", "1")
+			r = runBounded(t, []string{"HYBRIDSYNC_HINTS=" + path, "LD_PRELOAD=" + so}, "rtapp_dyn", "5", "1")
 			if strings.Contains(r.stderr, "hybridsync") {
-				t.Errorf("HYBRIDSYNC_LOG=off: stderr %q", r.stderr)
+				t.Errorf("no HYBRIDSYNC_LOG: stderr %q, want nothing from the library", r.stderr)
 			}
 		})
 	}

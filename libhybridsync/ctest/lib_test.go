@@ -299,32 +299,39 @@ func TestNoDriver(t *testing.T) {
 }
 
 // TestBadConfig: a bad HYBRIDSYNC_* value is a user error: one line on
-// stderr even with no HYBRIDSYNC_LOG (none with HYBRIDSYNC_LOG=off), and
-// the stats file says the library is not engaged, and why.
+// stderr at HYBRIDSYNC_LOG=error, none at the default level (off) or with
+// HYBRIDSYNC_LOG=off, and the stats file says the library is not engaged,
+// and why, at every level.
 func TestBadConfig(t *testing.T) {
 	need(t)
 	const msg = `HYBRIDSYNC_MODE: bad value "bogus"`
 	for _, prog := range links {
 		t.Run(prog, func(t *testing.T) {
-			r := run(t, []string{"HYBRIDSYNC_MODE=bogus"}, prog, "badconfig")
+			r := run(t, []string{"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=error"}, prog, "badconfig")
 			if !strings.Contains(r.stderr, msg) || !strings.HasPrefix(r.stderr, "hybridsync[") {
-				t.Errorf("stderr %q, want a line saying %s", r.stderr, msg)
+				t.Errorf("HYBRIDSYNC_LOG=error: stderr %q, want a line saying %s", r.stderr, msg)
 			}
-			r = run(t, []string{"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=off"}, prog, "badconfig")
-			if r.stderr != "" {
-				t.Errorf("HYBRIDSYNC_LOG=off: stderr %q", r.stderr)
+			for _, quiet := range [][]string{{"HYBRIDSYNC_MODE=bogus"}, {"HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_LOG=off"}} {
+				if r = run(t, quiet, prog, "badconfig"); r.stderr != "" {
+					t.Errorf("%v: stderr %q, want none", quiet, r.stderr)
+				}
 			}
 		})
 	}
 	t.Run("preload", func(t *testing.T) {
 		stats := filepath.Join(t.TempDir(), "stats.json")
 		so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
-		r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_STATS=" + stats}, "rtapp_dyn", "5", "1")
-		if strings.Count(r.stderr, msg) != 1 {
-			t.Errorf("stderr %q, want the bad value said once", r.stderr)
+		env := []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_MODE=bogus", "HYBRIDSYNC_STATS=" + stats}
+		r := run(t, env, "rtapp_dyn", "5", "1")
+		if strings.Contains(r.stderr, "hybridsync") {
+			t.Errorf("no HYBRIDSYNC_LOG: stderr %q, want nothing from the library", r.stderr)
 		}
 		if why := unengaged(t, stats); !strings.Contains(why, msg) {
 			t.Errorf("reason %q", why)
+		}
+		r = run(t, append(env, "HYBRIDSYNC_LOG=error"), "rtapp_dyn", "5", "1")
+		if strings.Count(r.stderr, msg) != 1 {
+			t.Errorf("HYBRIDSYNC_LOG=error: stderr %q, want the bad value said once", r.stderr)
 		}
 	})
 }

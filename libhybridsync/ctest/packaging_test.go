@@ -220,3 +220,71 @@ func TestEnvironmentDocumented(t *testing.T) {
 	}
 	t.Logf("variables read: %v", sorted(read))
 }
+
+// runBare runs prog with no LD_* variable and HYBRIDSYNC_CUDA_LIB naming
+// the CUDA stand-in, so that the loader finds libhybridsync only through
+// what the program was linked with.
+func runBare(t *testing.T, prog string) {
+	t.Helper()
+	cmd := exec.Command(prog)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HYBRIDSYNC_") && !strings.HasPrefix(kv, "LD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "HYBRIDSYNC_CUDA_LIB="+filepath.Join(built.dir, "libcuda.so.1"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s without LD_LIBRARY_PATH: %v\n%s", prog, err, out)
+	}
+}
+
+// TestBuildTree: `make lib` leaves a build tree that is a prefix of its
+// own, as the README uses it: PKG_CONFIG_PATH=build/lib/pkgconfig
+// pkg-config gives flags that build a C program which then runs without
+// LD_LIBRARY_PATH, and CMAKE_PREFIX_PATH=build lets find_package build
+// one that does too, both loading the build tree's library.
+func TestBuildTree(t *testing.T) {
+	need(t)
+	root, _ := repoRoot()
+	tree := filepath.Join(built.dir, "build") // make's HS_BUILD
+	lib := filepath.Join(tree, "lib")
+	src := filepath.Join(root, "libhybridsync", "testdata", "cmake", "consumer.c")
+	major, _ := headerVersion(t)
+	loads := func(t *testing.T, prog string) {
+		t.Helper()
+		runBare(t, prog)
+		out, err := exec.Command("ldd", prog).CombinedOutput()
+		want := "libhybridsync.so." + major + " => " + filepath.Join(lib, "libhybridsync.so."+major)
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("ldd %s: %v, want %q in\n%s", prog, err, want, out)
+		}
+	}
+	t.Run("pkg-config", func(t *testing.T) {
+		pc := exec.Command("pkg-config", "--cflags", "--libs", "hybridsync")
+		pc.Env = append(os.Environ(), "PKG_CONFIG_PATH="+filepath.Join(lib, "pkgconfig"))
+		flags, err := pc.Output()
+		if err != nil {
+			t.Fatalf("PKG_CONFIG_PATH=%s/pkgconfig pkg-config --cflags --libs hybridsync: %v", lib, err)
+		}
+		prog := filepath.Join(t.TempDir(), "consumer_pc")
+		args := append([]string{"-O2", "-Wall", "-Werror", "-o", prog, src}, strings.Fields(string(flags))...)
+		if err := sh(built.dir, "gcc", args...); err != nil {
+			t.Fatal(err)
+		}
+		loads(t, prog)
+	})
+	t.Run("cmake", func(t *testing.T) {
+		if _, err := exec.LookPath("cmake"); err != nil {
+			t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
+		}
+		bdir := t.TempDir()
+		if err := sh(bdir, "cmake", "-S", filepath.Dir(src), "-B", bdir, "-DCMAKE_PREFIX_PATH="+tree); err != nil {
+			t.Fatal(err)
+		}
+		if err := sh(bdir, "cmake", "--build", bdir); err != nil {
+			t.Fatal(err)
+		}
+		loads(t, filepath.Join(bdir, "consumer"))
+		runBare(t, filepath.Join(bdir, "consumer_static"))
+	})
+}

@@ -36,7 +36,6 @@ _Static_assert(sizeof hs_sym_name / sizeof hs_sym_name[0] == HS_SYM_COUNT, "symb
 /* ---- logging, fork ---- */
 
 static _Atomic int log_level;
-static atomic_int log_off; /* HYBRIDSYNC_LOG=off, said explicitly */
 atomic_int hs_forked, hs_loaded; /* see core.h */
 
 #define HS_LOG_NAME(level, name) name,
@@ -80,19 +79,7 @@ void hs_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void log_forced(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vlog(fmt, ap);
-	va_end(ap);
-}
-
-void hs_log_user(const char *msg)
-{
-	if (!atomic_load(&log_off))
-		log_forced("%s", msg);
-}
+void hs_log_user(const char *msg) { hs_log(HS_LOG_ERROR, "%s", msg); }
 
 /* A child of fork() has none of the Go runtime's threads: it must never
  * call into Go, so every entry point checks this and passes through. */
@@ -123,9 +110,8 @@ __attribute__((constructor)) static void core_init(void)
 	const char *v = log_env(buf, sizeof buf);
 	int l = hs_parse_log_level(v);
 	/* A bad level is reported when the configuration is checked; until
-	 * then errors are said. */
+	 * then errors are said (whoever set the variable wants a log). */
 	hs_set_log_level(l < 0 ? HS_LOG_ERROR : l);
-	atomic_store(&log_off, v != NULL && strcmp(v, "off") == 0);
 	pthread_atfork(NULL, NULL, on_fork_child);
 }
 
