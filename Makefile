@@ -2,8 +2,11 @@
 # Parts add their own targets through the Makefile.inc files included below.
 
 GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# `vgpu-probe --version`: the release in the VERSION file and the commit
+# built ("-dirty" with uncommitted changes to tracked files).
+VERSION ?= $(shell cat VERSION 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Where `make install` puts things (GNU conventions; DESTDIR stages a
 # package). The unit goes under the prefix, where systemd looks for

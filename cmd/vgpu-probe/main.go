@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -33,8 +34,34 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time by the Makefile (-ldflags
+// "-X main.version=... -X main.commit=..."): the VERSION file and the
+// commit built. A plain `go build` leaves them empty; the commit is then
+// the one Go stamped into the binary, if any.
+var version, commit = "dev", ""
+
+// versionString is what --version prints after "vgpu-probe version ".
+func versionString(info *debug.BuildInfo, ok bool) string {
+	c := commit
+	if c == "" && ok {
+		var modified bool
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				c = s.Value[:min(12, len(s.Value))]
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if c != "" && modified {
+			c += "-dirty"
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return version + " (commit " + c + ")"
+}
 
 // logLevels are the --log-level values the help names, as zerolog spells them.
 var logLevels = []string{zerolog.DebugLevel.String(), zerolog.InfoLevel.String(), zerolog.WarnLevel.String(), zerolog.ErrorLevel.String()}
@@ -54,7 +81,7 @@ notice of kernel completion.
   guest    inside a VM: expose the host's hint page to local processes
   report   interference report: results or live agents; table, JSON, HTML, Perfetto
   run      the paper's experiments: shared1/shared2/baseline x vCPUs x co-runners x modes`,
-		Version:       version,
+		Version:       versionString(debug.ReadBuildInfo()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,5 +88,51 @@ func TestExitCodeOfSignal(t *testing.T) {
 	}
 	if !errors.Is(interrupted{syscall.SIGINT}, context.Canceled) {
 		t.Error("the signal cause is not a context.Canceled")
+	}
+}
+
+// TestVersion: the binary `make build` makes reports the VERSION file's
+// release and the commit it was built from.
+func TestVersion(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (git rev-parse: %v): no commit to report", err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "vgpu-probe")
+	if out, err := exec.Command("make", "-s", "-C", root, "build", "BIN="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty := ""
+	if exec.Command("git", "diff", "--quiet", "HEAD", "--").Run() != nil {
+		dirty = "-dirty"
+	}
+	want := fmt.Sprintf("vgpu-probe version %s (commit %s%s)\n", strings.TrimSpace(string(release)), strings.TrimSpace(string(head)), dirty)
+	if string(out) != want {
+		t.Errorf("--version: %q, want %q", out, want)
+	}
+}
+
+// TestVersionStamped: a binary built without the Makefile names the commit
+// Go stamped into it.
+func TestVersionStamped(t *testing.T) {
+	info := &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionString(info, true), version+" (commit 0123456789ab-dirty)"; got != want {
+		t.Errorf("stamped: %q, want %q", got, want)
+	}
+	if got, want := versionString(nil, false), version+" (commit unknown)"; got != want {
+		t.Errorf("no build info: %q, want %q", got, want)
 	}
 }
