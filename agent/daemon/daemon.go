@@ -12,7 +12,9 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/rs/zerolog"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/assembly"
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
@@ -109,43 +111,36 @@ func Run(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer closeSources()
-	sources, mitigation, stopMitigation, err := c.mitigateSources(sources)
+	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, Sched: c.Sched, LoadProbe: c.LoadProbe,
+		MonitorOptions: monitor.Options{Log: c.Log, Window: c.Window, SampleEvery: min(10*time.Second, c.Window/6),
+			TraceEvery: c.TraceEvery, TraceWindow: c.TraceWindow},
+		MitigateFailed: exporter.Errors.Counter(exporter.ErrorMitigate),
+		HintsFailed:    exporter.Errors.Counter(exporter.ErrorHints)}
+	if c.Once > 0 {
+		ao.MonitorOptions.TraceEvery = 0 // a one-off measurement traces all of it
+	}
+	if c.Mitigate != "" {
+		cfg, err := mitigate.Parse(c.Mitigate)
+		if err != nil {
+			return requestErrorf("%v", err)
+		}
+		ao.Mitigation = &cfg
+	}
+	a, err := assembly.Start(ctx, ao)
+	if errors.Is(err, assembly.ErrRequest) {
+		return requestErrorf("%v", err)
+	}
 	if err != nil {
 		return err
 	}
-	defer stopMitigation() // after the monitor stops (defers run last first)
-	sources, pub, err := c.hintSources(sources, mitigation)
-	if err != nil {
-		return err
-	}
-
-	probe, err := c.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: pub != nil, Self: uint32(os.Getpid()), Log: c.Log})
-	if err != nil {
-		return fmt.Errorf("loading eBPF programs: %w", err)
-	}
-	defer probe.Close()
-	c.Log.Info().Str("attach", probe.Mode()).Msg("eBPF programs attached")
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	mo := monitor.Options{Log: c.Log, Window: c.Window, SampleEvery: min(10*time.Second, c.Window/6),
-		TraceEvery: c.TraceEvery, TraceWindow: c.TraceWindow}
-	if c.Once > 0 {
-		mo.TraceEvery = 0 // a one-off measurement traces all of it
-	}
-	defer startHints(ctx, &mo, pub, probe)()
-	m := monitor.New(probe, mo)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx, sources...)
-	}()
-	defer func() { cancel(); <-done }()
+	defer a.Close()
+	c.Log.Info().Str("attach", a.Probe().Mode()).Msg("eBPF programs attached")
+	a.Follow(sources...)
 
 	if c.Once > 0 {
-		return c.once(ctx, m)
+		return c.once(ctx, a.Monitor())
 	}
-	return c.serve(ctx, m)
+	return c.serve(ctx, a.Monitor())
 }
 
 // sources builds the discovery sources, failing with a request error for

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/assembly"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
@@ -26,16 +27,16 @@ func TestLibvirtMitigateEmulatorThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Config{Mitigate: "slice=100us", Log: zerolog.Nop()}
-	srcs, _, stop, err := c.mitigateSources([]targets.Source{src})
+	ag, err := assembly.Start(context.Background(), assembly.Options{Mitigation: &mitigate.Config{Slice: 100 * time.Microsecond}, Log: zerolog.Nop()})
 	if errors.Is(err, mitigate.ErrUnsupported) {
 		t.Skipf("custom EEVDF slices not available here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	events := srcs[0].Run(ctx)
+	defer ag.Close()
+	events := make(chan targets.Event, 16)
+	ag.Follow(seen{src, events})
 
 	d := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
 	var tg targets.Target
@@ -65,10 +66,7 @@ func TestLibvirtMitigateEmulatorThread(t *testing.T) {
 			t.Errorf("thread %d: slice %d ns, want 100000", tid, a.Runtime)
 		}
 	}
-	cancel()
-	for range events {
-	}
-	stop()
+	ag.Close()
 	a, err := unix.SchedGetAttr(st.TGID, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +74,27 @@ func TestLibvirtMitigateEmulatorThread(t *testing.T) {
 	if a.Runtime == 100_000 || a.Runtime == 0 {
 		t.Errorf("QEMU main thread: slice %d ns after stop, want the default back", a.Runtime)
 	}
+}
+
+// seen passes a source's events on and copies them to a channel the test
+// reads (never blocking the source: the test reads only what it needs).
+type seen struct {
+	src targets.Source
+	out chan<- targets.Event
+}
+
+func (s seen) Run(ctx context.Context) <-chan targets.Event {
+	in := s.src.Run(ctx)
+	out := make(chan targets.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			select {
+			case s.out <- ev:
+			default:
+			}
+			out <- ev
+		}
+	}()
+	return out
 }

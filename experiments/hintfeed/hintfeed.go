@@ -1,5 +1,6 @@
-// Package hintfeed is the agent run inside an experiment, wired as
-// `vgpu-probe agent --hints DIR --mitigate slice=...` wires it: for each
+// Package hintfeed is the agent run inside an experiment, assembled as
+// `vgpu-probe agent --hints DIR --mitigate slice=...` is (agent/assembly,
+// one assembly for both): for each
 // target it is told to watch, for as long as it watches it, it publishes
 // the target's hint page (eBPF programs, monitor, publisher) and gives
 // the target's threads the short EEVDF slice, whose length each thread's
@@ -17,7 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/assembly"
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
@@ -47,13 +48,7 @@ type Feed struct {
 	kind    targets.Kind
 	dir     string
 	tempDir bool // made by Start, removed by Close
-	m       *mitigate.Mitigator
-	probe   *bpfload.Probe
-	mon     *monitor.Monitor
-	pub     *hints.Publisher
-	cancel  context.CancelFunc
-	done    chan struct{}
-	applied int // once closed: the switch-in records the publisher applied
+	a       *assembly.Agent
 
 	mu       sync.Mutex
 	watchers map[string]*rescan // WatchProcess's, by name
@@ -77,78 +72,51 @@ func (r *rescan) stop() {
 // Start starts a feed. With Mitigation it first refuses a kernel without
 // custom slices; with Hints it loads the eBPF programs.
 func Start(ctx context.Context, o Options) (*Feed, error) {
-	f := &Feed{kind: o.Kind, dir: o.Dir, done: make(chan struct{}), watchers: map[string]*rescan{}}
-	if o.Mitigation != nil {
-		m, err := mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: zerolog.Nop()})
-		if err != nil {
-			return nil, fmt.Errorf("--mitigate: %w", err)
-		}
-		f.m = m
-	}
-	ctx, f.cancel = context.WithCancel(ctx)
-	if !o.Hints {
-		close(f.done)
-		return f, nil
-	}
-	if err := f.startHints(ctx); err != nil {
-		f.cancel()
-		return nil, fmt.Errorf("--hints: %w", err)
-	}
-	return f, nil
-}
-
-// startHints makes the directory, the publisher (which asks the mitigator
-// for each thread's slice) and the eBPF programs, and runs the monitor.
-func (f *Feed) startHints(ctx context.Context) error {
-	if f.dir == "" {
+	f := &Feed{kind: o.Kind, dir: o.Dir, watchers: map[string]*rescan{}}
+	if o.Hints && f.dir == "" {
 		base := hints.DefaultDir
 		if _, err := os.Stat(base); err != nil {
 			base = os.TempDir()
 		}
 		var err error
 		if f.dir, err = os.MkdirTemp(base, "vgpu-probe-hints-"); err != nil {
-			return err
+			return nil, fmt.Errorf("--hints: %w", err)
 		}
 		f.tempDir = true
 	}
-	o := hints.Options{Dir: f.dir, Log: zerolog.Nop()}
-	if f.m != nil {
-		o.Mitigation = f.m.Slice
+	ao := assembly.Options{Log: zerolog.Nop(), Mitigation: o.Mitigation, MonitorOptions: monitor.Options{Log: zerolog.Nop()}}
+	if o.Hints {
+		ao.Hints = f.dir
 	}
 	var err error
-	if f.pub, err = hints.New(o); err == nil {
-		f.probe, err = bpfload.Load(bpfload.Options{Events: true, WakeEveryEvent: true, Self: uint32(os.Getpid()), Log: zerolog.Nop()})
-		if err != nil {
-			f.pub.Close()
-		}
-	}
-	if err != nil {
+	if f.a, err = assembly.Start(ctx, ao); err != nil {
 		f.removeDir()
-		return err
+		return nil, err
 	}
-	f.pub.SetCounters(f.probe)
-	f.mon = monitor.New(f.probe, monitor.Options{Log: zerolog.Nop(), OnEvent: f.pub.OnEvent})
-	go func() { defer close(f.done); f.mon.Run(ctx) }()
-	go f.pub.Run(ctx)
-	return nil
+	return f, nil
 }
 
 // Hints reports whether the feed publishes pages (false for a nil Feed).
-func (f *Feed) Hints() bool { return f != nil && f.pub != nil }
+func (f *Feed) Hints() bool { return f != nil && f.a.Publisher() != nil }
 
 // Mitigates reports whether the feed gives watched threads the slice
 // (false for a nil Feed).
-func (f *Feed) Mitigates() bool { return f != nil && f.m != nil }
+func (f *Feed) Mitigates() bool { return f != nil && f.a.Mitigator() != nil }
 
 // Dir is where the pages are ("" without hints).
-func (f *Feed) Dir() string { return f.dir }
+func (f *Feed) Dir() string {
+	if !f.Hints() {
+		return ""
+	}
+	return f.dir
+}
 
 // Path is the page of the target called name ("" without hints).
 func (f *Feed) Path(name string) string {
-	if f.pub == nil {
+	if !f.Hints() {
 		return ""
 	}
-	return f.pub.Path(name)
+	return f.a.Publisher().Path(name)
 }
 
 // Inherit runs start (which starts a process) from a thread with the
@@ -159,10 +127,10 @@ func (f *Feed) Path(name string) string {
 // it a process started there with Pdeathsig), so start should also wait
 // for the process it starts.
 func (f *Feed) Inherit(start func() error) error {
-	if f.m == nil {
+	if !f.Mitigates() {
 		return start()
 	}
-	return f.m.Inherit(start)
+	return f.a.Mitigator().Inherit(start)
 }
 
 // Watch watches the target called name, whose threads are tids (vCPU i
@@ -189,8 +157,8 @@ func (f *Feed) Watch(name string, tids []int, quotaUS, periodUS int64) error {
 }
 
 func (f *Feed) watch(t targets.Target) error {
-	f.apply(targets.Event{Kind: targets.Added, Target: t})
-	if f.pub == nil {
+	f.a.Apply(targets.Event{Kind: targets.Added, Target: t})
+	if !f.Hints() {
 		return nil
 	}
 	if _, err := os.Stat(f.Path(t.Name)); err != nil {
@@ -236,7 +204,7 @@ func (f *Feed) WatchProcess(name string, pid int, quotaUS, periodUS int64) error
 			// Removed (the process exited) is left to Unwatch, which
 			// the caller makes once it has its result.
 			if ev.Kind == targets.Added && ctx.Err() == nil {
-				f.apply(targets.Event{Kind: targets.Added, Target: relabel(ev.Target)})
+				f.a.Apply(targets.Event{Kind: targets.Added, Target: relabel(ev.Target)})
 			}
 		}
 	}()
@@ -251,20 +219,7 @@ func (f *Feed) Unwatch(name string) {
 	delete(f.watchers, name)
 	f.mu.Unlock()
 	r.stop()
-	f.apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: f.kind, Name: name}})
-}
-
-// apply gives the mitigator the change first, so that the publisher's
-// first page of a thread carries its slice (the agent's order: the
-// mitigator's source before the publisher's).
-func (f *Feed) apply(ev targets.Event) {
-	if f.m != nil {
-		f.m.Apply(ev)
-	}
-	if f.pub != nil {
-		f.pub.Apply(ev)
-		f.mon.Apply(ev)
-	}
+	f.a.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: f.kind, Name: name}})
 }
 
 // Close stops the feed, puts back the slices it set and removes what it
@@ -277,24 +232,14 @@ func (f *Feed) Close() error {
 	for _, r := range rs {
 		r.stop()
 	}
-	f.cancel()
-	<-f.done
-	var err error
-	if f.m != nil {
-		err = f.m.Stop()
-	}
-	if f.pub != nil {
-		f.applied = f.pub.Applied()
-		f.pub.Close()
-		f.probe.Close()
-	}
+	err := f.a.Close()
 	f.removeDir()
 	return err
 }
 
 // Applied is how many switch-in records the publisher applied, once
 // closed.
-func (f *Feed) Applied() int { return f.applied }
+func (f *Feed) Applied() int { return f.a.Applied() }
 
 func (f *Feed) removeDir() {
 	if f.tempDir {

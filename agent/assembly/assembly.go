@@ -1,0 +1,211 @@
+// Package assembly puts the agent's parts together: the mitigator
+// (--mitigate's slices), the hint publisher (--hints' pages), the eBPF
+// programs and the monitor. The host agent (agent/daemon) and the agent
+// run inside experiments (experiments/hintfeed) both use it, so that the
+// order the parts start and stop in, and what is undone on a failure,
+// is written once.
+//
+// Order: a change of the targets reaches the mitigator first (so that a
+// thread's first page carries its slice), then the publisher, then the
+// monitor. Close stops the monitor, then restores the slices, then
+// removes the pages, then unloads the programs.
+package assembly
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/hints"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+)
+
+// ErrRequest is wrapped by errors caused by what was asked (a hints
+// directory that cannot be used) rather than by the work.
+var ErrRequest = errors.New("bad request")
+
+type requestError struct{ err error }
+
+func (e *requestError) Error() string        { return e.err.Error() }
+func (e *requestError) Unwrap() error        { return e.err }
+func (e *requestError) Is(target error) bool { return target == ErrRequest }
+
+// Options says which parts to run.
+type Options struct {
+	Log zerolog.Logger
+	// Mitigation, when set, gives the threads of every target the slice
+	// while it is watched.
+	Mitigation *mitigate.Config
+	// Sched is mitigate.System unless a test plays another kernel.
+	Sched mitigate.Sched
+	// Hints is the page directory; "" publishes no pages.
+	Hints string
+	// Monitor runs the eBPF programs and the monitor even without hints
+	// (the host agent measures; an experiment that only mitigates does
+	// not need them). With Hints they always run.
+	Monitor bool
+	// MonitorOptions configure the monitor; OnEvent is the publisher's
+	// and TraceEvery is 0 (every switch-in seen) with Hints.
+	MonitorOptions monitor.Options
+	// LoadProbe is bpfload.Load unless a test replaces it.
+	LoadProbe func(bpfload.Options) (*bpfload.Probe, error)
+	// MitigateFailed and HintsFailed are called for each thread whose
+	// slice failed and each page that could not be created (the agent
+	// counts them); nil: only logged.
+	MitigateFailed, HintsFailed func()
+}
+
+// Agent is the assembled parts. Apply and Follow feed it target changes;
+// Close undoes everything it did.
+type Agent struct {
+	log   zerolog.Logger
+	mit   *mitigate.Mitigator
+	pub   *hints.Publisher
+	probe *bpfload.Probe
+	mon   *monitor.Monitor
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	follow  sync.WaitGroup // Follow's source readers
+	monDone chan struct{}
+	once    sync.Once
+	err     error
+}
+
+// Start builds the parts in order (mitigator, publisher, programs,
+// monitor) and runs the monitor until ctx ends or Close. A part that
+// fails undoes the ones before it.
+func Start(ctx context.Context, o Options) (_ *Agent, err error) {
+	if o.LoadProbe == nil {
+		o.LoadProbe = bpfload.Load
+	}
+	a := &Agent{log: o.Log, monDone: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	ctx = a.ctx
+	defer func() {
+		if err != nil {
+			a.cancel()
+			close(a.monDone)
+			a.Close()
+		}
+	}()
+	if o.Mitigation != nil {
+		a.mit, err = mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched, Failed: o.MitigateFailed})
+		if err != nil {
+			return nil, fmt.Errorf("--mitigate: %w", err)
+		}
+	}
+	if o.Hints != "" {
+		ho := hints.Options{Dir: o.Hints, Log: o.Log, Failed: o.HintsFailed}
+		if a.mit != nil {
+			ho.Mitigation = a.mit.Slice
+		}
+		if a.pub, err = hints.New(ho); err != nil {
+			return nil, &requestError{fmt.Errorf("--hints %s: %w", o.Hints, err)}
+		}
+	}
+	if !o.Monitor && a.pub == nil {
+		close(a.monDone)
+		return a, nil
+	}
+	a.probe, err = o.LoadProbe(bpfload.Options{Events: true, WakeEveryEvent: a.pub != nil, Self: uint32(os.Getpid()), Log: o.Log})
+	if err != nil {
+		return nil, fmt.Errorf("loading eBPF programs: %w", err)
+	}
+	mo := o.MonitorOptions
+	if a.pub != nil {
+		mo.TraceEvery = 0 // every switch-in must be seen
+		mo.OnEvent = a.pub.OnEvent
+		a.pub.SetCounters(a.probe)
+		go a.pub.Run(ctx)
+	}
+	a.mon = monitor.New(a.probe, mo)
+	go func() { defer close(a.monDone); a.mon.Run(ctx) }()
+	return a, nil
+}
+
+// Monitor is the running monitor (nil when neither Monitor nor Hints).
+func (a *Agent) Monitor() *monitor.Monitor { return a.mon }
+
+// Probe is the loaded programs (nil when neither Monitor nor Hints).
+func (a *Agent) Probe() *bpfload.Probe { return a.probe }
+
+// Publisher is the hint publisher (nil without Hints).
+func (a *Agent) Publisher() *hints.Publisher { return a.pub }
+
+// Mitigator is the mitigator (nil without Mitigation).
+func (a *Agent) Mitigator() *mitigate.Mitigator { return a.mit }
+
+// Slice is the slice tid has from the mitigation, 0 if none.
+func (a *Agent) Slice(tid int) time.Duration {
+	if a.mit == nil {
+		return 0
+	}
+	return a.mit.Slice(tid)
+}
+
+// Apply passes one change of the targets to the parts, mitigator first.
+func (a *Agent) Apply(ev targets.Event) {
+	if a.mit != nil {
+		a.mit.Apply(ev)
+	}
+	if a.pub != nil {
+		a.pub.Apply(ev)
+	}
+	if a.mon != nil {
+		a.mon.Apply(ev)
+	}
+}
+
+// Follow applies every event of the sources until Close (or the ctx
+// Start was given ends).
+func (a *Agent) Follow(srcs ...targets.Source) {
+	for _, s := range srcs {
+		ch := s.Run(a.ctx)
+		a.follow.Go(func() {
+			for ev := range ch {
+				a.Apply(ev)
+			}
+		})
+	}
+}
+
+// Close stops the sources Follow reads and the monitor, restores every
+// slice, removes every page and unloads the programs. It returns the
+// failure to restore a slice, if any; later calls return the same.
+func (a *Agent) Close() error {
+	a.once.Do(func() {
+		a.cancel()
+		a.follow.Wait()
+		<-a.monDone
+		if a.mit != nil {
+			if err := a.mit.Stop(); err != nil {
+				a.log.Error().Err(err).Msg("mitigation: restoring slices")
+				a.err = err
+			}
+		}
+		if a.pub != nil {
+			a.pub.Close()
+		}
+		if a.probe != nil {
+			a.probe.Close()
+		}
+	})
+	return a.err
+}
+
+// Applied is how many switch-in records the publisher applied.
+func (a *Agent) Applied() int {
+	if a.pub == nil {
+		return 0
+	}
+	return a.pub.Applied()
+}
