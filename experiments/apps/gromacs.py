@@ -218,7 +218,12 @@ def proc_cpu_s(pid):
 
 
 def cmd_mdrun(a, run):
-    gmx = find_gmx(a.gmx) if not a.dry_run else (a.gmx or "gmx")
+    given = a.gmx
+    if a.linked:
+        given = os.environ.get("GMX_LINKED")
+        if not given:
+            raise Failure("--linked: GMX_LINKED is not set (the gmx of `gromacs.py build --link-hybridsync`)")
+    gmx = find_gmx(given) if not a.dry_run else (given or "gmx")
     if not a.dry_run and not os.path.isfile(a.tpr):
         raise Failure("--tpr %s: no such file (make it with `gromacs.py input`)" % a.tpr)
     if a.steps <= 0 and a.seconds <= 0:
@@ -232,17 +237,23 @@ def cmd_mdrun(a, run):
     try:
         with open(os.path.join(work, "mdrun.out"), "w") as out:
             p = subprocess.Popen(argv, cwd=work, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
-            cpu_at_reset, tail = watch(p)
+            cpu, tail = watch(p)
             p.wait()
         if p.returncode != 0:
             sys.stderr.write("".join(tail))
             raise Failure("gmx mdrun exited %d" % p.returncode)
-        if cpu_at_reset is None:
+        if "reset" not in cpu:
             raise Failure("gmx mdrun ended before it reset its counters: give more --seconds or --steps")
+        if "end" not in cpu:
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu["end"] = usage.ru_utime + usage.ru_stime
         with open(os.path.join(work, "md.log")) as f:
-            res = parse_log(f.read())
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res["cpu_s"] = round(usage.ru_utime + usage.ru_stime - cpu_at_reset, 6)
+            text = f.read()
+        if a.log:
+            with open(a.log, "w") as f:
+                f.write(text)
+        res = parse_log(text)
+        res["cpu_s"] = round(cpu["end"] - cpu["reset"], 6)
         res["program"] = a.name
         print(json.dumps(res, sort_keys=True), flush=True)
     finally:
@@ -252,19 +263,25 @@ def cmd_mdrun(a, run):
 def watch(p):
     """Reads mdrun's stderr (unbuffered, unlike its log) until it ends:
     says ready when its steps start, and takes its CPU seconds when it
-    resets its counters. Returns those (None if it never reset) and the
-    last lines, for an error message."""
-    reset, tail = None, []
+    resets its counters ("reset") and when it reports its performance
+    ("end": the steps are over, the tear-down is not counted). Returns
+    those it saw and the last lines, for an error message."""
+    cpu, tail = {}, []
     for line in p.stderr:
         tail = (tail + [line])[-40:]
+        mark = None
         if line.startswith("starting mdrun "):
             print("apps: ready", file=sys.stderr, flush=True)
-        elif reset is None and RESET_RE.search(line):
+        elif "reset" not in cpu and RESET_RE.search(line):
+            mark = "reset"
+        elif "reset" in cpu and "end" not in cpu and PERF_RE.search(line):
+            mark = "end"
+        if mark:
             try:
-                reset = proc_cpu_s(p.pid)
+                cpu[mark] = proc_cpu_s(p.pid)
             except (FileNotFoundError, ProcessLookupError):
                 pass
-    return reset, tail
+    return cpu, tail
 
 
 # --- log parsing ------------------------------------------------------------
@@ -273,8 +290,6 @@ RESET_RE = re.compile(r"^\s*step (\d+): resetting all time and cycle counters", 
 TIME_RE = re.compile(r"^\s*Time:\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", re.M)
 PERF_RE = re.compile(r"^Performance:\s+([0-9.]+)\s+([0-9.]+)", re.M)
 DT_RE = re.compile(r"^\s*dt\s+=\s+([0-9.eE+-]+)", re.M)
-STEPS_RE = re.compile(r"^\s*Statistics over (\d+) steps", re.M)
-LAST_STEP_RE = re.compile(r"^\s*Step\s+Time\s*\n\s*(\d+)\s", re.M)
 
 
 def parse_log(text):
@@ -325,6 +340,9 @@ def main(argv=None):
     i.add_argument("--threads", type=int, default=4, help="OpenMP threads of the minimisation")
     m = sub.add_parser("mdrun", help="run mdrun as a suite program")
     m.add_argument("--gmx")
+    m.add_argument("--linked", action="store_true",
+                   help="run the gmx that links libhybridsync, named by GMX_LINKED")
+    m.add_argument("--log", help="keep mdrun's log here")
     m.add_argument("--tpr", required=True)
     m.add_argument("--update", choices=["cpu", "gpu"], default="cpu")
     m.add_argument("--name", default="gromacs", help="program name in the result line")

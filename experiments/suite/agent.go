@@ -65,7 +65,7 @@ func (a *Agent) check(programs []Program) error {
 	if len(a.MitigatedArms) == 0 {
 		return errors.New("--mitigate-arms: name the arms that keep the slice")
 	}
-	if err := uniqueIn("--mitigate-arms", "arm", a.MitigatedArms, Arms); err != nil {
+	if err := uniqueIn("--mitigate-arms", "arm", a.MitigatedArms, AllArms); err != nil {
 		return err
 	}
 	for _, p := range programs {

@@ -20,10 +20,17 @@ import (
 
 // Arms: how a program is run.
 //
-//	cuda-default   the command as is
-//	cuda-blocking  LD_PRELOAD=Blocksync (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)
-//	hybridsync     LD_PRELOAD=Lib (libhybridsync.so in its default mode)
+//	cuda-default       the command as is
+//	cuda-blocking      LD_PRELOAD=Blocksync (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)
+//	hybridsync         LD_PRELOAD=Lib (libhybridsync.so in its default mode)
+//	hybridsync-linked  the command with the program's Linked words: its
+//	                   build that links libhybridsync, nothing preloaded
+//
+// Arms are the arms run unless asked otherwise; every program has them.
 var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
+
+// AllArms are the arms that can be asked for.
+var AllArms = append(slices.Clone(Arms), "hybridsync-linked")
 
 // Program is one program of the suite.
 type Program struct {
@@ -44,8 +51,13 @@ type Program struct {
 	// and each record of its result line's "rounds" becomes a run of its
 	// arm, paired with the other arms of the same round.
 	InProcess bool `json:"in_process,omitempty"`
+	// Linked are the words added to the command in the hybridsync-linked
+	// arm, which make the program run its build that links libhybridsync
+	// (e.g. "--linked"); only programs that have one can run that arm.
+	Linked string `json:"linked,omitempty"`
 
-	argv []string // resolved: the command's words, argv[0] a path
+	argv   []string // resolved: the command's words, argv[0] a path
+	linked []string // Linked's words
 }
 
 // Config is one matrix of the suite: programs x contention settings x
@@ -90,7 +102,7 @@ func (c *Config) Check() error {
 	if len(c.Arms) == 0 || len(c.Contention) == 0 {
 		return errors.New("--arms and --contention must not be empty")
 	}
-	if err := uniqueIn("--arms", "arm", c.Arms, Arms); err != nil {
+	if err := uniqueIn("--arms", "arm", c.Arms, AllArms); err != nil {
 		return err
 	}
 	if err := uniqueIn("--contention", "setting", c.Contention, corunner.Contentions); err != nil {
@@ -132,6 +144,9 @@ func (c *Config) Check() error {
 		}
 		if p.InProcess && !slices.Contains(c.Arms, "hybridsync") {
 			return fmt.Errorf("program %s compares the arms in one process under --lib: --arms must include hybridsync", p.Name)
+		}
+		if slices.Contains(c.Arms, "hybridsync-linked") && (p.Linked == "" || p.InProcess) {
+			return fmt.Errorf("program %s has no build that links libhybridsync (\"linked\" in the suite): drop hybridsync-linked from --arms or --only it out", p.Name)
 		}
 	}
 	if err := c.Agent.check(c.Programs); err != nil {
@@ -244,12 +259,18 @@ func (p *Program) resolve(dir string) error {
 		}
 	}
 	p.argv = argv
+	if p.linked, err = SplitWords(p.Linked); err != nil {
+		return fmt.Errorf("linked: %w", err)
+	}
 	return nil
 }
 
-// args returns the program's command line for a run.
-func (p *Program) args(seconds float64) []string {
+// args returns the program's command line for a run in an arm.
+func (p *Program) args(arm string, seconds float64) []string {
 	a := append([]string(nil), p.argv...)
+	if arm == "hybridsync-linked" {
+		a = append(a, p.linked...)
+	}
 	// A program that compares the arms in one process times its own
 	// rounds.
 	if seconds > 0 && !p.InProcess && (p.Seconds == nil || *p.Seconds) {

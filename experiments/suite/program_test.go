@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,15 +19,40 @@ func TestCheck(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	args := c.Programs[0].args(c.Seconds)
+	args := c.Programs[0].args("cuda-default", c.Seconds)
 	if len(args) != 6 || !filepath.IsAbs(args[0]) || args[2] != "exit 0" || args[3] != "a b" || args[4] != "--seconds" || args[5] != "0.5" {
 		t.Errorf("args %q", args)
 	}
-	if a := c.Programs[1].args(2); len(a) != 1 {
+	if a := c.Programs[1].args("cuda-default", 2); len(a) != 1 {
 		t.Errorf("a program that takes no --seconds got %q", a)
 	}
 	if c.CPU < 0 {
 		t.Errorf("CPU %d: not resolved", c.CPU)
+	}
+}
+
+// TestLinkedArm: the hybridsync-linked arm adds a program's Linked words
+// and preloads nothing; a program without them cannot run that arm.
+func TestLinkedArm(t *testing.T) {
+	c := Config{Programs: []Program{{Name: "x", Command: "true --a", Linked: "--linked 'b c'"}},
+		Dir: ".", Arms: []string{"cuda-default", "hybridsync-linked"}, Contention: []string{"none"}, Reps: 1, CPU: -1,
+		Timeout: time.Second, CapQuota: time.Millisecond, CapPeriod: time.Millisecond}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Programs[0].args("hybridsync-linked", 0); len(a) != 4 || a[2] != "--linked" || a[3] != "b c" {
+		t.Errorf("linked arm args %q", a)
+	}
+	if a := c.Programs[0].args("cuda-default", 0); len(a) != 2 {
+		t.Errorf("cuda-default args %q", a)
+	}
+	env := c.armEnv("hybridsync-linked", "/s.json")
+	if len(env) != 1 || env[0] != "HYBRIDSYNC_STATS=/s.json" {
+		t.Errorf("linked arm env %q, want the stats file alone", env)
+	}
+	c.Programs = append(c.Programs, Program{Name: "y", Command: "true"})
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "program y has no build that links") {
+		t.Errorf("a program without linked words in the linked arm: %v", err)
 	}
 }
 

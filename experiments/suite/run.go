@@ -79,8 +79,11 @@ func (c *Config) armEnv(arm, statsFile string) []string {
 	switch arm {
 	case "cuda-blocking":
 		return []string{preload(c.Blocksync)}
-	case "hybridsync":
-		env := []string{preload(c.Lib)}
+	case "hybridsync", "hybridsync-linked":
+		var env []string
+		if arm == "hybridsync" {
+			env = append(env, preload(c.Lib))
+		}
 		if statsFile != "" {
 			env = append(env, "HYBRIDSYNC_STATS="+statsFile)
 		}
@@ -122,9 +125,13 @@ func (p Program) processes(arms int) int {
 	return arms
 }
 
-// statsFile is where the hybridsync stats of one cell's run go.
-func statsFile(out string, p Program, contention string, rep int) string {
-	f, _ := filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", p.Name, contention, rep+1)))
+// statsFile is where the hybridsync stats of one cell's run in an arm go.
+func statsFile(out string, p Program, arm, contention string, rep int) string {
+	name := p.Name
+	if arm == "hybridsync-linked" {
+		name += "-linked"
+	}
+	f, _ := filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", name, contention, rep+1)))
 	return f
 }
 
@@ -133,7 +140,7 @@ func statsFile(out string, p Program, contention string, rep int) string {
 // returns a run per arm and round of its result (only the arms asked
 // for); one failed hybridsync run if it failed.
 func (c *Config) runInProcess(ctx context.Context, p Program, contention string, rep int, out string, done, total int) ([]Run, error) {
-	stats := statsFile(out, p, contention, rep)
+	stats := statsFile(out, p, "hybridsync", contention, rep)
 	proc := Run{Program: p.Name, Arm: "hybridsync", Contention: contention, Rep: rep, Start: time.Now().UTC().Format(time.RFC3339Nano)}
 	rounds, err := c.runOne(ctx, p, "hybridsync", stats, contention, &proc)
 	if err != nil {
@@ -182,8 +189,8 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 	var runs []Run
 	for i, arm := range arms {
 		stats := ""
-		if arm == "hybridsync" {
-			stats = statsFile(out, p, contention, rep)
+		if arm == "hybridsync" || arm == "hybridsync-linked" {
+			stats = statsFile(out, p, arm, contention, rep)
 		}
 		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
 		if _, err := c.runOne(ctx, p, arm, stats, contention, &r); err != nil {
@@ -281,7 +288,7 @@ func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention s
 
 // runProcess is runOne's run of the program's process.
 func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
-	argv := p.args(c.Seconds)
+	argv := p.args(arm, c.Seconds)
 	if p.InProcess {
 		argv = append(argv, "--epoch-s", strconv.FormatFloat(c.epochFor(contention).Seconds(), 'f', -1, 64))
 	}

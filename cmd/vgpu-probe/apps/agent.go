@@ -23,7 +23,7 @@ func (a *agentFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&a.WithAgent, "with-agent", false, "run the agent in-process (root), watching each program's process while it runs, to do what --hints and --mitigate say")
 	f.BoolVar(&a.Hints, "hints", false, "with --with-agent: publish each program's hint page and point its HYBRIDSYNC_HINTS at it")
 	f.StringVar(&a.Mitigate, "mitigate", "", "with --with-agent: give each program's threads (not the co-runner's) a short EEVDF slice from their start: "+mitigate.Usage+" (needs Linux 6.12+)")
-	f.StringSliceVar(&a.MitigatedArms, "mitigate-arms", nil, "with --mitigate: the only arms that keep the slice ("+strings.Join(suite.Arms, ", ")+"); programs that compare the arms in one process switch their threads to the kernel's default slice for the others, so that CUDA without the agent and the library with it meet in one process (default: every arm keeps it)")
+	f.StringSliceVar(&a.MitigatedArms, "mitigate-arms", nil, "with --mitigate: the only arms that keep the slice ("+strings.Join(suite.AllArms, ", ")+"); programs that compare the arms in one process switch their threads to the kernel's default slice for the others, so that CUDA without the agent and the library with it meet in one process (default: every arm keeps it)")
 }
 
 // agent checks the flags and returns the suite's agent setting; nil

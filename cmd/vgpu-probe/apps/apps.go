@@ -140,7 +140,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringVar(&o.Suite, "suite", "", "a JSON file listing programs: [{\"name\":..,\"command\":..}, ...]")
 	f.StringSliceVar(&o.Only, "only", nil, "run only these programs (names from --suite or --program)")
 	f.StringVar(&o.Dir, "dir", ".", "directory the programs run in; relative paths in their commands are resolved there")
-	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.Arms, ", "))
+	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.AllArms, ", ")+" (default: the first three)")
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")
@@ -155,7 +155,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	o.agentFlags.add(f)
 	f.StringSliceVar(&o.From, "from", nil, "print the table (or --json) of earlier runs from these runs.jsonl files, taken together, and run nothing")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
-		"arms":          complete.List(suite.Arms...),
+		"arms":          complete.List(suite.AllArms...),
 		"contention":    complete.List(corunner.Contentions...),
 		"suite":         complete.Files("json"),
 		"dir":           complete.Dirs,
@@ -164,7 +164,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 		"out":           complete.Dirs,
 		"from":          complete.Files("jsonl"),
 		"mitigate":      complete.Mitigate,
-		"mitigate-arms": complete.List(suite.Arms...),
+		"mitigate-arms": complete.List(suite.AllArms...),
 	})
 	return cmd
 }
