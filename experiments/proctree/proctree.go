@@ -1,8 +1,10 @@
-// Package proctree finds processes in /proc: a process's children, and
-// every process that carries an environment entry. Tests use it to check
-// that an experiment leaves nothing running: its children are in process
-// groups of their own and are re-parented when it dies, but they inherit
-// its environment.
+// Package proctree finds processes in /proc: a process's children, the
+// members of a process group, every process that carries an environment
+// entry, and the CPU time a process and its reaped descendants used.
+// Tests use it to check that an experiment leaves nothing running: its
+// children are in process groups of their own and are re-parented when it
+// dies, but they inherit its environment. apps uses it to time a program's
+// whole process tree.
 package proctree
 
 import (
@@ -10,17 +12,46 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Children returns the pids of pid's live (not zombie) child processes.
 func Children(pid int) []int {
 	var kids []int
 	for _, p := range pids() {
-		if ppid, state, ok := stat(p); ok && ppid == pid && state != "Z" {
+		if st, ok := stat(p); ok && st.ppid == pid && st.state != "Z" {
 			kids = append(kids, p)
 		}
 	}
 	return kids
+}
+
+// Group returns the pids of the live (not zombie) processes of process
+// group pgid.
+func Group(pgid int) []int {
+	var members []int
+	for _, p := range pids() {
+		if st, ok := stat(p); ok && st.pgrp == pgid && st.state != "Z" {
+			members = append(members, p)
+		}
+	}
+	return members
+}
+
+// clockTick is the unit of /proc/PID/stat's times (USER_HZ), 1/100 s on
+// every Linux architecture: the kernel scales them to it whatever its own
+// tick.
+const clockTick = 10 * time.Millisecond
+
+// CPU returns the CPU time (user and system) pid has used so far, its
+// threads together, plus that of the children it has reaped (which
+// include theirs); ok false when pid is gone. Its resolution is 10 ms.
+func CPU(pid int) (time.Duration, bool) {
+	st, ok := stat(pid)
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(st.utime+st.stime+st.cutime+st.cstime) * clockTick, true
 }
 
 // WithEnv returns the pids of live processes whose environment holds the
@@ -32,8 +63,8 @@ func WithEnv(kv string) []int {
 		if err != nil {
 			continue
 		}
-		_, state, ok := stat(p)
-		if ok && state != "Z" && hasEntry(b, kv) {
+		st, ok := stat(p)
+		if ok && st.state != "Z" && hasEntry(b, kv) {
 			found = append(found, p)
 		}
 	}
@@ -71,21 +102,35 @@ func pids() []int {
 	return out
 }
 
-// stat returns pid's parent and state from /proc/PID/stat.
-func stat(pid int) (ppid int, state string, ok bool) {
+// procStat is what this package reads of /proc/PID/stat.
+type procStat struct {
+	state                        string
+	ppid, pgrp                   int
+	utime, stime, cutime, cstime int64 // clock ticks
+}
+
+// stat reads /proc/PID/stat (proc(5)): after the command in parentheses,
+// which may itself hold ") ", come state, ppid, pgrp, ..., and from the
+// 14th field utime, stime, cutime, cstime.
+func stat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, "", false
+		return procStat{}, false
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
-		return 0, "", false
+		return procStat{}, false
 	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 2 {
-		return 0, "", false
+	f := strings.Fields(s[i+2:]) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return procStat{}, false
 	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0], err == nil
+	var n [6]int64
+	for k, idx := range []int{1, 2, 11, 12, 13, 14} {
+		if n[k], err = strconv.ParseInt(f[idx], 10, 64); err != nil {
+			return procStat{}, false
+		}
+	}
+	return procStat{state: f[0], ppid: int(n[0]), pgrp: int(n[1]), utime: n[2], stime: n[3], cutime: n[4], cstime: n[5]}, true
 }

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"golang.org/x/sys/unix"
 )
 
 func init() { reexec.Register("apps-exec", execMain) }
@@ -63,9 +65,38 @@ func execMain() int {
 		}
 	}
 	env = append(env, s.Env...)
+	reportStart()
 	err := syscall.Exec(s.Argv[0], s.Argv, env)
 	fmt.Fprintf(os.Stderr, "apps exec: %s: %v\n", s.Argv[0], err)
 	return 127
+}
+
+// startFD is the stub's descriptor for reportStart: the parent's
+// cmd.ExtraFiles[0].
+const startFD = 3
+
+// reportStart tells the parent when the program starts, just before the
+// exec: the monotonic clock, and the stub's own CPU time so far, which the
+// program's rusage will include. A program that prints no result line is
+// timed from there.
+func reportStart() {
+	f := os.NewFile(startFD, "start")
+	var ru syscall.Rusage
+	var ts unix.Timespec
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil && unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+		fmt.Fprintf(f, "%d %d\n", ts.Nano(), syscall.TimevalToNsec(ru.Utime)+syscall.TimevalToNsec(ru.Stime))
+	}
+	f.Close()
+}
+
+// started reads what reportStart wrote: when the program started (the
+// monotonic clock, ns) and the CPU time its process had used by then.
+func started(r io.Reader) (monoNs int64, stubCPU time.Duration, ok bool) {
+	var cpu int64
+	if n, _ := fmt.Fscan(r, &monoNs, &cpu); n != 2 || monoNs <= 0 || cpu < 0 {
+		return 0, 0, false
+	}
+	return monoNs, time.Duration(cpu), true
 }
 
 // armEnv returns the environment an arm adds to the program's.
@@ -203,6 +234,9 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 		}
 		runs = append(runs, r)
 		line := fmt.Sprintf("wall %.3f s  cpu %.3f s  steps %d", r.WallS, r.CPUS, r.Steps)
+		if r.Timed {
+			line = fmt.Sprintf("wall %.3f s  cpu %.3f s  (no result line: the whole process tree)", r.WallS, r.CPUS)
+		}
 		if !r.OK() {
 			line = "FAILED: " + r.Error
 		}
@@ -317,9 +351,17 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	if err != nil {
 		return nil, err
 	}
+	startR, startW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer startR.Close()
+	defer startW.Close()
+	cmd.ExtraFiles = []*os.File{startW} // startFD
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
+	startW.Close()
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	unwatch, err := c.watch(p, cmd.Process.Pid, contention)
 	if err != nil {
@@ -359,7 +401,16 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	}
 	start.Close() // the stub's signal to exec the program
 	werr := cmd.Wait()
+	var end unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &end)
 	timer.Stop()
+	// What the program left running in its process group, read before it
+	// is killed: its rusage above covers only the children it reaped.
+	var leftCPU time.Duration
+	for _, pid := range proctree.Group(cmd.Process.Pid) {
+		c, _ := proctree.CPU(pid)
+		leftCPU += c
+	}
 	// The program's own children (e.g. compiler workers) must not outlive it.
 	kill()
 	close(exited)
@@ -389,6 +440,17 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 		r.Error = werr.Error()
 	case werr != nil:
 		r.Error = fmt.Sprintf("%v%s", werr, lastLine(stderr.b))
+	case !hasResultLine(stdout.b):
+		// A program that reports nothing is timed as a whole: exec to
+		// exit, and the CPU time of its process tree.
+		mono, stubCPU, ok := started(startR)
+		if !ok {
+			r.Error = "no start time from the exec stub"
+			return nil, nil
+		}
+		r.Timed = true
+		r.WallS = float64(end.Nano()-mono) / 1e9
+		r.CPUS = max(0, r.RusageCPUS-stubCPU.Seconds()+leftCPU.Seconds())
 	default:
 		rounds, err := parseResult(stdout.b, r)
 		if err != nil {
@@ -397,6 +459,14 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 		return rounds, nil
 	}
 	return nil, nil
+}
+
+// hasResultLine reports whether the program's stdout ends in a line that
+// is meant as its result: one that starts with "{". A program whose last
+// line is anything else, or that prints nothing, is timed from outside.
+func hasResultLine(out []byte) bool {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.HasPrefix(strings.TrimSpace(lines[len(lines)-1]), "{")
 }
 
 // lastLine returns ": " and the last non-empty line of b, or "".
@@ -429,9 +499,6 @@ type Round struct {
 func parseResult(out []byte, r *Run) ([]Round, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
-	if last == "" {
-		return nil, errors.New("no JSON result line on stdout")
-	}
 	var res struct {
 		Steps  *int     `json:"steps"`
 		WallS  *float64 `json:"wall_s"`
@@ -439,7 +506,7 @@ func parseResult(out []byte, r *Run) ([]Round, error) {
 		Rounds []Round  `json:"rounds"`
 	}
 	if err := json.Unmarshal([]byte(last), &res); err != nil {
-		return nil, fmt.Errorf("no JSON result line on stdout (last line %q)", truncate(last, 80))
+		return nil, fmt.Errorf("result line %q: %v", truncate(last, 80), err)
 	}
 	if res.WallS == nil || res.CPUS == nil || *res.WallS <= 0 || *res.CPUS < 0 {
 		return nil, fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))

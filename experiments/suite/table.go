@@ -25,6 +25,10 @@ type Run struct {
 	Steps int     `json:"steps"`
 	WallS float64 `json:"wall_s"`
 	CPUS  float64 `json:"cpu_s"`
+	// Timed: the program printed no result line, so WallS is its process's
+	// time from exec to exit and CPUS its process tree's CPU time (its own,
+	// its reaped children's and that of what it left running).
+	Timed bool `json:"timed,omitempty"`
 	// RusageCPUS is the whole process's CPU time, warm-up included.
 	RusageCPUS float64 `json:"rusage_cpu_s"`
 	ExitStatus int     `json:"exit_status"`

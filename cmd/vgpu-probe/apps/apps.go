@@ -57,7 +57,11 @@ each under the contention settings of bench, on one CPU (--cpu):
   cap+while1  both: capped program, uncapped co-runner outside its cgroup
 
 Each program prints one JSON line {"program","steps","wall_s","cpu_s"} at
-the end, timed around its own loop. A suite entry may name a "ready" line
+the end, timed around its own loop, or is timed whole: one whose last line
+on stdout does not start with "{" (or that prints nothing) gets the wall
+seconds from its exec to its exit and the CPU seconds of its process tree
+(its own, its reaped children's and those of what it left running; a child
+it orphaned that ended before it is missed). A suite entry may name a "ready" line
 the program writes to stderr once it is set up: the co-runner and the cap
 then start only from there, so that a slow start-up (importing PyTorch)
 does not run under contention; without one they are in place from the
@@ -77,7 +81,7 @@ that median which assumes nothing of the distribution (order statistics;
 95%, or [min-max] below 6 repetitions, with its level), and "target" is
 decided from the intervals: met when the whole interval is within the
 bound, MISSED when all of it is beyond, open when it straddles the bound
-(more repetitions needed). A run that fails (exit status, no JSON line, --timeout) is
+(more repetitions needed). A run that fails (exit status, a malformed result line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
 
 A suite entry with "in_process": true compares the arms inside one
@@ -111,6 +115,8 @@ and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
 removed after each cell, also on Ctrl-C and failure.`,
 		Example: `  vgpu-probe apps --suite experiments/apps/suite.json --dir build/apps \
       --lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so
+  vgpu-probe apps --program 'mine=./my_cuda_app --size 4096' --blocksync build/apps/blocksync.so \
+      --lib build/lib/libhybridsync.so --contention none,while1 --reps 5
   vgpu-probe apps --program 'infer=python3 infer.py --batch 8' --arms cuda-default,hybridsync \
       --lib libhybridsync.so --contention none,while1 --reps 7 --json
   sudo vgpu-probe apps --suite experiments/apps/inproc.json --dir build/apps \

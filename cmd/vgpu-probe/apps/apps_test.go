@@ -45,6 +45,7 @@ func standinMain() int {
 	fail := fs.Bool("fail", false, "exit 3")
 	failPreloaded := fs.String("fail-preloaded", "", "exit 4 when LD_PRELOAD contains this")
 	nojson := fs.Bool("nojson", false, "print no JSON line")
+	badjson := fs.Bool("badjson", false, "print a result line with a negative wall_s")
 	hang := fs.Bool("hang", false, "sleep for a minute")
 	seconds := fs.Float64("seconds", 0, "recorded only")
 	epoch := fs.Float64("epoch-s", 0, "recorded only")
@@ -91,6 +92,10 @@ func standinMain() int {
 	wall, c := time.Since(t0).Seconds(), cpu()-c0
 	if *nojson {
 		fmt.Println("done, no JSON here")
+		return 0
+	}
+	if *badjson {
+		fmt.Println(`{"program":"standin","wall_s":-1,"cpu_s":0}`)
 		return 0
 	}
 	if *rounds > 0 {
@@ -384,16 +389,17 @@ func TestRunMatrix(t *testing.T) {
 	checkNothingLeft(t)
 }
 
-// TestFailures: a run that exits non-zero, prints no JSON, or runs past
-// --timeout is recorded with its error, left out of the medians, listed,
-// and the command fails after printing the table; nothing is left behind.
+// TestFailures: a run that exits non-zero, prints a malformed result
+// line, or runs past --timeout is recorded with its error, left out of the
+// medians, listed, and the command fails after printing the table; nothing
+// is left behind.
 func TestFailures(t *testing.T) {
 	blocksync, _ := shims(t)
 	out := filepath.Join(t.TempDir(), "out")
 	stdout, stderr, err := execute(context.Background(),
 		"--program", standin(t, "ok", "--work", "1000"),
 		"--program", standin(t, "exits", "--fail"),
-		"--program", standin(t, "silent", "--nojson"),
+		"--program", standin(t, "malformed", "--badjson"),
 		"--program", standin(t, "hangs", "--hang"),
 		"--program", standin(t, "noblock", "--work", "1000", "--fail-preloaded", "blocksync"),
 		"--arms", "cuda-default,cuda-blocking", "--blocksync", blocksync,
@@ -402,7 +408,7 @@ func TestFailures(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	checkNothingLeft(t)
-	for _, want := range []string{"exit status 3: standin: failing as asked", "no JSON result line", "timed out after 2s", "exit status 4"} {
+	for _, want := range []string{"exit status 3: standin: failing as asked", "want wall_s > 0", "timed out after 2s", "exit status 4"} {
 		if !strings.Contains(stderr, "FAILED") || !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -750,5 +756,53 @@ func TestFrom(t *testing.T) {
 		if !errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: err = %v, want a one-line bad-input error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestTimed: programs that print no result line are timed from outside,
+// for real: `sleep 0.2` takes at least 0.2 s of wall time; a shell that
+// runs two children each burning 0.2 s of CPU and waits for them is
+// charged their 0.4 s; a shell that leaves a process running after it
+// exits (a subshell that reaped a child which burned 0.3 s) is charged
+// that too. A program that prints its JSON line keeps its own figures.
+func TestTimed(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	burn := func(ms int) string {
+		return fmt.Sprintf("env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 %s --nojson --cpu-ms %d", self, ms)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	_, stderr, err := execute(context.Background(),
+		"--program", "nap=sleep 0.2",
+		"--program", fmt.Sprintf("tree=sh -c '%s & %s; wait'", burn(200), burn(200)),
+		"--program", fmt.Sprintf("left=sh -c '(%s; touch left.done; exec sleep 60) >/dev/null 2>&1 & while [ ! -e left.done ]; do sleep 0.02; done'", burn(300)),
+		"--program", standin(t, "json", "--work", "1000"),
+		"--arms", "cuda-default", "--contention", "none", "--reps", "1", "--dir", dir, "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	checkNothingLeft(t)
+	if !strings.Contains(stderr, "no result line: the whole process tree") {
+		t.Errorf("the log does not say how the runs were timed:\n%s", stderr)
+	}
+	runs := map[string]suite.Run{}
+	for _, r := range mustReadRuns(t, filepath.Join(out, "runs.jsonl")) {
+		runs[r.Program] = r
+	}
+	for name, minCPU := range map[string]float64{"nap": 0, "tree": 0.4, "left": 0.3} {
+		r := runs[name]
+		if !r.OK() || !r.Timed || r.Steps != 0 || r.WallS <= 0 || r.CPUS < minCPU {
+			t.Errorf("%s: %+v, want a timed run of cpu_s >= %v", name, r, minCPU)
+		}
+		t.Logf("%s: wall %.3f s, cpu %.3f s", name, r.WallS, r.CPUS)
+	}
+	if r := runs["nap"]; r.WallS < 0.2 {
+		t.Errorf("sleep 0.2 timed at %.3f s", r.WallS)
+	}
+	if r := runs["json"]; !r.OK() || r.Timed || r.Steps < 1000 {
+		t.Errorf("json: %+v, want its own result line's figures", r)
 	}
 }
