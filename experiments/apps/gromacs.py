@@ -346,7 +346,7 @@ def main(argv=None):
     m.add_argument("--tpr", required=True)
     m.add_argument("--update", choices=["cpu", "gpu"], default="cpu")
     m.add_argument("--name", default="gromacs", help="program name in the result line")
-    m.add_argument("--seconds", type=float, default=0)
+    m.add_argument("--seconds", type=float, default=10)
     m.add_argument("--steps", type=int, default=0)
     r = sub.add_parser("parse", help="print the performance of an mdrun log")
     r.add_argument("log")

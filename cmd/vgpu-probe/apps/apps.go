@@ -146,7 +146,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringVar(&o.Suite, "suite", "", "a JSON file listing programs: [{\"name\":..,\"command\":..}, ...]")
 	f.StringSliceVar(&o.Only, "only", nil, "run only these programs (names from --suite or --program)")
 	f.StringVar(&o.Dir, "dir", ".", "directory the programs run in; relative paths in their commands are resolved there")
-	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.AllArms, ", ")+" (default: the first three)")
+	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.AllArms, ", "))
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")

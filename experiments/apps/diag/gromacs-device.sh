@@ -5,7 +5,7 @@
 #                                        # make the inputs, check one short run of each;
 #                                        # packs $OUT/gmx-plain.tar.xz, $OUT/gmx-linked.tar.xz
 #   gromacs-device.sh unpack DIR         # unpack DIR/gmx-{plain,linked}.tar.xz and make the inputs
-#   gromacs-device.sh suite [ARGS...]    # experiments/apps/run.sh on experiments/apps/gromacs.json
+#   gromacs-device.sh suite [ARGS...]    # vgpu-probe apps on experiments/apps/gromacs.json
 #
 # build/device must hold what `experiments/apps/run.sh prepare` builds, and
 # build/device/hs an install of the library (make install-lib PREFIX=...).
@@ -49,7 +49,12 @@ suite)
 	shift
 	[ -x "$G/plain/install/bin/gmx" ] || { echo "no gmx under $G: run '$0 build' or '$0 unpack' first" >&2; exit 2; }
 	export GMX=$G/plain/install/bin/gmx GMX_LINKED=$G/linked/install/bin/gmx
-	exec experiments/apps/run.sh --suite experiments/apps/gromacs.json "$@"
+	# What run.sh does, less the .cu programs that GROMACS does not need.
+	gcc -shared -fPIC -O2 -o build/apps/blocksync.so experiments/apps/blocksync.c -ldl
+	cp experiments/apps/*.py build/apps/
+	exec build/device/vgpu-probe apps --suite experiments/apps/gromacs.json --dir build/apps \
+		--lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so \
+		--out "$OUT/gromacs-$(date -u +%Y%m%d-%H%M%S)" "$@"
 	;;
 *)
 	sed -n '2,12p' "$0" >&2
