@@ -82,7 +82,7 @@ func (paper) wait(c *call) error {
 	return c.spinThenBlock(now+t.Mean, endSpin)
 }
 
-// hybrid is the cost model of DESIGN.md. It first asks whether the thread
+// hybrid is the policy's cost model. It first asks whether the thread
 // competes for its CPU (ContentionSource, from the kernel's accounting, not
 // from its own spins), then:
 //

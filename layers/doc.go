@@ -2,5 +2,7 @@
 // layers (docs/architecture.md): each top-level directory has a layer, and
 // a package may import its own layer, the layers its layer is allowed, and
 // the base packages. The table is in layers_test.go; a new top-level
-// directory fails the test until it has a place there.
+// directory fails the test until it has a place there. standalone_test.go
+// keeps the repository readable on its own: no tracked file names a
+// document outside it, and markdown links lead to files inside it.
 package layers
