@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
@@ -101,6 +102,33 @@ func (f Figures) MaxSteal() float64 {
 		m = max(m, s)
 	}
 	return m
+}
+
+// Over reports whether the watched threads waited for a CPU, or their
+// cgroups were throttled, or some CPU lost to the hypervisor, for more
+// than frac of the window: enough to make a timing test's result the
+// machine's rather than the code's.
+func (f Figures) Over(frac float64) bool {
+	return f.RunDelay > frac || f.Throttled > frac || f.MaxSteal() > frac
+}
+
+// Check ends a timing test whose run f measured, given what it found
+// wrong: nothing wrong passes whatever the machine did; something wrong
+// skips, naming it and the figures, when the run was disturbed by more
+// than frac (Over), and fails the test otherwise.
+func (f Figures) Check(t testing.TB, frac float64, failures ...string) {
+	t.Helper()
+	if len(failures) == 0 {
+		return
+	}
+	if f.Over(frac) {
+		t.Skipf("%s; but the machine was busy (%v; over %.0f%%, timing is the machine's, not the code's)", strings.Join(failures, "; "), f, 100*frac)
+		return
+	}
+	for _, msg := range failures {
+		t.Error(msg)
+	}
+	t.Logf("nothing measured explains it: %v", f)
 }
 
 // String names every figure, for a test's log and skip messages.

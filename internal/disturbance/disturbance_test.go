@@ -1,6 +1,7 @@
 package disturbance
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -81,6 +82,9 @@ func TestParseCPUTicks(t *testing.T) {
 	if f.MaxSteal() != 0.1 || f.StealOn(1) != 0.1 || f.StealOn(7) != 0 {
 		t.Errorf("MaxSteal %v StealOn(1) %v", f.MaxSteal(), f.StealOn(1))
 	}
+	if !f.Over(0.05) || f.Over(0.1) {
+		t.Errorf("10%% steal: Over(0.05) %v, Over(0.1) %v", f.Over(0.05), f.Over(0.1))
+	}
 	if s := f.String(); !strings.Contains(s, "steal 0.0% (CPU 0) 10.0% (CPU 1)") || strings.Contains(s, "waiting") {
 		t.Errorf("String: %s", s)
 	}
@@ -114,5 +118,41 @@ func TestCPUStatThrottled(t *testing.T) {
 	}
 	if got := cpuStatThrottled(filepath.Join(dir, "none")); got != 0 {
 		t.Errorf("missing file: %d", got)
+	}
+}
+
+// recorder is a testing.TB that records how a test ended.
+type recorder struct {
+	testing.TB
+	skipped string
+	errors  []string
+}
+
+func (r *recorder) Helper()                     {}
+func (r *recorder) Logf(string, ...any)         {}
+func (r *recorder) Error(args ...any)           { r.errors = append(r.errors, args[0].(string)) }
+func (r *recorder) Skipf(f string, args ...any) { r.skipped = fmt.Sprintf(f, args...) }
+
+func TestCheck(t *testing.T) {
+	quiet := Figures{Seconds: 1, RunDelay: 0.01, Steal: []float64{0, 0}, Waiting: -1}
+	busy := Figures{Seconds: 1, RunDelay: 0.01, Steal: []float64{0, 0.2}, Waiting: -1}
+	for _, c := range []struct {
+		f                 Figures
+		failures          []string
+		wantSkip, wantErr bool
+	}{
+		{quiet, nil, false, false},
+		{busy, nil, false, false},
+		{quiet, []string{"late"}, false, true},
+		{busy, []string{"late"}, true, false},
+	} {
+		r := &recorder{TB: t}
+		c.f.Check(r, 0.05, c.failures...)
+		if (r.skipped != "") != c.wantSkip || (len(r.errors) > 0) != c.wantErr {
+			t.Errorf("%v %v: skipped %q, errors %v", c.f, c.failures, r.skipped, r.errors)
+		}
+		if c.wantSkip && (!strings.Contains(r.skipped, "late") || !strings.Contains(r.skipped, "20.0% (CPU 1)")) {
+			t.Errorf("skip does not name the failure and the figure: %s", r.skipped)
+		}
 	}
 }
