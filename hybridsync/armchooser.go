@@ -71,84 +71,51 @@ type EpochDone struct {
 	Waits     uint64 // waits made in it, complete or not
 	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
 	// Blockable: how long its waits lasted beyond the least that
-	// blocking in one costs (10 µs, libhybridsync/lib/api.c), summed:
+	// blocking in one costs (10 µs, libhybridsync/lib/wait.c), summed:
 	// the most that blocking in them could give back (ns).
 	Blockable int64
 }
 
-// ArmChooser checks decisions against what they cost, so that a wrong model
-// cannot keep losing. Where the CPU is contended, no model of ours has
-// been reliable: on real PyTorch and CuPy programs under a co-runner,
-// CUDA's default (spin) beat its blocking-sync mode on one machine and lost
-// to it on another (docs/BENCHMARKS.md, "What we tried that did not work,
-// and why": "Block when shared" as a fixed rule), and the best choice
-// depends on how much host work the program does between its waits. So
-// while a thread's CPU is contended (shared or throttled, from the
-// ContentionSource), its waits alternate between the two arms that stand
-// for CUDA's two modes, ArmDevice and ArmPolicy, in epochs (epochLen;
-// exploreLen while exploring), and the outcome of each epoch is measured
-// as what the program achieved:
-// waits completed per second of wall time (every wait counts, already
-// complete or not; a program's loop makes the same waits per step under
-// either arm), and the thread's CPU per wait.
+// ArmChooser picks, per thread, the arm that takes its waits, and checks
+// the choice against what it costs, so that a wrong model cannot keep
+// losing.
 //
-// An exploration runs four epochs in the order ABBA (the next one BAAB,
-// so that a trend in the load does not favour one arm), compares the
-// arms' rates, smoothed over explorations, and then uses the better arm
-// for a number of epochs that grows with the gap found, so that the two
-// epochs in the worse arm per exploration cost about 1% whatever the gap
-// (2*gap/(4+exploitPerGap*gap) < 1/100). Within tieGap the arm with less
-// CPU per wait wins. Regret against the better fixed mode is bounded by
-// that share plus what noise costs, and noise can only cost where the two
-// arms are close.
+// Where the thread's CPU is free (ContentionSource), nothing is explored:
+// no co-runner gains from a block. The thread stays in ArmModel, which
+// spins like CUDA's default and so costs nothing alone, or in ArmDevice
+// where its waits are too short for blocking to pay (free). It leaves the
+// contended regime only after regimeExit of free verdicts, because a
+// blocked thread shows contention only when it wakes.
 //
-// Noise costs more one way. An exploring epoch under a co-runner holds a
-// handful of 3 ms slices, so one exploration misjudges gaps of 10%; a
-// wrong choice of the device arm costs what CUDA's default would, a wrong
-// choice of the policy arm can cost more than the program ever loses to
-// the default (where its blocking mode is much slower, as the CuPy
-// stencil's is: the blocking column of "The suite" in docs/BENCHMARKS.md).
-// So the policy arm is taken on a gap under confirmGap only when the
-// exploration before also favoured it; until then the device arm runs
-// deferRun epochs and the next exploration decides. Not under a CPU
-// quota: there the comparison already leans to the device arm, since each
-// arm's first period inherits what the arm before left of the quota (the
-// policy's unused share, the device arm's exhausted one), so a program
-// that gains much from blocking under a quota can measure only a small
-// gap, and deferring would keep it in the slower arm (docs/BENCHMARKS.md,
-// "What we tried that did not work, and why": "Taking a gap under 20% at
-// once").
+// Where the CPU is contended (shared or throttled), no model has been
+// reliable: which of CUDA's modes wins depends on the machine and on the
+// program's host work between waits (docs/BENCHMARKS.md, "What we tried
+// that did not work, and why"). So the waits alternate between ArmDevice
+// and ArmPolicy, which stand for CUDA's two modes, in epochs scored by
+// what the program achieved: waits completed per second of wall time
+// (every wait counts; a program's loop makes the same waits under either
+// arm) and the thread's CPU per wait. Every contended thread explores,
+// however short its waits: a thread that sleeps often is favoured by the
+// scheduler in its host work too, which only the wall-time rate sees. An
+// exploration runs four short epochs, ABBA then BAAB next time (a trend
+// in the load favours neither arm), and the better arm, by the rates
+// smoothed over explorations, then runs for a number of epochs that grows
+// with the gap and doubles with each exploration that agrees (streak, up
+// to maxExploit), keeping the worse arm's share of the time under 1%
+// (2*gap/(4+exploitPerGap*gap)). Within tieGap the arm with less CPU per
+// wait wins. The contention verdict is taken at each report: after an
+// exploration, and after the chosen arm's run (Epoch).
 //
-// Every contended thread explores, however short its waits: blocking
-// pays outside the wait too. A thread that sleeps briefly and often is
-// favoured by the scheduler during its host work, which no count of the
-// time inside waits (EpochDone.Blockable, still measured:
-// blockable_share) can see, and an epoch's waits per second of wall time
-// can. What exploring costs where blocking loses (the launch-bound
-// programs: the blocking column of "The suite") shrinks as the gap is
-// confirmed: each exploration that agrees with the arm chosen doubles the
-// run of it (streak), up to maxExploit, so the share of time in the worse
-// arm falls from 2*gap/(4+exploitPerGap*gap) (at most 1%) towards
-// 2*gap/(4+2*maxExploit) (under 0.4% at a 20% gap), and a change of the
-// better arm is found within one run.
-//
-// Where the hint page says the agent gave the thread a short EEVDF slice
-// (MitigationSource: --mitigate), a blocked waiter's wake-up preempts the
-// co-runner at once rather than after the co-runner's slice (docs/
-// BENCHMARKS.md, "Agent and library together"), so blocking
-// is priced as the better bet: a gap in the policy arm's favour needs no
-// second exploration, and a tie goes to it.
-//
-// The contention verdict is taken at each report: after an exploration's
-// four epochs, and after the run of the chosen arm's (Epoch).
-//
-// Where the CPU is free, nothing is explored (nothing to regret: no
-// co-runner gains from a block): the thread stays in
-// ArmModel, which spins like CUDA's default and so costs nothing alone,
-// or, where its waits are short, in ArmDevice (free says why).
-// A thread leaves the contended regime only after regimeExit of free
-// verdicts, because blocking hides much of the evidence of contention
-// (a blocked thread waits for its CPU only when it wakes).
+// A wrong choice of the policy arm can cost more than a program ever
+// loses to CUDA's default (where blocking is much slower), and one
+// exploration misjudges gaps of about 10%, so on a gap under confirmGap
+// the policy arm is taken only when the exploration before also favoured
+// it; until then the device arm runs deferRun epochs. Not under a CPU
+// quota, where each arm's first period inherits what the other left of
+// the quota and the comparison already leans to the device arm. Where the
+// hint page says the agent gave the thread a short EEVDF slice
+// (MitigationSource), a blocked waiter's wake-up preempts the co-runner at
+// once, so the policy arm needs no confirmation and wins ties.
 //
 // The zero value is not usable; Syncers make theirs.
 type ArmChooser struct {
@@ -206,7 +173,7 @@ const (
 	// freeReport: how often a thread whose CPU is free looks for
 	// contention (and so how soon it notices). A report is a call from C
 	// into Go, which wakes the Go runtime's threads on the program's CPU
-	// (libhybridsync/lib/api.c), so not every few ms; and while the
+	// (libhybridsync/lib/wait.c), so not every few ms; and while the
 	// thread's run delay stays flat the C side checks it alone
 	// (Epoch.Quiet), calling Go at least every freeQuiet, since a report
 	// every freeReport cost a program measurably even on a free CPU
@@ -366,7 +333,7 @@ func (o *ArmChooser) run(t *armThread, e Epoch, arms ...Arm) Epoch {
 // stays flat: of the model, or, where the thread's waits are too short
 // for anything but spinning (shortWaits), of the device arm, which the
 // model would equal (it leaves such waits to CUDA) at a cost: it observes
-// every launch and record, which the device arm skips (api.c; the cost:
+// every launch and record, which the device arm skips (wait.c; the cost:
 // docs/BENCHMARKS.md, "What the library's parts cost", "Launch observers,
 // in one process").
 // The share is measured in either arm, so a thread whose waits grow long

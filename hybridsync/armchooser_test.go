@@ -16,7 +16,7 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 
 // world simulates a thread whose waits complete at rate[arm] per second
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
-// it runs the plans o gives as the C library does (api.c).
+// it runs the plans o gives as the C library does (wait.c).
 type world struct {
 	o         *ArmChooser
 	rate, cpu [arms]float64

@@ -686,7 +686,7 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
 			blocking, spinning, st.Blocks)
 	}
-	// Outside the model arm no launch or record is observed (api.c,
+	// Outside the model arm no launch or record is observed (wait.c,
 	// set_arm): the event waits there, two in three of this program's,
 	// know no kernel. The model arm ran the first 0.3 s of about 1.2.
 	if all := st.Calls + st.Unknown.Ready + st.Unknown.Deleg; st.Unknown.Deleg*4 < all {
