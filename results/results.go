@@ -1,7 +1,7 @@
-// Package results is the format of `vgpu-probe run` results (results.json):
-// what the experiment runner writes and the profiler reads. It is a
-// contract between the two: add fields freely, but a change in meaning
-// bumps Version.
+// Package results is the format of the results document (results.json)
+// that `vgpu-probe run`, `bench` and `apps` write and `vgpu-probe report`
+// reads. It is a contract between them: add fields freely, but a change in
+// meaning bumps Version.
 package results
 
 import (
@@ -23,7 +23,10 @@ var ErrNewerVersion = errors.New("results written by a newer vgpu-probe")
 
 // File is one results.json.
 type File struct {
-	Version int       `json:"version"`
+	Version int `json:"version"`
+	// Kind is the command that wrote it: KindRun ("" in files of older
+	// builds), KindBench or KindApps.
+	Kind    string    `json:"kind,omitempty"`
 	Created time.Time `json:"created"`
 	Machine Machine   `json:"machine"`
 	Config  Config    `json:"config"`
@@ -57,6 +60,10 @@ type Config struct {
 	PeriodUS int64 `json:"period_us,omitempty"`
 	// Hints: the runner's waits read the host's hint page (run --hints).
 	Hints bool `json:"hints,omitempty"`
+	// PerStep: cells are compared by their wall time per step, not by
+	// their wall time (apps: a program run for --seconds does as many
+	// steps as fit, so its wall time is about the same in every arm).
+	PerStep bool `json:"per_step,omitempty"`
 	// Mitigate is run --mitigate (e.g. "slice=100us"): the runner's
 	// threads had a short EEVDF slice; "" none.
 	Mitigate string `json:"mitigate,omitempty"`
@@ -67,11 +74,19 @@ type Config struct {
 
 // Key identifies a cell of the matrix.
 type Key struct {
-	Scenario  string `json:"scenario"` // shared1, shared2, baseline
-	Corunner  string `json:"corunner"` // while1, matmul, stream, a command; "" in baseline
+	// Program is the measured program where a file holds several
+	// (apps); "" for run's and bench's single workload.
+	Program string `json:"program,omitempty"`
+	// Scenario is run's shared1, shared2 or baseline, or bench's and
+	// apps' contention setting (none, while1, cap, cap+while1).
+	Scenario  string `json:"scenario"`
+	Corunner  string `json:"corunner"` // while1, matmul, stream, a command; "" alone
 	Corunners int    `json:"corunners"`
 	VCPUs     int    `json:"vcpus"`
-	Mode      string `json:"mode"`
+	Mode      string `json:"mode"` // run's and bench's wait mode, apps' arm
+	// Threshold is where bench's waits got the remaining time slice
+	// (guest, static, hints); "" elsewhere.
+	Threshold string `json:"threshold,omitempty"`
 }
 
 // Cell is one finished cell.
@@ -90,8 +105,10 @@ type Cell struct {
 	// KernelsPerS is kernels per second of the median run: steps x the
 	// runner's vCPUs (each vCPU launches one kernel per step) / wall time.
 	KernelsPerS float64 `json:"kernels_per_s"`
-	// Slowdown is the median wall time over the baseline cell's with the
-	// same mode and vCPU count; 0 when there is no such baseline.
+	// Slowdown is the cell's median time over its reference's: the
+	// fastest cell, any mode, of the reference scenario (File.Reference)
+	// with the same vCPU count and program (results/compare); 0 when
+	// there is none.
 	Slowdown float64 `json:"slowdown"`
 	// Timeline is a window of the median run: per step, and with the
 	// agent, the runner's and co-runners' on/off-CPU intervals.
@@ -151,6 +168,9 @@ var format = input.Format{File: "a results file", Version: "format version", New
 
 func (f *File) check() error {
 	var c input.Check
+	if f.Kind != "" && ReferenceScenario(f.Kind) == "" {
+		c.Failf("kind %q: want %s, %s or %s", f.Kind, KindRun, KindBench, KindApps)
+	}
 	c.Count("machine.cpus", f.Machine.CPUs)
 	c.Count("config.reps", f.Config.Reps)
 	c.Range("config.steps", float64(f.Config.Steps), 0, math.MaxInt)

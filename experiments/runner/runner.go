@@ -27,6 +27,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // ResultsName is the file the runner writes in its output directory.
@@ -210,7 +211,7 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 			return f, err
 		}
 		f.Cells = append(f.Cells, cells...)
-		slowdowns(f)
+		compare.SetSlowdowns(f)
 		if err := o.write(f); err != nil {
 			return f, err
 		}
@@ -245,7 +246,7 @@ func (o *Options) start() (*results.File, error) {
 			}
 		}
 	}
-	return &results.File{Version: results.Version, Created: time.Now().UTC(), Machine: machine(), Config: o.Config}, nil
+	return &results.File{Version: results.Version, Kind: results.KindRun, Created: time.Now().UTC(), Machine: machine(), Config: o.Config}, nil
 }
 
 func (o *Options) write(f *results.File) error {
@@ -497,23 +498,6 @@ func window(tl []results.Step, n int) []results.Step {
 	}
 	lo := (len(tl) - n) / 2
 	return slices.Clone(tl[lo : lo+n])
-}
-
-// slowdowns sets every cell's slowdown against its baseline.
-func slowdowns(f *results.File) {
-	base := map[results.Key]float64{}
-	for _, c := range f.Cells {
-		if c.Scenario == scenario.Baseline {
-			base[c.Key] = c.Median.WallS
-		}
-	}
-	for i := range f.Cells {
-		c := &f.Cells[i]
-		c.Slowdown = 0
-		if b := base[scenario.BaselineKey(c.Key)]; b > 0 {
-			c.Slowdown = c.Median.WallS / b
-		}
-	}
 }
 
 func machine() results.Machine {

@@ -15,25 +15,24 @@ import (
 // PrintTable prints the results table: one row per scenario, vCPU count
 // and co-runner count, one column per mode; each cell gives its median
 // wall time and its slowdown against the one reference of its vCPU count
-// (compare.Build), and * marks the fastest mode of the row.
+// (compare.FromFile), and * marks the fastest mode of the row. Under it:
+// the scenarios defined, the best mode of each row with its margin, and a
+// warning where the repetitions disagree by more than that margin.
 func PrintTable(w io.Writer, f *results.File) error {
-	var cells []compare.Cell
 	runnerVCPUs := map[int]int{}
 	for _, c := range f.Cells {
-		cells = append(cells, compare.Cell{Key: c.Key, WallS: c.Median.WallS})
 		if c.Scenario == scenario.Baseline {
 			runnerVCPUs[c.VCPUs] = c.RunnerVCPUs
 		}
 	}
-	t := compare.Build(cells)
+	t := compare.FromFile(f)
 	c := f.Config
 	what := c.Workload
 	if c.Device != "" {
 		what = fmt.Sprintf("%s on %s", c.Workload, c.Device)
 	}
-	fmt.Fprintf(w, "Each cell: median wall time, and the slowdown against the reference (the\n"+
-		"fastest baseline cell of the same vCPU count, any mode). * marks each row's fastest mode.\n"+
-		"%s, %s backend, %d reps; reference %s.\n\n", what, c.Backend, c.Reps, t.References())
+	fmt.Fprintf(w, "Each cell: median wall time and slowdown (%s). * marks each row's fastest mode.\n"+
+		"%s, %s backend, %d reps; reference %s.\n\n", t.Definition(), what, c.Backend, c.Reps, t.References())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "scenario\tvCPUs\tco-runners\t%s\t\n", strings.Join(t.Modes, "\t"))
 	for _, r := range t.Rows {
@@ -54,6 +53,10 @@ func PrintTable(w io.Writer, f *results.File) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", r.Key.Scenario, vc, co, strings.Join(cols, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := t.WriteConclusion(w); err != nil {
 		return err
 	}
 	for _, n := range c.Notes {

@@ -34,9 +34,9 @@ type Scenario struct {
 
 // Table is Table I.
 var Table = []Scenario{
-	{Name: Shared1, Corunner: true, Doc: "runner and co-runner VMs share the same CPUs, no isolation"},
-	{Name: Shared2, Corunner: true, Isolation: true, Doc: "as shared1, with CPU bandwidth control giving each VM a fair share"},
-	{Name: Baseline, HalfVCPUs: true, Doc: "the runner alone with half the vCPUs, on dedicated CPUs"},
+	{Name: Shared1, Corunner: true, Doc: results.ScenarioDoc(Shared1)},
+	{Name: Shared2, Corunner: true, Isolation: true, Doc: results.ScenarioDoc(Shared2)},
+	{Name: Baseline, HalfVCPUs: true, Doc: results.ScenarioDoc(Baseline)},
 }
 
 // Names lists the scenario names in Table I's order.
@@ -226,8 +226,9 @@ func (m Matrix) Keys() []results.Key {
 	return ks
 }
 
-// BaselineKey is the cell that k's slowdown is measured against: the
-// baseline with the same vCPU count and mode.
+// BaselineKey is the baseline cell with k's vCPU count and mode, which the
+// groups measure before k's (the reference of k's slowdown is the fastest
+// baseline cell of the vCPU count: results/compare).
 func BaselineKey(k results.Key) results.Key {
 	return results.Key{Scenario: Baseline, VCPUs: k.VCPUs, Mode: k.Mode}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // Inputs are what a report joins; any part may be empty.
@@ -145,6 +146,9 @@ func Build(in Inputs) (*Report, error) {
 // KeyLabel names a cell the way the figures do.
 func KeyLabel(k results.Key) string {
 	var parts []string
+	if k.Program != "" {
+		parts = append(parts, k.Program)
+	}
 	parts = append(parts, k.Scenario)
 	if k.Corunner != "" {
 		c := k.Corunner
@@ -157,6 +161,9 @@ func KeyLabel(k results.Key) string {
 		parts = append(parts, fmt.Sprintf("%d vCPU", k.VCPUs))
 	}
 	parts = append(parts, k.Mode)
+	if k.Threshold != "" {
+		parts = append(parts, "threshold "+k.Threshold)
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -172,19 +179,29 @@ func SettingLabel(k results.Key) string {
 	return strings.TrimSpace(KeyLabel(Setting(k)))
 }
 
-const baseline = "baseline"
-
 func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error) {
 	f := ri.File
-	exp := Experiment{Source: ri.Path, Workload: f.Config.Workload, Machine: f.Machine, Backend: f.Config.Backend,
-		Device: f.Config.Device, Steps: f.Config.Steps, Reps: f.Config.Reps}
+	// The one slowdown of every output: the file's own Slowdown fields
+	// may come from an older build that divided by each mode's baseline.
+	cmp := compare.FromFile(f)
+	kind := f.Kind
+	if kind == "" {
+		kind = results.KindRun
+	}
+	exp := Experiment{Source: ri.Path, Kind: kind, Workload: f.Config.Workload, Machine: f.Machine, Backend: f.Config.Backend,
+		Device: f.Config.Device, Steps: f.Config.Steps, Reps: f.Config.Reps,
+		Reference: cmp.Reference, SlowdownIs: cmp.Definition(), References: cmp.References(),
+		Scenarios: cmp.Scenarios(), BottomLine: cmp.BottomLine(), Warnings: cmp.Warnings()}
 	var traces []Trace
 	var vms []VM
 	for _, c := range f.Cells {
 		cell := Cell{Key: c.Key, WallS: c.Median.WallS, MinWallS: c.MinWallS, MaxWallS: c.MaxWallS, CPUS: c.Median.CPUS,
-			Slowdown: c.Slowdown, KernelsPerS: c.KernelsPerS,
+			Slowdown: cmp.Slowdown(c.Key), KernelsPerS: c.KernelsPerS,
 			LaunchP50US: c.Median.LaunchP50US, LaunchP99US: c.Median.LaunchP99US,
 			ReceiveP50US: c.Median.ReceiveP50US, ReceiveP99US: c.Median.ReceiveP99US}
+		if e, ok := cmp.Lookup(c.Key); ok {
+			cell.Fastest = e.Fastest
+		}
 		if cell.KernelsPerS == 0 && c.Median.WallS > 0 {
 			cell.KernelsPerS = float64(c.Median.Steps) / c.Median.WallS
 		}
@@ -212,9 +229,9 @@ func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error
 			vms = append(vms, vmsOf(src, snap)...)
 		}
 	}
-	fillBaselines(exp.Cells)
-	exp.Latency = latencyTable(exp.Cells)
-	exp.Verdict = verdict(exp.Cells, f)
+	fillUtilDrops(exp.Cells, cmp.Reference)
+	exp.Latency = latencyTable(exp.Cells, cmp.Reference)
+	exp.Verdict = verdict(exp.Cells, f, cmp.Reference)
 	return exp, traces, vms, nil
 }
 
@@ -235,13 +252,15 @@ func meanKernelS(tl *results.Timeline) (float64, bool) {
 	return sum / float64(n) / 1e9, true
 }
 
-// baselineFor finds the baseline cell a cell compares with: same mode and
-// vCPU count (the runner's rule), else the same mode's only baseline.
-func baselineFor(cells []Cell, c Cell) *Cell {
+// baselineFor finds the cell of the reference scenario (ref) whose
+// latencies and GPU utilisation a cell's are shown beside: same mode,
+// program and vCPU count, else the same mode's only one. (Slowdowns have
+// one reference for all modes: compare.)
+func baselineFor(cells []Cell, c Cell, ref string) *Cell {
 	var same []*Cell
 	for i := range cells {
 		b := &cells[i]
-		if b.Scenario != baseline || b.Mode != c.Mode {
+		if b.Scenario != ref || b.Mode != c.Mode || b.Program != c.Program || b.Threshold != c.Threshold {
 			continue
 		}
 		if b.VCPUs == c.VCPUs {
@@ -255,19 +274,17 @@ func baselineFor(cells []Cell, c Cell) *Cell {
 	return nil
 }
 
-func fillBaselines(cells []Cell) {
+// fillUtilDrops sets each cell's GPU utilisation drop from its mode's
+// cell of the reference scenario.
+func fillUtilDrops(cells []Cell, ref string) {
 	for i := range cells {
 		c := &cells[i]
-		if c.Scenario == baseline {
-			c.Slowdown = 1
+		if c.Scenario == ref {
 			continue
 		}
-		b := baselineFor(cells, *c)
+		b := baselineFor(cells, *c, ref)
 		if b == nil {
 			continue
-		}
-		if c.Slowdown == 0 && b.WallS > 0 {
-			c.Slowdown = c.WallS / b.WallS
 		}
 		if b.GPUUtil > 0 {
 			c.GPUUtilDrop = math.Max(0, 1-c.GPUUtil/b.GPUUtil)
@@ -277,12 +294,12 @@ func fillBaselines(cells []Cell) {
 
 // mostContended is the setting (key without mode) with the highest mean
 // slowdown over its modes: the paper's "maximum interference" setting.
-func mostContended(cells []Cell) (results.Key, bool) {
+func mostContended(cells []Cell, ref string) (results.Key, bool) {
 	sum := map[results.Key]float64{}
 	n := map[results.Key]int{}
 	var order []results.Key
 	for _, c := range cells {
-		if c.Scenario == baseline || c.Slowdown == 0 {
+		if c.Scenario == ref || c.Slowdown == 0 {
 			continue
 		}
 		k := Setting(c.Key)
@@ -301,8 +318,8 @@ func mostContended(cells []Cell) (results.Key, bool) {
 	return best, found
 }
 
-func latencyTable(cells []Cell) *LatencyTable {
-	set, ok := mostContended(cells)
+func latencyTable(cells []Cell, ref string) *LatencyTable {
+	set, ok := mostContended(cells, ref)
 	if !ok {
 		return nil
 	}
@@ -314,7 +331,7 @@ func latencyTable(cells []Cell) *LatencyTable {
 		}
 		row := LatencyRow{Mode: c.Mode, LaunchUS: c.LaunchP50US, LaunchP99US: c.LaunchP99US,
 			ReceiveUS: c.ReceiveP50US, ReceiveP99US: c.ReceiveP99US, Slowdown: c.Slowdown}
-		if b := baselineFor(cells, c); b != nil {
+		if b := baselineFor(cells, c, ref); b != nil {
 			row.LaunchBaselineUS, row.ReceiveBaselineUS = b.LaunchP50US, b.ReceiveP50US
 			row.LaunchBaselineP99US, row.ReceiveBaselineP99US = b.LaunchP99US, b.ReceiveP99US
 			if b.KernelsPerS > 0 {
@@ -357,11 +374,13 @@ func latencyClass(us, cycleUS float64) string {
 	return "high"
 }
 
-func verdict(cells []Cell, f *results.File) Verdict {
+func verdict(cells []Cell, f *results.File, ref string) Verdict {
 	var v Verdict
 	for _, c := range cells {
-		if c.Scenario == baseline {
+		if c.Scenario == ref {
 			v.KernelsPerS = math.Max(v.KernelsPerS, c.KernelsPerS)
+			// A slower mode alone is not harm from CPU sharing.
+			continue
 		}
 		if c.Slowdown > v.WorstSlowdown {
 			v.WorstSlowdown, v.WorstCell = c.Slowdown, KeyLabel(c.Key)
@@ -384,7 +403,7 @@ func verdict(cells []Cell, f *results.File) Verdict {
 	if v.SyncsPerKernel == 0 && f.Config.Workload == "namd-like" {
 		v.SyncsPerKernel = 1
 	}
-	if set, ok := mostContended(cells); ok {
+	if set, ok := mostContended(cells, ref); ok {
 		var best, worst *Cell
 		for i := range cells {
 			c := &cells[i]
@@ -414,13 +433,13 @@ func verdict(cells []Cell, f *results.File) Verdict {
 	}
 	switch {
 	case v.Vulnerable:
-		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s >= %d, %s) and hurt: up to %.2fx slower (%s)",
-			v.KernelsPerS, syncIntensiveKPS, syncs, v.WorstSlowdown, v.WorstCell)
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s >= %d, %s) and hurt: up to %.2fx slower (%s) than the fastest %s cell",
+			v.KernelsPerS, syncIntensiveKPS, syncs, v.WorstSlowdown, v.WorstCell, ref)
 	case v.SyncIntensive && v.WorstSlowdown == 0:
-		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s), so exposed to vCPU discontinuity; no baseline to measure a slowdown", v.KernelsPerS, syncs)
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s), so exposed to vCPU discontinuity; no %s cell to measure a slowdown against", v.KernelsPerS, syncs, ref)
 	case v.SyncIntensive:
-		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s) but not hurt here: worst slowdown %.2fx < %.1fx",
-			v.KernelsPerS, syncs, v.WorstSlowdown, vulnerableSlowdown)
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s) but not hurt here: worst slowdown %.2fx (against the fastest %s cell) < %.1fx",
+			v.KernelsPerS, syncs, v.WorstSlowdown, ref, vulnerableSlowdown)
 	default:
 		v.Why = fmt.Sprintf("not sync-intensive: %.0f kernels/s < %d; CPU sharing delays few launches and waits", v.KernelsPerS, syncIntensiveKPS)
 	}

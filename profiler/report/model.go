@@ -34,7 +34,9 @@ type Report struct {
 
 // Experiment is one results file.
 type Experiment struct {
-	Source   string          `json:"source"`
+	Source string `json:"source"`
+	// Kind is the command that wrote the file (results.KindRun...).
+	Kind     string          `json:"kind"`
 	Workload string          `json:"workload"`
 	Machine  results.Machine `json:"machine"`
 	Backend  string          `json:"backend"`
@@ -42,6 +44,19 @@ type Experiment struct {
 	Steps    int             `json:"steps"`
 	Reps     int             `json:"reps"`
 	Cells    []Cell          `json:"cells"`
+	// Reference is the scenario whose fastest cell per vCPU count (and
+	// program) every slowdown divides by; SlowdownIs says so in words,
+	// References gives each reference's mode and time.
+	Reference  string `json:"reference"`
+	SlowdownIs string `json:"slowdown_is"`
+	References string `json:"references"`
+	// Scenarios define the scenario names of the cells ("shared1 = ...").
+	Scenarios []string `json:"scenarios"`
+	// BottomLine names the best mode of each setting and its margin over
+	// the next; Warnings, the settings whose repetitions disagree by more
+	// than that margin.
+	BottomLine string   `json:"bottom_line"`
+	Warnings   []string `json:"warnings,omitempty"`
 	// Latency is the paper's Table II for the most contended setting.
 	Latency *LatencyTable `json:"latency,omitempty"`
 	Verdict Verdict       `json:"verdict"`
@@ -54,14 +69,17 @@ type Cell struct {
 	MinWallS float64 `json:"min_wall_s"`
 	MaxWallS float64 `json:"max_wall_s"`
 	CPUS     float64 `json:"cpu_s"`
-	// Slowdown is wall time over the baseline's (1 for a baseline cell,
-	// 0 when there is no baseline to compare with).
-	Slowdown    float64 `json:"slowdown"`
+	// Slowdown is the cell's median time over its reference's
+	// (Experiment.SlowdownIs; 0 without a reference), as compare
+	// defines it for every output.
+	Slowdown float64 `json:"slowdown"`
+	// Fastest marks the fastest mode of the cell's setting.
+	Fastest     bool    `json:"fastest,omitempty"`
 	KernelsPerS float64 `json:"kernels_per_s"`
 	// GPUUtil is the share of wall time a kernel was running on each of
 	// the runner's streams (one per runner vCPU): kernels per second per
-	// stream times the mean kernel time. GPUUtilDrop is 1 - GPUUtil / the
-	// baseline's.
+	// stream times the mean kernel time. GPUUtilDrop is 1 - GPUUtil / that
+	// of the same mode's reference-scenario cell.
 	GPUUtil      float64 `json:"gpu_util"`
 	GPUUtilDrop  float64 `json:"gpu_util_drop"`
 	LaunchP50US  float64 `json:"launch_p50_us"`
@@ -76,7 +94,8 @@ func (k Cell) Label() string { return KeyLabel(k.Key) }
 // LatencyTable is Table II: per wait mode, the median delay between the
 // host deciding to launch and the launch, and between a kernel's
 // completion and the host noticing it, under the setting named by Setting,
-// next to the same mode's baseline.
+// next to the same mode's baseline; and the mode's slowdown there (the
+// cells' one slowdown).
 type LatencyTable struct {
 	Setting string `json:"setting"`
 	// CycleUS is the baseline's mean step length: latencies are judged

@@ -65,8 +65,19 @@ func TestSlowdownUtilDropAndTableII(t *testing.T) {
 	if d := c.GPUUtilDrop; d < 0.666 || d > 0.667 {
 		t.Errorf("util drop = %v, want 2/3", d)
 	}
-	if got["baseline 2 vCPU block"].Slowdown != 1 {
-		t.Errorf("baseline slowdown = %v, want 1", got["baseline 2 vCPU block"].Slowdown)
+	// One reference per vCPU count: the fastest baseline cell (spin, 1 s),
+	// for block's cells too.
+	if s := got["baseline 2 vCPU block"].Slowdown; s != 1.2 {
+		t.Errorf("baseline block slowdown = %v, want 1.2 (1.2 s over spin's 1 s)", s)
+	}
+	if s := got["shared1 while1 2 vCPU block"].Slowdown; s != 1.5 {
+		t.Errorf("shared1 block slowdown = %v, want 1.5 (1.5 s over spin's 1 s, not over block's own baseline)", s)
+	}
+	if !got["shared1 while1 2 vCPU block"].Fastest || got["shared1 while1 2 vCPU spin"].Fastest {
+		t.Errorf("shared1: block (1.5 s) is the fastest mode, spin (3 s) is not")
+	}
+	if e.Reference != "baseline" || !strings.Contains(e.BottomLine, "shared1 2 vCPUs 1 x while1: block, 100% ahead of spin") {
+		t.Errorf("reference %q, bottom line %q", e.Reference, e.BottomLine)
 	}
 	tab := e.Latency
 	if tab == nil || tab.Setting != "shared1 while1 2 vCPU" {

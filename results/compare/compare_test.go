@@ -3,6 +3,7 @@ package compare
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -18,7 +19,7 @@ func cells() []Cell {
 	var cs []Cell
 	add := func(sc string, vcpus int, mode string, wall float64) {
 		k := results.Key{Scenario: sc, VCPUs: vcpus, Mode: mode}
-		if sc != Baseline {
+		if sc != "baseline" {
 			k.Corunner, k.Corunners = "while1", 1
 		}
 		cs = append(cs, Cell{Key: k, WallS: wall})
@@ -26,21 +27,21 @@ func cells() []Cell {
 	add(shared1, 1, "spin", 0.391)
 	add(shared1, 1, "block", 0.349)
 	add(shared1, 1, "hybrid", 0.313)
-	add(Baseline, 1, "spin", 0.379)
-	add(Baseline, 1, "block", 0.250)
-	add(Baseline, 1, "hybrid", 0.218)
-	add(Baseline, 2, "spin", 0.100)
-	add(Baseline, 2, "block", 0.120)
+	add("baseline", 1, "spin", 0.379)
+	add("baseline", 1, "block", 0.250)
+	add("baseline", 1, "hybrid", 0.218)
+	add("baseline", 2, "spin", 0.100)
+	add("baseline", 2, "block", 0.120)
 	add(shared1, 2, "block", 0.150)
 	return cs
 }
 
 func TestReferenceIsFastestBaselinePerVCPUs(t *testing.T) {
-	tb := Build(cells())
-	if r := tb.Refs[1]; r.Mode != "hybrid" || r.WallS != 0.218 {
+	tb := Build(cells(), "baseline")
+	if r := tb.Refs[RefKey{VCPUs: 1}]; r.Mode != "hybrid" || r.WallS != 0.218 {
 		t.Errorf("1 vCPU reference %+v, want hybrid 0.218", r)
 	}
-	if r := tb.Refs[2]; r.Mode != "spin" || r.WallS != 0.100 {
+	if r := tb.Refs[RefKey{VCPUs: 2}]; r.Mode != "spin" || r.WallS != 0.100 {
 		t.Errorf("2 vCPU reference %+v, want spin 0.100", r)
 	}
 	spin, _ := tb.Lookup(results.Key{Scenario: shared1, Corunner: "while1", Corunners: 1, VCPUs: 1, Mode: "spin"})
@@ -54,7 +55,7 @@ func TestReferenceIsFastestBaselinePerVCPUs(t *testing.T) {
 }
 
 func TestFastestMarkedPerRow(t *testing.T) {
-	tb := Build(cells())
+	tb := Build(cells(), "baseline")
 	fastest := map[string]string{}
 	for _, r := range tb.Rows {
 		for m, e := range r.Cells {
@@ -76,7 +77,7 @@ func TestFastestMarkedPerRow(t *testing.T) {
 }
 
 func TestOrderAndModes(t *testing.T) {
-	tb := Build(cells())
+	tb := Build(cells(), "baseline")
 	var order []string
 	for _, r := range tb.Rows {
 		order = append(order, r.Key.Scenario)
@@ -91,12 +92,12 @@ func TestOrderAndModes(t *testing.T) {
 }
 
 func TestNoBaseline(t *testing.T) {
-	tb := Build([]Cell{{Key: results.Key{Scenario: shared1, VCPUs: 1, Mode: "spin"}, WallS: 0.3}})
+	tb := Build([]Cell{{Key: results.Key{Scenario: shared1, VCPUs: 1, Mode: "spin"}, WallS: 0.3}}, "baseline")
 	e, ok := tb.Lookup(results.Key{Scenario: shared1, VCPUs: 1, Mode: "spin"})
 	if !ok || e.VsRef != 0 || !e.Fastest || e.String() != "0.300s*" {
 		t.Errorf("entry %+v %q: want seconds only, marked", e, e.String())
 	}
-	if got := tb.References(); got != "none (no baseline cells: seconds only)" {
+	if got := tb.References(); got != "none (no baseline cells: times only)" {
 		t.Errorf("references %q", got)
 	}
 }
@@ -112,5 +113,54 @@ func TestEntryString(t *testing.T) {
 		if got := tc.e.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
 		}
+	}
+}
+
+// TestFromFilePerProgramAndPerStep: apps' files compare each program with
+// its own cells alone, by time per step (a program run for --seconds
+// does as many steps as fit, so its wall times match across arms).
+func TestFromFilePerProgramAndPerStep(t *testing.T) {
+	f := &results.File{Kind: results.KindApps, Config: results.Config{PerStep: true}}
+	add := func(prog, sc, arm string, steps ...int) {
+		c := results.Cell{Key: results.Key{Program: prog, Scenario: sc, VCPUs: 1, Mode: arm}}
+		for _, n := range steps {
+			c.Reps = append(c.Reps, results.Result{WallS: 2, Steps: n})
+		}
+		c.Median = c.Reps[0]
+		f.Cells = append(f.Cells, c)
+	}
+	add("a", "none", "cuda-default", 1000, 1000, 1000)
+	add("a", "while1", "cuda-default", 500, 500, 400)
+	add("b", "none", "cuda-default", 100, 100, 100)
+	add("b", "while1", "cuda-default", 100, 100, 100)
+	SetSlowdowns(f)
+	want := []float64{1, 2, 1, 1}
+	for i, c := range f.Cells {
+		if math.Abs(c.Slowdown-want[i]) > 1e-9 {
+			t.Errorf("%+v: slowdown %v, want %v", c.Key, c.Slowdown, want[i])
+		}
+	}
+	tb := FromFile(f)
+	if got := tb.References(); got != "a: cuda-default 2.00ms, b: cuda-default 20.00ms" {
+		t.Errorf("references %q", got)
+	}
+	if d := tb.Definition(); !strings.Contains(d, "per step") || !strings.Contains(d, "fastest none cell") || !strings.Contains(d, "same program") {
+		t.Errorf("definition %q", d)
+	}
+	e, _ := tb.Lookup(f.Cells[1].Key)
+	if e.MinS != 2.0/500 || e.MaxS != 2.0/400 {
+		t.Errorf("a while1 spread %v-%v, want 4ms-5ms", e.MinS, e.MaxS)
+	}
+}
+
+func TestBottomLine(t *testing.T) {
+	tb := Build(cells(), "baseline")
+	want := "Best mode per setting: baseline 1 vCPU: hybrid, 15% ahead of block; shared1 1 vCPU 1 x while1: hybrid, 12% ahead of block; " +
+		"baseline 2 vCPUs: spin, 20% ahead of block; shared1 2 vCPUs 1 x while1: block."
+	if got := tb.BottomLine(); got != want {
+		t.Errorf("bottom line\n%q, want\n%q", got, want)
+	}
+	if w := tb.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q without repetitions", w)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 type options struct {
@@ -235,14 +236,7 @@ func run(o options) error {
 			}
 		}
 	}
-	for i := range f.Cells {
-		c := &f.Cells[i]
-		for _, b := range f.Cells {
-			if b.Scenario == "baseline" && b.Mode == c.Mode && c.Scenario != "baseline" {
-				c.Slowdown = c.Median.WallS / b.Median.WallS
-			}
-		}
-	}
+	compare.SetSlowdowns(f)
 	if err := results.Write(o.out, f); err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
-	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
@@ -41,20 +40,19 @@ func Render(w io.Writer, r *report.Report) error {
 func experiment(w io.Writer, e report.Experiment) {
 	fmt.Fprintf(w, "\n== %s: workload %s on %s (%s backend, device %s), %d steps, median of %d\n",
 		e.Source, e.Workload, e.Machine.Hostname, e.Backend, e.Device, e.Steps, e.Reps)
-	cmp := comparison(e.Cells)
-	fmt.Fprintf(w, "vs ref: slowdown against the fastest baseline cell of the same vCPU count, any mode (%s); * the fastest mode of its row\n", cmp.References())
+	fmt.Fprintf(w, "vs ref: %s (%s); * the fastest mode of its setting\n", e.SlowdownIs, e.References)
 	tw := table(w)
 	fmt.Fprintln(tw, "cell\twall s\tvs ref\tkernels/s\tGPU util\tutil drop\tlaunch p50\tlaunch p99\trecv p50\trecv p99\tcpu s\t")
 	for _, c := range e.Cells {
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, vsRef(cmp, c.Key), c.KernelsPerS,
-			100*c.GPUUtil, pct(c.GPUUtilDrop, c.Scenario != "baseline" && c.Slowdown > 0),
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, vsRef(c), c.KernelsPerS,
+			100*c.GPUUtil, pct(c.GPUUtilDrop, c.Scenario != e.Reference && c.Slowdown > 0),
 			report.FormatUS(c.LaunchP50US), report.FormatUS(c.LaunchP99US), report.FormatUS(c.ReceiveP50US), report.FormatUS(c.ReceiveP99US), c.CPUS)
 	}
 	tw.Flush()
 	if t := e.Latency; t != nil {
 		fmt.Fprintf(w, "\nLatency (Table II) under %s; classes (on the p99) against a %s step cycle\n", t.Setting, report.FormatUS(t.CycleUS))
 		tw := table(w)
-		fmt.Fprintln(tw, "mode\tinvoking kernel p50 / p99\t(baseline)\treceiving kernel p50 / p99\t(baseline)\tslowdown\t")
+		fmt.Fprintf(tw, "mode\tinvoking kernel p50 / p99\t(%[1]s)\treceiving kernel p50 / p99\t(%[1]s)\tvs ref\t\n", e.Reference)
 		for _, row := range t.Rows {
 			fmt.Fprintf(tw, "%s\t%s: %s / %s\t(%s / %s)\t%s: %s / %s\t(%s / %s)\t%s\t\n", row.Mode,
 				row.LaunchClass, report.FormatUS(row.LaunchUS), report.FormatUS(row.LaunchP99US),
@@ -70,27 +68,14 @@ func experiment(w io.Writer, e report.Experiment) {
 		word = "VULNERABLE"
 	}
 	fmt.Fprintf(w, "\nVerdict: %s: %s\n", word, v.Why)
+	compare.WriteConclusion(w, e.Scenarios, e.BottomLine, e.Warnings)
 }
 
-// comparison puts the cells against one reference per vCPU count, as
-// run's table does.
-func comparison(cells []report.Cell) compare.Table {
-	cs := make([]compare.Cell, len(cells))
-	for i, c := range cells {
-		cs[i] = compare.Cell{Key: c.Key, WallS: c.WallS}
-	}
-	return compare.Build(cs)
-}
-
-// vsRef is a cell's slowdown against its reference, "-" without one, and
-// a * when it is the fastest mode of its row.
-func vsRef(t compare.Table, k results.Key) string {
-	e, ok := t.Lookup(k)
-	if !ok {
-		return "-"
-	}
-	s := ratio(e.VsRef)
-	if e.Fastest {
+// vsRef is a cell's slowdown, "-" without one, and a * when it is the
+// fastest mode of its setting.
+func vsRef(c report.Cell) string {
+	s := ratio(c.Slowdown)
+	if c.Fastest {
 		s += "*"
 	}
 	return s

@@ -1,0 +1,40 @@
+package results
+
+// Kinds of results file: the command that wrote it.
+const (
+	KindRun   = "run"
+	KindBench = "bench"
+	KindApps  = "apps"
+)
+
+// ReferenceScenario is the scenario whose cells are the reference of a
+// file of kind: run's baseline (the runner alone), bench's and apps' none
+// (the program alone on its CPU); "" for an unknown kind.
+func ReferenceScenario(kind string) string {
+	switch kind {
+	case KindRun, "":
+		return "baseline"
+	case KindBench, KindApps:
+		return "none"
+	}
+	return ""
+}
+
+// Reference is the scenario whose cells are f's reference.
+func (f *File) Reference() string { return ReferenceScenario(f.Kind) }
+
+// scenarioDocs say what each scenario name means: Table I's for run,
+// the contention settings for bench and apps.
+var scenarioDocs = map[string]string{
+	"shared1":    "runner and co-runner VMs share the same CPUs, no isolation",
+	"shared2":    "as shared1, with CPU bandwidth control giving each VM a fair share",
+	"baseline":   "the runner alone with half the vCPUs, on dedicated CPUs",
+	"none":       "the program alone on its CPU",
+	"while1":     "a busy-loop co-runner pinned to the program's CPU",
+	"cap":        "the program in a cgroup with a CPU bandwidth limit",
+	"cap+while1": "both: capped program, uncapped busy-loop co-runner outside its cgroup",
+}
+
+// ScenarioDoc says what the scenario called name is; "" for a name it
+// does not know.
+func ScenarioDoc(name string) string { return scenarioDocs[name] }
