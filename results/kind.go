@@ -1,5 +1,17 @@
 package results
 
+import (
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Name is the results document's file name in a command's output
+// directory.
+const Name = "results.json"
+
 // Kinds of results file: the command that wrote it.
 const (
 	KindRun   = "run"
@@ -38,3 +50,14 @@ var scenarioDocs = map[string]string{
 // ScenarioDoc says what the scenario called name is; "" for a name it
 // does not know.
 func ScenarioDoc(name string) string { return scenarioDocs[name] }
+
+// ThisMachine describes the machine this process runs on.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU()}
+	m.Hostname, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = strings.TrimRight(string(u.Release[:]), "\x00")
+	}
+	return m
+}

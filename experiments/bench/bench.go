@@ -71,6 +71,8 @@ type Row struct {
 	// wall time (median over repetitions), where the setting has one: 0.5
 	// is a fair share, less is what the program (or a mitigation) took.
 	CorunnerShare float64 `json:"corunner_cpu_share,omitempty"`
+	// Reps are the repetitions, for the results document (ResultsFile).
+	Reps []results.Result `json:"-"`
 }
 
 // Doc is bench's JSON output.
@@ -176,7 +178,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 		rows = append(rows, Row{Contention: contention, Mode: r.Modes[i%len(r.Modes)].String(), Threshold: r.Thresholds[i/len(r.Modes)],
 			WallS: m.WallS, CPUS: m.CPUS, Steps: m.Steps,
 			ReceiveP50US: m.ReceiveP50US, ReceiveP99US: m.ReceiveP99US, LaunchP50US: m.LaunchP50US, LaunchP99US: m.LaunchP99US,
-			CorunnerShare: stats.Median(shares[i])})
+			CorunnerShare: stats.Median(shares[i]), Reps: measured[i]})
 	}
 	return rows, err
 }

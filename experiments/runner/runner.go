@@ -14,13 +14,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
@@ -31,7 +27,7 @@ import (
 )
 
 // ResultsName is the file the runner writes in its output directory.
-const ResultsName = "results.json"
+const ResultsName = results.Name
 
 // AgentRun is what the agent saw of one run of a cell.
 type AgentRun struct {
@@ -246,7 +242,7 @@ func (o *Options) start() (*results.File, error) {
 			}
 		}
 	}
-	return &results.File{Version: results.Version, Kind: results.KindRun, Created: time.Now().UTC(), Machine: machine(), Config: o.Config}, nil
+	return &results.File{Version: results.Version, Kind: results.KindRun, Created: time.Now().UTC(), Machine: results.ThisMachine(), Config: o.Config}, nil
 }
 
 func (o *Options) write(f *results.File) error {
@@ -498,16 +494,6 @@ func window(tl []results.Step, n int) []results.Step {
 	}
 	lo := (len(tl) - n) / 2
 	return slices.Clone(tl[lo : lo+n])
-}
-
-func machine() results.Machine {
-	m := results.Machine{CPUs: runtime.NumCPU()}
-	m.Hostname, _ = os.Hostname()
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = strings.TrimRight(string(u.Release[:]), "\x00")
-	}
-	return m
 }
 
 type nopProgress struct{}

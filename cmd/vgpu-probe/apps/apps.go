@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Options are apps' flags: the suite's matrix, and where its programs
@@ -110,6 +111,8 @@ one process. runs.jsonl and summary.json record the setting, and --from
 refuses files of different settings.
 
 --out gets runs.jsonl (one row per run, written as it goes), summary.json,
+results.json (the results document that vgpu-probe report reads: each
+program's cells against its fastest arm alone, by time per step),
 and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
 (HYBRIDSYNC_STATS). The cap settings need root. Co-runners and cgroups are
 removed after each cell, also on Ctrl-C and failure.`,
@@ -223,8 +226,12 @@ func run(ctx context.Context, o *Options) error {
 	sum := suite.Summarized(runs, o.Names(), o.Contention, o.Arms)
 	sum.CPU, sum.Reps, sum.Out = o.CPU, o.Reps, out
 	sum.Write(filepath.Join(out, "summary.json"))
+	doc := filepath.Join(out, results.Name)
+	if werr := results.Write(doc, suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod)); werr != nil {
+		return fmt.Errorf("write results: %w", werr)
+	}
 	err = sum.Print(o.Out, o.Err, o.JSON)
-	fmt.Fprintf(o.Err, "apps: raw runs in %s\n", filepath.Join(out, suite.RunsName))
+	fmt.Fprintf(o.Err, "apps: raw runs in %s, results in %s\n", filepath.Join(out, suite.RunsName), doc)
 	return err
 }
 

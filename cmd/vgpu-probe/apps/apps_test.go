@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func TestMain(m *testing.M) {
@@ -302,6 +303,31 @@ func TestRunMatrix(t *testing.T) {
 		if share[c] > 0.8 {
 			t.Errorf("under %s the program had %.0f%% of the CPU: the contention did not reach it", c, share[c]*100)
 		}
+	}
+
+	// The results document: a cell per setting and arm, each good run a
+	// repetition, slowdowns against the fastest arm alone.
+	doc, err := results.Read(filepath.Join(out, results.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Kind != results.KindApps || len(doc.Cells) != len(contention)*3 || !doc.Config.PerStep {
+		t.Fatalf("results.json: kind %q, %d cells, per step %v", doc.Kind, len(doc.Cells), doc.Config.PerStep)
+	}
+	ones := 0
+	for _, c := range doc.Cells {
+		if c.Program != "burn" || len(c.Reps) != reps || c.Slowdown < 1 {
+			t.Errorf("cell %+v: %d reps, slowdown %v", c.Key, len(c.Reps), c.Slowdown)
+		}
+		if c.Scenario == "none" && c.Slowdown == 1 {
+			ones++
+		}
+		if c.Scenario == "while1" && c.Slowdown < 1.2 {
+			t.Errorf("%+v: slowdown %.2f under a busy loop on its CPU", c.Key, c.Slowdown)
+		}
+	}
+	if ones != 1 {
+		t.Errorf("%d cells alone have slowdown 1, want the fastest one alone", ones)
 	}
 
 	runs := mustReadRuns(t, filepath.Join(out, "runs.jsonl"))

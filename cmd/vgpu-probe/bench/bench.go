@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Options are bench's flags.
@@ -40,6 +42,9 @@ type Options struct {
 	CapPeriod  time.Duration
 	CPU        int
 	JSON       bool
+	// OutDir receives results.json, the results document; "" is
+	// results/bench-TIMESTAMP.
+	OutDir string
 	// Mitigate is --mitigate (mitigate.go): "" is off.
 	Mitigate string
 	// Thresholds and HintsPage are --threshold and --hints-page (hints.go).
@@ -74,7 +79,9 @@ amount of real CPU work (--host-us, calibrated once), one kernel launch
   cap+while1  both: capped benchmark, uncapped co-runner in another cgroup
 
 Wall time is reported per cell (median of --reps) and as a ratio to spin with
-no contention. Needs root for the cap settings. Everything bench starts or
+no contention. --out DIR gets results.json, the results document that
+vgpu-probe report reads (slowdowns there are against the fastest cell of
+the setting none, any mode). Needs root for the cap settings. Everything bench starts or
 creates (co-runners, cgroups) is removed when it ends; interrupted (Ctrl-C,
 SIGTERM), it still prints the cells it finished.
 
@@ -116,6 +123,7 @@ statistics (one file per cell process).`,
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
+	f.StringVar(&o.OutDir, "out", "", "directory for results.json, the results document `vgpu-probe report` reads (default results/bench-TIMESTAMP)")
 	addMitigateFlag(f, o)
 	addThresholdFlags(f, o)
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
@@ -126,6 +134,7 @@ statistics (one file per cell process).`,
 		"mitigate":   complete.Mitigate,
 		"profile":    cobra.FixedCompletions([]string{profileMixed}, cobra.ShellCompDirectiveDefault),
 		"hints-page": complete.AnyFile,
+		"out":        complete.Dirs,
 	})
 	return cmd
 }
@@ -211,9 +220,32 @@ func run(ctx context.Context, o *Options) error {
 	if err := o.print(rows, interrupted); err != nil {
 		return err
 	}
+	if len(rows) > 0 {
+		if err := o.write(bo, rows, interrupted); err != nil {
+			return err
+		}
+	}
 	if interrupted {
 		return fmt.Errorf("interrupted after %d of %d cells; everything it started was stopped and removed", len(rows), bo.Cells())
 	}
+	return nil
+}
+
+// write stores the rows as the results document, DIR/results.json, and
+// says where on stderr.
+func (o *Options) write(bo bench.Options, rows []bench.Row, interrupted bool) error {
+	dir := o.OutDir
+	if dir == "" {
+		dir = filepath.Join("results", "bench-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	path := filepath.Join(dir, results.Name)
+	if err := results.Write(path, bench.ResultsFile(bo, o.Profile, o.Mitigate, rows, interrupted)); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	fmt.Fprintf(o.Err, "results: %s\n", path)
 	return nil
 }
 

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +51,8 @@ func TestRunJSON(t *testing.T) {
 	var out bytes.Buffer
 	cmd := NewCmd(nil)
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--steps", "150", "--reps", "1", "--modes", "spin,block,hybrid", "--contention", contention, "--json"})
+	dir := t.TempDir()
+	cmd.SetArgs([]string{"--steps", "150", "--reps", "1", "--modes", "spin,block,hybrid", "--contention", contention, "--json", "--out", dir})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +89,28 @@ func TestRunJSON(t *testing.T) {
 	}
 	if wall["while1/spin"] < 1.2*wall["none/spin"] {
 		t.Errorf("spin with a busy co-runner %.3f s, alone %.3f s: the co-runner did not contend", wall["while1/spin"], wall["none/spin"])
+	}
+	// The results document holds the same cells, with their slowdown
+	// against the fastest mode alone.
+	f, err := results.Read(filepath.Join(dir, results.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Kind != results.KindBench || len(f.Cells) != len(doc.Results) {
+		t.Fatalf("results.json: kind %q, %d cells, want bench and %d", f.Kind, len(f.Cells), len(doc.Results))
+	}
+	fastest := math.Inf(1)
+	for _, c := range f.Cells {
+		if w := wall[c.Scenario+"/"+c.Mode]; c.Median.WallS != w || len(c.Reps) != 1 {
+			t.Errorf("cell %+v: wall %v, %d reps; the table says %v", c.Key, c.Median.WallS, len(c.Reps), w)
+		}
+		if c.Scenario == "none" {
+			fastest = min(fastest, c.Median.WallS)
+		}
+	}
+	for _, c := range f.Cells {
+		if want := c.Median.WallS / fastest; math.Abs(c.Slowdown-want) > 1e-9 {
+			t.Errorf("cell %+v: slowdown %v, want %v", c.Key, c.Slowdown, want)
+		}
 	}
 }

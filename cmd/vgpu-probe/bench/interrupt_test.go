@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/bench"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // TestInterrupt builds vgpu-probe and runs `bench --device sim --json` as
@@ -43,9 +44,10 @@ func TestInterrupt(t *testing.T) {
 		code int
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
+			out := t.TempDir()
 			mark := fmt.Sprintf("VGPU_PROBE_TEST_MARK=%s-%d", t.Name(), time.Now().UnixNano())
 			cmd := exec.Command(bin, "bench", "--device", "sim", "--json", "--contention", contention, "--modes", "spin,block,hybrid",
-				"--reps", "1", "--steps", "400")
+				"--reps", "1", "--steps", "400", "--out", out)
 			cmd.Env = append(os.Environ(), mark)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -73,6 +75,13 @@ func TestInterrupt(t *testing.T) {
 				if r.WallS <= 0 || r.Steps != 400 {
 					t.Errorf("finished cell %+v is not a measurement", r)
 				}
+			}
+			// The results document keeps the finished cells, and says
+			// the run was cut short.
+			if f, err := results.Read(filepath.Join(out, results.Name)); err != nil {
+				t.Error(err)
+			} else if len(f.Cells) != len(doc.Results) || !strings.Contains(strings.Join(f.Config.Notes, " "), "interrupted") {
+				t.Errorf("results.json: %d cells (stdout %d), notes %q", len(f.Cells), len(doc.Results), f.Config.Notes)
 			}
 			if !strings.Contains(stderr.String(), "interrupted after") {
 				t.Errorf("stderr %q does not say it was interrupted", stderr.String())

@@ -32,7 +32,7 @@ func TestRunMitigated(t *testing.T) {
 	var out bytes.Buffer
 	cmd := NewCmd(nil)
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--steps", "100", "--reps", "1", "--modes", "block", "--contention", "while1", "--mitigate", "slice=100us", "--json"})
+	cmd.SetArgs([]string{"--steps", "100", "--reps", "1", "--modes", "block", "--contention", "while1", "--mitigate", "slice=100us", "--json", "--out", t.TempDir()})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,73 @@
+package suite
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
+	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
+)
+
+// ResultsFile is runs as the results document that run and bench write
+// too and `vgpu-probe report` reads: a cell per program, contention
+// setting and arm (the cell's "mode"), on the one CPU (a 1-vCPU "VM"),
+// each of its good runs a repetition. Cells compare by wall time per step
+// (results.Config.PerStep), each program against its own cells of the
+// setting none. Failed runs are left out and counted in a note.
+func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration) *results.File {
+	f := &results.File{Version: results.Version, Kind: results.KindApps, Created: time.Now().UTC(), Machine: results.ThisMachine(),
+		Config: results.Config{Backend: "local", Scenarios: contentions, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1},
+			Modes: arms, Workload: strings.Join(programs, ", "), Reps: max(1, reps), PerStep: true,
+			PeriodUS: capPeriod.Microseconds()}}
+	f.Config.Notes = append(f.Config.Notes, fmt.Sprintf("cap settings: a CPU quota of %v per %v", capQuota, capPeriod))
+	if a := AgentSettings(runs); len(a) > 0 && a[0] != "" {
+		f.Config.Notes = append(f.Config.Notes, "agent: "+strings.Join(a, "; "))
+	}
+	type key struct{ p, c, a string }
+	by := map[key][]Run{}
+	failed := 0
+	for _, r := range runs {
+		if !r.OK() {
+			failed++
+			continue
+		}
+		k := key{r.Program, r.Contention, r.Arm}
+		by[k] = append(by[k], r)
+	}
+	if failed > 0 {
+		f.Config.Notes = append(f.Config.Notes, fmt.Sprintf("%d of %d runs failed and are left out", failed, len(runs)))
+	}
+	for _, p := range programs {
+		for _, c := range contentions {
+			for _, a := range arms {
+				rs := by[key{p, c, a}]
+				if len(rs) == 0 {
+					continue
+				}
+				f.Cells = append(f.Cells, cellOf(results.Key{Program: p, Scenario: c, VCPUs: 1, Mode: a}, rs))
+			}
+		}
+	}
+	compare.SetSlowdowns(f)
+	return f
+}
+
+// cellOf is one cell from its good runs: each a repetition, the median
+// field by field.
+func cellOf(k results.Key, rs []Run) results.Cell {
+	if strings.HasSuffix(k.Scenario, "while1") {
+		k.Corunner, k.Corunners = "while1", 1
+	}
+	c := results.Cell{Key: k, RunnerVCPUs: 1}
+	var wall, cpu, steps []float64
+	for _, r := range rs {
+		c.Reps = append(c.Reps, results.Result{WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps})
+		wall, cpu, steps = append(wall, r.WallS), append(cpu, r.CPUS), append(steps, float64(r.Steps))
+	}
+	c.Median = results.Result{WallS: stats.Median(wall), CPUS: stats.Median(cpu), Steps: int(stats.Median(steps))}
+	c.MinWallS, c.MaxWallS = slices.Min(wall), slices.Max(wall)
+	return c
+}
