@@ -20,6 +20,8 @@ func (c *Config) serve(ctx context.Context, m *monitor.Monitor) error {
 		if s := c.openGPUs(); s != nil {
 			defer s.Close()
 			extra = append(extra, exporter.NewGPUCollector(s))
+		} else {
+			extra = append(extra, exporter.NewGPUUnavailable())
 		}
 	}
 	h, err := exporter.NewHandler(m, c.Log, extra...)
@@ -35,7 +37,8 @@ func (c *Config) serve(ctx context.Context, m *monitor.Monitor) error {
 }
 
 // openGPUs opens NVML for --nvml. Without a GPU or NVML the agent logs it
-// once and serves everything else.
+// once, exports collector_success{collector="gpu"} 0 and serves
+// everything else.
 func (c *Config) openGPUs() *nvml.Sampler {
 	open := c.OpenNVML
 	if open == nil {

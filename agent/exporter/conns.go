@@ -18,22 +18,34 @@ import (
 // lock Prometheus out. Only when every connection is serving a request
 // (each bounded by the server's timeouts) does Accept wait.
 type conns struct {
-	max int
 	log zerolog.Logger
+	now func() time.Time
+	// size, when set, is the cap for the connections open now; it is
+	// asked again at most once a second (sizeEvery). Else max is fixed.
+	size func(open int) int
 
 	mu   sync.Mutex
+	max  int
 	cond *sync.Cond // signalled when a connection closes or becomes evictable
 	// open holds every admitted connection; its element is in waiting
 	// while it has no request in progress, nil while it serves one.
 	open    map[net.Conn]*list.Element
 	waiting list.List // of net.Conn, longest-waiting first
 	closed  bool
+	sized   time.Time // when size was last asked
 	evicted uint64
-	logged  time.Time // last log of evictions
+	// logged is when evictions were last logged and loggedEvicted the
+	// count then: a line says how many were closed since the last one.
+	logged        time.Time
+	loggedEvicted uint64
 }
 
+// sizeEvery is how often a sized cap is recomputed: often enough to
+// follow the live heap as targets come, rarely enough to cost nothing.
+const sizeEvery = time.Second
+
 func newConns(max int, log zerolog.Logger) *conns {
-	c := &conns{max: max, log: log, open: map[net.Conn]*list.Element{}}
+	c := &conns{max: max, log: log, now: time.Now, open: map[net.Conn]*list.Element{}}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
@@ -63,15 +75,21 @@ func (l *capListener) Close() error {
 	return l.Listener.Close()
 }
 
-// admit registers nc, first making room at the cap.
+// admit registers nc, first making room at the cap: when the cap has
+// shrunk (the live heap grew) it closes as many idle connections as it
+// takes to get under it.
 func (c *conns) admit(nc net.Conn) error {
 	c.mu.Lock()
-	var victim net.Conn
+	if c.size != nil && c.now().Sub(c.sized) >= sizeEvery {
+		c.sized = c.now()
+		c.max = max(1, c.size(len(c.open)))
+	}
+	var victims []net.Conn
 	for len(c.open) >= c.max && !c.closed {
 		if e := c.waiting.Front(); e != nil {
-			victim = c.forget(e.Value.(net.Conn))
+			victims = append(victims, c.forget(e.Value.(net.Conn)))
 			c.evicted++
-			break
+			continue
 		}
 		c.cond.Wait()
 	}
@@ -80,23 +98,34 @@ func (c *conns) admit(nc net.Conn) error {
 		return net.ErrClosed
 	}
 	c.open[nc] = c.waiting.PushBack(nc)
-	c.logEvictions()
+	if len(victims) > 0 {
+		c.logEvictions()
+	}
 	c.mu.Unlock()
-	if victim != nil {
-		victim.Close()
+	for _, v := range victims {
+		v.Close()
 	}
 	return nil
 }
 
-// logEvictions says, at most once a minute, that the cap is being hit.
+// logEvictions says, at most once a minute and only after an eviction,
+// that the cap is being hit, with the evictions since its last line.
 // Must be called with c.mu held.
 func (c *conns) logEvictions() {
-	if c.evicted == 0 || time.Since(c.logged) < time.Minute {
+	now := c.now()
+	if !c.logged.IsZero() && now.Sub(c.logged) < time.Minute {
 		return
 	}
-	c.logged = time.Now()
-	c.log.Warn().Int("max", c.max).Uint64("closed_total", c.evicted).
+	c.log.Warn().Int("max", c.max).Uint64("closed", c.evicted-c.loggedEvicted).Uint64("closed_total", c.evicted).
 		Msg("HTTP connection cap reached: closing the longest-idle connections to admit new ones")
+	c.logged, c.loggedEvicted = now, c.evicted
+}
+
+// stats is the connections open now, the cap and the evictions so far.
+func (c *conns) stats() (open, max int, evicted uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.open), c.max, c.evicted
 }
 
 // forget drops nc from the books and returns it. Must be called with c.mu held.
@@ -143,11 +172,4 @@ func (c *conns) close() {
 	c.closed = true
 	c.cond.Broadcast()
 	c.mu.Unlock()
-}
-
-// count is the connections open now.
-func (c *conns) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.open)
 }

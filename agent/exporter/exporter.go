@@ -9,11 +9,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
@@ -68,14 +68,16 @@ var (
 // scrape, shared by every collector; a failing collector shows up as
 // vgpu_probe_scrape_collector_success 0 without blanking the others.
 type Collector struct {
-	src Source
-	log zerolog.Logger
+	src   Source
+	fails *limitedLog // a collector that fails on every scrape: a line a minute
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns the agent's Prometheus collector.
-func NewCollector(src Source, log zerolog.Logger) *Collector { return &Collector{src: src, log: log} }
+func NewCollector(src Source, log zerolog.Logger) *Collector {
+	return &Collector{src: src, fails: newLimitedLog(log, time.Minute)}
+}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -93,7 +95,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		start := time.Now()
 		ok := 1.0
 		if err := n.c.update(ch, &snap); err != nil {
-			c.log.Error().Err(err).Str("collector", n.name).Msg("collector failed")
+			c.fails.error(n.name, err, "collector "+n.name+" failed")
 			ok = 0
 		}
 		ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), n.name)
@@ -101,23 +103,38 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// Handler serves /metrics, /api/v1/snapshot and /api/v1/timeline.
+type Handler struct {
+	mux   http.Handler
+	stats *serverStats
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
 // NewHandler serves /metrics, /api/v1/snapshot and /api/v1/timeline;
-// extra collectors (the GPU's) are served on /metrics too.
-func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (http.Handler, error) {
+// extra collectors (the GPU's) are served on /metrics too. /metrics
+// answers from one collection per MetricsMaxAge, however many ask.
+func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (*Handler, error) {
+	stats := &serverStats{}
 	reg := prometheus.NewRegistry()
 	for _, c := range append([]prometheus.Collector{
 		NewCollector(src, log),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Errors,
+		stats,
 	}, extra...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	gatherErrs := newLimitedLog(log, time.Minute)
+	stats.cache = newMetricsCache(reg, MetricsMaxAge, func(err error) {
+		gatherErrs.error("collect", err, "collecting metrics failed")
+	})
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zerologAdapter{log}}))
-	heavy := newLimiter(MaxHeavyRequests)
+	mux.Handle("GET /metrics", stats.cache)
+	heavy := newLimiter(MaxHeavyRequests, &stats.refused)
 	mux.Handle("GET /api/v1/snapshot", heavy.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, src.Snapshot())
 	})))
@@ -128,22 +145,28 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("vgpu-probe agent\n\n/metrics\n/api/v1/snapshot\n/api/v1/timeline?domain=NAME&seconds=N&limit=N&cursor=C\n"))
 	})
-	return mux, nil
+	return &Handler{mux: stats.count(mux), stats: stats}, nil
 }
 
 // limiter turns requests beyond its capacity away at once (503 and
 // Retry-After) rather than queueing them: a queue would hold their memory.
-type limiter chan struct{}
+type limiter struct {
+	slots   chan struct{}
+	refused *atomic.Uint64
+}
 
-func newLimiter(n int) limiter { return make(limiter, n) }
+func newLimiter(n int, refused *atomic.Uint64) limiter {
+	return limiter{make(chan struct{}, n), refused}
+}
 
 func (l limiter) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case l <- struct{}{}:
-			defer func() { <-l }()
+		case l.slots <- struct{}{}:
+			defer func() { <-l.slots }()
 			h.ServeHTTP(w, r)
 		default:
+			l.refused.Add(1)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, apiError{"busy: too many timeline and snapshot requests at once, retry later"})
 		}
@@ -276,8 +299,3 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v) // the client went away; nothing to do
 }
-
-// zerologAdapter lets promhttp log through zerolog.
-type zerologAdapter struct{ log zerolog.Logger }
-
-func (z zerologAdapter) Println(v ...any) { z.log.Error().Msgf("%v", v...) }

@@ -85,3 +85,21 @@ func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), "gpu")
 	ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, ok, "gpu")
 }
+
+// gpuUnavailable stands for the GPU collector when NVML cannot be
+// opened (no GPU, no driver): collector_success{collector="gpu"} 0, so
+// that the failure is on the dashboard and alerts, not only in the log
+// line the agent wrote when it started.
+type gpuUnavailable struct{}
+
+// NewGPUUnavailable returns the collector to serve when --nvml was asked
+// for but NVML could not be opened.
+func NewGPUUnavailable() prometheus.Collector { return gpuUnavailable{} }
+
+// Describe describes nothing (an unchecked collector): scrapeSuccess is
+// the agent collector's, which a registry lets only one describe.
+func (gpuUnavailable) Describe(chan<- *prometheus.Desc) {}
+
+func (gpuUnavailable) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, 0, "gpu")
+}
