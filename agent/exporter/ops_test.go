@@ -180,16 +180,20 @@ func TestLimitMemoryInCgroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a memory cgroup")
 	}
-	dir := filepath.Join(cgroupRoot, fmt.Sprintf("vgpu-probe-memlimit-%d", os.Getpid()))
-	if b, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil || !strings.Contains(string(b), "memory") {
-		t.Skip("no cgroup v2 memory controller at " + cgroupRoot)
+	name := fmt.Sprintf("vgpu-probe-memlimit-%d", os.Getpid())
+	dir, file := filepath.Join(cgroupRoot, name), "memory.max" // v2
+	if b, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil && strings.Contains(string(b), "memory") {
+		_ = os.WriteFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"), []byte("+memory"), 0)
+	} else if _, err := os.Stat(filepath.Join(cgroupRoot, "memory", "memory.limit_in_bytes")); err == nil {
+		dir, file = filepath.Join(cgroupRoot, "memory", name), "memory.limit_in_bytes" // v1
+	} else {
+		t.Skip("no cgroup memory controller (v2 unified or v1 memory)")
 	}
-	_ = os.WriteFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"), []byte("+memory"), 0)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(strconv.Itoa(256<<20)), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(256<<20)), 0); err != nil {
 		t.Fatal(err)
 	}
 	run := func(env ...string) string {
