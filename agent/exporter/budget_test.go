@@ -267,3 +267,23 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
 	}
 }
+
+// TestSleepingProcessSeries: a process that slept through every trace
+// window costs at most 20 series, however many threads it has (empty
+// histograms are not 25 series each), and gains its buckets once it runs.
+func TestSleepingProcessSeries(t *testing.T) {
+	sleeping := model.Target{Name: "4242", Kind: "pid"}
+	for i := range 30 {
+		sleeping.Threads = append(sleeping.Threads, model.Thread{TID: 4242 + i, VCPU: -1, Cumulative: &model.Counters{}})
+	}
+	b := countSeries(t, scrape(t, model.Snapshot{AttachMode: "tp_btf", Targets: []model.Target{sleeping}}))
+	n := b.perTarget["4242"] + b.perVCPU["4242/"+NoVCPU]
+	if n != SeriesSleeping || n > 20 {
+		t.Errorf("a sleeping process: %d series, want SeriesSleeping = %d, at most 20", n, SeriesSleeping)
+	}
+	woke := fleetSnapshot(0).Targets[2] // the same kind of target, having run
+	b = countSeries(t, scrape(t, model.Snapshot{AttachMode: "tp_btf", Targets: []model.Target{woke}}))
+	if got := b.perTarget[woke.Name]; got < 3*seriesPerHistogram {
+		t.Errorf("a process that ran: %d per-target series, want its three histograms' %d buckets and more", got, 3*seriesPerHistogram)
+	}
+}

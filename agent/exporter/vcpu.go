@@ -87,6 +87,10 @@ const (
 	// the co-runner keys (the named ones, (throttled), (self) and
 	// (other)).
 	SeriesPerTarget = 3 + 3*seriesPerHistogram + monitor.MaxCorunnerKeys + 3
+	// SeriesSleeping: a --pid target that has not run in a trace window
+	// (a sleeping process): its info, three empty histograms of 3
+	// series, and one uncontended vcpu="none" set.
+	SeriesSleeping = 1 + 3*3 + SeriesPerVCPU - 2
 )
 
 func (vcpuCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) error {
@@ -208,7 +212,14 @@ func addHist(dst, src *model.Hist) {
 
 // histogram converts a BPF histogram to a Prometheus one. sum in seconds;
 // NaN means "not tracked exactly": it is estimated from bucket midpoints.
+// An empty one (a target that sleeps through every trace window) is its
+// _sum, _count and +Inf bucket only: 3 series, not seriesPerHistogram,
+// so that a sleeping process costs at most SeriesSleeping. Its buckets
+// appear together with its first sample and stay while it lives.
 func histogram(d *prometheus.Desc, h *model.Hist, sum float64, lv []string) prometheus.Metric {
+	if h.Count() == 0 {
+		return prometheus.MustNewConstHistogram(d, 0, 0, nil, lv...)
+	}
 	buckets := make(map[float64]uint64, maxExp-minExp+1)
 	for e := minExp; e <= maxExp; e++ {
 		buckets[math.Ldexp(1, e)/1e9] = h.CumulativeBelow(e)

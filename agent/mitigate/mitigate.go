@@ -92,6 +92,7 @@ func (m *Mitigator) Apply(ev targets.Event) {
 	} else {
 		delete(m.targets, key)
 	}
+	first := len(old) == 0
 	added := 0
 	for _, tid := range minus(cur, old) {
 		if m.ref(tid) {
@@ -102,7 +103,13 @@ func (m *Mitigator) Apply(ev targets.Event) {
 		m.unref(tid)
 	}
 	if added > 0 {
-		m.log.Info().Str("target", key).Int("threads", added).Str("slice", time.Duration(m.slice).String()).Msg("mitigation: short EEVDF slice set")
+		// The target's first threads are news; threads that come later
+		// (a pool that grows and shrinks) would be a line every re-scan.
+		lvl := zerolog.DebugLevel
+		if first {
+			lvl = zerolog.InfoLevel
+		}
+		m.log.WithLevel(lvl).Str("target", key).Int("threads", added).Str("slice", time.Duration(m.slice).String()).Msg("mitigation: short EEVDF slice set")
 	}
 }
 

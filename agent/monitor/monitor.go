@@ -244,7 +244,14 @@ func (m *Monitor) Apply(ev targets.Event) {
 				m.unref(uint32(th.TID))
 			}
 		}
-		m.log.Info().Str("target", key).Int("threads", len(ev.Target.Threads)).Bool("update", had).Msg("watching target")
+		// A target's threads come and go all the time (a thread pool, a
+		// shell's children): its first description is news, the rest are
+		// debug, or a busy --pid target writes a line every re-scan.
+		lvl := zerolog.InfoLevel
+		if had {
+			lvl = zerolog.DebugLevel
+		}
+		m.log.WithLevel(lvl).Str("target", key).Int("threads", len(ev.Target.Threads)).Bool("update", had).Msg("watching target")
 	case targets.Removed:
 		if !had {
 			return // already found gone (reapProcesses)

@@ -6,19 +6,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/cgroups"
 )
 
 // ErrNoProcess is wrapped when a pid given to NewPID does not exist.
 var ErrNoProcess = errors.New("no such process")
 
-// qemuVCPU matches QEMU's vCPU thread names ("CPU 3/KVM", "CPU 0/TCG"),
-// which it sets with -name debug-threads=on (libvirt always does).
-var qemuVCPU = regexp.MustCompile(`^CPU (\d+)/`)
+// A thread's vCPU index comes from where the hypervisor put it, never
+// from its name: any thread may call itself "CPU 7/KVM" (prctl
+// PR_SET_NAME), and a tenant's process that named 500 threads so would
+// add 500 vcpu label values. libvirt puts each vCPU thread of a domain in
+// a cgroup of its own, vcpuN, under the domain's machine scope
+// (/machine.slice/machine-qemu\x2d1\x2dvm.scope/libvirt/vcpu0 on v2,
+// .../vm.scope/vcpu0 on v1, /machine/vm.libvirt-qemu/vcpu0 without
+// systemd), which only root and libvirt can make. Threads elsewhere are
+// not vCPUs (-1).
 
 // PID watches every thread of one process, re-scanning /proc for threads
 // that start or end.
@@ -75,22 +82,42 @@ func processThreads(procRoot string, pid int) ([]Thread, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Thread{TID: tid, VCPU: vcpuOf(filepath.Join(dir, e.Name(), "comm"))})
+		out = append(out, Thread{TID: tid, VCPU: vcpuOf(filepath.Join(dir, e.Name(), "cgroup"))})
 	}
 	slices.SortFunc(out, func(a, b Thread) int { return a.TID - b.TID })
 	return out, nil
 }
 
-func vcpuOf(commPath string) int {
-	b, err := os.ReadFile(commPath)
+// vcpuOf reads a thread's cgroups and returns the N of a libvirt vcpuN
+// cgroup under the machine slice, else -1.
+func vcpuOf(cgroupPath string) int {
+	b, err := os.ReadFile(cgroupPath)
 	if err != nil {
 		return -1 // thread ended between listing and reading
 	}
-	m := qemuVCPU.FindStringSubmatch(strings.TrimSpace(string(b)))
+	for _, m := range cgroups.Parse(b) {
+		if n := libvirtVCPU(m.Path); n >= 0 {
+			return n
+		}
+	}
+	return -1
+}
+
+// libvirtVCPU is N when path is libvirt's vcpuN cgroup of a domain
+// (under /machine.slice or /machine), else -1.
+func libvirtVCPU(path string) int {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) < 3 || (parts[0] != "machine.slice" && parts[0] != "machine") {
+		return -1
+	}
+	m := vcpuDir.FindStringSubmatch(parts[len(parts)-1])
 	if m == nil {
 		return -1
 	}
-	n, _ := strconv.Atoi(m[1])
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return -1
+	}
 	return n
 }
 

@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-func TestPIDThreadsAndVCPUNames(t *testing.T) {
+// A thread's vCPU index is its libvirt vcpuN cgroup's N; its name counts
+// for nothing: 4245 is called "CPU 7/KVM" and sits in a vcpu7 cgroup a
+// user made, outside the machine slice.
+func TestPIDThreadsAndVCPUCgroups(t *testing.T) {
 	p, err := newPID("testdata/proc", 4242, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +22,7 @@ func TestPIDThreadsAndVCPUNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Thread{{TID: 4242, VCPU: -1}, {TID: 4243, VCPU: 0}, {TID: 4244, VCPU: 1}}
+	want := []Thread{{TID: 4242, VCPU: -1}, {TID: 4243, VCPU: 0}, {TID: 4244, VCPU: 1}, {TID: 4245, VCPU: -1}}
 	if !tg.Equal(Target{Kind: KindPID, Name: "4242", Threads: want}) {
 		t.Fatalf("got %+v", tg)
 	}
