@@ -173,3 +173,10 @@ func (c *conns) close() {
 	c.cond.Broadcast()
 	c.mu.Unlock()
 }
+
+// idle is the connections open without a request in progress.
+func (c *conns) idle() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting.Len()
+}

@@ -40,6 +40,8 @@ type ServeOptions struct {
 	// memory limits (ConnCap).
 	MaxConns int
 	Log      zerolog.Logger
+	// seeConns, in tests, is given the server's connection books.
+	seeConns func(*conns)
 }
 
 // ValidateWebConfig checks a web config file the way Serve will load it:
@@ -156,6 +158,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		stats = hh.stats
 	}
 	stats.attach(cs)
+	if o.seeConns != nil {
+		o.seeConns(cs)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,

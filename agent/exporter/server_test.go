@@ -81,14 +81,21 @@ func (c *rawConn) get(path string) (int, error) {
 // TestConnCapClosesLongestIdle: at the cap a new connection is admitted
 // by closing the connection idle longest; the others keep working.
 func TestConnCapClosesLongestIdle(t *testing.T) {
-	addr := serveTest(t, ServeOptions{MaxConns: 3, Log: zerolog.Nop()})
+	books := make(chan *conns, 1)
+	addr := serveTest(t, ServeOptions{MaxConns: 3, Log: zerolog.Nop(), seeConns: func(c *conns) { books <- c }})
+	cb := <-books
 	var cs []*rawConn
-	for range 3 {
+	for i := range 3 {
 		c := dial(t, addr)
 		if code, err := c.get("/metrics"); err != nil || code != 200 {
 			t.Fatalf("first requests: %d %v", code, err)
 		}
 		cs = append(cs, c)
+		// The server marks a connection idle after the client has its
+		// response: wait for it, so that idle order is dial order.
+		for cb.idle() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	// The fourth is admitted at once, although three are open and none
 	// has timed out...
