@@ -43,6 +43,7 @@ var layerOf = map[string]string{
 	"nvml":          base, // the NVML sampler and its file (agent, run, report)
 	"input":         base, // bounded reading and number checks of inputs
 	"layers":        base, // this test
+	"internal":      base, // test helpers (internal/disturbance: what disturbed a timing test)
 }
 
 // mayImport lists, for each layer, the other layers it may import; every
