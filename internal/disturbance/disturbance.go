@@ -29,6 +29,7 @@ type Window struct {
 	tids      []int // nil: every thread of the process
 	delay     map[int]int64
 	cpus      []cpuTicks
+	ours      int64 // CPU ticks of this process and its descendants
 	throttled int64
 	waiting   int64 // PSI cpu "some" total, µs; -1: no PSI
 }
@@ -39,6 +40,7 @@ func Start(tids ...int) *Window {
 	w := &Window{tids: tids}
 	w.delay = runDelays(tids)
 	w.cpus = readCPUTicks()
+	w.ours = treeTicks()
 	w.throttled = throttledNs()
 	w.waiting = waitingUs()
 	w.start = time.Now()
@@ -51,7 +53,9 @@ type Figures struct {
 	// RunDelay is the time the watched threads were runnable but not
 	// running, per second of the window: for one thread, the fraction
 	// of its time it waited for a CPU; for several, the mean number
-	// waiting. Threads that exited during the window are not counted.
+	// waiting. Threads that exited during the window are not counted,
+	// and a wait is counted when it ends: one begun before the window
+	// counts whole.
 	RunDelay float64
 	// Throttled is the fraction of the window the most throttled of the
 	// process's cgroups was held back by its CPU quota.
@@ -60,6 +64,11 @@ type Figures struct {
 	// else on it (0 on bare metal), indexed by CPU number. /proc/stat
 	// counts it in 10 ms ticks: one tick in a 100 ms window reads 10%.
 	Steal []float64
+	// Others is the share of the machine's CPU time (all CPUs, less
+	// steal) that tasks outside this process and its descendants used:
+	// a test's children are its own, anything else competes with it.
+	// -1 where unknown.
+	Others float64
 	// Waiting is the fraction of the window in which some task on the
 	// machine (the test's own included) waited for a CPU; -1 where the
 	// kernel has no pressure stall information.
@@ -69,13 +78,15 @@ type Figures struct {
 // Stop ends the window and returns its figures.
 func (w *Window) Stop() Figures {
 	dt := time.Since(w.start)
-	f := Figures{Seconds: dt.Seconds(), Waiting: -1}
+	f := Figures{Seconds: dt.Seconds(), Waiting: -1, Others: -1}
 	for tid, d := range runDelays(w.tids) {
 		f.RunDelay += float64(d - w.delay[tid]) // new threads: their whole life
 	}
 	f.RunDelay /= float64(dt.Nanoseconds())
 	f.Throttled = float64(throttledNs()-w.throttled) / float64(dt.Nanoseconds())
-	f.Steal = stealFractions(w.cpus, readCPUTicks())
+	cpus := readCPUTicks()
+	f.Steal = stealFractions(w.cpus, cpus)
+	f.Others = othersShare(w.cpus, cpus, treeTicks()-w.ours)
 	if w.waiting >= 0 {
 		if now := waitingUs(); now >= 0 {
 			// The kernel adds a stall to the total when it ends or
@@ -141,6 +152,9 @@ func (f Figures) String() string {
 	for cpu, s := range f.Steal {
 		fmt.Fprintf(&b, " %.1f%% (CPU %d)", 100*s, cpu)
 	}
+	if f.Others >= 0 {
+		fmt.Fprintf(&b, ", other processes %.0f%% of the CPUs", 100*f.Others)
+	}
 	if f.Waiting >= 0 {
 		fmt.Fprintf(&b, ", some task waiting for a CPU %.0f%% of the time", 100*f.Waiting)
 	}
@@ -180,11 +194,11 @@ func runDelay(tid int) (int64, bool) {
 	return d, err == nil
 }
 
-// cpuTicks is one CPU's line of /proc/stat: its steal ticks and all its
-// ticks.
+// cpuTicks is one CPU's line of /proc/stat: its steal ticks, its idle
+// ones (idle and iowait) and all its ticks.
 type cpuTicks struct {
-	cpu          int
-	steal, total int64
+	cpu                int
+	steal, idle, total int64
 }
 
 func readCPUTicks() []cpuTicks {
@@ -215,7 +229,10 @@ func parseCPUTicks(s string) []cpuTicks {
 			if err != nil {
 				break
 			}
-			if i == 7 {
+			switch i {
+			case 3, 4:
+				c.idle += n
+			case 7:
 				c.steal = n
 			}
 			// guest and guest_nice (9th and 10th) are already in user
@@ -245,6 +262,85 @@ func stealFractions(before, after []cpuTicks) []float64 {
 		}
 	}
 	return out
+}
+
+// othersShare returns the share of the CPU time between two readings,
+// less steal, that was busy but not with ours (ticks); -1 without
+// readings.
+func othersShare(before, after []cpuTicks, ours int64) float64 {
+	var busy, avail int64
+	for _, a := range after {
+		for _, b := range before {
+			if b.cpu == a.cpu {
+				steal := a.steal - b.steal
+				avail += a.total - b.total - steal
+				busy += a.total - b.total - steal - (a.idle - b.idle)
+			}
+		}
+	}
+	if avail <= 0 {
+		return -1
+	}
+	return min(1, max(0, float64(busy-ours)/float64(avail)))
+}
+
+// treeTicks returns the CPU time (user and system, in /proc's ticks) of
+// this process and of every live descendant, each with the children it
+// has reaped: a descendant that exits moves its time into its parent's.
+func treeTicks() int64 {
+	me := os.Getpid()
+	ents, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	ticks := map[int]int64{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if pp, t, ok := parseStat(string(b)); ok {
+			parent[pid], ticks[pid] = pp, t
+		}
+	}
+	var sum int64
+	for pid, t := range ticks {
+		for p := pid; p > 1; p = parent[p] {
+			if p == me {
+				sum += t
+				break
+			}
+		}
+	}
+	return sum
+}
+
+// parseStat reads the parent pid and utime+stime+cutime+cstime (fields
+// 4 and 14-17) of a /proc/PID/stat line; the command name may hold spaces
+// and parentheses, so fields count from its last ')'.
+func parseStat(s string) (ppid int, ticks int64, ok bool) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 15 {
+		return 0, 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, v := range f[11:15] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		ticks += n
+	}
+	return ppid, ticks, true
 }
 
 // throttledNs returns the throttled time of the most throttled cgroup of
