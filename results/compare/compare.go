@@ -80,7 +80,8 @@ type Row struct {
 
 // Noisy reports whether the repetitions of the row's two leading modes
 // disagree by more than the margin that ranks them, and the larger
-// spread and its mode.
+// spread and its mode. Where every repetition of the best mode beat every
+// one of the next, the ranking holds however wide the spread: not noisy.
 func (r Row) Noisy() (spread float64, mode string, noisy bool) {
 	if r.Next == "" {
 		return 0, "", false
@@ -90,7 +91,8 @@ func (r Row) Noisy() (spread float64, mode string, noisy bool) {
 			spread, mode = s, m
 		}
 	}
-	return spread, mode, spread > r.Margin
+	best, next := r.Cells[r.Best], r.Cells[r.Next]
+	return spread, mode, spread > r.Margin && best.MaxS >= next.MinS
 }
 
 // Table is the comparison of a set of cells.

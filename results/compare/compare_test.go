@@ -164,3 +164,33 @@ func TestBottomLine(t *testing.T) {
 		t.Errorf("warnings %q without repetitions", w)
 	}
 }
+
+// TestNoisy: a spread wider than the margin is flagged where the leading
+// modes' repetitions overlap, not where every repetition of the best beat
+// every one of the next.
+func TestNoisy(t *testing.T) {
+	k := results.Key{Scenario: shared1, Corunner: "while1", Corunners: 1, VCPUs: 1}
+	row := func(best, next []float64) Row {
+		var cs []Cell
+		for m, reps := range map[string][]float64{"hybrid": best, "block": next} {
+			k := k
+			k.Mode = m
+			cs = append(cs, Cell{Key: k, WallS: median(reps), Reps: reps})
+		}
+		return Build(cs, "baseline").Rows[0]
+	}
+	for _, tc := range []struct {
+		best, next []float64
+		noisy      bool
+	}{
+		{[]float64{0.10, 0.11, 0.15}, []float64{0.12, 0.12, 0.12}, true},  // 50% spread, 9% margin, overlapping
+		{[]float64{0.10, 0.10, 0.15}, []float64{0.16, 0.16, 0.17}, false}, // 50% spread, 60% margin
+		{[]float64{0.10, 0.12, 0.15}, []float64{0.16, 0.17, 0.17}, false}, // 50% spread, 42% margin, apart
+		{[]float64{0.10, 0.10, 0.10}, []float64{0.101, 0.101, 0.101}, false},
+	} {
+		r := row(tc.best, tc.next)
+		if s, m, noisy := r.Noisy(); noisy != tc.noisy || r.Best != "hybrid" {
+			t.Errorf("best %v next %v: best %s, margin %.2f, spread %.2f (%s), noisy %v, want %v", tc.best, tc.next, r.Best, r.Margin, s, m, noisy, tc.noisy)
+		}
+	}
+}
