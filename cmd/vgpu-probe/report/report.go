@@ -77,10 +77,13 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 		Short: "Report interference: experiment results or live agents, as table, JSON, HTML or Perfetto trace",
 		Long: `report joins what vgpu-probe measured and says what it means.
 
-For experimenters: report RESULTS.json (from vgpu-probe run) gives the
-slowdown of each cell against the baseline, GPU utilisation and its drop,
+For experimenters: report RESULTS.json (the results.json of vgpu-probe
+run, bench or apps) gives the slowdown of each cell against one reference
+per vCPU count (the fastest cell of the baseline, or for bench and apps of
+the setting none, whatever its mode), GPU utilisation and its drop,
 kernels per second, kernel launch and receive latency (the paper's
-Table II) and a verdict on whether the workload is vulnerable.
+Table II), a verdict on whether the workload is vulnerable, and the best
+mode of each setting with its margin over the next.
 
 For operators: report --agent URL (repeat for several hosts) reads live
 agents and ranks their VMs by interference, with a recommendation per VM
