@@ -497,6 +497,11 @@ type ArmStats struct {
 	Reports          uint64  `json:"reports"`
 	ReportSeconds    float64 `json:"report_seconds"`
 	ReportMaxSeconds float64 `json:"report_max_seconds"`
+	// EventBlocks: event waits of the policy arm that blocked on a shadow
+	// event (their events spin in CUDA's own wait whatever the schedule),
+	// and the wall time they took; counted by the caller, which sets them.
+	EventBlocks       uint64  `json:"event_blocks"`
+	EventBlockSeconds float64 `json:"event_block_seconds"`
 }
 
 // Stats returns the totals so far (epochs still running are not counted).

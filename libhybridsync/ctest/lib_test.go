@@ -169,14 +169,16 @@ type stats struct {
 		Deleg uint64 `json:"delegated"`
 	} `json:"unknown_kernels"`
 	Outcomes *struct {
-		Epochs       map[string]uint64  `json:"epochs"`
-		Seconds      map[string]float64 `json:"seconds"`
-		Explorations uint64             `json:"explorations"`
-		Chosen       map[string]uint64  `json:"chosen"`
-		Settled      uint64             `json:"settled"`
-		Rates        map[string]float64 `json:"rates"`
-		QuietChecks  uint64             `json:"quiet_checks"`
-		Reports      uint64             `json:"reports"`
+		Epochs            map[string]uint64  `json:"epochs"`
+		Seconds           map[string]float64 `json:"seconds"`
+		Explorations      uint64             `json:"explorations"`
+		Chosen            map[string]uint64  `json:"chosen"`
+		Settled           uint64             `json:"settled"`
+		Rates             map[string]float64 `json:"rates"`
+		QuietChecks       uint64             `json:"quiet_checks"`
+		Reports           uint64             `json:"reports"`
+		EventBlocks       uint64             `json:"event_blocks"`
+		EventBlockSeconds float64            `json:"event_block_seconds"`
 	} `json:"outcomes"`
 	Kernels []struct {
 		Name   string  `json:"name"`
@@ -679,12 +681,18 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)
 	}
 	// In the policy arm the context is switched to blocking-sync and
-	// the waits are CUDA's own: the stand-in saw them sleep on plain
-	// events, more often than the library blocked on shadow events.
+	// the stream waits are CUDA's own, which then sleep; the event
+	// waits, which would spin in CUDA whatever the schedule, block on
+	// the library's shadow events. The stand-in saw both sleep, more
+	// often than the Go policy blocked.
 	blocking, spinning := standin(t, stderr)
 	if blocking <= int(st.Blocks) || spinning == 0 {
 		t.Errorf("CUDA's own waits: %d blocking, %d spinning; the library's own blocks: %d; want CUDA to have blocked in the policy arm and spun in the device arm",
 			blocking, spinning, st.Blocks)
+	}
+	if o.EventBlocks == 0 || o.EventBlockSeconds <= 0 {
+		t.Errorf("event waits of the policy arm on shadow events: %d (%.3f s); want some: they spin in CUDA's own wait",
+			o.EventBlocks, o.EventBlockSeconds)
 	}
 	// Outside the model arm no launch or record is observed (wait.c,
 	// set_arm): the event waits there, two in three of this program's,

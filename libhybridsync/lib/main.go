@@ -250,6 +250,9 @@ func statsJSON(l *lib) ([]byte, error) {
 		st.Outcomes.Reports = uint64(C.hs_reports(&ns, &maxNs))
 		st.Outcomes.ReportSeconds = float64(ns) / 1e9
 		st.Outcomes.ReportMaxSeconds = float64(maxNs) / 1e9
+		var blockNs C.int64_t
+		st.Outcomes.EventBlocks = uint64(C.hs_event_blocks(&blockNs))
+		st.Outcomes.EventBlockSeconds = float64(blockNs) / 1e9
 	}
 	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st})
 }

@@ -27,6 +27,21 @@ void hs_count_report(int64_t spent)
 
 unsigned long hs_quiet_checks(void) { return atomic_load(&quiet_checks); }
 
+static atomic_ulong event_blocks;
+static _Atomic int64_t event_block_ns;
+
+void hs_count_event_block(int64_t ns)
+{
+	atomic_fetch_add_explicit(&event_blocks, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&event_block_ns, ns, memory_order_relaxed);
+}
+
+unsigned long hs_event_blocks(int64_t *ns)
+{
+	*ns = atomic_load(&event_block_ns);
+	return atomic_load(&event_blocks);
+}
+
 unsigned long hs_reports(int64_t *ns, int64_t *max_ns)
 {
 	*ns = atomic_load(&report_ns);

@@ -16,6 +16,11 @@ void hs_count_report(int64_t spent);
  * their total and longest wall time (ns). */
 unsigned long hs_quiet_checks(void);
 unsigned long hs_reports(int64_t *ns, int64_t *max_ns);
+/* hs_count_event_block counts an event wait of the policy arm that blocked
+ * on a shadow event for ns; hs_event_blocks returns their number and total
+ * ns, for Go. */
+void hs_count_event_block(int64_t ns);
+unsigned long hs_event_blocks(int64_t *ns);
 
 #pragma GCC visibility pop
 #endif

@@ -242,6 +242,26 @@ static int through_policy(struct hs_wait *w, int64_t start)
 	return r;
 }
 
+/* block_event is the policy arm's event wait. The schedule that arm sets
+ * makes CUDA's stream and context waits block, but an event wait spins
+ * unless its event was created blocking (core.c), and programs that wait on
+ * their own events (GROMACS does, after every step's forces) would spin
+ * through every wait in the arm meant to give the CPU back. So an
+ * unfinished event blocks on a shadow event that completes with it. */
+static int block_event(struct hs_wait *w)
+{
+	int r = hs_core_query(w);
+	/* Counted as the arm's other waits are (left to CUDA, or found
+	 * done), so every wait stays in the stats once. */
+	hs_fast_count(w->kernel, r == HS_CUDA_ERROR_NOT_READY);
+	if (r != HS_CUDA_ERROR_NOT_READY)
+		return r == 0 ? 0 : hs_core_finish(w);
+	int64_t t = hs_now();
+	r = hs_core_block(w);
+	hs_count_event_block(hs_now() - t);
+	return r;
+}
+
 /* begin returns 0 when it ran the policy (*rc its result; the work is
  * complete), 1 when the wait is left to CUDA. */
 static int begin(struct hs_cuda_wait *c, int *rc)
@@ -251,6 +271,10 @@ static int begin(struct hs_cuda_wait *c, int *rc)
 	if (hs_in_forked_child() || hs_lib_ready() != 0)
 		return 1;
 	int arm = epoch_arm(&c->start);
+	if (arm == HS_ARM_POLICY && epoch.cuda_blocking && c->w.kind == HS_WAIT_EVENT) {
+		*rc = block_event(&c->w);
+		return 0;
+	}
 	/* Left to CUDA: no query first. CUDA's wait on finished work is as
 	 * quick as the query, and on unfinished work the query is one driver
 	 * call more. Only the default mode leaves waits to CUDA, and it has

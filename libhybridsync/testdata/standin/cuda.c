@@ -100,8 +100,9 @@ CUresult cuDriverGetVersion(int *v)
 	*v = 13000;
 	return OK;
 }
-/* The context's flags: with CU_CTX_SCHED_BLOCKING_SYNC (4), every wait
- * sleeps, as in CUDA's blocking-sync mode. */
+/* The context's flags: with CU_CTX_SCHED_BLOCKING_SYNC (4), stream and
+ * context waits sleep, as in CUDA's blocking-sync mode; a plain event's
+ * wait spins whatever the schedule, as CUDA's does. */
 static atomic_uint ctx_flags;
 CUresult cuCtxGetFlags(unsigned *f)
 {
@@ -117,7 +118,7 @@ CUresult cuCtxSetFlags(unsigned f)
 }
 static int ctx_blocking(void) { return (atomic_load(&ctx_flags) & 7) == 4; }
 
-/* wait_until: how CUDA's own wait waits, for a plain event or a stream. */
+/* wait_until: how CUDA's own wait waits, for a stream or the context. */
 static void wait_until(int64_t t)
 {
 	if (!ctx_blocking()) {
@@ -262,7 +263,7 @@ static CUresult event_sync(void *h)
 			atomic_fetch_add(&standin_blocking_waits, 1);
 		sleep_until(e.done);
 	} else {
-		wait_until(e.done);
+		spin_until(e.done);
 	}
 	return e.err;
 }
