@@ -15,6 +15,9 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # prefix systemd does not search (/opt/...), set UNITDIR=/etc/systemd/system.
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
+# The library's directory: lib64 or lib/x86_64-linux-gnu where the
+# distribution wants those.
+LIBDIR      ?= $(PREFIX)/lib
 MANDIR      ?= $(PREFIX)/share/man
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions

@@ -3,12 +3,14 @@ package ctest
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -831,6 +833,74 @@ func TestCMakeConsumer(t *testing.T) {
 	}
 	for _, p := range []string{"consumer", "consumer_static"} {
 		run(t, nil, filepath.Join(bdir, p))
+	}
+}
+
+// TestInstalledStripped: the installed library has no symbol table or
+// debug information (the built one has); the tests above load it, so it
+// works stripped.
+func TestInstalledStripped(t *testing.T) {
+	need(t)
+	for _, c := range []struct {
+		path   string
+		symtab bool
+	}{
+		{filepath.Join(built.dir, "build", "lib", "libhybridsync.so.0.1.0"), true},
+		{filepath.Join(built.prefix, "lib", "libhybridsync.so.0.1.0"), false},
+	} {
+		f, err := elf.Open(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := f.Section(".symtab") != nil
+		syms, _ := f.DynamicSymbols()
+		f.Close()
+		if has != c.symtab {
+			t.Errorf("%s: .symtab present %v, want %v", c.path, has, c.symtab)
+		}
+		if !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == "hs_sync" }) {
+			t.Errorf("%s: dynamic symbol hs_sync missing", c.path)
+		}
+	}
+}
+
+// TestMultiarchLibdir: make install LIBDIR=$PREFIX/lib/x86_64-linux-gnu
+// puts the library there, and pkg-config and CMake consumers find it
+// there.
+func TestMultiarchLibdir(t *testing.T) {
+	need(t)
+	root, _ := repoRoot()
+	prefix := filepath.Join(t.TempDir(), "usr")
+	libdir := filepath.Join(prefix, "lib", "x86_64-linux-gnu")
+	if err := sh(root, "make", "-s", "-f", "libhybridsync/Makefile.inc", "install", "PREFIX="+prefix, "LIBDIR="+libdir,
+		"HS_BUILD="+filepath.Join(built.dir, "build")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(libdir, "libhybridsync.so.0.1.0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "lib", "libhybridsync.so.0.1.0")); err == nil {
+		t.Error("the library is in $PREFIX/lib too")
+	}
+	pc := exec.Command("pkg-config", "--variable=libdir", "hybridsync")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_PATH="+filepath.Join(libdir, "pkgconfig"))
+	if out, err := pc.Output(); err != nil || strings.TrimSpace(string(out)) != libdir {
+		t.Errorf("pkg-config libdir: %q %v, want %s", out, err, libdir)
+	}
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
+	}
+	bdir := t.TempDir()
+	if err := sh(bdir, "cmake", "-S", filepath.Join(root, "libhybridsync", "testdata", "cmake"), "-B", bdir,
+		"-Dhybridsync_DIR="+filepath.Join(libdir, "cmake", "hybridsync")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh(bdir, "cmake", "--build", bdir); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", filepath.Join(bdir, "consumer")).Output()
+	if err != nil || !strings.Contains(string(out), libdir) {
+		t.Errorf("consumer links %s, want the library in %s", out, libdir)
 	}
 }
 

@@ -74,8 +74,12 @@ func Load(ctx context.Context, o Options) ([]report.AgentInput, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
-	q := &querier{api: v1.NewAPI(c), o: o, rng: model.Duration(o.Range).String()}
+	q := &querier{api: v1.NewAPI(c), o: o, rng: model.Duration(o.Range).String(), step: ageStep(o.Range).String()}
 	threads, err := q.threads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ages, err := q.ages(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,18 +94,24 @@ func Load(ctx context.Context, o Options) ([]report.AgentInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	return assemble(threads, meta, corunners, o), nil
+	return assemble(threads, ages, meta, corunners, o), nil
+}
+
+// ageStep is the resolution of the age query: a second up to an hour's
+// range (a 70 s old series' age within 1.5%), 3600 steps beyond.
+func ageStep(rng time.Duration) model.Duration {
+	return model.Duration(max(time.Second, (rng / 3600).Truncate(time.Second)))
 }
 
 type querier struct {
-	api v1.API
-	o   Options
-	rng string
+	api       v1.API
+	o         Options
+	rng, step string
 }
 
 // vector runs one query and returns its samples.
 func (q *querier) vector(ctx context.Context, expr string) (model.Vector, error) {
-	expr = expand(expr, q.o.Match, q.rng)
+	expr = expand(expr, q.o.Match, q.rng, q.step)
 	ctx, cancel := context.WithTimeout(ctx, q.o.Timeout)
 	defer cancel()
 	v, _, _, err := q.api.Query(ctx, expr, q.o.Now)
@@ -138,6 +148,22 @@ func (q *querier) threads(ctx context.Context) (map[threadKey]*agentapi.Thread, 
 				out[k] = th
 			}
 			tq.set(th, value(s))
+		}
+	}
+	return out, nil
+}
+
+// ages runs the age query: each thread's series' age in seconds, at most
+// the range.
+func (q *querier) ages(ctx context.Context) (map[threadKey]float64, error) {
+	vec, err := q.vector(ctx, ageQuery)
+	if err != nil {
+		return nil, err
+	}
+	out := map[threadKey]float64{}
+	for _, s := range vec {
+		if a := value(s); a > 0 {
+			out[threadKey{label(s, instanceLabel), label(s, targetLabel), label(s, vcpuLabel)}] = min(a, q.o.Range.Seconds())
 		}
 	}
 	return out, nil
@@ -257,7 +283,8 @@ func newThread(vcpu string) *agentapi.Thread {
 
 // assemble groups the threads by host and target into snapshots, in a
 // stable order, and finishes each thread's values.
-func assemble(threads map[threadKey]*agentapi.Thread, meta map[targetKey]*targetMeta, corunners map[targetKey][]agentapi.Corunner, o Options) []report.AgentInput {
+// A host's snapshot window is its oldest series' age within the range.
+func assemble(threads map[threadKey]*agentapi.Thread, ages map[threadKey]float64, meta map[targetKey]*targetMeta, corunners map[targetKey][]agentapi.Corunner, o Options) []report.AgentInput {
 	keys := make([]threadKey, 0, len(threads))
 	for k := range threads {
 		keys = append(keys, k)
@@ -276,7 +303,7 @@ func assemble(threads map[threadKey]*agentapi.Thread, meta map[targetKey]*target
 	var snap *agentapi.Snapshot
 	for _, k := range keys {
 		if snap == nil || out[len(out)-1].URL != k.instance {
-			snap = &agentapi.Snapshot{Time: o.Now.UTC(), WindowSeconds: o.Range.Seconds()}
+			snap = &agentapi.Snapshot{Time: o.Now.UTC()}
 			out = append(out, report.AgentInput{URL: k.instance, Snapshot: snap})
 		}
 		n := len(snap.Targets)
@@ -285,7 +312,12 @@ func assemble(threads map[threadKey]*agentapi.Thread, meta map[targetKey]*target
 			n++
 		}
 		th := threads[k]
-		finish(th, k.vcpu, o.Range.Seconds())
+		age, ok := ages[k]
+		if !ok {
+			age = o.Range.Seconds() // a server that cannot say: the range, as rate() assumes
+		}
+		snap.WindowSeconds = max(snap.WindowSeconds, age)
+		finish(th, k.vcpu, o.Range.Seconds(), age)
 		t := &snap.Targets[n-1]
 		if len(t.Threads) == 0 {
 			th.Corunners = corunners[targetKey{k.instance, k.target}]
@@ -295,14 +327,20 @@ func assemble(threads map[threadKey]*agentapi.Thread, meta map[targetKey]*target
 	return out
 }
 
-// finish makes the rates mean what the agent's do. The series of
+// finish makes the rates mean what the agent's do. rate() divided what
+// a series saw by the whole range: a series younger than the range
+// (ageS seconds old) is rescaled to its age, never diluted. The series of
 // vcpu="none" sum a target's other threads, of which some idle: their
 // wait is shared out over the threads that were busy, counted as the
 // CPU time they used and waited for per second (a single busy thread
 // counts one), which is what the agent averages over.
-func finish(th *agentapi.Thread, vcpu string, rangeS float64) {
-	if vcpu == noVCPU && rangeS > 0 {
-		busy := (th.RunSeconds + th.RunnableWaitSeconds) / rangeS
+func finish(th *agentapi.Thread, vcpu string, rangeS, ageS float64) {
+	if ageS > 0 && ageS < rangeS {
+		th.StealFraction *= rangeS / ageS
+		th.PreemptionsPerSecond *= rangeS / ageS
+	}
+	if vcpu == noVCPU && ageS > 0 {
+		busy := (th.RunSeconds + th.RunnableWaitSeconds) / ageS
 		th.StealFraction /= max(1, busy)
 	}
 	th.StealFraction = min(1, max(0, th.StealFraction))
@@ -338,4 +376,34 @@ func guessKind(name string) string {
 		return "pid"
 	}
 	return "domain"
+}
+
+// WindowNotes says over what span the rates of each host in fleet are:
+// the range, or for a host whose series are younger, their age. Hosts
+// with the same window share a note.
+func WindowNotes(fleet []report.AgentInput, rng time.Duration) []string {
+	var order []string
+	hosts := map[string][]string{}
+	for _, a := range fleet {
+		if a.Snapshot == nil {
+			continue
+		}
+		w := time.Duration(a.Snapshot.WindowSeconds * float64(time.Second)).Round(time.Second)
+		var note string
+		if w >= rng {
+			note = fmt.Sprintf("prometheus: rates over the last %s (--range)", model.Duration(rng))
+		} else {
+			note = fmt.Sprintf("prometheus: rates over the last %s, the age of the oldest series (younger than --range %s; each series' rates cover its own life)",
+				model.Duration(w), model.Duration(rng))
+		}
+		if _, ok := hosts[note]; !ok {
+			order = append(order, note)
+		}
+		hosts[note] = append(hosts[note], a.URL)
+	}
+	out := make([]string, 0, len(order))
+	for _, n := range order {
+		out = append(out, n+": "+strings.Join(hosts[n], ", "))
+	}
+	return out
 }

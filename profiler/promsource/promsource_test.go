@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/promsource/promtest"
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 )
@@ -36,7 +37,8 @@ func co(inst, dom, who string, v float64) series {
 
 // fleet is what the fake answers, by the start of the query: two hosts,
 // a VM with two vCPUs and a quiet one on the first, a pid target (its
-// threads summed under vcpu="none") on the second; range 1m.
+// threads summed under vcpu="none") on the second; range 1m. vm2 and the
+// pid target are 30 s old: rate() over 1m halved what they saw.
 var fleet = map[string][]series{
 	perThread("rate", baseMetric): {th("a:9477", "vm1", "0", 0.30), th("a:9477", "vm1", "1", 0.10),
 		th("a:9477", "vm2", "0", 0.02), th("b:9477", "4242", "none", 0.6)},
@@ -53,6 +55,7 @@ var fleet = map[string][]series{
 		{map[string]string{"instance": "b:9477", "domain": "4242", "kind": "pid"}, 1}},
 	lastOf("vgpu_probe_target_quota_seconds"):  {tg("a:9477", "vm1", 0.05)},
 	lastOf("vgpu_probe_target_period_seconds"): {tg("a:9477", "vm1", 0.1)},
+	ageQuery: {th("a:9477", "vm1", "0", 61), th("a:9477", "vm1", "1", 60), th("a:9477", "vm2", "0", 30), th("b:9477", "4242", "none", 30)},
 }
 
 func nan() float64 { return math.NaN() }
@@ -76,7 +79,7 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	var result []map[string]any
 	for expr, ss := range f.answers {
-		if expand(expr, testSel, "1m") != q {
+		if expand(expr, testSel, "1m", "1s") != q {
 			continue
 		}
 		for _, s := range ss {
@@ -125,6 +128,11 @@ func TestLoadRebuildsTheFleet(t *testing.T) {
 	if th := vm1.Threads[0]; th.StealFraction != 0.30 || th.RunSeconds != 40 || th.PreemptionsPerSecond != 100 || th.OffCPUP50US != 500 {
 		t.Errorf("vm1 vcpu0: %+v", th)
 	}
+	// vm2's series is 30 s old: its rate over 1m is doubled back, not
+	// read diluted.
+	if th := a.Targets[1].Threads[0]; !near(th.StealFraction, 0.04) {
+		t.Errorf("vm2, 30 s old: waited %v, want 0.04 (0.02 over 1m rescaled to its 30 s)", th.StealFraction)
+	}
 	if cs := vm1.Threads[0].Corunners; len(cs) != 1 || cs[0].Comm != "vm2" || cs[0].WaitedSeconds != 5 {
 		t.Errorf("vm1 co-runners (its own threads and zero waits left out): %+v", cs)
 	}
@@ -132,10 +140,13 @@ func TestLoadRebuildsTheFleet(t *testing.T) {
 		t.Errorf("empty histogram (NaN) gave %v, want 0", th.OffCPUP50US)
 	}
 	b := in[1].Snapshot.Targets[0]
-	// 0.6 s/s of wait shared by 1.6 busy threads (96 s of run and wait
-	// over 60 s).
+	// 36 s of wait in its 30 s of life (1.2 s/s) shared by 3.2 busy
+	// threads (96 s of run and wait over 30 s).
 	if b.Kind != "pid" || len(b.Threads) != 1 || b.Threads[0].VCPU != -1 || !near(b.Threads[0].StealFraction, 0.375) {
 		t.Errorf("pid target: %+v", b)
+	}
+	if w := in[1].Snapshot.WindowSeconds; w != 30 {
+		t.Errorf("host b's window: %v s, want its series' age, 30", w)
 	}
 
 	r, err := report.Build(report.Inputs{Agents: in})
@@ -186,5 +197,16 @@ func TestLoadBadServers(t *testing.T) {
 		if in != nil {
 			t.Errorf("%s: partial input %+v", tc.name, in)
 		}
+	}
+}
+
+func TestWindowNotes(t *testing.T) {
+	snap := func(w float64) *agentapi.Snapshot { return &agentapi.Snapshot{WindowSeconds: w} }
+	got := WindowNotes([]report.AgentInput{{URL: "a:9477", Snapshot: snap(3600)}, {URL: "b:9477", Snapshot: snap(70)},
+		{URL: "c:9477", Snapshot: snap(3600)}}, time.Hour)
+	want := []string{"prometheus: rates over the last 1h (--range): a:9477, c:9477",
+		"prometheus: rates over the last 1m10s, the age of the oldest series (younger than --range 1h; each series' rates cover its own life): b:9477"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

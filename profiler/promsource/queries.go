@@ -55,6 +55,13 @@ var threadQueries = []fieldQuery{
 	{"max by (instance, domain, vcpu) (max_over_time(vgpu_probe_vcpu_contended{$sel}[$range]))", func(th *agentapi.Thread, v float64) { th.Contended = v > 0 }},
 }
 
+// ageQuery is how long each thread's base series has existed within
+// $range, in seconds: now less its first sample's time, found to within
+// $step. rate() over a range longer than a series' life divides what it
+// saw by the whole range: an agent 70 s old read over 1h looked 50 times
+// quieter than it was. The rates are rescaled to the series' age.
+const ageQuery = "time() - min by (instance, domain, vcpu) (min_over_time(timestamp(" + baseMetric + "{$sel})[$range:$step]))"
+
 // quantile is the q-quantile in µs of a per-target histogram over
 // $range. The buckets are powers of two, so it is interpolated within a
 // factor of two.
@@ -102,9 +109,10 @@ var metaQueries = []metaQuery{
 // each co-runner over $range.
 const corunnerQuery = "sum by (instance, domain, corunner) (increase(vgpu_probe_vcpu_traced_corunner_wait_seconds_total{$sel}[$range]))"
 
-// expand puts the matchers and the range into a query.
-func expand(expr string, sel Selector, rng string) string {
-	return strings.NewReplacer("$sel", sel.inner(), "$range", rng).Replace(expr)
+// expand puts the matchers, the range and the age query's resolution
+// into a query.
+func expand(expr string, sel Selector, rng, step string) string {
+	return strings.NewReplacer("$sel", sel.inner(), "$range", rng, "$step", step).Replace(expr)
 }
 
 func count(v float64) uint64 { return uint64(math.Round(max(0, v))) }

@@ -65,8 +65,8 @@ func TestParseRange(t *testing.T) {
 func TestQueriesCarryTheSelector(t *testing.T) {
 	sel, _ := ParseSelector(`{job="gpu"}`)
 	for _, e := range allQueries() {
-		got := expand(e, sel, "5m")
-		if strings.Contains(got, "$") || !strings.Contains(got, `{job="gpu"}[5m]`) {
+		got := expand(e, sel, "5m", "1s")
+		if strings.Contains(got, "$") || !strings.Contains(got, `{job="gpu"}[5m]`) && !strings.Contains(got, `{job="gpu"})[5m:1s]`) {
 			t.Errorf("%s: expands to %s", e, got)
 		}
 	}
@@ -83,5 +83,5 @@ func allQueries() []string {
 	for _, q := range metaQueries {
 		out = append(out, q.expr)
 	}
-	return append(out, corunnerQuery)
+	return append(out, corunnerQuery, ageQuery)
 }

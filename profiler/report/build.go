@@ -24,6 +24,9 @@ type Inputs struct {
 	NVML    []NVMLInput
 	// Now dates the report when no input carries a time (tests pin it).
 	Now time.Time
+	// Notes say how the inputs were read (the span Prometheus' rates
+	// cover); they go into the report's notes first.
+	Notes []string
 }
 
 // ResultsInput is one results file as read by results.Read.
@@ -72,7 +75,7 @@ const (
 
 // Build joins in into a report.
 func Build(in Inputs) (*Report, error) {
-	r := &Report{Version: Version, Generated: in.Now.UTC()}
+	r := &Report{Version: Version, Generated: in.Now.UTC(), Notes: slices.Clone(in.Notes)}
 	latest := time.Time{}
 	for i, ri := range in.Results {
 		r.Sources = append(r.Sources, ri.Path)

@@ -340,6 +340,7 @@ func load(ctx context.Context, o *Options) (model.Inputs, error) {
 			return in, err
 		}
 		in.Agents = append(in.Agents, fleet...)
+		in.Notes = append(in.Notes, promsource.WindowNotes(fleet, o.promRange)...)
 	}
 	return in, nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,25 @@ func TestPrometheusRoundTrip(t *testing.T) {
 		}
 		within5(t, p.Name+" waited %", p.StealPct, a.StealPct)
 		within5(t, p.Name+" preemptions/s", p.PreemptionsPerS, a.PreemptionsPerS)
+	}
+	// Over the default --range of an hour, the agents being seconds old:
+	// the rates cover the series' life, not the hour, and the report says
+	// so.
+	young := reportJSON(t, fromAgents.Generated, "--prometheus", promURL)
+	if len(young.VMs) != 2 {
+		t.Fatalf("VMs from Prometheus over 1h: %+v", young.VMs)
+	}
+	for i, p := range young.VMs {
+		a := fromAgents.VMs[i]
+		t.Logf("over --range 1h: %s waited %.1f%% (agent %.1f%%)", p.Name, p.StealPct, a.StealPct)
+		within5(t, p.Name+" waited % over --range 1h", p.StealPct, a.StealPct)
+	}
+	said := false
+	for _, n := range young.Notes {
+		said = said || strings.Contains(n, "younger than --range 1h")
+	}
+	if !said {
+		t.Errorf("the report does not say its window: notes %q", young.Notes)
 	}
 }
 
