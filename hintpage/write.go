@@ -3,6 +3,7 @@ package hintpage
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -134,7 +135,43 @@ func checkOwner(f *os.File, uid int) error {
 	return nil
 }
 
-// setup sizes, protects, maps and initialises the page file.
+// allocate gives the file's first size bytes real pages (it grows the
+// file if shorter). A sparse file would be mapped all the same, and the
+// first write to a page its filesystem then has no room for (a full
+// /dev/shm, which any local user can fill) kills the writer with SIGBUS;
+// allocated up front, a full filesystem is an ENOSPC here instead.
+// Pages already allocated (QEMU's file, written by the guest) keep their
+// contents.
+func allocate(f *os.File, size int) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size))
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	// A filesystem without fallocate: write the holes out, one page at
+	// a time, so that they take real pages. Reading first keeps what a
+	// page holds (reading a hole allocates nothing).
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, PageAlign)
+	for off := int64(0); off < int64(size); off += PageAlign {
+		n := min(int64(PageAlign), int64(size)-off)
+		b := buf[:n]
+		clear(b)
+		if off < fi.Size() {
+			if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+		}
+		if _, err := f.WriteAt(b, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setup protects, allocates, maps and initialises the page file.
 func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error) {
 	if err := f.Chmod(0o600); err != nil {
 		return nil, fmt.Errorf("chmod 0600: %w", err)
@@ -142,14 +179,8 @@ func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error)
 	if err := f.Chown(uid, gid); err != nil {
 		return nil, fmt.Errorf("chown %d:%d: %w", uid, gid, err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() < int64(size) {
-		if err := f.Truncate(int64(size)); err != nil {
-			return nil, fmt.Errorf("sizing to %d bytes: %w", size, err)
-		}
+	if err := allocate(f, size); err != nil {
+		return nil, fmt.Errorf("allocating %d bytes: %w", size, err)
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
