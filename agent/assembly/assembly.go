@@ -25,6 +25,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
+	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
@@ -57,11 +58,25 @@ type Options struct {
 	MonitorOptions monitor.Options
 	// LoadProbe is bpfload.Load unless a test replaces it.
 	LoadProbe func(bpfload.Options) (*bpfload.Probe, error)
+	// StateDir keeps the locks and the slice journal
+	// (agent/runstate): runstate.DefaultDir when "", none with NoState.
+	StateDir string
+	NoState  bool
+	// ClaimProcesses are processes whose slices this agent must own
+	// from the start (the agent's --pid targets): another live agent
+	// owning one is an ErrRequest naming it. Only with Mitigation.
+	ClaimProcesses []int
+	// Claims are further named locks to hold (runstate.Acquire's name
+	// and what), e.g. a libvirt URI whose domains are mitigated.
+	Claims []Claim
 	// MitigateFailed and HintsFailed are called for each thread whose
 	// slice failed and each page that could not be created (the agent
 	// counts them); nil: only logged.
 	MitigateFailed, HintsFailed func()
 }
+
+// Claim is a named lock in the state directory.
+type Claim struct{ Name, What string }
 
 // Agent is the assembled parts. Apply and Follow feed it target changes;
 // Close undoes everything it did.
@@ -76,6 +91,7 @@ type Agent struct {
 	cancel  context.CancelFunc
 	follow  sync.WaitGroup // Follow's source readers
 	monDone chan struct{}
+	locks   []*runstate.Lock
 	once    sync.Once
 	err     error
 }
@@ -97,13 +113,41 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 			a.Close()
 		}
 	}()
+	state := o.StateDir
+	if state == "" {
+		state = runstate.DefaultDir
+	}
+	if o.NoState {
+		state = ""
+	}
+	if state != "" {
+		runstate.Sweep(state) // locks of agents that died
+	}
 	if o.Mitigation != nil {
-		a.mit, err = mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched, Failed: o.MitigateFailed})
+		a.mit, err = mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched,
+			Failed: o.MitigateFailed, StateDir: state})
 		if err != nil {
 			return nil, fmt.Errorf("--mitigate: %w", err)
 		}
+		for _, pid := range o.ClaimProcesses {
+			if err := a.mit.Claim(pid); err != nil {
+				return nil, claimError("--mitigate", err)
+			}
+		}
+	}
+	if state != "" {
+		for _, c := range o.Claims {
+			l, err := runstate.Acquire(state, c.Name, c.What)
+			if err != nil {
+				return nil, claimError("--mitigate", err)
+			}
+			a.locks = append(a.locks, l)
+		}
 	}
 	if o.Hints != "" {
+		if err := a.ownHints(state, o.Hints); err != nil {
+			return nil, err
+		}
 		ho := hints.Options{Dir: o.Hints, Log: o.Log, Failed: o.HintsFailed}
 		if a.mit != nil {
 			ho.Mitigation = a.mit.Slice
@@ -130,6 +174,39 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 	a.mon = monitor.New(a.probe, mo)
 	go func() { defer close(a.monDone); a.mon.Run(ctx) }()
 	return a, nil
+}
+
+// claimError is a lock another agent holds as an ErrRequest (the user
+// started two agents), any other failure as it is.
+func claimError(flag string, err error) error {
+	var held *runstate.HeldError
+	if errors.As(err, &held) {
+		return &requestError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	return fmt.Errorf("%s: %w", flag, err)
+}
+
+// ownHints takes the hints directory's lock and removes what an earlier
+// owner that died left there. A directory that does not exist is left
+// to hints.New to refuse.
+func (a *Agent) ownHints(state, dir string) error {
+	if state == "" {
+		return nil
+	}
+	name, err := runstate.DirLockName("hints", dir)
+	if err != nil {
+		return nil
+	}
+	l, err := runstate.Acquire(state, name, "hints directory "+dir)
+	if err != nil {
+		return claimError("--hints", err)
+	}
+	a.locks = append(a.locks, l)
+	removed, err := hints.RemoveStale(dir)
+	if len(removed) > 0 || err != nil {
+		a.log.Info().Err(err).Strs("files", removed).Str("dir", dir).Msg("hint pages: removed what an agent that died left")
+	}
+	return nil
 }
 
 // Monitor is the running monitor (nil when neither Monitor nor Hints).
@@ -197,6 +274,9 @@ func (a *Agent) Close() error {
 		}
 		if a.probe != nil {
 			a.probe.Close()
+		}
+		for _, l := range a.locks {
+			l.Release()
 		}
 	})
 	return a.err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"time"
@@ -44,6 +45,9 @@ type Config struct {
 	TraceEvery, TraceWindow time.Duration
 	// WebConfigFile is --web.config.file: "" is plain HTTP.
 	WebConfigFile string
+	// StateDir is --state-dir (agent/runstate): "" is
+	// runstate.DefaultDir.
+	StateDir string
 
 	Out io.Writer
 	Log zerolog.Logger
@@ -111,7 +115,7 @@ func Run(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer closeSources()
-	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, Sched: c.Sched, LoadProbe: c.LoadProbe,
+	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, StateDir: c.StateDir, Sched: c.Sched, LoadProbe: c.LoadProbe,
 		MonitorOptions: monitor.Options{Log: c.Log, Window: c.Window, SampleEvery: min(10*time.Second, c.Window/6),
 			TraceEvery: c.TraceEvery, TraceWindow: c.TraceWindow},
 		MitigateFailed: exporter.Errors.Counter(exporter.ErrorMitigate),
@@ -125,6 +129,7 @@ func Run(ctx context.Context, c *Config) error {
 			return requestErrorf("%v", err)
 		}
 		ao.Mitigation = &cfg
+		ao.ClaimProcesses, ao.Claims = c.claims()
 	}
 	a, err := assembly.Start(ctx, ao)
 	if errors.Is(err, assembly.ErrRequest) {
@@ -141,6 +146,24 @@ func Run(ctx context.Context, c *Config) error {
 		return c.once(ctx, a.Monitor())
 	}
 	return c.serve(ctx, a.Monitor())
+}
+
+// claims are what a mitigating agent must own alone from the start: its
+// --pid processes, and its cgroups and libvirt URI by name (the
+// processes found in them later are claimed as their threads are
+// mitigated).
+func (c *Config) claims() ([]int, []assembly.Claim) {
+	var cl []assembly.Claim
+	for _, cg := range c.Cgroups {
+		if abs, err := targets.ResolveCgroup(cg); err == nil {
+			cg = abs // one lock however the path is written
+		}
+		cl = append(cl, assembly.Claim{Name: "cgroup-" + url.PathEscape(cg), What: "cgroup " + cg})
+	}
+	if c.LibvirtURI != "" {
+		cl = append(cl, assembly.Claim{Name: "libvirt-" + url.PathEscape(c.LibvirtURI), What: "libvirt " + c.LibvirtURI})
+	}
+	return c.PIDs, cl
 }
 
 // sources builds the discovery sources, failing with a request error for

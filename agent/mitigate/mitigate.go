@@ -9,6 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
+	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
@@ -22,6 +24,11 @@ type Options struct {
 	// set or restored (the agent counts them); nil: only logged. A
 	// thread that exited meanwhile is no failure.
 	Failed func()
+	// StateDir, when set, is where the mitigator keeps its journal and
+	// its process locks (agent/runstate): New first restores the slices
+	// of agents that died there, each slice is recorded before it is
+	// set, and a process another live agent mitigates is left to it.
+	StateDir string
 }
 
 // Mitigator sets the slice of the threads (and helpers) of the targets it
@@ -37,6 +44,17 @@ type Mitigator struct {
 	threads map[int]*thread  // by tid; guarded by mu
 	targets map[string][]int // tids by target key; guarded by mu
 	stopped bool             // guarded by mu
+	// With a StateDir: the journal, and the process locks with the
+	// number of threads (and claims) that hold each, by tgid.
+	stateDir string
+	journal  *runstate.Journal
+	procs    map[int]*procLock
+	refused  map[int]bool // processes said to be another agent's
+}
+
+type procLock struct {
+	lock *runstate.Lock
+	refs int
 }
 
 type thread struct {
@@ -45,6 +63,7 @@ type thread struct {
 	// restore is the sched_runtime to put back; 0 returns the thread to
 	// the kernel's default slice (and to later changes of it).
 	restore uint64
+	tgid    int // whose process lock it holds (0: none)
 }
 
 // New checks that the kernel honours custom slices (an error wrapping
@@ -65,8 +84,63 @@ func New(o Options) (*Mitigator, error) {
 	if o.Failed == nil {
 		o.Failed = func() {}
 	}
-	return &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log, failed: o.Failed,
-		threads: map[int]*thread{}, targets: map[string][]int{}}, nil
+	m := &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log, failed: o.Failed,
+		threads: map[int]*thread{}, targets: map[string][]int{},
+		stateDir: o.StateDir, procs: map[int]*procLock{}, refused: map[int]bool{}}
+	if o.StateDir != "" {
+		if n, err := Recover(o.StateDir, o.Sched, o.Log); n > 0 || err != nil {
+			o.Log.Info().Err(err).Int("threads", n).Msg("mitigation: slices left by an agent that died put back")
+		}
+		if m.journal, err = runstate.OpenJournal(o.StateDir, slice); err != nil {
+			return nil, fmt.Errorf("recording slices: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Claim makes this mitigator the owner of process pid's slices before
+// any is set (the agent claims its --pid targets at start): a
+// *runstate.HeldError when another live agent owns it. Without a
+// StateDir it does nothing.
+func (m *Mitigator) Claim(pid int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stateDir == "" {
+		return nil
+	}
+	return m.lockProcess(pid)
+}
+
+// lockProcess takes (or counts one more holder of) the lock of process
+// tgid. Must be called with mu held.
+func (m *Mitigator) lockProcess(tgid int) error {
+	if p := m.procs[tgid]; p != nil {
+		p.refs++
+		return nil
+	}
+	name, err := runstate.ProcessLockName(tgid)
+	if err != nil {
+		return err
+	}
+	l, err := runstate.Acquire(m.stateDir, name, fmt.Sprintf("process %d", tgid))
+	if err != nil {
+		return err
+	}
+	m.procs[tgid] = &procLock{lock: l, refs: 1}
+	return nil
+}
+
+// unlockProcess drops one holder of the lock of process tgid. Must be
+// called with mu held.
+func (m *Mitigator) unlockProcess(tgid int) {
+	p := m.procs[tgid]
+	if p == nil {
+		return
+	}
+	if p.refs--; p.refs <= 0 {
+		p.lock.Release()
+		delete(m.procs, tgid)
+	}
 }
 
 // Apply follows one change of the targets: threads that appeared get the
@@ -132,7 +206,16 @@ func (m *Mitigator) Stop() error {
 	}
 	clear(m.threads)
 	clear(m.targets)
-	m.log.Info().Int("threads", n).Msg("mitigation: slices restored")
+	// A journal whose slices could not all be put back stays for the
+	// next agent to try.
+	m.journal.Close(len(errs) == 0)
+	for _, p := range m.procs {
+		p.lock.Release()
+	}
+	clear(m.procs)
+	if n > 0 {
+		m.log.Info().Int("threads", n).Msg("mitigation: slices restored")
+	}
 	return errors.Join(errs...)
 }
 
@@ -163,7 +246,7 @@ func (m *Mitigator) ref(tid int) bool {
 	}
 	t := &thread{refs: 1}
 	m.threads[tid] = t
-	t.restore, t.applied = m.apply(tid)
+	t.restore, t.tgid, t.applied = m.apply(tid)
 	return t.applied
 }
 
@@ -181,36 +264,100 @@ func (m *Mitigator) unref(tid int) {
 			m.log.Error().Err(err).Msg("mitigation")
 		}
 	}
+	if t.tgid > 0 {
+		m.unlockProcess(t.tgid)
+	}
 }
 
-// apply sets the slice on tid and returns the sched_runtime to restore.
-func (m *Mitigator) apply(tid int) (restore uint64, ok bool) {
+// apply sets the slice on tid and returns the sched_runtime to restore
+// and the process whose lock it took (with a StateDir). Must be called
+// with mu held.
+func (m *Mitigator) apply(tid int) (restore uint64, tgid int, ok bool) {
+	var rec runstate.Slice
+	if m.stateDir != "" {
+		var err error
+		if rec, err = m.own(tid); err != nil {
+			return 0, 0, false
+		}
+		tgid = rec.TGID
+	}
+	release := func() {
+		if tgid > 0 {
+			m.unlockProcess(tgid)
+		}
+	}
 	a, err := m.sched.Get(tid)
 	if err != nil {
 		if !gone(err) {
 			m.fail(err, tid, "mitigation: reading scheduling attributes")
 		}
-		return 0, false
+		release()
+		return 0, 0, false
 	}
 	if !fair(a.Policy) {
 		m.log.Info().Int("tid", tid).Uint32("policy", a.Policy).Msg("mitigation: not a SCHED_OTHER or SCHED_BATCH thread, left alone")
-		return 0, false
+		release()
+		return 0, 0, false
 	}
 	// A thread that already has exactly our slice most likely inherited
 	// it (custom slices survive fork and clone) from a thread mitigated
-	// here, or from an agent killed with SIGKILL: it gets the default
-	// back, not our slice.
+	// here: it gets the default back, not our slice.
 	restore = a.Runtime
 	if restore == m.base || restore == m.slice {
 		restore = 0
+	}
+	if m.journal != nil {
+		// Recorded before it is set: a crash between the two leaves a
+		// record of a slice not set, which recovery skips.
+		rec.Restore = restore
+		if err := m.journal.Put(rec); err != nil {
+			m.fail(err, tid, "mitigation: slice not set, it could not be recorded for a restart")
+			release()
+			return 0, 0, false
+		}
 	}
 	if err := m.sched.Set(tid, withRuntime(a, m.slice)); err != nil {
 		if !gone(err) {
 			m.fail(err, tid, "mitigation: setting the slice")
 		}
-		return 0, false
+		if m.journal != nil {
+			_ = m.journal.Delete(tid)
+		}
+		release()
+		return 0, 0, false
 	}
-	return restore, true
+	return restore, tgid, true
+}
+
+// own takes the lock of tid's process and describes tid for the
+// journal; it fails (logged) for a thread that exited, or whose process
+// another live agent mitigates (logged once per process, counted).
+func (m *Mitigator) own(tid int) (runstate.Slice, error) {
+	rec := runstate.Slice{TID: tid}
+	st, err := procstat.Status(tid)
+	if err == nil {
+		rec.TGID = int(st.TGID)
+		if rec.Start, err = runstate.StartTime(tid); err == nil {
+			rec.TGIDStart, err = runstate.StartTime(rec.TGID)
+		}
+	}
+	if err != nil {
+		return rec, err // exited: nothing to set
+	}
+	if err := m.lockProcess(rec.TGID); err != nil {
+		var held *runstate.HeldError
+		if errors.As(err, &held) {
+			if !m.refused[rec.TGID] {
+				m.refused[rec.TGID] = true
+				m.log.Error().Err(err).Int("tid", tid).Msg("mitigation: left to the agent that owns it")
+			}
+			m.failed()
+		} else {
+			m.fail(err, tid, "mitigation: locking the thread's process")
+		}
+		return rec, err
+	}
+	return rec, nil
 }
 
 // restore puts back the slice of tid, keeping the policy and nice value
@@ -223,6 +370,11 @@ func (m *Mitigator) restore(tid int, runtime uint64) error {
 	if err != nil && !gone(err) {
 		m.failed()
 		return fmt.Errorf("restoring the slice of thread %d: %w", tid, err)
+	}
+	if m.journal != nil {
+		if err := m.journal.Delete(tid); err != nil {
+			m.log.Warn().Err(err).Int("tid", tid).Msg("mitigation: restored slice still in the journal")
+		}
 	}
 	return nil
 }

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MITIGATE_TEST_CHILD") != "" {
 		os.Exit(threadsChild())
 	}
+	if pid := os.Getenv(envAgentTarget); pid != "" {
+		os.Exit(agentChild(pid))
+	}
 	os.Exit(m.Run())
 }
 
