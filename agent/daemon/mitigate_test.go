@@ -21,10 +21,17 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 )
 
-// envAgentPID makes the test binary run the agent on this pid with
-// --mitigate slice=100us, as main does, so that a test can send it
-// signals.
-const envAgentPID = "VGPU_PROBE_TEST_AGENT_PID"
+// envAgentPID makes the test binary run the agent on these pids (comma
+// separated) with --mitigate slice=100us, as main does, so that a test
+// can send it signals; envAgentSlice, envAgentHints and envAgentState
+// set --mitigate's slice, --hints and --state-dir. It exits 2 for bad
+// input, as the command does.
+const (
+	envAgentPID   = "VGPU_PROBE_TEST_AGENT_PID"
+	envAgentSlice = "VGPU_PROBE_TEST_AGENT_SLICE"
+	envAgentHints = "VGPU_PROBE_TEST_AGENT_HINTS"
+	envAgentState = "VGPU_PROBE_TEST_AGENT_STATE"
+)
 
 func TestMain(m *testing.M) {
 	if pid := os.Getenv(envAgentPID); pid != "" {
@@ -34,20 +41,32 @@ func TestMain(m *testing.M) {
 }
 
 func agentMain(pidArg string) int {
-	pid, err := strconv.Atoi(pidArg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	var pids []int
+	for _, f := range strings.Split(pidArg, ",") {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		pids = append(pids, pid)
+	}
+	slice := "100us"
+	if s := os.Getenv(envAgentSlice); s != "" {
+		slice = s
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c := &Config{PIDs: []int{pid}, Mitigate: "slice=100us", Listen: "127.0.0.1:0", Window: time.Minute,
+	c := &Config{PIDs: pids, Mitigate: "slice=" + slice, Listen: "127.0.0.1:0", Window: time.Minute,
 		TraceEvery: 10 * time.Second, TraceWindow: time.Second, Out: os.Stdout,
+		Hints: os.Getenv(envAgentHints), StateDir: os.Getenv(envAgentState),
 		Log: zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).With().Timestamp().Logger()}
 	if err := Run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		if errors.Is(err, bpfload.ErrPermission) {
+		switch {
+		case errors.Is(err, bpfload.ErrPermission):
 			return 3
+		case errors.Is(err, ErrRequest):
+			return 2
 		}
 		return 1
 	}

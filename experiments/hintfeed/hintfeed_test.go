@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
 
 // envChild makes the test binary the watched program (childMain).
@@ -242,5 +244,58 @@ func TestMitigationOnly(t *testing.T) {
 	f.Unwatch("program")
 	if got := runtimeOf(t, pid); got == slice {
 		t.Errorf("after Unwatch: slice %v kept", got)
+	}
+}
+
+// TestPageDirectoryFillsUp: the page directory fills up while the feed
+// runs (any local user can fill /dev/shm). The next target's page is
+// refused (ENOSPC, not a SIGBUS when it is first written), the page that
+// exists keeps being written, and Close puts every slice back and leaves
+// nothing but the filler in the directory.
+func TestPageDirectoryFillsUp(t *testing.T) {
+	const slice = 100 * time.Microsecond
+	dir := tmpfstest.Mount(t, 16<<10)
+	f := startFeed(t, Options{Kind: targets.KindPID, Hints: true, Dir: dir, Mitigation: &mitigate.Config{Slice: slice}})
+	closed := false
+	defer func() {
+		if !closed {
+			f.Close()
+		}
+	}()
+	_, a := startChild(t, f)
+	if err := f.WatchProcess("a", a, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	filler := tmpfstest.Fill(t, dir)
+	b := exec.Command("sleep", "60")
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Process.Kill(); b.Wait() }()
+	before := runtimeOf(t, b.Process.Pid)
+	err := f.WatchProcess("b", b.Process.Pid, 0, 0)
+	if err == nil {
+		t.Fatal("a page was made in a full directory")
+	}
+	t.Log(err)
+	if got := runtimeOf(t, b.Process.Pid); got != slice {
+		t.Errorf("the target without a page: slice %v, want the mitigation's %v all the same", got, slice)
+	}
+	h := hybridsync.NewHintSource(f.Path("a"), nil, nil)
+	if got, ok := waitMitigation(h, a, true); !ok || got != slice {
+		t.Fatalf("the page made before the directory filled: Mitigation(%d) = %v %v", a, got, ok)
+	}
+	f.Unwatch("b")
+	f.Unwatch("a")
+	closed = true
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtimeOf(t, b.Process.Pid); got != before {
+		t.Errorf("slice %v after Close, want %v back", got, before)
+	}
+	es, _ := os.ReadDir(dir)
+	if len(es) != 1 || es[0].Name() != filepath.Base(filler) {
+		t.Errorf("directory holds %v, want the filler only", es)
 	}
 }
