@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,6 +238,15 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 	before := sliceOf(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, state)
 	a.waitSlices(t, slice100, pids...)
+	page := filepath.Join(dir, fmt.Sprintf("vgpu-probe-hints-%d", pids[0]))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(page); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no page from the agent:\n%s", a.stderr.String())
+		}
+	}
 	a.cmd.Process.Kill()
 	<-a.exited
 	if got := sliceOf(t, pids[0]); got != slice100 {
