@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
+	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
@@ -75,6 +76,7 @@ func TestRunCellInCgroup(t *testing.T) {
 	}
 	cell := Cell{Config: Config{Steps: 200, Work: Calibrate(100 * time.Microsecond), Profile: simdev.Fixed("k", 400*time.Microsecond, 0)}, Device: "sim", CPU: -1}
 	walls := map[hybridsync.Mode]float64{}
+	w := disturbance.Start()
 	for _, m := range []hybridsync.Mode{hybridsync.ModeSpin, hybridsync.ModeBlock} {
 		cell.Mode = m
 		r, err := RunCell(context.Background(), cell, cg)
@@ -86,8 +88,10 @@ func TestRunCellInCgroup(t *testing.T) {
 		}
 		walls[m] = r.WallS
 	}
+	// Other work on the machine slows the blocking cell's every wake-up
+	// and narrows the gap: 0.42 s against 0.31 s beside two busy loops.
 	if cg != nil && walls[hybridsync.ModeSpin] < 1.5*walls[hybridsync.ModeBlock] {
-		t.Errorf("under a 25%% cap spin took %.3f s, block %.3f s; spinning should be throttled", walls[hybridsync.ModeSpin], walls[hybridsync.ModeBlock])
+		w.Stop().Check(t, 0.05, fmt.Sprintf("under a 25%% cap spin took %.3f s, block %.3f s; spinning should be throttled", walls[hybridsync.ModeSpin], walls[hybridsync.ModeBlock]))
 	}
 }
 

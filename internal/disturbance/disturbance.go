@@ -116,11 +116,11 @@ func (f Figures) MaxSteal() float64 {
 }
 
 // Over reports whether the watched threads waited for a CPU, or their
-// cgroups were throttled, or some CPU lost to the hypervisor, for more
-// than frac of the window: enough to make a timing test's result the
-// machine's rather than the code's.
+// cgroups were throttled, or some CPU lost to the hypervisor, or other
+// processes used the CPUs, for more than frac of the window: enough to
+// make a timing test's result the machine's rather than the code's.
 func (f Figures) Over(frac float64) bool {
-	return f.RunDelay > frac || f.Throttled > frac || f.MaxSteal() > frac
+	return f.RunDelay > frac || f.Throttled > frac || f.MaxSteal() > frac || f.Others > frac
 }
 
 // Check ends a timing test whose run f measured, given what it found
