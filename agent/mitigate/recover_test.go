@@ -2,6 +2,8 @@ package mitigate
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
 
 // envAgentTarget makes the test binary an agent that mitigates the
@@ -175,5 +178,67 @@ func TestRecoverSkipsReusedTID(t *testing.T) {
 	}
 	if got := runtimeOf(t, tid); got != uint64(slice) {
 		t.Fatalf("thread of a reused tid changed to %d", got)
+	}
+}
+
+// The state directory fills up while threads are being mitigated: a
+// thread whose record cannot be written does not get the slice (a crash
+// would leave it unrestorable), every thread that has it is in the
+// journal, and Stop restores them all and removes the journal.
+func TestJournalFull(t *testing.T) {
+	newMitigator(t)
+	state := tmpfstest.Mount(t, 4096)
+	failed := 0
+	m, err := New(Options{Slice: slice, Log: zerolog.Nop(), StateDir: state, Failed: func() { failed++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpfstest.Fill(t, state) // the journal keeps the one page it has
+	c := startChild(t)
+	for range 80 { // ~80 bytes a record: more than a page
+		c.newThread(t)
+	}
+	tg := c.target(t)
+	before := map[int]uint64{}
+	for _, th := range tg.Threads {
+		before[th.TID] = runtimeOf(t, th.TID)
+	}
+	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
+
+	b, err := os.ReadFile(fmt.Sprintf("%s/slices-%d.json", state, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec runstate.Record
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&rec); err != nil {
+		t.Fatalf("journal unreadable after ENOSPC: %v", err)
+	}
+	recorded := map[int]bool{}
+	for _, s := range rec.Threads {
+		recorded[s.TID] = true
+	}
+	set := 0
+	for _, th := range tg.Threads {
+		if runtimeOf(t, th.TID) == uint64(slice) {
+			set++
+			if !recorded[th.TID] {
+				t.Errorf("thread %d has the slice but no record", th.TID)
+			}
+		}
+	}
+	if set == 0 || set == len(tg.Threads) || failed != len(tg.Threads)-set {
+		t.Fatalf("%d of %d threads set, %d failures: want some set, the rest counted", set, len(tg.Threads), failed)
+	}
+	t.Logf("%d of %d threads recorded and set in a full state directory", set, len(tg.Threads))
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for tid, want := range before {
+		if got := runtimeOf(t, tid); got != want {
+			t.Errorf("thread %d: %d ns after Stop, want %d", tid, got, want)
+		}
+	}
+	if es, _ := os.ReadDir(state); len(es) != 1 {
+		t.Errorf("state directory holds %v, want the filler only", es)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // Slice is one thread an agent gave its slice, and what to put back.
@@ -99,6 +101,11 @@ func (j *Journal) write() error {
 		return err
 	}
 	b = append(b, '\n')
+	// Room first: a write cut short by a full filesystem would leave a
+	// journal nobody can read; without room the old one stays whole.
+	if err := unix.Fallocate(int(j.f.Fd()), 0, 0, int64(len(b))); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("journal %s: %w", j.f.Name(), err)
+	}
 	if _, err := j.f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("journal %s: %w", j.f.Name(), err)
 	}

@@ -84,7 +84,10 @@ func Start(ctx context.Context, o Options) (*Feed, error) {
 		}
 		f.tempDir = true
 	}
-	ao := assembly.Options{Log: zerolog.Nop(), Mitigation: o.Mitigation, MonitorOptions: monitor.Options{Log: zerolog.Nop()}}
+	ao := assembly.Options{Log: zerolog.Nop(), Mitigation: o.Mitigation, MonitorOptions: monitor.Options{Log: zerolog.Nop()},
+		// Unprivileged, a feed only mitigates the processes it starts
+		// (Inherit) and cannot write the agent's state directory.
+		NoState: os.Geteuid() != 0}
 	if o.Hints {
 		ao.Hints = f.dir
 	}
