@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,4 +297,42 @@ func TestSecondAgentRefused(t *testing.T) {
 		t.Errorf("hints directory %v after the second refused, want the first's %s and nothing of the second's", got, page)
 	}
 	first.stop(t)
+}
+
+// A failure after the slices and pages were made (the listen address is
+// taken): the agent exits non-zero, with every slice back and nothing
+// left in the hints or the state directory.
+func TestAgentFailureUndoes(t *testing.T) {
+	needAgent(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv(envAgentListen, ln.Addr().String())
+	dir := tmpfstest.Mount(t, 64<<10)
+	state := t.TempDir()
+	pids := sleepers(t, 2)
+	before := slicesOfTIDs(t, pids)
+	a := runAgent(t, pids, "100us", dir, state)
+	select {
+	case <-a.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent still running on a taken address:\n%s", a.stderr.String())
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(a.stderr.String(), "address already in use") {
+		t.Fatalf("exit status %d, want a failure to listen:\n%s", code, a.stderr.String())
+	}
+	if !strings.Contains(a.stderr.String(), "slices restored") {
+		t.Logf("the agent failed before it set a slice (nothing to restore this time):\n%s", a.stderr.String())
+	}
+	if got := slicesOfTIDs(t, pids); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("slices %v after the failure, want %v", got, before)
+	}
+	if got := dirNames(t, dir); len(got) != 0 {
+		t.Errorf("left in the hints directory: %v", got)
+	}
+	if got := dirNames(t, state); len(got) != 0 {
+		t.Errorf("left in the state directory: %v", got)
+	}
 }

@@ -24,13 +24,15 @@ import (
 // envAgentPID makes the test binary run the agent on these pids (comma
 // separated) with --mitigate slice=100us, as main does, so that a test
 // can send it signals; envAgentSlice, envAgentHints and envAgentState
-// set --mitigate's slice, --hints and --state-dir. It exits 2 for bad
+// set --mitigate's slice, --hints and --state-dir, envAgentListen
+// --listen. It exits 2 for bad
 // input, as the command does.
 const (
-	envAgentPID   = "VGPU_PROBE_TEST_AGENT_PID"
-	envAgentSlice = "VGPU_PROBE_TEST_AGENT_SLICE"
-	envAgentHints = "VGPU_PROBE_TEST_AGENT_HINTS"
-	envAgentState = "VGPU_PROBE_TEST_AGENT_STATE"
+	envAgentPID    = "VGPU_PROBE_TEST_AGENT_PID"
+	envAgentSlice  = "VGPU_PROBE_TEST_AGENT_SLICE"
+	envAgentHints  = "VGPU_PROBE_TEST_AGENT_HINTS"
+	envAgentState  = "VGPU_PROBE_TEST_AGENT_STATE"
+	envAgentListen = "VGPU_PROBE_TEST_AGENT_LISTEN"
 )
 
 func TestMain(m *testing.M) {
@@ -54,9 +56,13 @@ func agentMain(pidArg string) int {
 	if s := os.Getenv(envAgentSlice); s != "" {
 		slice = s
 	}
+	listen := "127.0.0.1:0"
+	if l := os.Getenv(envAgentListen); l != "" {
+		listen = l
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c := &Config{PIDs: pids, Mitigate: "slice=" + slice, Listen: "127.0.0.1:0", Window: time.Minute,
+	c := &Config{PIDs: pids, Mitigate: "slice=" + slice, Listen: listen, Window: time.Minute,
 		TraceEvery: 10 * time.Second, TraceWindow: time.Second, Out: os.Stdout,
 		Hints: os.Getenv(envAgentHints), StateDir: os.Getenv(envAgentState),
 		Log: zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).With().Timestamp().Logger()}
