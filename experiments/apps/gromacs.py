@@ -234,6 +234,10 @@ def cmd_mdrun(a, run):
     work = tempfile.mkdtemp(prefix="gmx-md-")
     argv = mdrun_argv(gmx, os.path.abspath(a.tpr), work, a.update, a.steps, a.seconds)
     env = dict(os.environ, GMX_MAXBACKUP="-1")
+    if a.linked:
+        # A program that links the library keeps its own CUDA calls
+        # unless told to hand them over (docs/gromacs.md).
+        env.setdefault("HYBRIDSYNC_INTERPOSE", "1")
     try:
         with open(os.path.join(work, "mdrun.out"), "w") as out:
             p = subprocess.Popen(argv, cwd=work, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
@@ -341,7 +345,7 @@ def main(argv=None):
     m = sub.add_parser("mdrun", help="run mdrun as a suite program")
     m.add_argument("--gmx")
     m.add_argument("--linked", action="store_true",
-                   help="run the gmx that links libhybridsync, named by GMX_LINKED")
+                   help="run the gmx that links libhybridsync, named by GMX_LINKED, with HYBRIDSYNC_INTERPOSE=1")
     m.add_argument("--log", help="keep mdrun's log here")
     m.add_argument("--tpr", required=True)
     m.add_argument("--update", choices=["cpu", "gpu"], default="cpu")
