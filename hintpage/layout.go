@@ -2,6 +2,9 @@ package hintpage
 
 import (
 	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -234,4 +237,17 @@ const ShmemSizeMiB = 1
 // opens /dev/shm/FileName(domain), which the agent publishes into.
 func ShmemXML(domain string) string {
 	return "<shmem name='" + FileName(domain) + "'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"
+}
+
+// QEMUArgs are the QEMU arguments that map the page of target, in dir,
+// into the guest without libvirt: the same ivshmem-plain device as
+// ShmemXML, over the page file shared with QEMU (share=on: the guest must
+// see the agent's writes). QEMU creates the file if the agent has not.
+func QEMUArgs(dir, target string) []string {
+	const id = "vgpu-probe-hints"
+	path := strings.ReplaceAll(filepath.Join(dir, FileName(target)), ",", ",,") // QEMU's option escape
+	return []string{
+		"-object", "memory-backend-file,id=" + id + ",mem-path=" + path + ",size=" + strconv.Itoa(ShmemSizeMiB) + "M,share=on",
+		"-device", "ivshmem-plain,memdev=" + id,
+	}
 }

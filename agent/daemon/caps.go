@@ -57,8 +57,12 @@ func (c *Config) privileges() []privilege {
 	if c.Hints != "" {
 		ps = append(ps, privilege{feature: "--hints", need: []capability{capChown},
 			why: "each page belongs to its target's user"})
-		if c.LibvirtURI != "" {
-			ps = append(ps, privilege{feature: "--hints with --libvirt-uri", need: []capability{capDACOverride, capFowner},
+		if c.LibvirtURI != "" || c.Discover {
+			feature := "--hints with --libvirt-uri"
+			if c.LibvirtURI == "" {
+				feature = "--hints with --discover"
+			}
+			ps = append(ps, privilege{feature: feature, need: []capability{capDACOverride, capFowner},
 				why: "a VM's page is the file QEMU created, owned by QEMU's user: the agent opens it read-write and makes it mode 0600"})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/assembly"
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/discover"
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
@@ -33,10 +34,12 @@ type Config struct {
 	PIDs       []int
 	Cgroups    []string
 	LibvirtURI string
-	Once       time.Duration
-	JSON       bool
-	Window     time.Duration
-	NVML       bool
+	// Discover is --discover: every VM process on the host (agent/discover).
+	Discover bool
+	Once     time.Duration
+	JSON     bool
+	Window   time.Duration
+	NVML     bool
 	// Mitigate is --mitigate (mitigate.Parse's syntax): "" is off.
 	Mitigate string
 	// Hints is --hints: the page directory, "" is off.
@@ -167,7 +170,9 @@ func (c *Config) claims() ([]int, []assembly.Claim) {
 }
 
 // sources builds the discovery sources, failing with a request error for
-// a pid, cgroup or libvirt URI that does not exist or answer.
+// a pid, cgroup or libvirt URI that does not exist or answer. With both
+// --libvirt-uri and --discover, a VM libvirtd describes is its domain
+// target only.
 func (c *Config) sources() ([]targets.Source, func(), error) {
 	var (
 		out     []targets.Source
@@ -204,7 +209,14 @@ func (c *Config) sources() ([]targets.Source, func(), error) {
 		if cl, ok := s.(interface{ Close() }); ok {
 			closers = append(closers, cl.Close)
 		}
+		if owner, ok := s.(discover.Owner); ok && c.Discover {
+			s = discover.Merge(owner, discover.NewSource(discover.Options{Log: c.Log}))
+		} else if c.Discover {
+			out = append(out, discover.NewSource(discover.Options{Log: c.Log}))
+		}
 		out = append(out, s)
+	} else if c.Discover {
+		out = append(out, discover.NewSource(discover.Options{Log: c.Log}))
 	}
 	return out, closeAll, nil
 }

@@ -23,6 +23,19 @@ func newLibvirtSource(uri string, log zerolog.Logger) (targets.Source, error) {
 	return &libvirtSource{w: w}, nil
 }
 
+// Synced and Owns let discovery leave libvirt's domains to it.
+func (s *libvirtSource) Synced() <-chan struct{} { return s.w.Synced() }
+
+// Owns reports whether pid is the QEMU of a domain libvirt reported.
+func (s *libvirtSource) Owns(pid int) bool {
+	for _, d := range s.w.Domains() {
+		if d.PID == pid {
+			return true
+		}
+	}
+	return false
+}
+
 // Close releases the watcher's first connection if Run never took it.
 func (s *libvirtSource) Close() { s.w.Close() }
 

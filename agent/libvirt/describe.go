@@ -184,7 +184,10 @@ type vcpuThread struct {
 	ThreadID *int `json:"thread-id"`
 }
 
-func parseQueryCPUsFast(reply string) ([]VCPU, error) {
+// ParseQueryCPUsFast reads QEMU's reply to query-cpus-fast (through
+// libvirt's monitor passthrough or a QMP socket): the host thread of each
+// vCPU, sorted by index.
+func ParseQueryCPUsFast(reply string) ([]VCPU, error) {
 	var r struct {
 		Return *[]vcpuThread `json:"return"`
 		Error  *struct {
@@ -284,7 +287,7 @@ func (c *conn) describeUnguarded(dom lv.Domain) (Domain, error) {
 	if err != nil {
 		return Domain{}, fmt.Errorf("domain %s: query vCPU threads through the QEMU monitor: %w", dom.Name, err)
 	}
-	vcpus, err := parseQueryCPUsFast(reply)
+	vcpus, err := ParseQueryCPUsFast(reply)
 	if err != nil {
 		return Domain{}, fmt.Errorf("domain %s: %w", dom.Name, err)
 	}

@@ -107,7 +107,7 @@ func TestParseDomainXML(t *testing.T) {
 const queryCPUsFastReply = `{"return":[{"thread-id":12156,"props":{"core-id":0,"thread-id":0,"socket-id":1},"qom-path":"/machine/unattached/device[2]","cpu-index":1,"target":"x86_64"},{"thread-id":12155,"props":{"core-id":0,"thread-id":0,"socket-id":0},"qom-path":"/machine/unattached/device[0]","cpu-index":0,"target":"x86_64"}],"id":"libvirt-411"}`
 
 func TestParseQueryCPUsFast(t *testing.T) {
-	got, err := parseQueryCPUsFast(queryCPUsFastReply)
+	got, err := ParseQueryCPUsFast(queryCPUsFastReply)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,8 @@ func TestParseQueryCPUsFast(t *testing.T) {
 		{`{}`, `no "return"`},
 		{`not json`, "parse query-cpus-fast reply"},
 	} {
-		if _, err := parseQueryCPUsFast(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("parseQueryCPUsFast(%s) error = %v, want one mentioning %q", tc.in, err, tc.err)
+		if _, err := ParseQueryCPUsFast(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseQueryCPUsFast(%s) error = %v, want one mentioning %q", tc.in, err, tc.err)
 		}
 	}
 }
@@ -186,7 +186,7 @@ func FuzzParseQueryCPUsFast(f *testing.F) {
 	f.Add(queryCPUsFastReply)
 	f.Add(`{"return":[{"cpu-index":0,"thread-id":1}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseQueryCPUsFast(s)
+		v, err := ParseQueryCPUsFast(s)
 		if err != nil {
 			return
 		}

@@ -88,6 +88,9 @@ type Watcher struct {
 	maxBackoff time.Duration
 	refresh    time.Duration
 
+	synced     chan struct{} // closed after the first listing was sent
+	syncedOnce sync.Once
+
 	mu      sync.Mutex
 	first   *conn             // the connection NewWatcher made, taken by Run; guarded by mu
 	running bool              // Run was called; guarded by mu
@@ -108,6 +111,7 @@ func NewWatcher(uri string, log zerolog.Logger, opts ...Option) (*Watcher, error
 		maxBackoff: DefaultMaxBackoff,
 		refresh:    DefaultRefresh,
 		domains:    map[string]Domain{},
+		synced:     make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(w)
@@ -144,6 +148,11 @@ func (w *Watcher) Domains() []Domain {
 	slices.SortFunc(out, func(a, b Domain) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// Synced is closed once the domains running when Run started have been
+// listed and sent (and so are in Domains), except those that could not be
+// described yet.
+func (w *Watcher) Synced() <-chan struct{} { return w.synced }
 
 // Run starts following domains and returns their events: Added for every
 // running domain first, then changes as they happen. It reconnects on its
@@ -258,6 +267,7 @@ func (w *Watcher) session(ctx context.Context, c *conn, out chan<- Event) error 
 	if err := resync(); err != nil {
 		return err
 	}
+	w.syncedOnce.Do(func() { close(w.synced) })
 	// Live pinning and bandwidth changes come as libvirt "tunable" events,
 	// but go-libvirt drops them (its event decoder cannot decode their typed
 	// parameters), so list again now and then instead.

@@ -1,6 +1,6 @@
 // Package agent is `vgpu-probe agent`: the host agent that measures the
-// vCPU discontinuity of every VM (libvirt) or of given processes and
-// cgroups with eBPF, and serves it to Prometheus, or measures once and
+// vCPU discontinuity of every VM (found in /proc, or through libvirt) or
+// of given processes and cgroups with eBPF, and serves it to Prometheus, or measures once and
 // prints a snapshot.
 package agent
 
@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,7 +40,10 @@ func NewCmd(runF func(*Options) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Measure vCPU discontinuity with eBPF and export it (Prometheus, JSON)",
-		Long: `agent watches the vCPU threads of every running libvirt domain (--libvirt-uri),
+		Long: `agent watches the vCPU threads of every VM on the host: every QEMU, Cloud
+Hypervisor, Firecracker and crosvm process, found by what it is (--discover,
+the default when no target is given), and/or every running libvirt domain
+(--libvirt-uri; with --discover too, a VM libvirt describes is one target),
 and/or all threads of given processes (--pid) and cgroups (--cgroup), with
 eBPF programs on the scheduler's switch and wake-up tracepoints. Per thread
 it measures run and off-CPU intervals, involuntary preemptions, wake-up
@@ -55,7 +60,8 @@ from those windows). --trace-every 0 keeps them attached; --once does too.
 It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 /api/v1/timeline?domain=NAME&seconds=N on --listen until stopped; with
 --once it measures for that long, prints a snapshot and exits. Needs root.`,
-		Example: `  vgpu-probe agent --libvirt-uri qemu:///system
+		Example: `  vgpu-probe agent --discover
+  vgpu-probe agent --discover --libvirt-uri qemu:///system
   vgpu-probe agent --pid 1234 --pid 5678 --listen 0.0.0.0:9477
   vgpu-probe agent --cgroup machine.slice --once 5s --json`,
 		Args: cobra.NoArgs,
@@ -63,6 +69,9 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 			o.Ctx, o.Out = cmd.Context(), cmd.OutOrStdout()
 			if o.Ctx == nil {
 				o.Ctx = context.Background()
+			}
+			if len(o.PIDs) == 0 && len(o.Cgroups) == 0 && o.LibvirtURI == "" {
+				o.Discover = true // no target named: every VM on the host
 			}
 			o.Log = zerolog.New(zerolog.ConsoleWriter{Out: cmd.ErrOrStderr(), NoColor: true}).With().Timestamp().Logger()
 			if runF != nil {
@@ -76,6 +85,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.IntSliceVar(&o.PIDs, "pid", nil, "watch all threads of this process (repeatable)")
 	f.StringArrayVar(&o.Cgroups, "cgroup", nil, "watch all threads in this cgroup: absolute path or relative to the cgroup mount, v1 or v2 (repeatable)")
 	f.StringVar(&o.LibvirtURI, "libvirt-uri", "", "watch the vCPU threads of every running domain of this libvirtd (e.g. qemu:///system)")
+	f.BoolVar(&o.Discover, "discover", false, "watch every VM process on the host (QEMU, Cloud Hypervisor, Firecracker, crosvm), found in /proc every 2 s; the default when no target is given")
 	f.DurationVar(&o.Once, "once", 0, "measure for this long, print a snapshot and exit")
 	f.BoolVar(&o.JSON, "json", false, "with --once: print the snapshot as JSON")
 	f.DurationVar(&o.Window, "window", time.Minute, "span over which distributions and rates are computed")
@@ -93,14 +103,14 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 		"mitigate":        complete.Mitigate,
 		"web.config.file": complete.Files("yml", "yaml"),
 	})
-	cmd.AddCommand(newHintsXML())
+	cmd.AddCommand(newHintsXML(), newHintsArgs())
 	return cmd
 }
 
 // Validate checks the flags alone (no system access).
 func (o *Options) Validate() error {
-	if len(o.PIDs) == 0 && len(o.Cgroups) == 0 && o.LibvirtURI == "" {
-		return usage.Errorf("nothing to watch: give --libvirt-uri, --pid or --cgroup")
+	if len(o.PIDs) == 0 && len(o.Cgroups) == 0 && o.LibvirtURI == "" && !o.Discover {
+		return usage.Errorf("nothing to watch: give --discover, --libvirt-uri, --pid or --cgroup")
 	}
 	if o.Once < 0 {
 		return usage.Errorf("--once %v: must be positive", o.Once)
@@ -180,4 +190,38 @@ the guest as an ivshmem-plain PCI device; run 'vgpu-probe guest' there.`,
 			return err
 		},
 	}
+}
+
+// newHintsArgs is the hints-args subcommand.
+func newHintsArgs() *cobra.Command {
+	var dir string
+	var proxmox bool
+	cmd := &cobra.Command{
+		Use:   "hints-args VM",
+		Short: "Print the QEMU arguments that map VM's hint page into the guest (QEMU without libvirt, Proxmox)",
+		Long: `hints-args prints the -object memory-backend-file and -device ivshmem-plain
+arguments to add to a QEMU started without libvirt, so that the hint page the
+agent publishes for VM (with --discover --hints DIR) appears in the guest as
+an ivshmem-plain PCI device; run 'vgpu-probe guest' there. VM is the name the
+agent gives it: QEMU's -name. With --proxmox it prints the args: line for
+/etc/pve/qemu-server/VMID.conf instead.`,
+		Example: `  vgpu-probe agent hints-args guest1
+  vgpu-probe agent hints-args --proxmox web01 >> /etc/pve/qemu-server/100.conf`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !filepath.IsAbs(dir) {
+				return usage.Errorf("--dir %q: want an absolute path (QEMU opens it)", dir)
+			}
+			line := strings.Join(hintpage.QEMUArgs(dir, args[0]), " ")
+			if proxmox {
+				line = "args: " + line
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), line)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "/dev/shm", "the agent's --hints directory")
+	cmd.Flags().BoolVar(&proxmox, "proxmox", false, "print Proxmox VE's args: line")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{"dir": complete.Dirs})
+	return cmd
 }

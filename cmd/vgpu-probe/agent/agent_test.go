@@ -30,6 +30,9 @@ func TestNewCmdFlags(t *testing.T) {
 		{"--pid 1 --once 5s --json", func(o *Options) bool { return o.Once == 5*time.Second && o.JSON }},
 		{"--pid 1", func(o *Options) bool { return o.TraceEvery == 10*time.Second && o.TraceWindow == time.Second }},
 		{"--pid 1 --trace-every 0", func(o *Options) bool { return o.TraceEvery == 0 }},
+		{"", func(o *Options) bool { return o.Discover }}, // no target: every VM on the host
+		{"--pid 1", func(o *Options) bool { return !o.Discover }},
+		{"--discover --libvirt-uri qemu:///system", func(o *Options) bool { return o.Discover && o.LibvirtURI == "qemu:///system" }},
 	}
 	for _, tt := range tests {
 		var got *Options

@@ -1,0 +1,98 @@
+// Package discovertest starts real VM processes for tests of discovery:
+// QEMU itself (TCG, paused, without libvirt) and stand-ins for the
+// hypervisors the test machines do not have, a small C program named
+// like the hypervisor whose threads carry its vCPU thread names and whose
+// command line carries its identity flags. Each is killed in t.Cleanup.
+package discovertest
+
+import (
+	"bufio"
+	_ "embed"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
+)
+
+//go:embed testdata/standin.c
+var standinSource []byte
+
+// build compiles the stand-in to path.
+func build(t testing.TB, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		libvirttest.Unavailable(t, "the hypervisor stand-in is built with gcc: %v", err)
+	}
+	src := filepath.Join(t.TempDir(), "standin.c")
+	if err := os.WriteFile(src, standinSource, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("gcc", "-O1", "-pthread", "-o", path, src).CombinedOutput(); err != nil {
+		t.Fatalf("building the hypervisor stand-in: %v: %s", err, b)
+	}
+}
+
+// StandIn starts the stand-in as an executable called exe (so that
+// /proc/PID/exe names it), with threadFmt naming n threads (e.g.
+// "fc_vcpu %d") and args as its command line after the program.
+func StandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.Cmd {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), exe)
+	build(t, path)
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), "STANDIN_THREAD="+threadFmt, "STANDIN_N="+strconv.Itoa(n))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- strings.TrimSpace(line) == "ready"
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("stand-in %s did not start its threads", exe)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("stand-in %s: no ready line in 10s", exe)
+	}
+	return cmd
+}
+
+// QEMU starts qemu-system-x86_64 under TCG, paused (-S: its vCPU threads
+// exist, the guest does not run), with no devices and args added. It
+// skips the test when QEMU is not installed (fails it under VGPU_E2E=1).
+func QEMU(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		libvirttest.Unavailable(t, "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+	}
+	base := []string{"-accel", "tcg", "-S", "-nodefaults", "-display", "none", "-m", "64", "-serial", "none", "-monitor", "none"}
+	cmd := exec.Command(bin, append(base, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	select {
+	case <-exited:
+		t.Fatalf("qemu exited at once: %s", stderr.String())
+	case <-time.After(200 * time.Millisecond):
+	}
+	return cmd
+}

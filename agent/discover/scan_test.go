@@ -1,0 +1,74 @@
+package discover
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+)
+
+// fakeProc writes one process into a proc tree: its executable link,
+// command line, cgroup and threads (tid -> comm).
+func fakeProc(t *testing.T, root string, pid int, exe string, args []string, cgroup string, threads map[int]string) {
+	t.Helper()
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	write := func(name, content string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("cmdline", strings.Join(args, "\x00")+"\x00")
+	write("cgroup", cgroup)
+	write("stat", strconv.Itoa(pid)+" (x y) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n")
+	write("comm", filepath.Base(exe)+"\n")
+	if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
+		t.Fatal(err)
+	}
+	for tid, comm := range threads {
+		write(filepath.Join("task", strconv.Itoa(tid), "comm"), comm+"\n")
+	}
+}
+
+// A KubeVirt VM (virt-launcher's QEMU in a pod's cgroup) is named
+// NAMESPACE/VMI; a process that only calls itself QEMU, and one that is
+// not a hypervisor but names its threads like QEMU's vCPUs, are not VMs.
+func TestScanFixture(t *testing.T) {
+	root := t.TempDir()
+	fakeProc(t, root, 100, "/usr/libexec/qemu-kvm",
+		[]string{"/usr/libexec/qemu-kvm", "-name", "guest=gpu-team_trainer-0,debug-threads=on", "-smp", "2"},
+		"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_7980_a1b2_c3d4e5f60718.slice/cri-containerd-0123abcd.scope\n",
+		map[int]string{100: "qemu-kvm", 101: "CPU 0/KVM", 102: "CPU 1/KVM", 103: "IO mon_iothread"})
+	fakeProc(t, root, 200, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-name", "fake"}, "0::/\n",
+		map[int]string{200: "qemu-system-x86", 201: "worker"})
+	fakeProc(t, root, 300, "/usr/bin/python3", []string{"python3", "-name", "guest=impostor"}, "0::/\n",
+		map[int]string{300: "python3", 301: "CPU 0/KVM"})
+	fakeProc(t, root, 400, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-smp", "1"}, "0::/user.slice\n",
+		map[int]string{400: "qemu-system-x86", 401: "CPU 0/TCG"})
+
+	vms, err := NewScanner(Options{ProcRoot: root}).Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vms) != 2 {
+		t.Fatalf("found %+v, want the KubeVirt VM and the nameless QEMU", vms)
+	}
+	kv := vms[0]
+	if kv.PID != 100 || kv.Name != "gpu-team/trainer-0" || kv.Namespace != "gpu-team" || kv.VMI != "trainer-0" || kv.Hypervisor != QEMU {
+		t.Errorf("KubeVirt VM: %+v", kv)
+	}
+	want := targets.Target{Kind: targets.KindDomain, Name: "gpu-team/trainer-0", Helpers: []int{100},
+		Threads: []targets.Thread{{TID: 101, VCPU: 0}, {TID: 102, VCPU: 1}}}
+	if !kv.Target().Equal(want) {
+		t.Errorf("target %+v, want %+v", kv.Target(), want)
+	}
+	if vms[1].PID != 400 || vms[1].Name != "qemu-400" || len(vms[1].VCPUs) != 1 {
+		t.Errorf("nameless QEMU: %+v", vms[1])
+	}
+}

@@ -1,0 +1,116 @@
+package discover
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+)
+
+// MinEvery is the shortest scan period: a scan reads every process's
+// executable link, so it is bounded in how often it runs, not only in
+// what it costs.
+const MinEvery = 2 * time.Second
+
+// Source sends a target event for each VM that appears, changes or goes.
+type Source struct {
+	scan  *Scanner
+	every time.Duration
+}
+
+var _ targets.Source = (*Source)(nil)
+
+// NewSource returns a Source that scans every o.Every (at least MinEvery).
+func NewSource(o Options) *Source {
+	return &Source{scan: NewScanner(o), every: max(o.Every, MinEvery)}
+}
+
+// found is a target event with the process it is about.
+type found struct {
+	targets.Event
+	pid int
+}
+
+// Run implements targets.Source: Added for every VM found by the first
+// scan, then Added for new or changed VMs and Removed for those whose
+// process ended (or that no longer have vCPU threads).
+func (s *Source) Run(ctx context.Context) <-chan targets.Event {
+	in := s.run(ctx)
+	out := make(chan targets.Event)
+	go func() {
+		defer close(out)
+		for f := range in {
+			select {
+			case out <- f.Event:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (s *Source) run(ctx context.Context) <-chan found {
+	out := make(chan found)
+	go func() {
+		defer close(out)
+		last := map[int]targets.Target{} // by pid, as sent
+		names := map[string]int{}        // target name -> pid
+		send := func(f found) bool {
+			select {
+			case out <- f:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		t := time.NewTicker(s.every)
+		defer t.Stop()
+		for {
+			vms, err := s.scan.Scan()
+			if err != nil {
+				s.scan.log.Warn().Err(err).Msg("discovering VMs")
+			} else {
+				now := make(map[int]bool, len(vms))
+				for _, vm := range vms {
+					now[vm.PID] = true
+				}
+				for pid, tg := range last {
+					if !now[pid] {
+						delete(last, pid)
+						delete(names, tg.Name)
+						if !send(found{targets.Event{Kind: targets.Removed, Target: tg}, pid}) {
+							return
+						}
+					}
+				}
+				for _, vm := range vms {
+					tg := vm.Target()
+					if old, ok := last[vm.PID]; ok {
+						tg.Name = old.Name // a VM keeps the name it was first sent with
+					} else if other, taken := names[tg.Name]; taken && other != vm.PID {
+						// Two VMs with one name (two QEMUs both -name vm):
+						// the later one is told apart by its pid.
+						tg.Name += "@" + strconv.Itoa(vm.PID)
+					}
+					if old, ok := last[vm.PID]; ok && old.Equal(tg) {
+						continue
+					}
+					last[vm.PID], names[tg.Name] = tg, vm.PID
+					s.scan.log.Info().Str("domain", tg.Name).Str("hypervisor", string(vm.Hypervisor)).Int("pid", vm.PID).
+						Int("vcpus", len(vm.VCPUs)).Bool("qmp", vm.ByQMP).Msg("discovered VM")
+					if !send(found{targets.Event{Kind: targets.Added, Target: tg}, vm.PID}) {
+						return
+					}
+				}
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
