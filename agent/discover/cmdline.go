@@ -42,6 +42,10 @@ type identity struct {
 	// qmp is the path of a QMP (control mode monitor) socket QEMU listens
 	// on; "" when there is none or it is a passed file descriptor.
 	qmp string
+	// libvirt: QEMU's monitor is libvirt's (chardev "charmonitor" on a
+	// descriptor libvirt passed): a libvirtd started it, the host's or
+	// one in a container (KubeVirt's virt-launcher).
+	libvirt bool
 }
 
 // splitCmdline splits /proc/PID/cmdline (NUL-terminated arguments).
@@ -164,8 +168,12 @@ func qemuIdentity(args []string) identity {
 			i++
 			kv := splitOpts(val)
 			if len(kv) > 0 && kv[0] == "socket" {
-				if cid, path := optValue(val, "id"), optValue(val, "path"); cid != "" && path != "" {
+				cid, path := optValue(val, "id"), optValue(val, "path")
+				if cid != "" && path != "" {
 					chardevs[cid] = path
+				}
+				if cid == "charmonitor" && optValue(val, "fd") != "" {
+					id.libvirt = true
 				}
 			}
 		case "-mon":

@@ -21,13 +21,18 @@ type Owner interface {
 }
 
 // settle is how long a newly discovered VM waits, when an Owner runs
-// beside discovery, before it becomes a target of its own: libvirt
-// starts QEMU before it reports the domain, and a scan may fall in
-// between. syncWait bounds the wait for the Owner's first listing (a
-// libvirtd that does not answer must not hide the other VMs).
+// beside discovery, before it becomes a target of its own. A QEMU that a
+// libvirtd started waits LibvirtSettle (exported for tests that wait it
+// out): libvirt reports a domain only
+// once it has set QEMU up through its monitor, seconds after QEMU made
+// its vCPU threads; past that it is a libvirtd's the Owner does not see
+// (KubeVirt's, in its pod). syncWait bounds the wait for the Owner's
+// first listing (a libvirtd that does not answer must not hide the
+// other VMs).
 const (
-	settle   = MinEvery
-	syncWait = 10 * time.Second
+	settle        = MinEvery
+	LibvirtSettle = 30 * time.Second
+	syncWait      = 10 * time.Second
 )
 
 // Merge sends the owner's events as they are and the discovered VMs that
@@ -53,9 +58,10 @@ func (m *merged) Run(ctx context.Context) <-chan targets.Event {
 
 // discVM is a discovered VM and what was sent for it.
 type discVM struct {
-	t    targets.Target // as discovered
-	sent *targets.Target
-	seen time.Time
+	t      targets.Target // as discovered
+	sent   *targets.Target
+	seen   time.Time
+	settle time.Duration
 }
 
 func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
@@ -100,7 +106,7 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 	}
 	// offer sends a discovered VM's description when it is its own.
 	offer := func(pid int, v *discVM) bool {
-		if !isSynced || time.Since(v.seen) < settle || owned(pid) {
+		if !isSynced || time.Since(v.seen) < v.settle || owned(pid) {
 			return true
 		}
 		t := v.t
@@ -187,7 +193,10 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 			}
 			v := vms[f.pid]
 			if v == nil {
-				v = &discVM{seen: time.Now()}
+				v = &discVM{seen: time.Now(), settle: settle}
+				if f.libvirt {
+					v.settle = LibvirtSettle
+				}
 				vms[f.pid] = v
 			}
 			v.t = f.Target

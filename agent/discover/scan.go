@@ -27,6 +27,8 @@ type VM struct {
 	Name string
 	// Namespace and VMI are set for a KubeVirt VM (Name is NAMESPACE/VMI).
 	Namespace, VMI string
+	// Libvirt: a libvirtd started this QEMU (its monitor is libvirt's).
+	Libvirt bool
 	// VCPUs are the vCPU threads, sorted by index.
 	VCPUs []targets.Thread
 	// ByQMP: the vCPU threads came from QMP's query-cpus-fast rather than
@@ -247,7 +249,7 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 		}
 	}
 
-	vm := VM{PID: pid, Hypervisor: p.hv, Name: p.id.name, Namespace: p.ns, VMI: p.vmi}
+	vm := VM{PID: pid, Hypervisor: p.hv, Name: p.id.name, Namespace: p.ns, VMI: p.vmi, Libvirt: p.id.libvirt}
 	if p.hv == QEMU && p.id.qmp != "" {
 		s.refreshQMP(pid, p, alive)
 	}

@@ -29,7 +29,8 @@ func NewSource(o Options) *Source {
 // found is a target event with the process it is about.
 type found struct {
 	targets.Event
-	pid int
+	pid     int
+	libvirt bool // VM.Libvirt
 }
 
 // Run implements targets.Source: Added for every VM found by the first
@@ -80,7 +81,7 @@ func (s *Source) run(ctx context.Context) <-chan found {
 					if !now[pid] {
 						delete(last, pid)
 						delete(names, tg.Name)
-						if !send(found{targets.Event{Kind: targets.Removed, Target: tg}, pid}) {
+						if !send(found{targets.Event{Kind: targets.Removed, Target: tg}, pid, false}) {
 							return
 						}
 					}
@@ -100,7 +101,7 @@ func (s *Source) run(ctx context.Context) <-chan found {
 					last[vm.PID], names[tg.Name] = tg, vm.PID
 					s.scan.log.Info().Str("domain", tg.Name).Str("hypervisor", string(vm.Hypervisor)).Int("pid", vm.PID).
 						Int("vcpus", len(vm.VCPUs)).Bool("qmp", vm.ByQMP).Msg("discovered VM")
-					if !send(found{targets.Event{Kind: targets.Added, Target: tg}, vm.PID}) {
+					if !send(found{targets.Event{Kind: targets.Added, Target: tg}, vm.PID, vm.Libvirt}) {
 						return
 					}
 				}

@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+		"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/discover"
+	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
+	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
+	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/vmimages"
+)
+
+// runOnce runs the agent as `agent --once D --json` with c's targets and
+// returns the snapshot it prints.
+func runOnce(t *testing.T, c *Config, d time.Duration) model.Snapshot {
+	t.Helper()
+	snap, err := once(t, c, d)
+	if errors.Is(err, bpfload.ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// once is runOnce for another goroutine than the test's.
+func once(t *testing.T, c *Config, d time.Duration) (model.Snapshot, error) {
+	var out bytes.Buffer
+	c.Once, c.JSON, c.Window, c.TraceEvery, c.TraceWindow = d, true, time.Minute, 10*time.Second, time.Second
+	c.Out, c.Log = &out, zerolog.New(zerolog.NewTestWriter(t))
+	if err := Run(context.Background(), c); err != nil {
+		return model.Snapshot{}, err
+	}
+	var snap model.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &snap); err != nil {
+		return snap, fmt.Errorf("stdout is not a JSON snapshot: %w\n%s", err, out.String())
+	}
+	return snap, nil
+}
+
+// `agent --discover --once` on a QEMU started without libvirt reports it
+// as domain NAME with its two vCPUs, from QEMU's thread names
+// (debug-threads=on) or, without them, from its QMP socket.
+func TestOnceDiscoversQEMU(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent loads eBPF programs: needs root")
+	}
+	for _, c := range []struct{ name, sock string }{{"once-dt", ""}, {"once-qmp", filepath.Join(t.TempDir(), "qmp.sock")}} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-name", "guest=" + c.name + ",debug-threads=on", "-smp", "2"}
+			if c.sock != "" {
+				args = []string{"-name", "guest=" + c.name, "-smp", "2", "-qmp", "unix:" + c.sock + ",server=on,wait=off"}
+			}
+			q := discovertest.QEMU(t, args...)
+			time.Sleep(time.Second) // QEMU creates its vCPU threads and socket
+			snap := runOnce(t, &Config{Discover: true}, 2*time.Second)
+			tg := domainIn(snap, c.name)
+			if tg == nil {
+				t.Fatalf("domain %s (pid %d) not in the snapshot: %+v", c.name, q.Process.Pid, snap.Targets)
+			}
+			if len(tg.Threads) != 2 || tg.Threads[0].VCPU != 0 || tg.Threads[1].VCPU != 1 || tg.Gone {
+				t.Fatalf("domain %s: threads %+v gone=%v, want vCPUs 0 and 1", c.name, tg.Threads, tg.Gone)
+			}
+		})
+	}
+}
+
+// A libvirt domain is also a QEMU process discovery finds: with both
+// --libvirt-uri and --discover it is one target, libvirt's (one Added,
+// never a Removed), whether it ran before the agent started or started
+// while it ran.
+func TestLibvirtAndDiscoverOneTarget(t *testing.T) {
+	l := libvirttest.Connect(t) // skips, saying why, without root or libvirtd
+	before := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
+	src, err := newLibvirtSource(libvirttest.Socket(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	merged := discover.Merge(src.(discover.Owner), discover.NewSource(discover.Options{Log: zerolog.Nop()}))
+	ch := merged.Run(ctx)
+	events := make(chan []targets.Event, 1)
+	go func() {
+		var evs []targets.Event
+		for ev := range ch {
+			evs = append(evs, ev)
+		}
+		events <- evs
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	during := libvirttest.StartDomain(t, l, vmimages.Domain{VCPUs: 1})
+
+	// Not vacuous: discovery alone finds both domains' QEMUs, under the
+	// names libvirt gives them.
+	deadline := time.Now().Add(20 * time.Second)
+	for missing := 2; missing > 0; {
+		vms, err := discover.NewScanner(discover.Options{}).Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing = 2
+		for _, vm := range vms {
+			if vm.Name == before.Name || vm.Name == during.Name {
+				missing--
+			}
+		}
+		if missing > 0 && time.Now().After(deadline) {
+			t.Fatalf("discovery does not find the domains' QEMUs: %+v", vms)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Past the longest a discovered VM waits for libvirt to claim it.
+	time.Sleep(discover.LibvirtSettle + 2*discover.MinEvery)
+	cancel()
+	evs := <-events
+	for _, name := range []string{before.Name, during.Name} {
+		added := 0
+		for _, ev := range evs {
+			if ev.Target.Name != name && !strings.HasPrefix(ev.Target.Name, name+"@") {
+				continue
+			}
+			if ev.Kind == targets.Removed {
+				t.Errorf("%s: removed while running: %+v", name, ev.Target)
+			}
+			added++
+		}
+		if added != 1 {
+			t.Errorf("domain %s: %d Added events, want libvirt's one", name, added)
+		}
+	}
+}
