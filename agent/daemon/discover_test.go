@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 
