@@ -138,3 +138,29 @@ func TestWebConfigBadInput(t *testing.T) {
 		}
 	}
 }
+
+// hints-args prints the device that maps the page the agent publishes
+// for VM (hintpage.FileName of its name, in --dir) as QEMU arguments, or
+// Proxmox's args: line; a relative --dir is bad input.
+func TestHintsArgs(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		cmd := NewCmd(nil)
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"hints-args"}, args...))
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	want := "-object memory-backend-file,id=vgpu-probe-hints,mem-path=/dev/shm/vgpu-probe-hints-web_01,size=1M,share=on -device ivshmem-plain,memdev=vgpu-probe-hints\n"
+	if got, err := run("web 01"); err != nil || got != want {
+		t.Errorf("hints-args: %q %v, want %q", got, err, want)
+	}
+	if got, err := run("--proxmox", "--dir", "/run/a,b", "vm"); err != nil ||
+		got != "args: -object memory-backend-file,id=vgpu-probe-hints,mem-path=/run/a,,b/vgpu-probe-hints-vm,size=1M,share=on -device ivshmem-plain,memdev=vgpu-probe-hints\n" {
+		t.Errorf("hints-args --proxmox: %q %v", got, err)
+	}
+	if _, err := run("--dir", "shm", "vm"); !errors.Is(err, usage.ErrBadInput) {
+		t.Errorf("relative --dir: %v, want bad input", err)
+	}
+}
