@@ -13,11 +13,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/agent/assembly"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
+	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
@@ -141,6 +145,60 @@ func TestLibvirtAndDiscoverOneTarget(t *testing.T) {
 		}
 		if added != 1 {
 			t.Errorf("domain %s: %d Added events, want libvirt's one", name, added)
+		}
+	}
+}
+
+// --mitigate treats a discovered VM as a libvirt domain: its vCPU threads
+// and QEMU's main thread get the slice, and have it back at stop.
+func TestDiscoverMitigate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting other processes' slices needs root")
+	}
+	q := discovertest.QEMU(t, "-name", "guest=mit-disc,debug-threads=on", "-smp", "2")
+	ag, err := assembly.Start(context.Background(), assembly.Options{Mitigation: &mitigate.Config{Slice: 100 * time.Microsecond}, Log: zerolog.Nop()})
+	if errors.Is(err, mitigate.ErrUnsupported) {
+		t.Skipf("custom EEVDF slices not available here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close()
+	events := make(chan targets.Event, 64)
+	ag.Follow(seen{discover.NewSource(discover.Options{Log: zerolog.Nop()}), events})
+	var tg targets.Target
+	for timeout := time.After(30 * time.Second); len(tg.Threads) < 2; {
+		select {
+		case ev := <-events:
+			if ev.Kind == targets.Added && ev.Target.Name == "mit-disc" {
+				tg = ev.Target
+			}
+		case <-timeout:
+			t.Fatalf("QEMU mit-disc (pid %d) not discovered with 2 vCPUs after 30s", q.Process.Pid)
+		}
+	}
+	tids := []int{tg.Threads[0].TID, tg.Threads[1].TID, q.Process.Pid}
+	for _, tid := range tids {
+		var got uint64
+		for deadline := time.Now().Add(10 * time.Second); got != 100_000 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			a, err := unix.SchedGetAttr(tid, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = a.Runtime
+		}
+		if got != 100_000 {
+			t.Errorf("thread %d: slice %d ns, want 100000", tid, got)
+		}
+	}
+	ag.Close()
+	for _, tid := range tids {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Runtime == 100_000 || a.Runtime == 0 {
+			t.Errorf("thread %d: slice %d ns after stop, want the default back", tid, a.Runtime)
 		}
 	}
 }
