@@ -24,6 +24,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 
@@ -200,5 +201,60 @@ func TestDiscoverMitigate(t *testing.T) {
 		if a.Runtime == 100_000 || a.Runtime == 0 {
 			t.Errorf("thread %d: slice %d ns after stop, want the default back", tid, a.Runtime)
 		}
+	}
+}
+
+// The arguments `agent hints-args` prints are ones QEMU takes, and the
+// agent's --hints page for a discovered QEMU is the file QEMU maps: while
+// the agent runs, that file holds a vCPU page (the agent removes it when
+// it stops, as it does libvirt's).
+func TestHintsArgsQEMU(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent loads eBPF programs: needs root")
+	}
+	dir := t.TempDir()
+	args := append([]string{"-name", "guest=hint-disc,debug-threads=on", "-smp", "2"}, hintpage.QEMUArgs(dir, "hint-disc")...)
+	discovertest.QEMU(t, args...)
+	time.Sleep(time.Second) // QEMU creates its vCPU threads
+	type result struct {
+		snap model.Snapshot
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snap, err := once(t, &Config{Discover: true, Hints: dir}, 4*time.Second)
+		done <- result{snap, err}
+	}()
+	path := filepath.Join(dir, hintpage.FileName("hint-disc"))
+	var pageErr error
+	var hdr hintpage.Header
+	size := 0
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			pageErr = err
+			continue
+		}
+		pg, err := hintpage.Parse(b)
+		if pageErr = err; err == nil {
+			hdr, size = pg.Header(), len(b)
+			break
+		}
+	}
+	r := <-done
+	if errors.Is(r.err, bpfload.ErrPermission) {
+		t.Skipf("kernel does not let root load BPF: %v", r.err)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if domainIn(r.snap, "hint-disc") == nil {
+		t.Fatalf("domain hint-disc not in the snapshot: %+v", r.snap.Targets)
+	}
+	if pageErr != nil {
+		t.Fatalf("QEMU's page file while the agent ran: %v", pageErr)
+	}
+	if hdr.Slots < 2 || hdr.Flags&hintpage.FlagVCPU == 0 || size != hintpage.ShmemSizeMiB<<20 {
+		t.Errorf("page: %+v, %d bytes; want a vCPU page of 2 slots or more in QEMU's %d MiB", hdr, size, hintpage.ShmemSizeMiB)
 	}
 }
