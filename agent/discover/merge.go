@@ -88,13 +88,9 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 			return false
 		}
 	}
+	ownedBy := map[int]int{} // process -> how many owner targets name it
 	owned := func(pid int) bool {
-		for _, p := range ownerPID {
-			if p == pid {
-				return true
-			}
-		}
-		return m.owner.Owns(pid)
+		return ownedBy[pid] > 0 || m.owner.Owns(pid)
 	}
 	retract := func(v *discVM) bool {
 		if v.sent == nil {
@@ -104,9 +100,11 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 		v.sent = nil
 		return send(ev)
 	}
-	// offer sends a discovered VM's description when it is its own.
+	// offer sends a discovered VM's description when it is its own: a VM
+	// not sent yet once it has settled and no owner claims it; one sent
+	// when it changed (an owner that claims it later retracts it first).
 	offer := func(pid int, v *discVM) bool {
-		if !isSynced || time.Since(v.seen) < v.settle || owned(pid) {
+		if v.sent == nil && (!isSynced || time.Since(v.seen) < v.settle || owned(pid)) {
 			return true
 		}
 		t := v.t
@@ -154,6 +152,11 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 				continue
 			}
 			key := ev.Target.Key()
+			if old, ok := ownerPID[key]; ok {
+				if ownedBy[old]--; ownedBy[old] <= 0 {
+					delete(ownedBy, old)
+				}
+			}
 			if ev.Kind == targets.Removed {
 				pid := ownerPID[key]
 				delete(ownerPID, key)
@@ -171,6 +174,7 @@ func (m *merged) loop(ctx context.Context, out chan<- targets.Event) {
 			}
 			pid := processOf(ev.Target)
 			ownerPID[key], ownerName[ev.Target.Name] = pid, true
+			ownedBy[pid]++
 			if v := vms[pid]; v != nil && !retract(v) {
 				return
 			}
