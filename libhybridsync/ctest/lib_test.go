@@ -836,6 +836,62 @@ func TestCMakeConsumer(t *testing.T) {
 	}
 }
 
+// TestCMakeProjectInclude: experiments/apps/gromacs-link.cmake, given as
+// CMAKE_PROJECT_INCLUDE, links the installed library into the programs of
+// a project that does not mention it (the recipe of docs/gromacs.md):
+// installed, the program needs it, finds it through its run path and
+// starts with it loaded.
+func TestCMakeProjectInclude(t *testing.T) {
+	need(t)
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
+	}
+	root, _ := repoRoot()
+	bdir, prefix := t.TempDir(), t.TempDir()
+	if err := sh(bdir, "cmake", "-S", filepath.Join(root, "libhybridsync", "testdata", "cmake-link"), "-B", bdir,
+		"-DCMAKE_PREFIX_PATH="+built.prefix, "-DCMAKE_INSTALL_PREFIX="+prefix,
+		"-DCMAKE_PROJECT_INCLUDE="+filepath.Join(root, "experiments", "apps", "gromacs-link.cmake")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh(bdir, "cmake", "--build", bdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh(bdir, "cmake", "--install", bdir); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(prefix, "bin", "unaware")
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needed, _ := f.ImportedLibraries()
+	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	rpath, _ := f.DynString(elf.DT_RPATH)
+	f.Close()
+	if !slices.Contains(needed, "libhybridsync.so.0") {
+		t.Errorf("installed program needs %v, want libhybridsync.so.0 among them", needed)
+	}
+	libdir := filepath.Join(built.prefix, "lib")
+	if paths := strings.Join(append(runpath, rpath...), ":"); !slices.Contains(strings.Split(paths, ":"), libdir) {
+		t.Errorf("run path %q, want %s in it", paths, libdir)
+	}
+	out, err := exec.Command("ldd", exe).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), filepath.Join(libdir, "libhybridsync.so.0")) {
+		t.Errorf("ldd %s: %v\n%s; want libhybridsync.so.0 found in %s", exe, err, out, libdir)
+	}
+	// Run as installed: no LD_LIBRARY_PATH, the run path alone.
+	cmd := exec.Command(exe)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LD_") && !strings.HasPrefix(kv, "HYBRIDSYNC_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "HYBRIDSYNC_INTERPOSE=1")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "unaware\n" {
+		t.Errorf("the linked program: %v, output %q", err, out)
+	}
+}
+
 // TestInstalledStripped: the installed library has no symbol table or
 // debug information (the built one has); the tests above load it, so it
 // works stripped.
