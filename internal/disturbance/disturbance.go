@@ -37,13 +37,15 @@ type Window struct {
 // Start begins a window over threads tids of this process, or over all
 // of its threads if none are given.
 func Start(tids ...int) *Window {
-	w := &Window{tids: tids}
+	// The run delay is read next to the clock: the other readings (a walk
+	// of /proc among them) take long enough on a busy machine for the
+	// thread to wait meanwhile, which would count outside the window.
+	w := &Window{tids: tids, start: time.Now()}
 	w.delay = runDelays(tids)
 	w.cpus = readCPUTicks()
 	w.ours = treeTicks()
 	w.throttled = throttledNs()
 	w.waiting = waitingUs()
-	w.start = time.Now()
 	return w
 }
 
@@ -77,10 +79,15 @@ type Figures struct {
 
 // Stop ends the window and returns its figures.
 func (w *Window) Stop() Figures {
+	delays := runDelays(w.tids)
 	dt := time.Since(w.start)
 	f := Figures{Seconds: dt.Seconds(), Waiting: -1, Others: -1}
-	for tid, d := range runDelays(w.tids) {
-		f.RunDelay += float64(d - w.delay[tid]) // new threads: their whole life
+	for tid, d := range delays {
+		d0, ok := w.delay[tid]
+		if !ok && w.tids != nil {
+			continue // a thread named but not read at the start
+		}
+		f.RunDelay += float64(d - d0) // new threads: their whole life
 	}
 	f.RunDelay /= float64(dt.Nanoseconds())
 	f.Throttled = float64(throttledNs()-w.throttled) / float64(dt.Nanoseconds())

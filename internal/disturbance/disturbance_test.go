@@ -156,15 +156,30 @@ func TestTreeTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	before := treeTicks()
-	time.Sleep(500 * time.Millisecond)
-	got := treeTicks() - before
-	// The child may have waited for a CPU on a busy machine; it has had
-	// at least a tenth of one.
-	if got < 5 {
-		t.Errorf("a busy child's 500 ms gave %d ticks of the tree's CPU time", got)
+	child := func() int64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ticks, ok := parseStat(string(b))
+		if !ok {
+			t.Fatalf("/proc/%d/stat: %q", cmd.Process.Pid, b)
+		}
+		return ticks
 	}
-	t.Logf("busy child: %d ticks in 500 ms", got)
+	// The tree is read before the child at the start and after it at
+	// the end, so it has seen at least the child's ticks in between.
+	before := treeTicks()
+	c0 := child()
+	for deadline := time.Now().Add(10 * time.Second); child()-c0 < 3 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	c := child() - c0
+	tree := treeTicks() - before
+	t.Logf("busy child: %d ticks; the tree %d", c, tree)
+	if c == 0 || tree < c {
+		t.Errorf("the busy child used %d ticks, the tree counted %d", c, tree)
+	}
 }
 
 func TestParseStat(t *testing.T) {
