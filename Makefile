@@ -91,9 +91,14 @@ bench:
 	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./libhybridsync/ctest
 
 # The agent's HTTP server under load, as root (minutes): a busy target, a
-# 256 MB memory cgroup, many clients and 20,500 idle connections.
+# 256 MB memory cgroup, many clients and 20,500 idle connections; 200
+# targets under 60 scrapers; 202 targets with 20,000 connections, timeline
+# readers and scrapers; the series of a sleeping process and of one naming
+# its threads "CPU n/KVM". One part: BENCH=scrapers (busy, idle, scrapers,
+# memory, cardinality).
+BENCH ?=
 bench-agent-http:
-	VGPU_BENCH_HTTP=1 $(GO) test -count=1 -v -timeout 20m -run TestAgentHTTPLoad ./agent/exporter/loadtest
+	VGPU_BENCH_HTTP=1 $(GO) test -count=1 -v -timeout 30m -run 'TestAgentHTTPLoad/$(BENCH)' ./agent/exporter/loadtest
 
 lint:
 	$(GO) vet ./...

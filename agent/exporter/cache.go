@@ -22,22 +22,39 @@ import (
 // HA pair, or any number of clients, within the same second share one.
 const MetricsMaxAge = time.Second
 
-// metricsCache serves /metrics from one collection per MetricsMaxAge:
-// the first request after it expires collects (the others wait for it
-// rather than collecting too) and each encoding the clients ask for
-// (text or protobuf, gzipped or not) is made once and shared.
-type metricsCache struct {
-	g      prometheus.Gatherer
-	maxAge time.Duration
-	now    func() time.Time
-	onErr  func(error)
+// MetricsMaxStale is how old a collection may be and still be served
+// while the next one is being made: a scrape then answers at once
+// instead of waiting a loaded host's collection out. Older than that (or
+// none yet), it waits for the collection.
+const MetricsMaxStale = 10 * time.Second
 
-	mu      sync.Mutex
-	at      time.Time // of the collection the bodies encode
-	bodies  map[cacheKey][]byte
-	fams    []*dto.MetricFamily
-	err     error         // of that collection: served as 500 until it expires
-	gathers atomic.Uint64 // collections made
+// metricsCache serves /metrics from one collection per MetricsMaxAge.
+// The first request after it expires starts the next collection, in the
+// background; until that ends, requests get the previous one (if younger
+// than MetricsMaxStale, else they wait). Each encoding the clients ask
+// for (text or protobuf, gzipped or not) is made once per collection and
+// shared.
+type metricsCache struct {
+	g        prometheus.Gatherer
+	maxAge   time.Duration
+	maxStale time.Duration
+	now      func() time.Time
+	onErr    func(error)
+
+	mu         sync.Mutex
+	cur        *collection   // the latest; nil before the first
+	collecting chan struct{} // closed when the collection under way ends; nil when none is
+	gathers    atomic.Uint64 // collections made
+}
+
+// collection is one Gather and its encodings.
+type collection struct {
+	at   time.Time
+	fams []*dto.MetricFamily
+	err  error // served as 500 while this collection is served
+
+	mu     sync.Mutex
+	bodies map[cacheKey][]byte
 }
 
 type cacheKey struct {
@@ -46,34 +63,65 @@ type cacheKey struct {
 }
 
 func newMetricsCache(g prometheus.Gatherer, maxAge time.Duration, onErr func(error)) *metricsCache {
-	return &metricsCache{g: g, maxAge: maxAge, now: time.Now, onErr: onErr}
+	return &metricsCache{g: g, maxAge: maxAge, maxStale: MetricsMaxStale, now: time.Now, onErr: onErr}
 }
 
-// body returns the encoded metrics for k, collecting when the last
-// collection is older than maxAge.
-func (c *metricsCache) body(k cacheKey) ([]byte, error) {
+// current returns the collection to serve, starting the next one when
+// the latest is older than maxAge and waiting for it when there is none
+// younger than maxStale.
+func (c *metricsCache) current() *collection {
+	c.mu.Lock()
+	cur := c.cur
+	if cur != nil && c.now().Sub(cur.at) < c.maxAge {
+		c.mu.Unlock()
+		return cur
+	}
+	done := c.collecting
+	if done == nil {
+		done = make(chan struct{})
+		c.collecting = done
+		go c.collect(done)
+	}
+	c.mu.Unlock()
+	if cur != nil && c.now().Sub(cur.at) < c.maxStale {
+		return cur
+	}
+	<-done
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.bodies == nil || c.now().Sub(c.at) >= c.maxAge {
-		c.gathers.Add(1)
-		c.fams, c.err = c.g.Gather()
-		c.bodies = map[cacheKey][]byte{}
-		c.at = c.now() // a slow collection still serves for maxAge after it ends
-		if c.err != nil && c.onErr != nil {
-			c.onErr(c.err)
-		}
+	return c.cur
+}
+
+func (c *metricsCache) collect(done chan struct{}) {
+	c.gathers.Add(1)
+	fams, err := c.g.Gather()
+	if err != nil && c.onErr != nil {
+		c.onErr(err)
 	}
-	if c.err != nil {
-		return nil, c.err
+	col := &collection{fams: fams, err: err, bodies: map[cacheKey][]byte{}}
+	c.mu.Lock()
+	col.at = c.now() // a slow collection still serves for maxAge after it ends
+	c.cur, c.collecting = col, nil
+	c.mu.Unlock()
+	close(done)
+}
+
+// body returns the encoded metrics for k.
+func (c *metricsCache) body(k cacheKey) ([]byte, error) {
+	col := c.current()
+	if col.err != nil {
+		return nil, col.err
 	}
-	if b, ok := c.bodies[k]; ok {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if b, ok := col.bodies[k]; ok {
 		return b, nil
 	}
-	b, err := encode(c.fams, k)
+	b, err := encode(col.fams, k)
 	if err != nil {
 		return nil, err
 	}
-	c.bodies[k] = b
+	col.bodies[k] = b
 	return b, nil
 }
 

@@ -35,9 +35,9 @@ func (c *countingSource) Snapshot() model.Snapshot {
 	return c.fixed.Snapshot()
 }
 
-// TestConcurrentScrapesShareOneCollection: scrapes that arrive while a
-// collection is under way wait for it and get its result; none collects
-// again. Without the cache each scrape took its own snapshot.
+// TestConcurrentScrapesShareOneCollection: scrapes that arrive while the
+// first collection is under way wait for it and get its result; none
+// collects again. Without the cache each scrape took its own snapshot.
 func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 	const scrapers = 20
 	src := &countingSource{fixed: fixed{snap: testSnapshot()}, gate: make(chan struct{})}
@@ -45,8 +45,8 @@ func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	h.stats.cache.now = func() time.Time { return at } // no collection expires during the test
+	clk := &lockedClock{t: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	h.stats.cache.now = clk.now // no collection expires but when the test says
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	var wg sync.WaitGroup
@@ -72,15 +72,55 @@ func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 	if !strings.Contains(bodies[0], `vgpu_probe_vcpu_preemptions_total{domain="vm1",vcpu="0"} 7`) {
 		t.Error("the shared body lacks the target's series")
 	}
-	// Once the collection is MetricsMaxAge old the next scrape collects.
-	at = at.Add(MetricsMaxAge)
-	get(t, srv.URL+"/metrics", 200)
+	// Once the collection is MetricsMaxAge old the next scrape starts
+	// another and, while it runs, is served the previous one at once.
+	src.gate = make(chan struct{})
+	clk.add(MetricsMaxAge)
+	if b := get(t, srv.URL+"/metrics", 200); b != bodies[0] {
+		t.Error("a scrape during the next collection did not get the previous one")
+	}
+	close(src.gate)
+	for h.stats.cache.gathers.Load() < 2 || collecting(h.stats.cache) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := src.n.Load(); n != 2 {
 		t.Errorf("after MetricsMaxAge: %d snapshots, want 2", n)
 	}
 	if b := get(t, srv.URL+"/metrics", 200); !strings.Contains(b, "vgpu_probe_http_metrics_collections_total 2\n") {
 		t.Errorf("metrics_collections_total is not 2 after two collections:\n%s", grepLines(b, "vgpu_probe_http_"))
 	}
+	// A collection older than MetricsMaxStale is not served: the scrape
+	// waits for the next.
+	clk.add(MetricsMaxStale)
+	get(t, srv.URL+"/metrics", 200)
+	if n := src.n.Load(); n != 3 {
+		t.Errorf("after MetricsMaxStale: %d snapshots, want 3 (the scrape waits for a fresh one)", n)
+	}
+}
+
+func collecting(c *metricsCache) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.collecting != nil
+}
+
+// lockedClock is a settable clock safe to read from the collection's
+// goroutine.
+type lockedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (l *lockedClock) now() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t
+}
+
+func (l *lockedClock) add(d time.Duration) {
+	l.mu.Lock()
+	l.t = l.t.Add(d)
+	l.mu.Unlock()
 }
 
 // TestMetricsEncodings: the cached bodies are what promhttp would serve:

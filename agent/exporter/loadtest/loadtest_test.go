@@ -40,6 +40,10 @@ func TestMain(m *testing.M) {
 		busy()
 	case "holder":
 		hold()
+	case "ticker":
+		ticker()
+	case "tenant":
+		tenant()
 	}
 	os.Exit(m.Run())
 }
@@ -77,10 +81,18 @@ func TestAgentHTTPLoad(t *testing.T) {
 
 	t.Run("busy", func(t *testing.T) { busyClients(t, bin, pid) })
 	t.Run("idle", func(t *testing.T) { idleFlood(t, bin, pid) })
+	t.Run("scrapers", func(t *testing.T) { scrapers(t, bin, pid) })
+	t.Run("memory", func(t *testing.T) { fleetMemory(t, bin, pid) })
+	t.Run("cardinality", func(t *testing.T) { cardinality(t, bin, pid) })
 }
 
+// buildAgent builds the agent, or takes VGPU_BENCH_AGENT_BIN (another
+// version's binary, to compare).
 func buildAgent(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("VGPU_BENCH_AGENT_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "vgpu-probe")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe").CombinedOutput()
 	if err != nil {
