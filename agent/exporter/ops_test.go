@@ -160,8 +160,8 @@ func TestConnCapCountsLiveHeap(t *testing.T) {
 }
 
 func TestGoMemLimit(t *testing.T) {
-	if got := GoMemLimit(256 << 20); got != 192<<20 {
-		t.Errorf("GoMemLimit(256 MiB) = %d MiB, want 192", got>>20)
+	if got := GoMemLimit(256 << 20); got != 128<<20 {
+		t.Errorf("GoMemLimit(256 MiB) = %d MiB, want 128", got>>20)
 	}
 	if got := GoMemLimit(0); got != 0 {
 		t.Errorf("GoMemLimit(no limit) = %d", got)
@@ -170,7 +170,7 @@ func TestGoMemLimit(t *testing.T) {
 
 // TestLimitMemoryInCgroup runs this test binary in a real memory cgroup
 // of 256 MiB: LimitMemory finds the limit and sets the Go runtime's to
-// three quarters of it; GOMEMLIMIT in the environment wins.
+// half of it; GOMEMLIMIT in the environment wins.
 func TestLimitMemoryInCgroup(t *testing.T) {
 	if os.Getenv("VGPU_LIMIT_MEMORY_CHILD") == "1" {
 		mem := LimitMemory(zerolog.Nop())
@@ -208,7 +208,7 @@ func TestLimitMemoryInCgroup(t *testing.T) {
 		first, _, _ := strings.Cut(string(out), "\n")
 		return first
 	}
-	if got, want := run(), fmt.Sprintf("%d %d", 256<<20, 192<<20); got != want {
+	if got, want := run(), fmt.Sprintf("%d %d", 256<<20, 128<<20); got != want {
 		t.Errorf("in a 256 MiB cgroup: limit and Go limit %s, want %s", got, want)
 	}
 	if got, want := run("GOMEMLIMIT=100MiB"), fmt.Sprintf("%d %d", 256<<20, 100<<20); got != want {
