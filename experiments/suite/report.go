@@ -177,7 +177,7 @@ func Present(runs []Run) (programs, contentions, arms []string) {
 		present[r.Contention], present[r.Arm] = true, true
 	}
 	has := func(v string) bool { return !present[v] }
-	return programs, slices.DeleteFunc(slices.Clone(corunner.Contentions), has), slices.DeleteFunc(slices.Clone(Arms), has)
+	return programs, slices.DeleteFunc(slices.Clone(corunner.Contentions), has), slices.DeleteFunc(slices.Clone(AllArms), has)
 }
 
 // readRuns reads one runs.jsonl; a line that is not a run is an error

@@ -1,6 +1,11 @@
 /* The waiter of BENCHMARKS.md, "Agent and library together": wake-up latency of a
  * thread blocked in read() on CPU 1, written to every 1 ms from CPU 0.
- * gcc -O2 -o wake wake.c -lpthread */
+ * gcc -O2 -o wake wake.c -lpthread
+ *
+ *   taskset -c 1 sh -c 'while :; do :; done' & CR=$!
+ *   ./wake & sudo ./vgpu-probe agent --pid $! --once 9s >/dev/null                          # off
+ *   ./wake & sudo ./vgpu-probe agent --pid $! --once 9s --mitigate slice=100us >/dev/null  # on
+ *   kill $CR */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
