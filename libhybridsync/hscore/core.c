@@ -288,13 +288,12 @@ int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
  * event blocks only if it was created with CU_EVENT_BLOCKING_SYNC, whatever
  * the schedule, before or after a switch (experiments/device/ctxflags.cu;
  * docs/BENCHMARKS.md, "Event waits and CUDA's schedule flags"). The
- * program's events stay as created, and the library never blocks on a
- * shadow event of its own instead: the first bought nothing on the
- * event-waiting programs, the second cost much more per wait than this
- * schedule under a co-runner (docs/BENCHMARKS.md, "What we tried that did
- * not work, and why": "Making the program's events blocking", "Blocking
- * on a shadow event"). The thread remembers the context it switched and
- * its flags, and switches back only that one. */
+ * program's events stay as created (making them blocking bought nothing);
+ * the policy arm's event waits block on shadow events (hs_core_block, from
+ * wait.c), its stream waits on this schedule, which under a co-runner cost
+ * far less than a shadow per wait (docs/BENCHMARKS.md, "What we tried that
+ * did not work, and why"). The thread remembers the context it switched
+ * and its flags, and switches back only that one. */
 #define HS_CU_CTX_SCHED_MASK 0x07
 #define HS_CU_CTX_SCHED_BLOCKING_SYNC 0x04
 static __thread CUcontext sched_ctx __attribute__((tls_model("initial-exec")));

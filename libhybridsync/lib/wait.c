@@ -26,8 +26,10 @@
  * to CUDA, the rest through the policy); CUDA's own wait with the
  * program's schedule (CUDA's default mode); and the policy, which on a
  * contended CPU is CUDA's blocking-sync mode: the context is switched to
- * it and every wait left to CUDA (where the driver cannot switch, the Go
- * policy blocks on a shadow event instead). */
+ * it and its stream and context waits left to CUDA, while its event
+ * waits, which that mode leaves spinning, block on shadow events
+ * (block_event; where the driver cannot switch, the Go policy blocks on a
+ * shadow event for every wait). */
 struct epoch {
 	int64_t due;        /* when the running epoch's time is up */
 	int64_t start, cpu; /* its start, and the thread's CPU time then */
