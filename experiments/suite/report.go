@@ -188,8 +188,18 @@ func readRuns(path string) ([]Run, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return scanRuns(path, f)
+}
+
+// ParseRuns parses the bytes of a runs.jsonl (name is what errors call
+// it); a line that is not a run is an error naming it.
+func ParseRuns(name string, b []byte) ([]Run, error) {
+	return scanRuns(name, bytes.NewReader(b))
+}
+
+func scanRuns(name string, rd io.Reader) ([]Run, error) {
 	var runs []Run
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -198,12 +208,12 @@ func readRuns(path string) ([]Run, error) {
 		}
 		var r Run
 		if err := json.Unmarshal(line, &r); err != nil || r.Program == "" || r.Arm == "" || r.Contention == "" {
-			return nil, fmt.Errorf("%s:%d: not a run of vgpu-probe apps", path, n)
+			return nil, fmt.Errorf("%s:%d: not a run of vgpu-probe apps", name, n)
 		}
 		runs = append(runs, r)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return runs, nil
 }

@@ -16,13 +16,22 @@ import (
 // setting and arm (the cell's "mode"), on the one CPU (a 1-vCPU "VM"),
 // each of its good runs a repetition. Cells compare by wall time per step
 // (results.Config.PerStep), each program against its own cells of the
-// setting none. Failed runs are left out and counted in a note.
-func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration) *results.File {
-	f := &results.File{Version: results.Version, Kind: results.KindApps, Created: time.Now().UTC(), Machine: results.ThisMachine(),
+// setting none. Failed runs are left out and counted in a note. It is
+// dated by the last run's start; capQuota and capPeriod, where known (0:
+// not), are noted.
+func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration, m results.Machine) *results.File {
+	f := &results.File{Version: results.Version, Kind: results.KindApps, Machine: m,
 		Config: results.Config{Backend: "local", Scenarios: contentions, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1},
 			Modes: arms, Workload: strings.Join(programs, ", "), Reps: max(1, reps), PerStep: true,
 			PeriodUS: capPeriod.Microseconds()}}
-	f.Config.Notes = append(f.Config.Notes, fmt.Sprintf("cap settings: a CPU quota of %v per %v", capQuota, capPeriod))
+	for _, r := range runs {
+		if t, err := time.Parse(time.RFC3339Nano, r.Start); err == nil && t.After(f.Created) {
+			f.Created = t.UTC()
+		}
+	}
+	if capPeriod > 0 {
+		f.Config.Notes = append(f.Config.Notes, fmt.Sprintf("cap settings: a CPU quota of %v per %v", capQuota, capPeriod))
+	}
 	if a := AgentSettings(runs); len(a) > 0 && a[0] != "" {
 		f.Config.Notes = append(f.Config.Notes, "agent: "+strings.Join(a, "; "))
 	}

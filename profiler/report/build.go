@@ -153,7 +153,8 @@ func KeyLabel(k results.Key) string {
 		parts = append(parts, k.Program)
 	}
 	parts = append(parts, k.Scenario)
-	if k.Corunner != "" {
+	// bench's and apps' settings name their co-runner (while1) already.
+	if k.Corunner != "" && !strings.Contains(k.Scenario, k.Corunner) {
 		c := k.Corunner
 		if k.Corunners > 1 {
 			c = fmt.Sprintf("%s x%d", c, k.Corunners)

@@ -227,7 +227,7 @@ func run(ctx context.Context, o *Options) error {
 	sum.CPU, sum.Reps, sum.Out = o.CPU, o.Reps, out
 	sum.Write(filepath.Join(out, "summary.json"))
 	doc := filepath.Join(out, results.Name)
-	if werr := results.Write(doc, suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod)); werr != nil {
+	if werr := results.Write(doc, suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod, results.ThisMachine())); werr != nil {
 		return fmt.Errorf("write results: %w", werr)
 	}
 	err = sum.Print(o.Out, o.Err, o.JSON)

@@ -52,8 +52,9 @@ func standin() int {
 
 // TestReportReadsRunBenchAndApps: a results file made by each of the real
 // run, bench and apps commands (simulated GPU, a stand-in program, small
-// settings) renders in text, JSON and HTML, and every format shows each
-// cell with the same slowdown, the one the file holds.
+// settings), and apps' runs.jsonl, render in text, JSON and HTML, and
+// every format shows each cell with the same slowdown, the one the
+// results file holds.
 func TestReportReadsRunBenchAndApps(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
@@ -88,6 +89,10 @@ func TestReportReadsRunBenchAndApps(t *testing.T) {
 				t.Fatalf("%s: kind %q, %d cells", path, f.Kind, len(f.Cells))
 			}
 			checkSameSlowdowns(t, path, f)
+			if tc.kind == results.KindApps {
+				// apps' raw log reports as its results document does.
+				checkSameSlowdowns(t, filepath.Join(out, "runs.jsonl"), f)
+			}
 		})
 	}
 }
@@ -171,4 +176,25 @@ func checkSameSlowdowns(t *testing.T, path string, f *results.File) {
 	if t.Failed() {
 		t.Logf("text:\n%s", text)
 	}
+}
+
+// FuzzParseRuns: whatever the bytes, a results input read as apps'
+// runs.jsonl is refused with an error or is a results file whose every
+// cell has a measured time and a slowdown within the checked range.
+func FuzzParseRuns(f *testing.F) {
+	f.Add([]byte(`{"program":"p","arm":"cuda-default","contention":"none","rep":0,"steps":10,"wall_s":0.5,"cpu_s":0.4,"start":"2026-11-26T21:47:38Z"}
+{"program":"p","arm":"cuda-default","contention":"while1","rep":0,"steps":5,"wall_s":0.5,"cpu_s":0.2}`))
+	f.Add([]byte(`{"program":"p","arm":"hybridsync","contention":"none","wall_s":-1}`))
+	f.Add([]byte(`{"program":"p","arm":"x","contention":"cap","steps":-3,"wall_s":1e308,"error":""}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := parseResults("fuzz.jsonl", b)
+		if err != nil {
+			return
+		}
+		for _, c := range in.File.Cells {
+			if !(c.Median.WallS > 0) || !(c.Slowdown >= 0) {
+				t.Fatalf("cell %+v: wall %v, slowdown %v", c.Key, c.Median.WallS, c.Slowdown)
+			}
+		}
+	})
 }

@@ -7,6 +7,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/input"
 	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
@@ -78,7 +80,7 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 		Long: `report joins what vgpu-probe measured and says what it means.
 
 For experimenters: report RESULTS.json (the results.json of vgpu-probe
-run, bench or apps) gives the slowdown of each cell against one reference
+run, bench or apps, or apps' runs.jsonl) gives the slowdown of each cell against one reference
 per vCPU count (the fastest cell of the baseline, or for bench and apps of
 the setting none, whatever its mode), GPU utilisation and its drop,
 kernels per second, kernel launch and receive latency (the paper's
@@ -286,6 +288,31 @@ func readInput(ctx context.Context, o *Options, path string) ([]byte, error) {
 	return input.ReadFile(ctx, path)
 }
 
+// parseResults parses a results file, or the raw runs.jsonl that `apps`
+// writes as it goes (its runs become the results document apps writes at
+// its end, so that an interrupted or older apps run reports too).
+func parseResults(name string, b []byte) (model.ResultsInput, error) {
+	in, err := model.ParseResults(name, b)
+	if err == nil {
+		return in, nil
+	}
+	runs, rerr := suite.ParseRuns(name, b)
+	if rerr != nil || len(runs) == 0 {
+		return in, err
+	}
+	programs, contentions, arms := suite.Present(runs)
+	reps := 0
+	for _, r := range runs {
+		reps = max(reps, r.Rep+1)
+	}
+	doc, jerr := json.Marshal(suite.ResultsFile(runs, programs, contentions, arms, reps, 0, 0, results.Machine{Hostname: "unknown"}))
+	if jerr != nil {
+		return in, jerr
+	}
+	// Parsed as any results file: the runs' numbers get the same checks.
+	return model.ParseResults(name, doc)
+}
+
 func parseNVML(name string, b []byte) (model.NVMLInput, error) {
 	s, err := nvml.ParseSeries(name, b)
 	return model.NVMLInput{Path: name, Series: s}, err
@@ -294,7 +321,7 @@ func parseNVML(name string, b []byte) (model.NVMLInput, error) {
 func load(ctx context.Context, o *Options) (model.Inputs, error) {
 	in := model.Inputs{Now: o.Now()}
 	var err error
-	if in.Results, err = parseAll(ctx, o, o.Results, model.ParseResults); err != nil {
+	if in.Results, err = parseAll(ctx, o, o.Results, parseResults); err != nil {
 		return in, err
 	}
 	if in.Stats, err = parseAll(ctx, o, o.Stats, model.ParseStats); err != nil {

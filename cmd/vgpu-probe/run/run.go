@@ -86,8 +86,9 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 		Long: `run reproduces the paper's interference experiments (Table I, Figs. 4-6):
 a GPU runner VM and co-runner VMs sharing CPUs, the runner's loop once per
 wait mode. It prints each cell's median wall time and its slowdown against
-the fastest baseline cell of the same vCPU count (--json: the results
-document). On the local backend a VM with N vCPUs is a process with N
+the fastest baseline cell of the same vCPU count, then the best mode of
+each row with its margin over the next, and a warning where repetitions
+disagree by more than that margin (--json: the results document). On the local backend a VM with N vCPUs is a process with N
 threads pinned to CPUs that the VMs share:
 
   shared1   runner and co-runner VMs on the same CPUs, no isolation
