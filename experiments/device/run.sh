@@ -146,11 +146,11 @@ bench() {
 	local cont=none,while1,cap,cap+while1
 	if [ "$which" = fixed ] || [ "$which" = all ]; then
 		"$B/vgpu-probe" bench --device cuda --modes $modes --contention $cont --reps "$REPS" --steps "$STEPS" \
-			--host-us 200 --kernel-us 500 --cpu "$CPU" --json >"$OUT/bench-fixed.json"
+			--host-us 200 --kernel-us 500 --cpu "$CPU" --out "$OUT/bench-fixed" --json >"$OUT/bench-fixed.json"
 	fi
 	if [ "$which" = mixed ] || [ "$which" = all ]; then
 		"$B/vgpu-probe" bench --device cuda --modes $modes --contention $cont --reps "$REPS" --steps "$STEPS" \
-			--host-us 200 --profile mixed --cpu "$CPU" --json >"$OUT/bench-mixed.json"
+			--host-us 200 --profile mixed --cpu "$CPU" --out "$OUT/bench-mixed" --json >"$OUT/bench-mixed.json"
 	fi
 }
 

@@ -79,6 +79,11 @@ func TestSlowdownUtilDropAndTableII(t *testing.T) {
 	if e.Reference != "baseline" || !strings.Contains(e.BottomLine, "shared1 2 vCPUs 1 x while1: block, 100% ahead of spin") {
 		t.Errorf("reference %q, bottom line %q", e.Reference, e.BottomLine)
 	}
+	// The verdict's "up to" is the worst cell's slowdown as the table shows
+	// it, a cell that shares CPUs (a slow mode alone is not harm).
+	if v := e.Verdict; v.WorstSlowdown != 3 || v.WorstCell != "shared1 while1 2 vCPU spin" || !strings.Contains(v.Why, "up to 3.00x slower") {
+		t.Errorf("verdict worst %v (%s): %s", v.WorstSlowdown, v.WorstCell, v.Why)
+	}
 	tab := e.Latency
 	if tab == nil || tab.Setting != "shared1 while1 2 vCPU" {
 		t.Fatalf("Table II = %+v, want it under shared1 (the most contended)", tab)

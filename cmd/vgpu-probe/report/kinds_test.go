@@ -125,7 +125,11 @@ func checkSameSlowdowns(t *testing.T, path string, f *results.File) {
 	var doc struct {
 		Experiments []struct {
 			Reference string `json:"reference"`
-			Cells     []struct {
+			Verdict   struct {
+				WorstSlowdown float64 `json:"worst_slowdown"`
+				Why           string  `json:"why"`
+			} `json:"verdict"`
+			Cells []struct {
 				results.Key
 				Slowdown float64 `json:"slowdown"`
 			} `json:"cells"`
@@ -172,6 +176,20 @@ func checkSameSlowdowns(t *testing.T, path string, f *results.File) {
 		if got, ok := inHTML[label]; !ok || strings.TrimSuffix(got, "×") != want {
 			t.Errorf("%s: html shows %q (found %v), json %s", label, got, ok, want)
 		}
+	}
+	// The verdict's worst slowdown is the worst shared cell's, and every
+	// format gives the same verdict.
+	worst := 0.0
+	for _, c := range e.Cells {
+		if c.Key.Scenario != e.Reference {
+			worst = max(worst, c.Slowdown)
+		}
+	}
+	if e.Verdict.WorstSlowdown != worst {
+		t.Errorf("verdict's worst slowdown %v, the cells' %v", e.Verdict.WorstSlowdown, worst)
+	}
+	if !strings.Contains(text, e.Verdict.Why) || !strings.Contains(html.UnescapeString(page), e.Verdict.Why) {
+		t.Errorf("verdict %q not in the text and the HTML", e.Verdict.Why)
 	}
 	if t.Failed() {
 		t.Logf("text:\n%s", text)
