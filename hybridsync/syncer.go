@@ -98,6 +98,14 @@ func (s *Syncer) Sync(ev Event, k KernelID) error {
 		s.ready(ev, k)
 		return err
 	}
+	return s.SyncPending(ev, k)
+}
+
+// SyncPending is Sync for work its caller has just found unfinished (its
+// own query said not ready): the wait, without querying again.
+// libhybridsync's C side queries before it crosses into Go, where a wait
+// on finished work would cost more than the query.
+func (s *Syncer) SyncPending(ev Event, k KernelID) error {
 	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: Now(), tid: unix.Gettid()}
 	err := s.policy.wait(&c)
 	c.learn()

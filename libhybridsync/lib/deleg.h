@@ -1,8 +1,9 @@
 /* The delegation table (deleg.c): per kernel, whether its waits are left
  * to the device (CUDA's own synchronize), and the counts of waits that
  * never reached the Go policy. A leaf: it calls nothing. The policy core
- * (wait.c) reads it on every wait, so the lookups are inline here; Go
- * (hsgo_sync, hsgo_init, the stats) sets and reads it through deleg.c. */
+ * (wait.c) reads it on every wait, so the lookups are inline here, and
+ * records the policy's verdicts that hsgo_sync returns; Go (hsgo_init, the
+ * stats) sets and reads it through deleg.c. */
 #ifndef HS_DELEG_H
 #define HS_DELEG_H
 #include <stdatomic.h>
@@ -108,8 +109,8 @@ static inline void hs_delegated_check(struct fast *f, const struct hs_wait *w, i
 		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
 
-/* For Go. hs_delegate_mode turns delegation on (the default mode) with
- * the policy's short-wait bound; hs_delegate_set sets one kernel's
+/* hs_delegate_mode (Go) turns delegation on (the default mode) with the
+ * policy's short-wait bound; hs_delegate_set (wait.c) sets one kernel's
  * delegation as the policy learns whether its waits are short;
  * hs_fast_get reads slot i (1 and its kernel and counts when used);
  * hs_fast_reset clears counts and delegations for a new configuration. */

@@ -152,20 +152,30 @@ func logf(level C.int, format string, args ...any) {
 	C.free(unsafe.Pointer(m))
 }
 
-// hsgo_sync runs the policy on w. Returns the CUDA code, or -1 when the
-// primitive is not configured (the caller then uses CUDA's own wait).
+// hsgo_sync runs the policy on w, whose work the caller found unfinished
+// when pending is set (no query then). Returns the CUDA code, or -1 when
+// the primitive is not configured (the caller then uses CUDA's own wait),
+// and sets *shortWaits to the policy's verdict on the kernel's waits (1 short,
+// 0 not, -1 none) for the caller to record: Go never calls back into C's
+// delegation table, so a wait crosses into Go and back once.
 //
 //export hsgo_sync
-func hsgo_sync(w *C.struct_hs_wait) C.int {
+func hsgo_sync(w *C.struct_hs_wait, pending C.int, shortWaits *C.int) C.int {
+	*shortWaits = -1
 	l := current.Load()
 	if l == nil {
 		return -1
 	}
 	hw := (*hscore.Wait)(unsafe.Pointer(w))
 	k := hw.Kernel()
-	err := l.s.Sync(hw, k)
+	var err error
+	if pending != 0 {
+		err = l.s.SyncPending(hw, k)
+	} else {
+		err = l.s.Sync(hw, k)
+	}
 	if k != 0 && l.s.Mode() == hybridsync.ModeHybrid {
-		C.hs_delegate_set(C.uint64_t(k), boolInt(l.s.ShortWaits(k)))
+		*shortWaits = boolInt(l.s.ShortWaits(k))
 	}
 	return C.int(hscore.CodeOf(err))
 }

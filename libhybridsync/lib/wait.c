@@ -226,15 +226,25 @@ static int to_cuda(int arm, uint64_t kernel, struct fast **f)
  * read): work already complete returns at once, counted here. */
 static int through_policy(struct hs_wait *w, int64_t start)
 {
-	if (w->kind != HS_WAIT_CTX && hs_core_query(w) == 0) {
-		hs_fast_count(w->kernel, 0);
-		return 0;
+	int pending = 0;
+	if (w->kind != HS_WAIT_CTX) {
+		int q = hs_core_query(w);
+		if (q == 0) {
+			hs_fast_count(w->kernel, 0);
+			return 0;
+		}
+		/* An error goes through the policy's own query, which
+		 * returns it. */
+		pending = q == HS_CUDA_ERROR_NOT_READY;
 	}
 	/* An observed launch has no time (core.c): the wait counts from its
 	 * start. */
 	if (w->kernel && w->launched == 0)
 		w->launched = start ? start : hs_now();
-	int r = hsgo_sync(w);
+	int is_short;
+	int r = hsgo_sync(w, pending, &is_short);
+	if (is_short >= 0)
+		hs_delegate_set(w->kernel, is_short);
 	/* Not configured (shut down meanwhile): CUDA's own wait. An error,
 	 * or a context-wide wait (whose query covers only the legacy
 	 * stream): the real synchronize on the finished work gives the
