@@ -150,6 +150,7 @@ func (m *Monitor) remove(key string, t targets.Target, v *look, atNs uint64) {
 	m.gone[key] = gone[model.Target]{m: mt, atNs: atNs, span: sp}
 	delete(m.left, key)
 	delete(m.targets, key)
+	m.timeline.setTarget(key, t.Name, nil)
 	for _, th := range t.Threads {
 		m.unref(uint32(th.TID))
 	}

@@ -236,6 +236,7 @@ func (m *Monitor) Apply(ev targets.Event) {
 		}
 		m.back(key, ev.Target)
 		m.targets[key] = ev.Target
+		m.timeline.setTarget(key, ev.Target.Name, tidsOf(ev.Target))
 		for _, th := range ev.Target.Threads {
 			m.ref(uint32(th.TID), th.VCPU)
 		}
@@ -534,4 +535,14 @@ func (m *Monitor) readEvents() {
 		}
 		m.timeline.add(&ev)
 	}
+}
+
+// tidsOf is a target's thread ids (never nil: nil is a target gone for
+// timeline.setTarget).
+func tidsOf(t targets.Target) []uint32 {
+	out := make([]uint32, 0, len(t.Threads))
+	for _, th := range t.Threads {
+		out = append(out, uint32(th.TID))
+	}
+	return out
 }

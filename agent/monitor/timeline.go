@@ -16,17 +16,100 @@ type rawEvent struct {
 	comm                         [16]byte
 }
 
-// timeline is a fixed-size ring of the latest switch events: memory stays
-// bounded whatever the event rate; old events are overwritten. Every event
-// has a sequence number (the count of events added before it), so that a
-// reader can page through the ring and know what it missed.
+// timeline keeps the latest switch events of each target in a ring of
+// its own: memory stays bounded whatever the event rate (the rings share
+// total events, each target an equal part), and a busy target overwrites
+// only its own events. With one shared ring, a target switching 100k
+// times a second flushed every other target's hour of timeline in
+// seconds. Every event of a ring has a sequence number (the count of
+// events added to it before), so that a reader can page through it and
+// know what it missed.
 type timeline struct {
 	mu    sync.Mutex
-	ring  []rawEvent // guarded by mu
-	added uint64     // guarded by mu; the next event's sequence number
+	total int              // events all rings together may hold
+	rings map[string]*ring // by target name (a read is by name); guarded by mu
+	byTID map[uint32]*ring // guarded by mu
+	// names holds each target key's name and threads, to share the
+	// rings out again as targets come and go; guarded by mu.
+	names map[string]targetThreads
 }
 
-func newTimeline(n int) *timeline { return &timeline{ring: make([]rawEvent, n)} }
+type targetThreads struct {
+	name string
+	tids []uint32
+}
+
+// ring is one target's events: ev has room for capacity events, made on
+// its first event; the event of sequence number n is at n % capacity.
+type ring struct {
+	ev       []rawEvent
+	capacity int
+	added    uint64 // the next event's sequence number
+}
+
+func newTimeline(total int) *timeline {
+	return &timeline{total: total, rings: map[string]*ring{}, byTID: map[uint32]*ring{}, names: map[string]targetThreads{}}
+}
+
+// setTarget records the target key's name and threads (nil tids: it
+// went), and shares the rings out again when the set of names changed.
+func (t *timeline) setTarget(key, name string, tids []uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tids == nil {
+		delete(t.names, key)
+	} else {
+		t.names[key] = targetThreads{name, tids}
+	}
+	live := map[string]bool{}
+	for _, tt := range t.names {
+		live[tt.name] = true
+	}
+	for name := range t.rings {
+		if !live[name] {
+			delete(t.rings, name)
+		}
+	}
+	share := max(1, t.total/max(1, len(live)))
+	for name := range live {
+		r := t.rings[name]
+		if r == nil {
+			r = &ring{}
+			t.rings[name] = r
+		}
+		r.resize(share)
+	}
+	clear(t.byTID)
+	for _, tt := range t.names {
+		for _, tid := range tt.tids {
+			t.byTID[tid] = t.rings[tt.name]
+		}
+	}
+}
+
+// resize gives r room for n events, keeping its latest ones.
+func (r *ring) resize(n int) {
+	if n == r.capacity {
+		return
+	}
+	if r.ev != nil {
+		ev := make([]rawEvent, n)
+		kept := min(r.added, uint64(n), uint64(r.capacity))
+		for seq := r.added - kept; seq < r.added; seq++ {
+			ev[seq%uint64(n)] = r.ev[seq%uint64(r.capacity)]
+		}
+		r.ev = ev
+	}
+	r.capacity = n
+}
+
+func (r *ring) put(e *rawEvent) {
+	if r.ev == nil {
+		r.ev = make([]rawEvent, r.capacity)
+	}
+	r.ev[r.added%uint64(r.capacity)] = *e
+	r.added++
+}
 
 func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
 	r := rawEvent{in: ev.InNs, off: ev.OffNs, run: ev.RunNs, tid: ev.Tid, cpu: ev.Cpu, otgid: ev.OtherTgid,
@@ -35,8 +118,9 @@ func (t *timeline) add(ev *bpf.SchedSwitchEvent) {
 		r.comm[i] = byte(c)
 	}
 	t.mu.Lock()
-	t.ring[t.added%uint64(len(t.ring))] = r
-	t.added++
+	if rg := t.byTID[ev.Tid]; rg != nil { // else no target reads it
+		rg.put(&r)
+	}
 	t.mu.Unlock()
 }
 
@@ -103,7 +187,7 @@ func (m *Monitor) TimelinePage(name string, last time.Duration, cur TimelineCurs
 		}
 		cur.End = ^uint64(0) // set from the ring below
 	}
-	raw, p := m.timeline.read(tids, cur, limit)
+	raw, p := m.timeline.read(name, tids, cur, limit)
 	// Wall clock of a monotonic timestamp, good to the microseconds the
 	// two clock reads take.
 	wallOff := time.Now().UnixNano() - int64(monoNow())
@@ -129,25 +213,29 @@ func (m *Monitor) threadsOf(name string) map[uint32]int {
 	return tids
 }
 
-// read copies at most limit of tids' events, from cur on, out of the
+// read copies at most limit of tids' events, from cur on, out of name's
 // ring: the copy a page needs and no more, so that the lock is held only
 // for one bounded scan of the ring.
-func (t *timeline) read(tids map[uint32]int, cur TimelineCursor, limit int) ([]rawEvent, TimelinePage) {
+func (t *timeline) read(name string, tids map[uint32]int, cur TimelineCursor, limit int) ([]rawEvent, TimelinePage) {
 	out := make([]rawEvent, 0, min(limit, 4096))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := TimelinePage{}
-	oldest := t.added - min(t.added, uint64(len(t.ring)))
+	r := t.rings[name]
+	if r == nil || r.ev == nil {
+		return out, p // nothing yet
+	}
+	oldest := r.added - min(r.added, uint64(r.capacity))
 	switch {
-	case cur.End > t.added: // the first page
-		cur.Next, cur.End = oldest, t.added
+	case cur.End > r.added: // the first page (or a ring made anew since)
+		cur.Next, cur.End = oldest, r.added
 	case cur.Next < oldest:
 		p.Overwritten, cur.Next = oldest-cur.Next, oldest
 	}
 	for ; cur.Next < cur.End && len(out) < limit; cur.Next++ {
-		r := &t.ring[cur.Next%uint64(len(t.ring))]
-		if _, ok := tids[r.tid]; ok && r.in >= cur.FromNs {
-			out = append(out, *r)
+		e := &r.ev[cur.Next%uint64(r.capacity)]
+		if _, ok := tids[e.tid]; ok && e.in >= cur.FromNs {
+			out = append(out, *e)
 		}
 	}
 	p.Cursor, p.More = cur, cur.Next < cur.End
