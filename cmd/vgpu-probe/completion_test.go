@@ -77,7 +77,7 @@ func TestCompleteFlagValues(t *testing.T) {
 		{[]string{"bench", "--contention", ""}, corunner.Contentions, list},
 		{[]string{"apps", "--contention", "none,"}, prefixed("none,", corunner.Contentions[1:]), list},
 		{[]string{"bench", "--threshold", ""}, workload.Thresholds, list},
-		{[]string{"apps", "--arms", ""}, suite.Arms, list},
+		{[]string{"apps", "--arms", ""}, suite.AllArms, list},
 		{[]string{"report", "--format", ""}, report.Formats(), one},
 		{[]string{"bench", "--log-level", ""}, logLevels, one},
 		{[]string{"bench", "--profile", ""}, []string{"mixed"}, file},
