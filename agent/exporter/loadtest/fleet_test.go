@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -283,7 +284,22 @@ func cardinality(t *testing.T, bin string, pid int) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	sleeping := sleep.Process.Pid
 	tenantPid := startRole(t, "tenant", true)
-	a := startAgent(t, bin, pid, "--pid", strconv.Itoa(sleeping), "--pid", strconv.Itoa(tenantPid))
+	args := []string{"--pid", strconv.Itoa(sleeping), "--pid", strconv.Itoa(tenantPid)}
+	// The same tenant's process again, in a cgroup of its own, as a
+	// --cgroup target.
+	cgTenant := startRole(t, "tenant", true)
+	cg, err := cpuCgroup(fmt.Sprintf("vgpu-probe-bench-tenant-%d", os.Getpid()), cgTenant)
+	if err != nil {
+		t.Skipf("a cgroup for the tenant: %v", err)
+	}
+	t.Cleanup(func() {
+		// The tenant outlives this cleanup (its own ends later): out
+		// first, so that the group can go.
+		_ = os.WriteFile(filepath.Dir(cg)+"/cgroup.procs", []byte(strconv.Itoa(cgTenant)), 0)
+		os.Remove(cg)
+	})
+	args = append(args, "--cgroup", cg)
+	a := startAgent(t, bin, pid, args...)
 	a.waitAllTargets(t, 3)
 	time.Sleep(3 * time.Second) // a few trace windows
 	body, err := scrape(&http.Client{Timeout: time.Minute}, a.addr)
@@ -299,4 +315,26 @@ func cardinality(t *testing.T, bin string, pid int) {
 	if len(vcpus) != 1 || vcpus[0] != "none" {
 		t.Errorf("the tenant's named threads gave %d vcpu values (%.40v...), want only none", len(vcpus), vcpus)
 	}
+	cn, cvcpus := seriesOf(body, `domain="`+cg+`"`)
+	t.Logf("the same as a --cgroup target: %d series, %d vcpu values", cn, len(cvcpus))
+	if len(cvcpus) != 1 || cvcpus[0] != "none" {
+		t.Errorf("--cgroup: the tenant's named threads gave %d vcpu values (%.40v...), want only none", len(cvcpus), cvcpus)
+	}
+}
+
+// cpuCgroup makes a cgroup named name (v2, else v1's cpu hierarchy),
+// moves process pid (all its threads) into it and returns its path.
+func cpuCgroup(name string, pid int) (string, error) {
+	dir := cgRoot + "/" + name
+	if _, err := os.Stat(cgRoot + "/cgroup.controllers"); err != nil {
+		dir = cgRoot + "/cpu/" + name
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
 }
