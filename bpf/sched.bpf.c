@@ -88,6 +88,16 @@ struct thread_stats {
 	__u32 hint_slot;
 	__u32 _pad_hint;
 	__u64 hint_writes;
+	// The kernel's own counters of the thread (what /proc's schedstat and
+	// status show), read at its last switch-out, as it exited (exit_ns 0:
+	// not seen exiting). /proc forgets a thread once it is reaped, and the
+	// intervals above miss one the thread was in when it became watched.
+	__u64 exit_ns;
+	__u64 exit_run_ns;
+	__u64 exit_run_delay_ns;
+	__u64 exit_timeslices;
+	__u64 exit_voluntary;
+	__u64 exit_involuntary;
 	char replacer_comm[TASK_COMM_LEN];
 	__u64 run_hist[HIST_BUCKETS];    // every on-CPU interval
 	__u64 slice_hist[HIST_BUCKETS];  // on-CPU intervals that ended in a preemption
@@ -331,14 +341,31 @@ static __always_inline void hist_add(__u64 *hist, __u64 v)
 	hist[idx]++;
 }
 
-static __always_inline bool task_runnable(struct task_struct *t, bool btf)
+static __always_inline long task_state(struct task_struct *t, bool btf)
 {
-	// TASK_RUNNING is 0. A task switched out in that state was preempted
-	// (or throttled), which is what the kernel counts as nivcsw.
 	if (bpf_core_field_exists(t->__state))
-		return RD(btf, t, __state) == 0;
+		return RD(btf, t, __state);
 	struct task_struct___pre514 *old = (void *)t;
-	return RD(btf, old, state) == 0;
+	return RD(btf, old, state);
+}
+
+// TASK_DEAD is the state of a task's last switch-out, in do_task_dead.
+#define TASK_DEAD 0x80
+
+// record_exit copies the kernel's counters of a task switching out for the
+// last time: __schedule has by then charged its run time (update_curr)
+// and counted this switch in nvcsw or nivcsw, and no later arrival can
+// change run_delay or pcount.
+static __always_inline void record_exit(struct thread_stats *s, struct task_struct *t, bool btf, __u64 now)
+{
+	s->exit_run_ns = RD(btf, t, se.sum_exec_runtime);
+	if (bpf_core_field_exists(t->sched_info)) {
+		s->exit_run_delay_ns = RD(btf, t, sched_info.run_delay);
+		s->exit_timeslices = RD(btf, t, sched_info.pcount);
+	}
+	s->exit_voluntary = RD(btf, t, nvcsw);
+	s->exit_involuntary = RD(btf, t, nivcsw);
+	s->exit_ns = now;
 }
 
 // rq_throttled reports whether the runqueue a task is queued on, or one of
@@ -617,7 +644,13 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		s = watched_stats(prev_tid, epoch);
 		if (s) {
 			now = bpf_ktime_get_ns();
-			bool preempted = task_runnable(prev, btf);
+			// TASK_RUNNING is 0. A task switched out in that state
+			// was preempted (or throttled), which is what the
+			// kernel counts as nivcsw.
+			long state = task_state(prev, btf);
+			bool preempted = state == 0;
+			if (state & TASK_DEAD)
+				record_exit(s, prev, btf, now);
 			__u64 ran = 0;
 			if (s->switch_in_ns && s->on_cpu) {
 				ran = now - s->switch_in_ns;

@@ -93,6 +93,12 @@ type SchedThreadStats struct {
 	HintSlot           uint32
 	PadHint            uint32
 	HintWrites         uint64
+	ExitNs             uint64
+	ExitRunNs          uint64
+	ExitRunDelayNs     uint64
+	ExitTimeslices     uint64
+	ExitVoluntary      uint64
+	ExitInvoluntary    uint64
 	ReplacerComm       [16]int8
 	RunHist            [128]uint64
 	SliceHist          [128]uint64

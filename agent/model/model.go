@@ -37,10 +37,14 @@ type Traced struct {
 	CPU                             int    // CPU of the last switch-in
 	Run, Slice, OffCPU, Wake        Hist
 	QuotaRun                        Hist // on-CPU time between throttles
+	// Exit are the kernel's counters of the thread as it left the CPU for
+	// the last time, at ExitNs (0: not seen exiting).
+	ExitNs uint64
+	Exit   procstat.Counters
 }
 
 // Sub returns the counts accumulated between prev and c. State fields
-// (OnCPU, SwitchInNs, SwitchOutNs, CPU) are taken from c.
+// (OnCPU, SwitchInNs, SwitchOutNs, CPU, ExitNs, Exit) are taken from c.
 func (c *Traced) Sub(prev *Traced) Traced {
 	d := Traced{
 		RunNs:          sub(c.RunNs, prev.RunNs),
@@ -59,6 +63,8 @@ func (c *Traced) Sub(prev *Traced) Traced {
 		OffCPU:         c.OffCPU.Sub(&prev.OffCPU),
 		Wake:           c.Wake.Sub(&prev.Wake),
 		QuotaRun:       c.QuotaRun.Sub(&prev.QuotaRun),
+		ExitNs:         c.ExitNs,
+		Exit:           c.Exit,
 	}
 	return d
 }
@@ -66,11 +72,16 @@ func (c *Traced) Sub(prev *Traced) Traced {
 // Exited returns the final counters of a thread that has exited, and
 // when it left the CPU for the last time (CLOCK_MONOTONIC; 0 when the
 // programs did not see it), from the counters last read from both sources
-// (last, at lastNs) and what the programs count for it now (tr). The
-// kernel's counters go with the thread, so they are advanced by what the
-// programs saw since lastNs; whatever the thread did outside trace windows
-// since then is missing.
+// (last, at lastNs) and what the programs count for it now (tr). Where
+// the programs saw it exit they read the kernel's counters then;
+// otherwise (it exited outside a trace window) the kernel's counters,
+// which go with the thread, are the last read advanced by what the
+// programs saw since lastNs, and whatever the thread did outside trace
+// windows since then is missing.
 func Exited(last *Counters, lastNs uint64, tr *Traced) (c Counters, exitNs uint64) {
+	if tr.ExitNs > lastNs {
+		return Counters{Kernel: tr.Exit, Traced: *tr}, tr.ExitNs
+	}
 	d := tr.Sub(&last.Traced)
 	k := last.Kernel
 	k.RunNs += runSince(&last.Traced, lastNs, tr)

@@ -164,6 +164,20 @@ func TestExited(t *testing.T) {
 	}
 }
 
+// Where the programs saw the thread exit, its final counters are the
+// kernel's they read then, whatever the intervals missed (one open when it
+// became watched).
+func TestExitedSeen(t *testing.T) {
+	const lastNs = 10e9
+	last := &Counters{Kernel: procstat.Counters{RunNs: 1e9, Timeslices: 3}, Traced: Traced{RunNs: 2e8}}
+	exit := procstat.Counters{RunNs: 2.5e9, RunDelayNs: 1e7, Timeslices: 9, Voluntary: 1, Involuntary: 8}
+	now := Traced{RunNs: 5e8, Switches: 6, SwitchOutNs: 11.5e9, ExitNs: 11.5e9, Exit: exit}
+	got, at := Exited(last, lastNs, &now)
+	if got.Kernel != exit || got.Traced != now || at != 11.5e9 {
+		t.Errorf("exited: %+v at %d, want the kernel's counters at the exit, 11.5e9", got, at)
+	}
+}
+
 // The on-CPU interval open at the last read: counted once, whether the
 // programs saw it begin or not.
 func TestExitedOpenInterval(t *testing.T) {

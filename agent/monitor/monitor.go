@@ -374,6 +374,9 @@ func tracedOf(s *bpf.SchedThreadStats) model.Traced {
 		OffCPU:         s.OffcpuHist,
 		Wake:           s.WakeHist,
 		QuotaRun:       s.QuotaRunHist,
+		ExitNs:         s.ExitNs,
+		Exit: procstat.Counters{RunNs: s.ExitRunNs, RunDelayNs: s.ExitRunDelayNs, Timeslices: s.ExitTimeslices,
+			Voluntary: s.ExitVoluntary, Involuntary: s.ExitInvoluntary},
 	}
 }
 

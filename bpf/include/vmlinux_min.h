@@ -94,11 +94,20 @@ struct cfs_rq {
 struct sched_entity {
 	struct cfs_rq *cfs_rq;
 	struct sched_entity *parent;
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct sched_info {
+	unsigned long pcount;
+	unsigned long long run_delay;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
 	unsigned int __state; /* since 5.14 */
 	struct sched_entity se;
+	struct sched_info sched_info;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
 	int pid;
 	int tgid;
 	char comm[16];
