@@ -20,8 +20,13 @@ const (
 	ArmDevice
 	// ArmPolicy: every unfinished wait through the policy, none left to
 	// the device; on a shared CPU the policy blocks at once, as CUDA's
-	// blocking-sync mode does.
+	// blocking-sync mode does, event waits included (which that mode
+	// leaves spinning).
 	ArmPolicy
+	// ArmBlocking: CUDA's blocking-sync mode as CUDA runs it: stream and
+	// context waits block, event waits spin. Where a thread's event
+	// waits are short, their spin costs less than a wake-up.
+	ArmBlocking
 	arms
 )
 
@@ -31,6 +36,8 @@ func (a Arm) String() string {
 		return "device"
 	case ArmPolicy:
 		return "policy"
+	case ArmBlocking:
+		return "blocking"
 	}
 	return "model"
 }
@@ -74,6 +81,9 @@ type EpochDone struct {
 	// blocking in one costs (10 µs, libhybridsync/lib/wait.c), summed:
 	// the most that blocking in them could give back (ns).
 	Blockable int64
+	// EventWaits: of Waits, those on an event (the only waits the policy
+	// and blocking arms take differently).
+	EventWaits uint64
 }
 
 // ArmChooser picks, per thread, the arm that takes its waits, and checks
@@ -116,6 +126,15 @@ type EpochDone struct {
 // hint page says the agent gave the thread a short EEVDF slice
 // (MitigationSource), a blocked waiter's wake-up preempts the co-runner at
 // once, so the policy arm needs no confirmation and wins ties.
+//
+// The policy arm blocks in event waits too, where CUDA's blocking-sync
+// mode spins; which is better depends on how long they last against a
+// wake-up beside the co-runner (GROMACS waits milliseconds on its events,
+// mixed_static 140 µs). So for a thread whose chosen arm is the policy
+// and that waits on events, every other exploration compares the policy
+// arm with ArmBlocking instead of with the device arm, and the winner
+// (within tieGap, the one with less CPU per wait) stands for the policy
+// from then on, in the explorations against the device arm too.
 //
 // The zero value is not usable; Syncers make theirs.
 type ArmChooser struct {
@@ -198,8 +217,9 @@ type MitigationSource interface {
 	Mitigation(tid int) (slice time.Duration, ok bool)
 }
 
-// explore is the exploration's order of arms; order 1 swaps them.
-var explore = [4]Arm{ArmDevice, ArmPolicy, ArmPolicy, ArmDevice}
+// explore is the exploration's order of its pair of arms (armThread.pair);
+// order 1 swaps them.
+var explore = [4]int{0, 1, 1, 0}
 
 // armThread is one thread's state. The owner thread alone reports, except
 // in the overflow slot: mu keeps that one consistent.
@@ -211,15 +231,24 @@ type armThread struct {
 	// plan: the epochs the thread was last told to run (their arms).
 	plan []Arm
 	// exploring: plan is an exploration; order: its order of arms;
-	// mitigated: the thread had the agent's short slice when it began.
+	// mitigated: the thread had the agent's short slice when it began;
+	// pair: the two arms it compares; rounds: explorations begun.
 	exploring, mitigated bool
-	order                int
+	order, rounds        int
+	pair                 [2]Arm
+	// policy: the arm that stands for the policy (ArmPolicy, or
+	// ArmBlocking where that won); events: event waits per epoch, each
+	// epoch's weight halving with every newer one.
+	policy Arm
+	events float64
 	// this exploration's sums, and the smoothed outcomes, per arm.
 	waits, wall, cpu [arms]float64
 	rate, cpuPer     [arms]float64
-	// best: the arm chosen, for left more epochs.
+	// best: the arm chosen, for left more epochs; gap: the rates' gap
+	// the last exploration against the device arm found.
 	best Arm
 	left int
+	gap  float64
 	// policyWon: the last exploration, on its own, favoured the policy.
 	policyWon bool
 	// streak: explorations in a row that agreed with the arm chosen
@@ -252,7 +281,7 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started {
-		t.started = true
+		t.started, t.policy = true, ArmPolicy
 		return o.run(t, Epoch{Len: samplePeriod}, ArmModel)
 	}
 	t.track(o.cont.Contention(tid, now), now)
@@ -302,7 +331,8 @@ func (o *ArmChooser) record(t *armThread, done []EpochDone) {
 		a := t.plan[i]
 		o.epochs[a].Add(1)
 		o.epochNs[a].Add(d.Wall)
-		if a != ArmPolicy && d.Wall > 0 {
+		t.events = t.events/2 + float64(d.EventWaits)
+		if a != ArmPolicy && a != ArmBlocking && d.Wall > 0 {
 			o.blockableNs.Add(d.Blockable)
 			o.outsideNs.Add(d.Wall)
 			t.blockableNs = t.blockableNs/2 + float64(d.Blockable)
@@ -369,8 +399,11 @@ func (o *ArmChooser) exploit(t *armThread) Epoch {
 }
 
 // begin starts an exploration: four epochs, ABBA or BAAB in turn (the
-// first one BAAB: blocking first); mitigated: the thread has the agent's
-// short slice, which the decision at its end weighs.
+// first one BAAB: blocking first) of the device arm and the thread's
+// policy, or, every other time where the policy was chosen and the
+// thread waits on events, of the policy's two ways (ArmPolicy,
+// ArmBlocking); mitigated: the thread has the agent's short slice, which
+// the decision at its end weighs.
 func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 	o.explorations.Add(1)
 	if mitigated {
@@ -378,12 +411,14 @@ func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 	}
 	t.exploring, t.order, t.mitigated = true, 1-t.order, mitigated
 	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
+	t.pair = [2]Arm{ArmDevice, t.policy}
+	if t.rounds%2 == 1 && t.decided && t.best != ArmDevice && t.events > 0 {
+		t.pair = [2]Arm{ArmPolicy, ArmBlocking}
+	}
+	t.rounds++
 	var a [len(explore)]Arm
 	for i, x := range explore {
-		a[i] = x
-		if t.order == 1 {
-			a[i] = ArmDevice + ArmPolicy - x
-		}
+		a[i] = t.pair[x^t.order]
 	}
 	return o.run(t, Epoch{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch}, a[:]...)
 }
@@ -412,11 +447,11 @@ func (o *ArmChooser) period() int64 {
 
 // decide ends an exploration: smooth each arm's outcome, pick the better
 // arm and how long to keep it. mitigated: blocking wakes at once (the
-// agent's short slice), so the policy arm wins ties and needs no
-// confirmation.
+// agent's short slice), so the arm that blocks more wins ties and the
+// policy needs no confirmation.
 func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 	var rate, cpuPer [arms]float64 // this exploration's alone
-	for _, a := range []Arm{ArmDevice, ArmPolicy} {
+	for _, a := range t.pair {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
 			continue
 		}
@@ -427,11 +462,18 @@ func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 			t.rate[a], t.cpuPer[a] = (t.rate[a]+rate[a])/2, (t.cpuPer[a]+cpuPer[a])/2
 		}
 	}
-	best, gap := better(t.rate, t.cpuPer, mitigated)
-	won, _ := better(rate, cpuPer, mitigated)
+	best, gap := better(t.pair, t.rate, t.cpuPer, mitigated)
+	if t.pair[0] != ArmDevice {
+		// The policy's two ways: the winner stands for the policy, for
+		// as long as the last exploration against the device arm said.
+		t.policy = best
+		o.keep(t, best, t.gap)
+		return
+	}
+	won, _ := better(t.pair, rate, cpuPer, mitigated)
 	confirmed := gap >= confirmGap || t.policyWon || o.period() > 0 || mitigated
-	t.policyWon = won == ArmPolicy
-	if best == ArmPolicy && !confirmed {
+	t.policyWon = won != ArmDevice
+	if best != ArmDevice && !confirmed {
 		o.deferred.Add(1)
 		t.best, t.left, t.streak = ArmDevice, deferRun, 0
 		return
@@ -441,33 +483,49 @@ func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 	} else {
 		t.streak = 0
 	}
+	t.gap = gap
+	o.keep(t, best, gap)
+}
+
+// keep makes best the thread's arm for a run that grows with the gap it
+// won by and doubles with the streak.
+func (o *ArmChooser) keep(t *armThread, best Arm, gap float64) {
 	t.left = min(max(int(gap*exploitPerGap), minExploit)<<t.streak, maxExploit)
 	t.best, t.decided = best, true
 	o.chosen[best].Add(1)
 }
 
-// better returns the arm with the higher rate, or within tieGap the one
-// with less CPU per wait (mitigated: the policy arm), and the relative gap
-// between the rates.
-func better(rate, cpuPer [arms]float64, mitigated bool) (Arm, float64) {
-	d, p := rate[ArmDevice], rate[ArmPolicy]
-	gap := (max(d, p) - min(d, p)) / max(d, p, 1e-300)
+// blocks ranks the arms by how much of a thread's waiting they spend
+// blocked.
+var blocks = [arms]int{ArmModel: 0, ArmDevice: 0, ArmBlocking: 1, ArmPolicy: 2}
+
+// better returns the arm of pair with the higher rate, or within tieGap
+// the one with less CPU per wait (mitigated: the one that blocks more),
+// and the relative gap between the rates.
+func better(pair [2]Arm, rate, cpuPer [arms]float64, mitigated bool) (Arm, float64) {
+	a, b := pair[0], pair[1]
+	if blocks[a] > blocks[b] {
+		a, b = b, a // b blocks more: ties of CPU go to it
+	}
+	ra, rb := rate[a], rate[b]
+	gap := (max(ra, rb) - min(ra, rb)) / max(ra, rb, 1e-300)
 	switch {
 	case gap < tieGap && mitigated:
-		return ArmPolicy, gap
-	case gap < tieGap && cpuPer[ArmDevice] < cpuPer[ArmPolicy]:
-		return ArmDevice, gap
+		return b, gap
+	case gap < tieGap && cpuPer[a] < cpuPer[b]:
+		return a, gap
 	case gap < tieGap:
-		return ArmPolicy, gap
-	case d > p:
-		return ArmDevice, gap
+		return b, gap
+	case ra > rb:
+		return a, gap
 	}
-	return ArmPolicy, gap
+	return b, gap
 }
 
 // ArmStats is what ArmChooser did, for the stats file.
 type ArmStats struct {
-	// Epochs and Seconds spent in each arm ("model", "device", "policy");
+	// Epochs and Seconds spent in each arm ("model", "device", "policy",
+	// "blocking");
 	// a run of the chosen arm's epochs counts as one.
 	Epochs  map[string]uint64  `json:"epochs"`
 	Seconds map[string]float64 `json:"seconds"`
@@ -484,7 +542,7 @@ type ArmStats struct {
 	Deferred  uint64 `json:"deferred"`
 	Mitigated uint64 `json:"mitigated"`
 	// Rates: waits per second of wall time in the exploring epochs of
-	// each arm ("device", "policy"), all threads together.
+	// each arm ("device", "policy", "blocking"), all threads together.
 	Rates map[string]float64 `json:"rates"`
 	// BlockableShare: of the time outside the policy arm, the share
 	// that blocking could have given back (EpochDone.Blockable).

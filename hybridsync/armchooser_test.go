@@ -21,6 +21,7 @@ type world struct {
 	o         *ArmChooser
 	rate, cpu [arms]float64
 	waitShare float64 // of each epoch's wall time, inside waits
+	events    bool    // its waits are on events
 	noise     float64
 	rng       *rand.Rand
 	now       int64
@@ -67,6 +68,9 @@ func (w *world) step() {
 			}
 		}
 		ep.Waits, ep.CPU, ep.Blockable = uint64(n), int64(cpu), int64(w.waitShare*float64(ep.Wall))
+		if w.events {
+			ep.EventWaits = ep.Waits
+		}
 		done = append(done, ep)
 	}
 	w.e = w.o.Report(7, done, w.now)
@@ -511,5 +515,34 @@ func TestArmChooserThreadsIndependent(t *testing.T) {
 	}
 	if st := o.Stats(); st.Explorations < 8 {
 		t.Errorf("%d explorations over 8 threads, want each thread's own", st.Explorations)
+	}
+}
+
+// TestArmChooserPolicyWays: a contended thread that waits on events and
+// does better blocking than spinning compares, every other exploration,
+// the policy's two ways with its events, and ends up mostly in the faster
+// one, which then stands for the policy; a thread without event waits
+// never tries ArmBlocking (for it, the same as ArmPolicy).
+func TestArmChooserPolicyWays(t *testing.T) {
+	for _, tc := range []struct {
+		events  bool
+		policy  float64 // waits/s; the device arm's: 1000, ArmBlocking's: 1500
+		want    Arm
+		minTime float64 // share of the time in want, at least
+	}{
+		{true, 1300, ArmBlocking, 0.7},
+		{true, 1700, ArmPolicy, 0.7},
+		{false, 1300, ArmPolicy, 0.9},
+	} {
+		w := newWorld(FixedContention(ContentionShared), 3)
+		w.events, w.noise = tc.events, 0.05
+		w.rate = [arms]float64{ArmModel: 1000, ArmDevice: 1000, ArmPolicy: tc.policy, ArmBlocking: 1500}
+		w.run(30e9)
+		share := w.byArm[tc.want] / float64(w.now-1e9)
+		st := w.o.Stats()
+		if share < tc.minTime || (!tc.events && w.byArm[ArmBlocking] != 0) {
+			t.Errorf("events %v, policy %.0f waits/s against 1500 blocking: %.0f%% of the time in %v (want %.0f%% or more), %.1fs blocking; chosen %v",
+				tc.events, tc.policy, 100*share, tc.want, 100*tc.minTime, w.byArm[ArmBlocking]/1e9, st.Chosen)
+		}
 	}
 }

@@ -685,7 +685,7 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 	// An exploration's epochs, and the run of the arm it chose, are
 	// reported into Go together (hybridsync.Epoch): fewer reports than
 	// epochs once one exploration is done.
-	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"]; o.Reports == 0 || o.Reports >= epochs {
+	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"] + o.Epochs["blocking"]; o.Reports == 0 || o.Reports >= epochs {
 		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)
 	}
 	// In the policy arm the context is switched to blocking-sync and
@@ -980,4 +980,25 @@ func TestStatsUnwritable(t *testing.T) {
 	if !strings.Contains(r.stderr, "stats: open /nonexistent-dir/stats.json") {
 		t.Errorf("HYBRIDSYNC_LOG=error: stderr %q", r.stderr)
 	}
+}
+
+// TestPreloadPolicyWays: the same contention for longer. Once the
+// policy arm has been chosen, a thread that waits on events compares it
+// with CUDA's blocking-sync mode as CUDA runs it (ArmBlocking: event waits
+// spin) every other exploration; the program checks that no wait in any
+// arm returned early or with the wrong code.
+func TestPreloadPolicyWays(t *testing.T) {
+	need(t)
+	st, _, cpu := underBusyLoop(t, "rtapp_dyn", "20000", "1", "100000")
+	o := st.Outcomes
+	if o == nil || o.Explorations < 3 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want three explorations or more", cpu, o)
+	}
+	if o.Chosen["policy"]+o.Chosen["blocking"] == 0 {
+		t.Skipf("sharing CPU %d with a busy loop, the policy won none of %d explorations: its two ways were never compared", cpu, o.Explorations)
+	}
+	if o.Epochs["blocking"] == 0 {
+		t.Errorf("outcomes %+v: the policy was chosen, and no epoch of CUDA's blocking-sync mode ran", *o)
+	}
+	t.Logf("sharing CPU %d with a busy loop: %+v", cpu, *o)
 }

@@ -188,6 +188,7 @@ const (
 	_ = uint(C.HS_ARM_MODEL-int(hybridsync.ArmModel)) + uint(int(hybridsync.ArmModel)-C.HS_ARM_MODEL)
 	_ = uint(C.HS_ARM_DEVICE-int(hybridsync.ArmDevice)) + uint(int(hybridsync.ArmDevice)-C.HS_ARM_DEVICE)
 	_ = uint(C.HS_ARM_POLICY-int(hybridsync.ArmPolicy)) + uint(int(hybridsync.ArmPolicy)-C.HS_ARM_POLICY)
+	_ = uint(C.HS_ARM_BLOCKING-int(hybridsync.ArmBlocking)) + uint(int(hybridsync.ArmBlocking)-C.HS_ARM_BLOCKING)
 )
 
 // hsgo_epoch reports the n epochs the calling thread ran (wait.c), at now,
@@ -206,7 +207,8 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.P
 	}
 	var d [hybridsync.PlanMax]hybridsync.EpochDone
 	for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
-		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable)}
+		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable),
+			EventWaits: uint64(x.event_waits)}
 	}
 	e := l.s.Epoch(unix.Gettid(), d[:min(int(n), len(d))], int64(now))
 	*plan = C.struct_hs_plan{n: C.int(e.N), len: C.int64_t(e.Len), max_len: C.int64_t(e.MaxLen),

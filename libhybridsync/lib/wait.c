@@ -24,16 +24,18 @@
  * are reported to Go together at its end (hybridsync.Epoch says why), so
  * the cost per wait is one clock read. The arms: the model (short waits
  * to CUDA, the rest through the policy); CUDA's own wait with the
- * program's schedule (CUDA's default mode); and the policy, which on a
+ * program's schedule (CUDA's default mode); the policy, which on a
  * contended CPU is CUDA's blocking-sync mode: the context is switched to
  * it and its stream and context waits left to CUDA, while its event
  * waits, which that mode leaves spinning, block on shadow events
  * (block_event; where the driver cannot switch, the Go policy blocks on a
- * shadow event for every wait). */
+ * shadow event for every wait); and blocking, CUDA's blocking-sync mode
+ * as CUDA runs it, event waits spinning (or, where the driver cannot
+ * switch, the policy's). */
 struct epoch {
 	int64_t due;        /* when the running epoch's time is up */
 	int64_t start, cpu; /* its start, and the thread's CPU time then */
-	unsigned long waits;
+	unsigned long waits, event_waits;
 	int64_t blockable_ns; /* its waits' wall time beyond BLOCK_COST_NS each */
 	int arm;
 	int cuda_blocking; /* the context is in blocking-sync mode for this arm */
@@ -59,9 +61,15 @@ static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
  * launches and never waits has no epoch and observes all along. */
 __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
 
+/* blocking_arm: the arm runs the context in CUDA's blocking-sync mode. */
+static int blocking_arm(int arm)
+{
+	return arm == HS_ARM_POLICY || arm == HS_ARM_BLOCKING;
+}
+
 static void set_arm(int arm)
 {
-	int blocking = arm == HS_ARM_POLICY && hs_core_sched_blocking(1) == 0;
+	int blocking = blocking_arm(arm) && hs_core_sched_blocking(1) == 0;
 	if (!blocking && epoch.cuda_blocking)
 		hs_core_sched_blocking(0);
 	epoch.arm = arm;
@@ -114,15 +122,17 @@ static void next_epoch(int64_t now)
 {
 	int64_t cpu = hs_thread_cpu();
 	if (epoch.plan.n > 0) /* report() keeps n within HS_PLAN_MAX */
-		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, now - epoch.start, cpu - epoch.cpu, epoch.blockable_ns};
+		epoch.done[epoch.step++] = (struct hs_epoch_done){epoch.waits, epoch.event_waits, now - epoch.start,
+								  cpu - epoch.cpu, epoch.blockable_ns};
 	if (epoch.step >= epoch.plan.n)
 		report(now);
 	int arm = epoch.plan.arms[epoch.step];
-	if (arm != epoch.arm || (arm == HS_ARM_POLICY && !epoch.cuda_blocking))
+	if (arm != epoch.arm || (blocking_arm(arm) && !epoch.cuda_blocking))
 		set_arm(arm);
 	epoch.start = now;
 	epoch.cpu = cpu;
 	epoch.waits = 0;
+	epoch.event_waits = 0;
 	epoch.blockable_ns = 0;
 	epoch.due = now + epoch.plan.len;
 }
@@ -180,8 +190,8 @@ void hs_epoch_pause(int pause)
 	epoch.due += gap;
 	epoch.cpu += hs_thread_cpu() - epoch.paused_cpu;
 	epoch.paused_at = 0;
-	if (epoch.arm == HS_ARM_POLICY)
-		set_arm(HS_ARM_POLICY);
+	if (blocking_arm(epoch.arm))
+		set_arm(epoch.arm);
 }
 
 /* ---- one wait ---- */
@@ -214,7 +224,7 @@ static void identify(struct hs_wait *w, int kind, void *handle, uint64_t kernel,
 static int to_cuda(int arm, uint64_t kernel, struct fast **f)
 {
 	*f = NULL;
-	int cuda = arm == HS_ARM_DEVICE || (arm == HS_ARM_POLICY && epoch.cuda_blocking);
+	int cuda = arm == HS_ARM_DEVICE || (blocking_arm(arm) && epoch.cuda_blocking);
 	if (!cuda && arm == HS_ARM_MODEL)
 		cuda = kernel == 0 || (*f = hs_delegated(kernel)) != NULL;
 	if (cuda)
@@ -283,6 +293,8 @@ static int begin(struct hs_cuda_wait *c, int *rc)
 	if (hs_in_forked_child() || hs_lib_ready() != 0)
 		return 1;
 	int arm = epoch_arm(&c->start);
+	if (c->w.kind == HS_WAIT_EVENT)
+		epoch.event_waits++;
 	if (arm == HS_ARM_POLICY && epoch.cuda_blocking && c->w.kind == HS_WAIT_EVENT) {
 		*rc = block_event(&c->w);
 		return 0;

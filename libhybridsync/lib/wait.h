@@ -38,7 +38,7 @@ void hs_wait_end(struct hs_cuda_wait *c);
 /* The arms of a thread's epochs in the default mode: hybridsync.Arm's
  * values, which Go hands over as plain ints (hsgo_epoch); main.go fails to
  * compile if the two disagree. */
-enum { HS_ARM_MODEL = 0, HS_ARM_DEVICE = 1, HS_ARM_POLICY = 2 };
+enum { HS_ARM_MODEL = 0, HS_ARM_DEVICE = 1, HS_ARM_POLICY = 2, HS_ARM_BLOCKING = 3 };
 
 /* A thread's epochs in the default mode (hybridsync.Epoch, EpochDone):
  * the plan Go gives, and what each epoch of it measured. */
@@ -50,7 +50,7 @@ struct hs_plan {
 	int64_t quiet, quiet_per_run;
 };
 struct hs_epoch_done {
-	unsigned long waits;
+	unsigned long waits, event_waits;
 	int64_t wall, cpu, blockable; /* EpochDone.Blockable */
 };
 /* hs_epoch_pause pauses (1) or resumes (0) the calling thread's epoch,
