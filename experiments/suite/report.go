@@ -132,7 +132,7 @@ func (s Summary) Print(w, log io.Writer, asJSON bool) error {
 			return err
 		}
 		// The table's ratios have their own reference; say which.
-		fmt.Fprintln(log, "apps: an arm's ratio is its median wall time per step over the program's cuda-default median alone, [min-max] over its runs")
+		fmt.Fprintln(log, "apps: an arm's ratio is its median wall time per step over the program's fastest arm alone (contention none), [min-max] over its runs")
 	}
 	for _, r := range s.Failures {
 		fmt.Fprintf(log, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)

@@ -81,8 +81,9 @@ type ArmResult struct {
 	// not reported).
 	StepUS    float64 `json:"step_us"`
 	CPUStepUS float64 `json:"cpu_step_us"`
-	// Ratios of the wall time per step to the program's cuda-default
-	// median alone; absent when that was not measured.
+	// Ratios of the wall time per step to the program's fastest arm
+	// alone (results/compare's slowdown); absent when nothing was
+	// measured alone.
 	Ratio    *float64 `json:"ratio,omitempty"`
 	RatioMin *float64 `json:"ratio_min,omitempty"`
 	RatioMax *float64 `json:"ratio_max,omitempty"`
@@ -184,13 +185,14 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	base := map[string]float64{}
 	limits := map[string]*Limit{}
 	for _, p := range programs {
-		if w, _ := perStepMedians(by[key{p, "none", "cuda-default"}]); w > 0 {
-			base[p] = w
-		}
+		// The reference is results/compare's: the fastest arm alone.
 		alone := map[string]float64{}
 		for _, a := range arms {
 			if w, _ := perStepMedians(by[key{p, "none", a}]); w > 0 {
 				alone[a] = w
+				if base[p] == 0 || w < base[p] {
+					base[p] = w
+				}
 			}
 		}
 		_, blockingCPU := perStepMedians(by[key{p, "none", "cuda-blocking"}])
@@ -354,8 +356,8 @@ func medianSteps(rs []Run) int {
 }
 
 // PrintTable writes rows as one table: per arm, the ratio of wall time
-// per step to the program's cuda-default run alone with [min-max] (or the
-// median wall time per step when that base was not measured) and the
+// per step to the program's fastest arm alone with [min-max] (or the
+// median wall time per step when nothing was measured alone) and the
 // median CPU seconds; then the comparisons, the target, the program's
 // limit (which bound applies, T and 2C) and, under contention, each
 // arm's time per step over it; last the failed runs.

@@ -5,12 +5,14 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func near(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) < 1e-9 }
 
 // TestSummarize computes the table from known runs: medians (odd and even
-// counts), ratios to cuda-default alone with min-max, failed runs left out,
+// counts), ratios to the fastest arm alone with min-max, failed runs left out,
 // the best arm, and the verdicts. All runs here do 1000 steps, so the
 // ratios of time per step are those of wall time.
 func TestSummarize(t *testing.T) {
@@ -28,7 +30,7 @@ func TestSummarize(t *testing.T) {
 	add("p", "while1", "cuda-default", []float64{4, 3.6, 3.8}, []float64{1, 1, 1})
 	add("p", "while1", "cuda-blocking", []float64{2.4, 2.6, 2.5}, []float64{1, 1, 1})
 	add("p", "while1", "hybridsync", []float64{2.6, 2.7, 2.55}, []float64{1, 1, 1})
-	// q has no cuda-default run alone: no ratios, wall seconds instead.
+	// q has only hybridsync alone: its reference.
 	add("q", "none", "hybridsync", []float64{3, 1}, []float64{1, 1})
 
 	rows := Summarize(runs, []string{"p", "q"}, []string{"none", "while1"}, Arms)
@@ -82,7 +84,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("verdicts %q, %q", none.Verdict, w1.Verdict)
 	}
 	q := rows[2]
-	if q.Arms[2].WallS != 2 || q.Arms[2].Ratio != nil || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil || q.HSVsBestCUDAPaired != nil {
+	if q.Arms[2].WallS != 2 || !near(q.Arms[2].Ratio, 1) || !near(q.Arms[2].RatioMin, 0.5) || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil || q.HSVsBestCUDAPaired != nil {
 		t.Errorf("q: %+v", q)
 	}
 	if r := rows[3]; r.Best != "" || r.Arms[0].Runs != 0 {
@@ -94,7 +96,7 @@ func TestSummarize(t *testing.T) {
 		"cuda-default wall",
 		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >2% behind default T: T 2000.0 / 2C 2000.0 µs - - 1",
 		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% [+2.0,+8.3] / -32.9% [-35.0,-25.0] 3 (50%) open: >3% behind the better CUDA mode, slower than default T: T 2000.0 / 2C 2000.0 µs 1.90 / 1.25 / 1.30 - 0",
-		"q none - - - - 2000.0 µs/step 1.000 hybridsync - - - / - - - - - - 0",
+		"q none - - - - 1.00 [0.50-1.50] 1.000 hybridsync - - - / - - - - - - 0",
 		"q while1 - - - - - - - - - - / - - - - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
@@ -270,4 +272,45 @@ func TestOthersCPUShare(t *testing.T) {
 	if !strings.HasSuffix(lines[1], " - 0") || !strings.HasSuffix(lines[2], " 50% / 70% / - 0") {
 		t.Errorf("co-runner column:\n%s\n%s", lines[1], lines[2])
 	}
+}
+
+// TestSummarizeSlowdownIsTheReports: the table's ratio of every cell is
+// the slowdown the results document (and so `report`) gives it, here
+// where blocking is the fastest arm alone.
+func TestSummarizeSlowdownIsTheReports(t *testing.T) {
+	var runs []Run
+	for i, w := range []float64{2.0, 2.2, 1.9} {
+		for j, a := range Arms {
+			for k, c := range []string{"none", "while1"} {
+				wall := w * (1 + 0.1*float64(j)) * (1 + float64(k))
+				if a == "cuda-blocking" {
+					wall *= 0.8
+				}
+				runs = append(runs, Run{Program: "p", Contention: c, Arm: a, Rep: i, WallS: wall, CPUS: 1, Steps: 1000 + 10*i})
+			}
+		}
+	}
+	contentions := []string{"none", "while1"}
+	rows := Summarize(runs, []string{"p"}, contentions, Arms)
+	f := ResultsFile(runs, []string{"p"}, contentions, Arms, 3, 0, 0, results.Machine{})
+	for _, row := range rows {
+		for _, a := range row.Arms {
+			var slow float64
+			for _, c := range f.Cells {
+				if c.Key.Scenario == row.Contention && c.Key.Mode == a.Arm {
+					slow = c.Slowdown
+				}
+			}
+			if !near(a.Ratio, slow) {
+				t.Errorf("%s %s: table ratio %v, results slowdown %v", row.Contention, a.Arm, ptrVal(a.Ratio), slow)
+			}
+		}
+	}
+}
+
+func ptrVal(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
 }
