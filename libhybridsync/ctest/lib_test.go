@@ -234,11 +234,18 @@ func (s stats) kernel(substr string) (calls uint64, mean float64, ok bool) {
 
 var links = []string{"hsapp_so", "hsapp_a", "hsapp_a_rt"}
 
+// TestExplicitAPI: the explicit API names kernels and learns their
+// timing. A timing is learned only from a wait that saw its kernel finish
+// (a spin or a block); on a busy machine every wait may find its kernel
+// done or lose its CPU while spinning, which leaves only bounds: a kernel
+// with no timing then skips, naming what was measured.
 func TestExplicitAPI(t *testing.T) {
 	need(t)
 	for _, prog := range links {
 		t.Run(prog, func(t *testing.T) {
+			w := disturbance.Start()
 			r := run(t, nil, prog, "basic")
+			f := w.Stop()
 			i := strings.Index(r.stderr, "STATS ")
 			if i < 0 {
 				t.Fatalf("no stats in stderr: %q", r.stderr)
@@ -250,13 +257,17 @@ func TestExplicitAPI(t *testing.T) {
 			if s.Mode != "hybrid" || s.PID != r.pid || s.Calls < 40 {
 				t.Errorf("stats: mode %q pid %d (want %d) calls %d", s.Mode, s.PID, r.pid, s.Calls)
 			}
-			if calls, mean, ok := s.kernel("step"); !ok || calls < 40 || mean <= 0 {
-				t.Errorf("kernel step: calls %d mean %.1f µs (%v)", calls, mean, ok)
+			calls, mean, ok := s.kernel("step")
+			if !ok || calls < 40 {
+				t.Errorf("kernel step: calls %d (%v), want 40 or more", calls, ok)
 			}
 			// Nothing but the program's own line on stderr: the
 			// library logs only when HYBRIDSYNC_LOG asks.
 			if strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("unexpected stderr: %q", r.stderr)
+			}
+			if mean <= 0 {
+				f.Check(t, 0.05, fmt.Sprintf("kernel step: no timing learned from %d waits of 300 µs kernels", calls))
 			}
 		})
 	}
