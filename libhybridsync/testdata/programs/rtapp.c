@@ -18,6 +18,11 @@ static int64_t kernel_ns = 200000, later_ns;
 /* The preloaded library's hook switch (hs_interpose), when asked for. */
 static int (*set_hooks)(int);
 static int unseen_records;
+/* With LATER_NS, the stand-in's count of CUDA's own waits that busy-waited
+ * on unfinished work when the second half began (one thread), so that the
+ * second half's own count is printed: with the library preloaded on a free
+ * CPU, those are the waits on long kernels it left to CUDA. */
+static long later_from;
 
 static void *worker(void *arg)
 {
@@ -29,6 +34,8 @@ static void *worker(void *arg)
 	for (int i = 0; i < iterations; i++) {
 		int64_t base = later_ns && i >= iterations / 2 ? later_ns : kernel_ns;
 		int64_t d = base + base / 2 * ((i + id) % 4);
+		if (later_ns && id == 0 && i == iterations / 2)
+			later_from = *spin_waits;
 		if (unseen_records && i > 0)
 			set_hooks(2);
 		CHECK(launch((i % 3) ? kernel_a : kernel_b, d, 64, s) == 0, "launch");
@@ -87,6 +94,8 @@ int main(int argc, char **argv)
 		pthread_create(&t[i], NULL, worker, (void *)i);
 	for (long i = 0; i < threads && i < 64; i++)
 		pthread_join(t[i], NULL);
+	if (later_ns)
+		fprintf(stderr, "rtapp later-half spin=%ld\n", *spin_waits - later_from);
 
 	/* Device-wide wait on the legacy stream. */
 	CHECK(launch(kernel_a, 500000, 64, NULL) == 0, "launch");
