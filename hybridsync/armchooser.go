@@ -232,9 +232,9 @@ type armThread struct {
 	plan []Arm
 	// exploring: plan is an exploration; order: its order of arms;
 	// mitigated: the thread had the agent's short slice when it began;
-	// pair: the two arms it compares; rounds: explorations begun.
+	// pair: the two arms it compares.
 	exploring, mitigated bool
-	order, rounds        int
+	order                int
 	pair                 [2]Arm
 	// policy: the arm that stands for the policy (ArmPolicy, or
 	// ArmBlocking where that won); events: event waits per epoch, each
@@ -400,8 +400,8 @@ func (o *ArmChooser) exploit(t *armThread) Epoch {
 
 // begin starts an exploration: four epochs, ABBA or BAAB in turn (the
 // first one BAAB: blocking first) of the device arm and the thread's
-// policy, or, every other time where the policy was chosen and the
-// thread waits on events, of the policy's two ways (ArmPolicy,
+// policy, or, right after one of those that chose the policy for a thread
+// that waits on events, of the policy's two ways (ArmPolicy,
 // ArmBlocking); mitigated: the thread has the agent's short slice, which
 // the decision at its end weighs.
 func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
@@ -411,11 +411,11 @@ func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 	}
 	t.exploring, t.order, t.mitigated = true, 1-t.order, mitigated
 	t.waits, t.wall, t.cpu = [arms]float64{}, [arms]float64{}, [arms]float64{}
+	last := t.pair
 	t.pair = [2]Arm{ArmDevice, t.policy}
-	if t.rounds%2 == 1 && t.decided && t.best != ArmDevice && t.events > 0 {
+	if last[0] == ArmDevice && t.decided && t.best != ArmDevice && t.events > 0 {
 		t.pair = [2]Arm{ArmPolicy, ArmBlocking}
 	}
-	t.rounds++
 	var a [len(explore)]Arm
 	for i, x := range explore {
 		a[i] = t.pair[x^t.order]

@@ -1008,11 +1008,13 @@ func TestPreloadPolicyWays(t *testing.T) {
 	need(t)
 	st, _, cpu := underBusyLoop(t, "rtapp_dyn", "20000", "1", "100000")
 	o := st.Outcomes
-	if o == nil || o.Explorations < 3 {
-		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want three explorations or more", cpu, o)
+	if o == nil || o.Explorations < 2 {
+		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want two explorations or more", cpu, o)
 	}
-	if o.Chosen["policy"]+o.Chosen["blocking"] == 0 {
-		t.Skipf("sharing CPU %d with a busy loop, the policy won none of %d explorations: its two ways were never compared", cpu, o.Explorations)
+	// The exploration after the first that chose the policy compares its
+	// two ways: with two choices of it, that one ran.
+	if o.Chosen["policy"]+o.Chosen["blocking"] < 2 {
+		t.Skipf("sharing CPU %d with a busy loop, the policy won %d of %d explorations (chosen %v): its two ways need it chosen before the last", cpu, o.Chosen["policy"]+o.Chosen["blocking"], o.Explorations, o.Chosen)
 	}
 	if o.Epochs["blocking"] == 0 {
 		t.Errorf("outcomes %+v: the policy was chosen, and no epoch of CUDA's blocking-sync mode ran", *o)
