@@ -592,8 +592,10 @@ func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	// 60 waits on 20-50 µs kernels, then 60 on 400-1000 µs ones: most of
-	// the first half's are left to CUDA, and of the second half's at most
-	// one per kernel (a and b), the one that shows it long. The program
+	// the first half's are left to CUDA, and of the second half's few:
+	// one per kernel (a and b), the one that shows it long, and at most
+	// one more each (a clean CI run once left 3: the policy's first wait
+	// after the hand-back can still judge the kernel short). The program
 	// counts the second half's waits CUDA made on unfinished work: those
 	// it was left.
 	path := filepath.Join(t.TempDir(), "stats.json")
@@ -610,8 +612,8 @@ func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
 		t.Fatalf("no count of the second half's waits in %q", r.stderr)
 	}
 	later, _ := strconv.Atoi(m[1])
-	if s.Deleg < 20 || later > 2 {
-		t.Errorf("delegated: %d of 120 waits, %d of the 60 on long kernels; want 20 or more, and at most 2 of the long", s.Deleg, later)
+	if s.Deleg < 20 || later > 4 {
+		t.Errorf("delegated: %d of 120 waits, %d of the 60 on long kernels; want 20 or more, and at most 4 of the long", s.Deleg, later)
 	}
 	t.Logf("delegated: %d of 120 waits, %d of the 60 on long kernels", s.Deleg, later)
 }
