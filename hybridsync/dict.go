@@ -182,6 +182,23 @@ func (e *entry) bound(u int64) {
 	}
 }
 
+// atLeast folds a lower bound l on the completion time into k's timing
+// (the work was still running l after launch), and reports whether it
+// did: only a bound above the mean says something (the mean is too low),
+// bound's counterpart.
+func (e *entry) atLeast(l int64) bool {
+	for {
+		old := e.timing.Load()
+		t := unpack(old)
+		if t.N == 0 || l <= t.Mean {
+			return false
+		}
+		if e.timing.CompareAndSwap(old, pack(t.next(l))) {
+			return true
+		}
+	}
+}
+
 // forgetAfter: this many waits in a row that slept to the prediction and
 // found the work done make the kernel's timing be forgotten. A sleep wakes
 // 2*Dev plus the timer's lateness before the prediction, so such a wait

@@ -426,3 +426,46 @@ func TestShortWaits(t *testing.T) {
 		t.Error("spin mode delegates")
 	}
 }
+
+// stalling is untimed, with the first query from stallAt on (ns from
+// launch) stalling the thread for stall first, as a descheduled spin does.
+type stalling struct {
+	untimed
+	stallAt int64
+	stall   time.Duration
+}
+
+func (u *stalling) Query() (bool, error) {
+	if u.stallAt > 0 && hybridsync.Now()-u.LaunchedAt() >= u.stallAt {
+		u.stallAt = 0
+		time.Sleep(u.stall)
+	}
+	return u.untimed.Query()
+}
+
+// TestLongSpinWithGapEndsShortWaits: a kernel learned short that grows
+// long, whose first long wait spins and loses its CPU before the work
+// completes, is short no more: the spin still saw the work running far
+// beyond the learned mean. (The wait only bounds the completion from
+// above; taking just that, the policy judged the kernel short again and
+// the C library left its next wait to CUDA.)
+func TestLongSpinWithGapEndsShortWaits(t *testing.T) {
+	dev := simdev.New(1)
+	// A long spin cap: the wait spins through to its stall. Kernel and
+	// stall are long so that a machine busy with other work, which may
+	// also take the CPU away, leaves a query at 1 ms or later before it.
+	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free, MaxSpin: 100_000_000})
+	for range 20 {
+		s.Dict().Update(1, 30_000)
+	}
+	if tm, _ := s.Dict().Lookup(1); !s.ShortWaits(1) {
+		t.Fatalf("a 30 µs kernel is not short: timing %+v", tm)
+	}
+	ev := &stalling{untimed: untimed{dev.Launch(0, 20*time.Millisecond)}, stallAt: int64(10 * time.Millisecond), stall: 15 * time.Millisecond}
+	if err := s.Sync(ev, 1); err != nil {
+		t.Fatal(err)
+	}
+	if tm, _ := s.Dict().Lookup(1); s.ShortWaits(1) {
+		t.Errorf("after a wait that saw a 20 ms kernel still running at 10 ms: timing %+v, still short", tm)
+	}
+}

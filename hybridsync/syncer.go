@@ -314,8 +314,16 @@ func (c *call) learn() {
 		c.e.overslept(c.seen - c.launch)
 	default:
 		// A spin that lost its CPU for a while: done some time during the
-		// gap.
-		c.e.bound(c.seen - c.launch)
+		// gap, after notBefore, when the work was still running. That
+		// lower bound, where it is past the mean, shows the mean too low
+		// and is folded in (atLeast); else only the upper bound can say
+		// something (bound). Taking the upper bound alone, a kernel
+		// learned short that had grown long stayed short after such a
+		// wait, and the C library left its next wait to the device again
+		// (libhybridsync/ctest: TestPreloadLongAgainLeavesCUDA).
+		if !c.e.atLeast(c.notBefore - c.launch) {
+			c.e.bound(c.seen - c.launch)
+		}
 	}
 }
 

@@ -592,12 +592,19 @@ func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
 	need(t)
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
 	// 60 waits on 20-50 µs kernels, then 60 on 400-1000 µs ones: most of
-	// the first half's are left to CUDA, and of the second half's few:
-	// one per kernel (a and b), the one that shows it long, and at most
-	// one more each (a clean CI run once left 3: the policy's first wait
-	// after the hand-back can still judge the kernel short). The program
-	// counts the second half's waits CUDA made on unfinished work: those
-	// it was left.
+	// the first half's are left to CUDA, and of the second half's one per
+	// kernel (a and b), the one that shows it long; the policy learns the
+	// kernel long at its next wait. One more in all is allowed: under
+	// heavy bursts of other work on a 2-CPU machine, about one run in 100
+	// that explored no arm still left 3, the policy's wait after the
+	// hand-back judging the kernel short; most likely a wait that lost
+	// its CPU from about its start until after the work completed, which
+	// learns only that the completion came somewhere in that gap. A
+	// spin that lost its CPU shortly before the completion (a few runs
+	// in 100 even on an idle machine, 3 to 5 left) no longer does: the
+	// policy learns that the work was still running when the gap began
+	// (hybridsync's learn). The program counts the second half's waits
+	// CUDA made on unfinished work: those it was left.
 	path := filepath.Join(t.TempDir(), "stats.json")
 	r := run(t, []string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path}, "rtapp_dyn", "120", "1", "20000", "400000")
 	s := readStats(t, path)
@@ -612,8 +619,8 @@ func TestPreloadLongAgainLeavesCUDA(t *testing.T) {
 		t.Fatalf("no count of the second half's waits in %q", r.stderr)
 	}
 	later, _ := strconv.Atoi(m[1])
-	if s.Deleg < 20 || later > 4 {
-		t.Errorf("delegated: %d of 120 waits, %d of the 60 on long kernels; want 20 or more, and at most 4 of the long", s.Deleg, later)
+	if s.Deleg < 20 || later > 3 {
+		t.Errorf("delegated: %d of 120 waits, %d of the 60 on long kernels; want 20 or more, and at most 3 of the long", s.Deleg, later)
 	}
 	t.Logf("delegated: %d of 120 waits, %d of the 60 on long kernels", s.Deleg, later)
 }
