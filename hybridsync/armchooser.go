@@ -133,7 +133,7 @@ type EpochDone struct {
 // mixed_static 140 µs). So for a thread whose chosen arm is the policy
 // and that waits on events, every other exploration compares the policy
 // arm with ArmBlocking instead of with the device arm, and the winner
-// (within tieGap, the one with less CPU per wait) stands for the policy
+// (within waysTieGap, the one with less CPU per wait) stands for the policy
 // from then on, in the explorations against the device arm too.
 //
 // The zero value is not usable; Syncers make theirs.
@@ -180,7 +180,12 @@ const (
 	// regime.
 	regimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
-	tieGap = 0.03
+	// waysTieGap: the same between the policy's two ways, which differ
+	// by a few percent where they differ at all (the policy's blocking
+	// event waits halve the CPU per wait, so a 3% window would keep it
+	// while ArmBlocking runs the program up to 3% faster).
+	tieGap     = 0.03
+	waysTieGap = 0.01
 	// exploreShare: below this share of the thread's time blockable
 	// (outside the policy arm), a thread whose CPU is free runs the
 	// device arm rather than the model (free).
@@ -462,15 +467,16 @@ func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 			t.rate[a], t.cpuPer[a] = (t.rate[a]+rate[a])/2, (t.cpuPer[a]+cpuPer[a])/2
 		}
 	}
-	best, gap := better(t.pair, t.rate, t.cpuPer, mitigated)
 	if t.pair[0] != ArmDevice {
 		// The policy's two ways: the winner stands for the policy, for
 		// as long as the last exploration against the device arm said.
+		best, _ := better(t.pair, t.rate, t.cpuPer, mitigated, waysTieGap)
 		t.policy = best
 		o.keep(t, best, t.gap)
 		return
 	}
-	won, _ := better(t.pair, rate, cpuPer, mitigated)
+	best, gap := better(t.pair, t.rate, t.cpuPer, mitigated, tieGap)
+	won, _ := better(t.pair, rate, cpuPer, mitigated, tieGap)
 	confirmed := gap >= confirmGap || t.policyWon || o.period() > 0 || mitigated
 	t.policyWon = won != ArmDevice
 	if best != ArmDevice && !confirmed {
@@ -499,10 +505,10 @@ func (o *ArmChooser) keep(t *armThread, best Arm, gap float64) {
 // blocked.
 var blocks = [arms]int{ArmModel: 0, ArmDevice: 0, ArmBlocking: 1, ArmPolicy: 2}
 
-// better returns the arm of pair with the higher rate, or within tieGap
+// better returns the arm of pair with the higher rate, or within tie
 // the one with less CPU per wait (mitigated: the one that blocks more),
 // and the relative gap between the rates.
-func better(pair [2]Arm, rate, cpuPer [arms]float64, mitigated bool) (Arm, float64) {
+func better(pair [2]Arm, rate, cpuPer [arms]float64, mitigated bool, tie float64) (Arm, float64) {
 	a, b := pair[0], pair[1]
 	if blocks[a] > blocks[b] {
 		a, b = b, a // b blocks more: ties of CPU go to it
@@ -510,11 +516,11 @@ func better(pair [2]Arm, rate, cpuPer [arms]float64, mitigated bool) (Arm, float
 	ra, rb := rate[a], rate[b]
 	gap := (max(ra, rb) - min(ra, rb)) / max(ra, rb, 1e-300)
 	switch {
-	case gap < tieGap && mitigated:
+	case gap < tie && mitigated:
 		return b, gap
-	case gap < tieGap && cpuPer[a] < cpuPer[b]:
+	case gap < tie && cpuPer[a] < cpuPer[b]:
 		return a, gap
-	case gap < tieGap:
+	case gap < tie:
 		return b, gap
 	case ra > rb:
 		return a, gap
