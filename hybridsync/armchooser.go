@@ -130,11 +130,12 @@ type EpochDone struct {
 // The policy arm blocks in event waits too, where CUDA's blocking-sync
 // mode spins; which is better depends on how long they last against a
 // wake-up beside the co-runner (GROMACS waits milliseconds on its events,
-// mixed_static 140 µs). So for a thread whose chosen arm is the policy
-// and that waits on events, every other exploration compares the policy
-// arm with ArmBlocking instead of with the device arm, and the winner
-// (within waysTieGap, the one with less CPU per wait) stands for the policy
-// from then on, in the explorations against the device arm too.
+// mixed_static 140 µs). So for a thread that waits on events, the
+// exploration after each one that chose the policy compares the policy
+// arm with ArmBlocking instead of with the device arm (the first time at
+// once, not after the policy's run), and the winner (within waysTieGap,
+// the one with less CPU per wait) stands for the policy from then on, in
+// the explorations against the device arm too.
 //
 // The zero value is not usable; Syncers make theirs.
 type ArmChooser struct {
@@ -491,6 +492,13 @@ func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 	}
 	t.gap = gap
 	o.keep(t, best, gap)
+	if best != ArmDevice && t.events > 0 && t.rate[ArmBlocking] == 0 {
+		// The policy's two ways were never compared: compare them now,
+		// not after the policy's run (up to maxExploit epochs), which
+		// would leave a thread whose better way is ArmBlocking that
+		// much behind it.
+		t.left = 0
+	}
 }
 
 // keep makes best the thread's arm for a run that grows with the gap it

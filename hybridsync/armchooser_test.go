@@ -560,3 +560,18 @@ func TestArmChooserPolicyWays(t *testing.T) {
 		}
 	}
 }
+
+// TestArmChooserPolicyWaysEarly: the policy's two ways are first compared
+// right after the exploration that first chose the policy, not after the
+// run of it that follows (up to maxExploit epochs, 3.2 s).
+func TestArmChooserPolicyWaysEarly(t *testing.T) {
+	w := newWorld(FixedContention(ContentionShared), 3)
+	w.events, w.noise = true, 0.05
+	w.rate = [arms]float64{ArmModel: 1000, ArmDevice: 1000, ArmPolicy: 1400, ArmBlocking: 1500}
+	for w.byArm[ArmBlocking] == 0 && w.now < 10e9 {
+		w.step()
+	}
+	if first := float64(w.now-1e9) / 1e9; first > 0.6 {
+		t.Errorf("the first epoch of ArmBlocking ended %.2fs into the run, want within 0.6s (chosen %v)", first, w.o.Stats().Chosen)
+	}
+}
