@@ -305,31 +305,49 @@ func TestSchedSignalChild(t *testing.T) {
 	os.Stdin.Read(b[:]) // EOF once the parent has moved us
 	pin(t, cpu)
 	defer runtime.UnlockOSThread()
-	sig := &hybridsync.SchedSignal{}
-	got, fig := verdicts(sig, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
-	busy := competed(fig)
-	t.Logf("spinning under a 10/20 ms quota on CPU %d: %v (waited beyond throttling %.1f%% of the time; %v)", cpu, got, 100*busy, fig)
-	if p := sig.QuotaPeriod(); p != 20_000_000 {
-		t.Errorf("quota period %d ns, want 20 ms (the cgroup's)", p)
-	}
-	throttled, shared := share(got, hybridsync.ContentionThrottled), share(got, hybridsync.ContentionShared)
-	if throttled >= 0.5 && shared <= 0.35 {
+	// Under the quota a competitor's time mostly turns into less
+	// throttling, not more waiting, so other work shows little beyond
+	// throttling; yet each 2 ms it takes from the thread is rightly
+	// judged shared and held 50 ms. Other tasks running 10% of the CPU
+	// in 2 ms bursts left 0.3-1.5% beyond throttling and made 40-70% of
+	// the verdicts shared in 3 runs of 25 (a clean CI run once: 39%,
+	// "other processes 11% of the CPUs"). Such bursts seldom hit twice in
+	// a row (2 first measurements of 40 wrong, no second), so a wrong
+	// first measurement is taken again and the second judged; a signal
+	// that misjudges throttling fails both (one that ignores the
+	// throttled time: 100% shared, twice).
+	for attempt := 1; ; attempt++ {
+		sig := &hybridsync.SchedSignal{}
+		got, fig := verdicts(sig, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
+		busy := competed(fig)
+		t.Logf("spinning under a 10/20 ms quota on CPU %d: %v (waited beyond throttling %.1f%% of the time; %v)", cpu, got, 100*busy, fig)
+		if p := sig.QuotaPeriod(); p != 20_000_000 {
+			t.Errorf("quota period %d ns, want 20 ms (the cgroup's)", p)
+		}
+		throttled, shared := share(got, hybridsync.ContentionThrottled), share(got, hybridsync.ContentionShared)
+		if throttled >= 0.5 && shared <= 0.35 {
+			return
+		}
+		if busy > busyThrottled {
+			fmt.Printf("%s (CPU %d: waited for it beyond throttling %.0f%% of the time, %.0f%% of verdicts say shared; %v)\n", competedMark, cpu, 100*busy, 100*shared, fig)
+			return
+		}
+		// Steal is another VM competing for the physical CPU (see
+		// TestSchedSignalAlone).
+		if st := fig.StealOn(cpu); st > 0 {
+			fmt.Printf("%s (the hypervisor took CPU %d for %.1f%% of the test, steal time: %.0f%% of verdicts say shared; %v)\n", competedMark, cpu, 100*st, 100*shared, fig)
+			return
+		}
+		if attempt == 1 {
+			t.Logf("%.0f%% throttled, %.0f%% shared: measuring again", 100*throttled, 100*shared)
+			continue
+		}
+		if throttled < 0.5 {
+			t.Errorf("under a quota: too few throttled verdicts: %v", got)
+		}
+		if shared > 0.35 {
+			t.Errorf("under a quota with no competitor, %.0f%% of verdicts say shared: %v", 100*shared, got)
+		}
 		return
-	}
-	if busy > busyThrottled {
-		fmt.Printf("%s (CPU %d: waited for it beyond throttling %.0f%% of the time, %.0f%% of verdicts say shared; %v)\n", competedMark, cpu, 100*busy, 100*shared, fig)
-		return
-	}
-	// Steal is another VM competing for the physical CPU (see
-	// TestSchedSignalAlone).
-	if st := fig.StealOn(cpu); st > 0 {
-		fmt.Printf("%s (the hypervisor took CPU %d for %.1f%% of the test, steal time: %.0f%% of verdicts say shared; %v)\n", competedMark, cpu, 100*st, 100*shared, fig)
-		return
-	}
-	if throttled < 0.5 {
-		t.Errorf("under a quota: too few throttled verdicts: %v", got)
-	}
-	if shared > 0.35 {
-		t.Errorf("under a quota with no competitor, %.0f%% of verdicts say shared: %v", 100*shared, got)
 	}
 }
