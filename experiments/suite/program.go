@@ -25,12 +25,14 @@ import (
 //	hybridsync         LD_PRELOAD=Lib (libhybridsync.so in its default mode)
 //	hybridsync-linked  the command with the program's Linked words: its
 //	                   build that links libhybridsync, nothing preloaded
+//	cuda-default-again cuda-default once more: the A/A control, whose
+//	                   ratio to cuda-default is the method's own noise
 //
 // Arms are the arms run unless asked otherwise; every program has them.
 var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
 
 // AllArms are the arms that can be asked for.
-var AllArms = append(slices.Clone(Arms), "hybridsync-linked")
+var AllArms = append(slices.Clone(Arms), "hybridsync-linked", "cuda-default-again")
 
 // Program is one program of the suite.
 type Program struct {

@@ -191,7 +191,7 @@ func (c *Config) runInProcess(ctx context.Context, p Program, contention string,
 	if !proc.OK() {
 		line = "FAILED: " + proc.Error
 	}
-	fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+1, total, rep+1, p.Name, contention, "in-process", line)
+	fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-18s %s\n", done+1, total, rep+1, p.Name, contention, "in-process", line)
 	if !proc.OK() {
 		return []Run{proc}, nil
 	}
@@ -240,7 +240,7 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 		if !r.OK() {
 			line = "FAILED: " + r.Error
 		}
-		fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-13s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
+		fmt.Fprintf(c.Log, "[%d/%d] rep %d %-14s %-10s %-18s %s\n", done+len(runs), total, rep+1, p.Name, contention, arm, line)
 	}
 	return runs, nil
 }
@@ -326,7 +326,12 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	if p.InProcess {
 		argv = append(argv, "--epoch-s", strconv.FormatFloat(c.epochFor(contention).Seconds(), 'f', -1, 64))
 	}
-	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: append(c.armEnv(arm, stats), c.agentEnv(p)...)})
+	env := append(c.armEnv(arm, stats), c.agentEnv(p)...)
+	if p.InProcess {
+		// The program runs the arms asked for, and only those.
+		env = append(env, "APPS_INPROC_ARMS="+strings.Join(c.Arms, ","))
+	}
+	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: env})
 	if err != nil {
 		return nil, err
 	}
@@ -512,9 +517,9 @@ func parseResult(out []byte, r *Run) ([]Round, error) {
 		return nil, fmt.Errorf("result line %q: want wall_s > 0 and cpu_s >= 0", truncate(last, 80))
 	}
 	for _, rd := range res.Rounds {
-		if !slices.Contains(Arms, rd.Arm) || rd.Round < 0 || rd.Steps <= 0 || rd.WallS <= 0 || rd.CPUS < 0 {
+		if !slices.Contains(AllArms, rd.Arm) || rd.Round < 0 || rd.Steps <= 0 || rd.WallS <= 0 || rd.CPUS < 0 {
 			return nil, fmt.Errorf("result line: round %+v: want an arm of %s, round >= 0, steps and wall_s > 0, cpu_s >= 0",
-				rd, strings.Join(Arms, ", "))
+				rd, strings.Join(AllArms, ", "))
 		}
 	}
 	r.WallS, r.CPUS = *res.WallS, *res.CPUS

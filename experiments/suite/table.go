@@ -164,6 +164,10 @@ type Row struct {
 	// the larger of the two.
 	HSVsBestCUDAPaired *Paired `json:"hybridsync_vs_best_cuda_paired,omitempty"`
 	HSVsDefaultPaired  *Paired `json:"hybridsync_vs_default_paired,omitempty"`
+	// AAPaired is cuda-default-again's time over cuda-default's, paired
+	// like the others: with both measured, the spread that two runs of
+	// one arm show, against which the library's ratios are read.
+	AAPaired *Paired `json:"aa_paired,omitempty"`
 	// Verdict on the targets: from the paired intervals where there are
 	// any ("met", "MISSED: ...", or "open: ..." where the interval
 	// straddles the bound), else from the medians.
@@ -253,6 +257,9 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				row.setPaired(paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-default"}]),
 					paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-blocking"}]))
 			}
+			if slices.Contains(arms, "cuda-default-again") {
+				row.AAPaired = paired(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
+			}
 			row.Verdict = verdict(row)
 			rows = append(rows, row)
 		}
@@ -262,9 +269,9 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 
 func ptr[T any](v T) *T { return &v }
 
-// paired returns the median of hybridsync's time per step over the other
-// arm's, by repetition, and within one by round (nil when none has good
-// runs of both).
+// paired returns the median of one arm's time per step (hybridsync's,
+// or the A/A arm's) over the other arm's, by repetition, and within one
+// by round (nil when none has good runs of both).
 func paired(hs, other []Run) *Paired {
 	type pair struct{ rep, round int }
 	byRep := map[pair]float64{}
@@ -370,7 +377,12 @@ func PrintTable(w io.Writer, rows []Row) error {
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target", "limit", "arms / limit", "co-runner CPU", "failed")
+	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target")
+	aa := slices.ContainsFunc(rows, func(r Row) bool { return r.AAPaired != nil })
+	if aa {
+		head = append(head, "A/A paired [CI]")
+	}
+	head = append(head, "limit", "arms / limit", "co-runner CPU", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
@@ -390,7 +402,11 @@ func PrintTable(w io.Writer, rows []Row) error {
 		}
 		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
 			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
-			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict), limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict))
+		if aa {
+			cols = append(cols, pairedPct(r.AAPaired))
+		}
+		cols = append(cols, limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()

@@ -314,3 +314,25 @@ func ptrVal(p *float64) float64 {
 	}
 	return *p
 }
+
+// TestSummarizeAA: the A/A arm is paired with cuda-default by repetition,
+// and the table shows that column only when some row has it.
+func TestSummarizeAA(t *testing.T) {
+	var runs []Run
+	for i, w := range []float64{2.0, 2.2, 1.9} {
+		runs = append(runs, Run{Program: "p", Contention: "none", Arm: "cuda-default", Rep: i, WallS: w, CPUS: 1, Steps: 1000},
+			Run{Program: "p", Contention: "none", Arm: "cuda-default-again", Rep: i, WallS: w * (1 + 0.01*float64(i)), CPUS: 1, Steps: 1000},
+			Run{Program: "p", Contention: "none", Arm: "hybridsync", Rep: i, WallS: w, CPUS: 1, Steps: 1000})
+	}
+	arms := []string{"cuda-default", "hybridsync", "cuda-default-again"}
+	rows := Summarize(runs, []string{"p"}, []string{"none"}, arms)
+	if aa := rows[0].AAPaired; aa == nil || aa.N != 3 || math.Abs(aa.Median-1.01) > 1e-9 {
+		t.Fatalf("A/A %+v, want the median of 1, 1.01, 1.02 over 3", aa)
+	}
+	var with, without bytes.Buffer
+	PrintTable(&with, rows)
+	PrintTable(&without, Summarize(runs, []string{"p"}, []string{"none"}, arms[:2]))
+	if !strings.Contains(with.String(), "A/A paired [CI]") || !strings.Contains(with.String(), "+1.0% [") || strings.Contains(without.String(), "A/A") {
+		t.Errorf("with the A/A arm:\n%s\nwithout:\n%s", with.String(), without.String())
+	}
+}

@@ -82,14 +82,18 @@ that median which assumes nothing of the distribution (order statistics;
 95%, or [min-max] below 6 repetitions, with its level), and "target" is
 decided from the intervals: met when the whole interval is within the
 bound, MISSED when all of it is beyond, open when it straddles the bound
-(more repetitions needed). A run that fails (exit status, a malformed result line, --timeout) is
+(more repetitions needed). --arms may add cuda-default-again, the
+default run once more: "A/A paired" is its time over cuda-default's by
+repetition, the spread two runs of one arm show, which the library's
+paired ratios must exceed to mean anything. A run that fails (exit status, a malformed result line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
 
 A suite entry with "in_process": true compares the arms inside one
 process instead (experiments/apps/inproc.py): it runs once per repetition
 and setting under --lib with --epoch-s (0.3 s, or under a cap the nearest
 whole number of --cap-period), and prints "rounds", records of {"round",
-"arm", "steps", "wall_s", "cpu_s"}; each becomes a run, and "paired" then
+"arm", "steps", "wall_s", "cpu_s"} of the arms named in APPS_INPROC_ARMS
+(the suite sets it to --arms); each becomes a run, and "paired" then
 pairs the arms of one round. Separate processes of one program can differ by
 30% on a virtualised GPU host, which pairing by repetition cannot remove.
 

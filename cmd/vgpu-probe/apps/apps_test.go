@@ -51,7 +51,7 @@ func standinMain() int {
 	seconds := fs.Float64("seconds", 0, "recorded only")
 	epoch := fs.Float64("epoch-s", 0, "recorded only")
 	ready := fs.String("ready", "", "write the info file, then this line to stderr, wait 300 ms, and go on")
-	rounds := fs.Int("rounds", 0, "print this many rounds of the three arms, as inproc.py does, with wall times (round+1) x 1.1 (default), 1.2 (blocking), 1.0 (hybridsync)")
+	rounds := fs.Int("rounds", 0, "print this many rounds of the arms in APPS_INPROC_ARMS (or the three), as inproc.py does, with wall times (round+1) x 1.1 (default and default-again), 1.2 (blocking), 1.0 (hybridsync)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -100,10 +100,14 @@ func standinMain() int {
 		return 0
 	}
 	if *rounds > 0 {
-		factor := map[string]float64{"cuda-default": 1.1, "cuda-blocking": 1.2, "hybridsync": 1.0}
+		factor := map[string]float64{"cuda-default": 1.1, "cuda-blocking": 1.2, "hybridsync": 1.0, "cuda-default-again": 1.1}
+		arms := []string{"hybridsync", "cuda-blocking", "cuda-default"}
+		if v := os.Getenv("APPS_INPROC_ARMS"); v != "" {
+			arms = strings.Split(v, ",") // as inproc.py and loop.h take it
+		}
 		var rs []suite.Round
 		for r := range *rounds {
-			for _, arm := range []string{"hybridsync", "cuda-blocking", "cuda-default"} {
+			for _, arm := range arms {
 				rs = append(rs, suite.Round{Round: r, Arm: arm, Steps: 100, WallS: float64(r+1) * factor[arm], CPUS: c})
 			}
 		}
@@ -596,6 +600,51 @@ func TestInProcess(t *testing.T) {
 	_, stderr, err = execute(context.Background(), "--suite", suiteFile, "--lib", lib, "--contention", "none", "--reps", "1", "--out", filepath.Join(t.TempDir(), "o"))
 	if err == nil || !strings.Contains(stderr, "no \"rounds\"") {
 		t.Errorf("a program without rounds: err %v, stderr %s", err, stderr)
+	}
+}
+
+// TestAAArm: the A/A arm, cuda-default run once more, is run as the
+// default is, by separate processes and by an in-process program (which
+// is told the arms asked for), and the table pairs it with the default.
+func TestAAArm(t *testing.T) {
+	blocksync, lib := shims(t)
+	dir, info, out := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "out")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suiteFile := filepath.Join(dir, "suite.json")
+	cmd := "env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " --work 1000 --info " + info
+	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd + " --rounds 4", "in_process": true}, {"name": "plain", "command": cmd}})
+	os.WriteFile(suiteFile, b, 0o644)
+	stdout, stderr, err := execute(context.Background(), "--suite", suiteFile, "--lib", lib, "--blocksync", blocksync,
+		"--arms", "cuda-default,hybridsync,cuda-default-again", "--contention", "none", "--reps", "3", "--out", out, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var sum suite.Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	want := map[string]int{"ab": 12, "plain": 3} // rounds, repetitions
+	for _, row := range sum.Results {
+		aa := row.AAPaired
+		if aa == nil || aa.N != want[row.Program] || (row.Program == "ab" && aa.Median != 1) {
+			t.Errorf("%s: A/A %+v, want n %d (and 1 in process)", row.Program, aa, want[row.Program])
+		}
+	}
+	for _, r := range mustReadRuns(t, filepath.Join(out, "runs.jsonl")) {
+		if r.Arm == "cuda-blocking" {
+			t.Errorf("run of an arm not asked for: %+v", r)
+		}
+		if r.Arm == "cuda-default-again" && r.Stats != "" {
+			t.Errorf("the A/A arm ran with the library's stats: %+v", r)
+		}
+	}
+	for _, in := range readInfos(t, info) {
+		if in.LDPreload != "" && in.LDPreload != lib {
+			t.Errorf("LD_PRELOAD %q", in.LDPreload)
+		}
 	}
 }
 
