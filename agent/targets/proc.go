@@ -27,12 +27,14 @@ var ErrNoProcess = errors.New("no such process")
 // systemd), which only root and libvirt can make. Threads elsewhere are
 // not vCPUs (-1).
 
-// PID watches every thread of one process, re-scanning /proc for threads
-// that start or end.
+// PID watches every thread of one process (with NewProcessTree, of the
+// processes descended from it too), re-scanning /proc for threads that
+// start or end.
 type PID struct {
 	pid      int
 	procRoot string
 	every    time.Duration
+	tree     bool
 }
 
 var _ Source = (*PID)(nil)
@@ -40,6 +42,19 @@ var _ Source = (*PID)(nil)
 // NewPID checks that pid exists. every is the re-scan period.
 func NewPID(pid int, every time.Duration) (*PID, error) {
 	return newPID("/proc", pid, every)
+}
+
+// NewProcessTree is NewPID for pid and every process descended from it,
+// those started later included (found at the next re-scan): a program
+// run through a wrapper (a script that starts the engine) is the whole
+// tree. The target ends when pid does.
+func NewProcessTree(pid int, every time.Duration) (*PID, error) {
+	p, err := newPID("/proc", pid, every)
+	if err != nil {
+		return nil, err
+	}
+	p.tree = true
+	return p, nil
 }
 
 func newPID(procRoot string, pid int, every time.Duration) (*PID, error) {
@@ -58,7 +73,59 @@ func (p *PID) scan() (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
+	if p.tree {
+		for _, d := range descendants(p.procRoot, p.pid) {
+			more, _ := processThreads(p.procRoot, d) // gone since the listing: left out
+			threads = append(threads, more...)
+		}
+		slices.SortFunc(threads, func(a, b Thread) int { return a.TID - b.TID })
+	}
 	return Target{Kind: KindPID, Name: strconv.Itoa(p.pid), Threads: threads}, nil
+}
+
+// descendants lists the processes descended from pid, from each
+// process's parent in its stat file.
+func descendants(procRoot string, pid int) []int {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil
+	}
+	kids := map[int][]int{}
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(filepath.Join(procRoot, e.Name(), "stat")); ok {
+			kids[ppid] = append(kids[ppid], child)
+		}
+	}
+	var out []int
+	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return out
+}
+
+// parentOf reads the parent pid from a /proc/PID/stat file: the second
+// field after the command name, which is in parentheses and may itself
+// hold spaces and parentheses.
+func parentOf(statPath string) (int, bool) {
+	b, err := os.ReadFile(statPath)
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
 
 // Run implements Source.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,6 +60,55 @@ func TestPIDSourceFollowsProcess(t *testing.T) {
 	}
 	if _, ok := <-ch; ok {
 		t.Fatal("channel still open after Removed")
+	}
+}
+
+// A real process tree: a shell and the two processes it started, one of
+// them started after the first scan, are one target; a plain PID source
+// of the shell has the shell's thread only.
+func TestProcessTreeFollowsChildren(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & read x; sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	threads := func(src *PID) []Thread {
+		tg, err := src.scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg.Threads
+	}
+	waitFor := func(src *PID, n int) []Thread {
+		var th []Thread
+		for deadline := time.Now().Add(10 * time.Second); len(th) != n && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			th = threads(src)
+		}
+		return th
+	}
+	tree, err := NewProcessTree(cmd.Process.Pid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := waitFor(tree, 2); len(th) != 2 {
+		t.Fatalf("tree before the second child: %+v, want the shell and one sleeper", th)
+	}
+	in.Write([]byte("go\n"))
+	th := waitFor(tree, 3)
+	if len(th) != 3 || !slices.ContainsFunc(th, func(x Thread) bool { return x.TID == cmd.Process.Pid && x.VCPU == -1 }) {
+		t.Fatalf("tree: %+v, want the shell (no vCPU) and two sleepers", th)
+	}
+	one, err := NewPID(cmd.Process.Pid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := threads(one); len(th) != 1 {
+		t.Errorf("NewPID of the shell: %+v, want its one thread", th)
 	}
 }
 

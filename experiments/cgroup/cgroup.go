@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 )
 
 // ErrNoCPUController means neither hierarchy offers CPU bandwidth control.
@@ -132,6 +135,39 @@ func (g *Group) SetBandwidth(quota, period time.Duration) error {
 func (g *Group) Add(pid int) error {
 	if err := os.WriteFile(filepath.Join(g.Path, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 		return fmt.Errorf("move pid %d into %s: %w", pid, g.Path, err)
+	}
+	return nil
+}
+
+// AddTree moves pid and every process descended from it into the group:
+// a child does not follow its parent into a cgroup, so a program moved
+// after it has started its workers (a wrapper script and the engine it
+// runs) would leave them outside the limit. Parents go first; what a
+// moved process forks from then on is born in the group, so one more walk
+// catches a child forked during the move, into the old group (a third
+// only for what that one's stragglers forked). A descendant that exits
+// meanwhile is skipped; pid itself must be there.
+func (g *Group) AddTree(pid int) error {
+	moved := map[int]bool{}
+	for range 3 {
+		var todo []int
+		for stack := []int{pid}; len(stack) > 0; {
+			p := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !moved[p] {
+				todo = append(todo, p)
+			}
+			stack = append(stack, proctree.Children(p)...)
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		for _, p := range todo {
+			if err := g.Add(p); err != nil && (p == pid || !errors.Is(err, syscall.ESRCH)) {
+				return err
+			}
+			moved[p] = true
+		}
 	}
 	return nil
 }

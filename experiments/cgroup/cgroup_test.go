@@ -5,11 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
+	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 )
 
 func requireCgroups(t *testing.T) {
@@ -60,6 +64,37 @@ func TestCreateLimitAddRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(g.Path); !os.IsNotExist(err) {
 		t.Errorf("%s still exists after Remove", g.Path)
+	}
+}
+
+// TestAddTree moves a real process tree, a shell and the two sleepers it
+// started, into a group: each of the three is in it after.
+func TestAddTree(t *testing.T) {
+	g, _ := groupAndSleeper(t, "vgpu-probe-test-tree")
+	cmd := exec.Command("sh", "-c", "sleep 30 & sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // one kill ends the three
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	var kids []int
+	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		kids = proctree.Children(cmd.Process.Pid)
+	}
+	if len(kids) != 2 {
+		t.Fatalf("the shell's children: %v, want two sleepers", kids)
+	}
+	if err := g.AddTree(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	procs, _ := os.ReadFile(filepath.Join(g.Path, "cgroup.procs"))
+	for _, p := range append(kids, cmd.Process.Pid) {
+		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(p)) {
+			t.Errorf("pid %d not in %s: %q", p, g.Path, procs)
+		}
+	}
+	if err := g.AddTree(1 << 30); err == nil {
+		t.Error("AddTree of a pid that does not exist: no error")
 	}
 }
 

@@ -174,12 +174,13 @@ func (f *Feed) watch(t targets.Target) error {
 // ended.
 const RescanEvery = 50 * time.Millisecond
 
-// WatchProcess watches every thread of process pid as the target called
-// name, as the agent's --pid does: its threads are looked for again every
-// RescanEvery until Unwatch or until the process exits. The process's
-// threads at the call are watched when it returns.
+// WatchProcess watches every thread of process pid and of the processes
+// it started (a wrapper's engine: GROMACS's mdrun under gromacs.py) as the
+// target called name: threads are looked for again every RescanEvery
+// until Unwatch or until the process exits. The threads at the call are
+// watched when it returns.
 func (f *Feed) WatchProcess(name string, pid int, quotaUS, periodUS int64) error {
-	src, err := targets.NewPID(pid, RescanEvery)
+	src, err := targets.NewProcessTree(pid, RescanEvery)
 	if err != nil {
 		return err
 	}

@@ -246,14 +246,16 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 }
 
 // contend puts a contention setting in place for the program pid: the
-// co-runner, and the cgroup it is moved into. The caller closes it.
+// co-runner, and the cgroup it is moved into with what it has started
+// (by its ready line, a wrapper may already run its engine). The caller
+// closes it.
 func (c *Config) contend(contention string, pid int) (*corunner.Setting, error) {
 	s, err := corunner.Setup(contention, c.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), c.CapQuota, c.CapPeriod)
 	if err != nil {
 		return nil, err
 	}
 	if g := s.Group; g != nil {
-		if err := g.Add(pid); err != nil {
+		if err := g.AddTree(pid); err != nil {
 			s.Close()
 			return nil, err
 		}

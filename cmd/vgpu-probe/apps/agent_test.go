@@ -63,10 +63,11 @@ func writeAgentInfo(dir string) {
 }
 
 // TestWithAgent runs the stand-in under apps --with-agent --hints
-// --mitigate slice=100us as root: every arm's process reads a page of its
-// own whose slot carries the 100 µs slice, has that slice in the kernel
-// (and so do the threads it starts); runs.jsonl and the summary name the
-// setting; the co-runner keeps its slice.
+// --mitigate slice=100us as root, as a program and as a shell's child:
+// every arm's process reads a page of its own whose slot carries the
+// 100 µs slice, has that slice in the kernel (and so do the threads it
+// starts); runs.jsonl and the summary name the setting; the co-runner
+// keeps its slice.
 func TestWithAgent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("--with-agent needs root (loads the agent's eBPF programs; CI runs as root)")
@@ -76,7 +77,10 @@ func TestWithAgent(t *testing.T) {
 	}
 	blocksync, lib := shims(t)
 	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
-	stdout, stderr, err := execute(context.Background(), "--program", standin(t, "burn", "--info", info, "--work", "1000000"),
+	// "wrapped" runs the stand-in as a shell's child, as gromacs.py runs
+	// mdrun: the agent must watch what the program starts too.
+	burn := strings.SplitN(standin(t, "burn", "--info", info, "--work", "1000000"), "=", 2)[1]
+	stdout, stderr, err := execute(context.Background(), "--program", "burn="+burn, "--program", "wrapped=sh -c '"+burn+"; exit $?'",
 		"--lib", lib, "--blocksync", blocksync, "--contention", "while1", "--reps", "1", "--out", out, "--json",
 		"--with-agent", "--hints", "--mitigate", "slice=100us")
 	if err != nil && strings.Contains(err.Error(), "BPF") {
@@ -87,8 +91,8 @@ func TestWithAgent(t *testing.T) {
 	}
 	checkNothingLeft(t)
 	files, _ := filepath.Glob(filepath.Join(info, "agent-*.agent"))
-	if len(files) != len(suite.Arms) {
-		t.Fatalf("%d runs recorded what they saw of the agent, want %d", len(files), len(suite.Arms))
+	if len(files) != 2*len(suite.Arms) {
+		t.Fatalf("%d runs recorded what they saw of the agent, want %d", len(files), 2*len(suite.Arms))
 	}
 	pages := map[string]bool{}
 	for _, f := range files {

@@ -51,9 +51,17 @@ func standinMain() int {
 	seconds := fs.Float64("seconds", 0, "recorded only")
 	epoch := fs.Float64("epoch-s", 0, "recorded only")
 	ready := fs.String("ready", "", "write the info file, then this line to stderr, wait 300 ms, and go on")
+	childCgroup := fs.String("child-cgroup", "", "before the ready line, start a child that writes its cgroup to this file 1 s later; wait for it at the end")
 	rounds := fs.Int("rounds", 0, "print this many rounds of the arms in APPS_INPROC_ARMS (or the three), as inproc.py does, with wall times (round+1) x 1.1 (default and default-again), 1.2 (blocking), 1.0 (hybridsync)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if *childCgroup != "" {
+		child := exec.Command("sh", "-c", "sleep 1; cat /proc/self/cgroup > "+*childCgroup)
+		if err := child.Start(); err != nil {
+			return 5
+		}
+		defer child.Wait()
 	}
 	if *ready != "" {
 		writeInfo(*info, "before-", *seconds, *epoch)
@@ -768,11 +776,12 @@ func TestReadyLine(t *testing.T) {
 		contention = "cap+while1"
 	}
 	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	childFile := filepath.Join(info, "child.cgroup")
 	cmdOf := func(args ...string) string {
 		return strings.SplitN(standin(t, "x", append([]string{"--info", info, "--work", "1000000"}, args...)...), "=", 2)[1]
 	}
 	suiteFile, _ := json.Marshal([]map[string]string{
-		{"name": "late", "command": cmdOf("--ready", "READY-NOW"), "ready": "READY-NOW"},
+		{"name": "late", "command": cmdOf("--ready", "READY-NOW", "--child-cgroup", childFile), "ready": "READY-NOW"},
 		{"name": "never", "command": cmdOf(), "ready": "READY-NOW"},
 	})
 	sf := filepath.Join(t.TempDir(), "suite.json")
@@ -805,6 +814,11 @@ func TestReadyLine(t *testing.T) {
 	if inGroup(before[0]) || !inGroup(filepath.Join(info, pid+".json")) {
 		t.Errorf("in the cap cgroup before the ready line: %v; after: %v; want only after",
 			inGroup(before[0]), inGroup(filepath.Join(info, pid+".json")))
+	}
+	// What the program started before its ready line is under the cap too
+	// (a wrapper's engine: GROMACS's mdrun under gromacs.py).
+	if cg, _ := os.ReadFile(childFile); !strings.Contains(string(cg), fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid())) {
+		t.Errorf("the program's child, started before its ready line, is in cgroup %q, not the cap's", strings.TrimSpace(string(cg)))
 	}
 }
 
