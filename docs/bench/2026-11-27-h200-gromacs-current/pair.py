@@ -2,12 +2,12 @@
 """Library with the agent against CUDA without it, run by run of the suite.
 
 The suite cannot run an arm with and without the agent at once, so the two
-were run alternately (three suite runs of each, `gromacs-device.sh suite
-... --reps 2`, then the same with `--with-agent --hints --mitigate
+were run alternately (four suite runs of each, `gromacs-device.sh suite
+... --reps 3`, then the same with `--with-agent --hints --mitigate
 slice=100us`). For each pair of suite runs this prints the library with the
 agent over the better CUDA mode without it: median time per step of each.
 
-    python3 pair.py alternated-plain-a230a19.runs.jsonl alternated-agent-a230a19.runs.jsonl
+    python3 pair.py while1-plain.runs.jsonl while1-agent.runs.jsonl
 """
 import json
 import statistics
