@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Wake-ups of a step loop beside a busy co-runner on its CPU, by the share
+# of the CPU the loop asks for, with the default slice and a 100 µs one,
+# from a timer on its CPU and from a thread on another CPU (timerlag.c says
+# what it measures). Root, Linux 6.12+ for the slice.
+#
+#   experiments/apps/diag/timerlag.sh [SECONDS] [REPS]   # one line per run on stdout
+set -euo pipefail
+cd "$(dirname "$0")"
+S=${1:-4}
+REPS=${2:-2}
+CPU=$(($(nproc) - 1))
+BIN=$(mktemp -d)/timerlag
+gcc -O2 -o "$BIN" timerlag.c -lpthread
+COR=""
+trap '[ -n "$COR" ] && kill "$COR" 2>/dev/null; rm -rf "$(dirname "$BIN")"' EXIT
+for wake in "" remote; do
+	for work in 100 300 500 700 900; do
+		echo "alone $("$BIN" "$CPU" "$work" 500 1 0 $wake)"
+	done
+done
+taskset -c "$CPU" sh -c 'while :; do :; done' &
+COR=$!
+for rep in $(seq "$REPS"); do
+	for work in 100 300 500 700 900; do
+		for slice in 0 100; do
+			for wake in "" remote; do
+				echo "while1 rep=$rep $("$BIN" "$CPU" "$work" 500 "$S" "$slice" $wake)"
+			done
+		done
+	done
+done
