@@ -616,13 +616,9 @@ func TestInProcess(t *testing.T) {
 // is told the arms asked for), and the table pairs it with the default.
 func TestAAArm(t *testing.T) {
 	blocksync, lib := shims(t)
-	dir, info, out := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "out")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	suiteFile := filepath.Join(dir, "suite.json")
-	cmd := "env APPS_STANDIN=1 GORACE=atexit_sleep_ms=0 " + self + " --work 1000 --info " + info
+	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	suiteFile := filepath.Join(t.TempDir(), "suite.json")
+	cmd := strings.SplitN(standin(t, "x", "--work", "1000", "--info", info), "=", 2)[1]
 	b, _ := json.Marshal([]map[string]any{{"name": "ab", "command": cmd + " --rounds 4", "in_process": true}, {"name": "plain", "command": cmd}})
 	os.WriteFile(suiteFile, b, 0o644)
 	stdout, stderr, err := execute(context.Background(), "--suite", suiteFile, "--lib", lib, "--blocksync", blocksync,
