@@ -39,6 +39,7 @@ var layerOf = map[string]string{
 	"bpf":           base, // the agent's BPF objects
 	"vmimages":      base, // guest images (experiments' libvirt backend, agent tests)
 	"cgroups":       base, // a process's cgroups and a cgroup's CPU quota (hybridsync, agent)
+	"proctree":      base, // a process's children, descendants, group and CPU in /proc (agent, apps, tests)
 	"results":       base, // results.json, its Result/Step, the atomic writer, compare
 	"nvml":          base, // the NVML sampler and its file (agent, run, report)
 	"input":         base, // bounded reading and number checks of inputs

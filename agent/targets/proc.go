@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 )
 
 // ErrNoProcess is wrapped when a pid given to NewPID does not exist.
@@ -44,7 +45,8 @@ func NewPID(pid int, every time.Duration) (*PID, error) {
 	return newPID("/proc", pid, every)
 }
 
-// NewProcessTree is NewPID for pid and every process descended from it,
+// NewProcessTree is NewPID for pid and every process descended from it
+// (from the real /proc),
 // those started later included (found at the next re-scan): a program
 // run through a wrapper (a script that starts the engine) is the whole
 // tree. The target ends when pid does.
@@ -74,58 +76,13 @@ func (p *PID) scan() (Target, error) {
 		return Target{}, err
 	}
 	if p.tree {
-		for _, d := range descendants(p.procRoot, p.pid) {
+		for _, d := range proctree.Descendants(p.pid) {
 			more, _ := processThreads(p.procRoot, d) // gone since the listing: left out
 			threads = append(threads, more...)
 		}
 		slices.SortFunc(threads, func(a, b Thread) int { return a.TID - b.TID })
 	}
 	return Target{Kind: KindPID, Name: strconv.Itoa(p.pid), Threads: threads}, nil
-}
-
-// descendants lists the processes descended from pid, from each
-// process's parent in its stat file.
-func descendants(procRoot string, pid int) []int {
-	ents, err := os.ReadDir(procRoot)
-	if err != nil {
-		return nil
-	}
-	kids := map[int][]int{}
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, ok := parentOf(filepath.Join(procRoot, e.Name(), "stat")); ok {
-			kids[ppid] = append(kids[ppid], child)
-		}
-	}
-	var out []int
-	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
-		out = append(out, queue[0])
-		queue = append(queue, kids[queue[0]]...)
-	}
-	return out
-}
-
-// parentOf reads the parent pid from a /proc/PID/stat file: the second
-// field after the command name, which is in parentheses and may itself
-// hold spaces and parentheses.
-func parentOf(statPath string) (int, bool) {
-	b, err := os.ReadFile(statPath)
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
 }
 
 // Run implements Source.

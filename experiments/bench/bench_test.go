@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 )
 
 // TestMain lets the cells and co-runners, which are this test binary

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 )
 
 // ErrNoCPUController means neither hierarchy offers CPU bandwidth control.
@@ -144,26 +144,19 @@ func (g *Group) Add(pid int) error {
 // after it has started its workers (a wrapper script and the engine it
 // runs) would leave them outside the limit. Parents go first; what a
 // moved process forks from then on is born in the group, so one more walk
-// catches a child forked during the move, into the old group (a third
-// only for what that one's stragglers forked). A descendant that exits
-// meanwhile is skipped; pid itself must be there.
+// catches a child forked during the move, into the old group. A
+// descendant that exits meanwhile is skipped; pid itself must be there.
 func (g *Group) AddTree(pid int) error {
+	if err := g.Add(pid); err != nil {
+		return err
+	}
 	moved := map[int]bool{}
-	for range 3 {
-		var todo []int
-		for stack := []int{pid}; len(stack) > 0; {
-			p := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if !moved[p] {
-				todo = append(todo, p)
+	for range 2 {
+		for _, p := range proctree.Descendants(pid) {
+			if moved[p] {
+				continue
 			}
-			stack = append(stack, proctree.Children(p)...)
-		}
-		if len(todo) == 0 {
-			return nil
-		}
-		for _, p := range todo {
-			if err := g.Add(p); err != nil && (p == pid || !errors.Is(err, syscall.ESRCH)) {
+			if err := g.Add(p); err != nil && !errors.Is(err, syscall.ESRCH) {
 				return err
 			}
 			moved[p] = true

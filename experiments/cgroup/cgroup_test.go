@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 )
 
 func requireCgroups(t *testing.T) {

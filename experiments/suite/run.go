@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"golang.org/x/sys/unix"
 )
 

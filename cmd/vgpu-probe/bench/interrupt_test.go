@@ -17,7 +17,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/bench"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/proctree"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

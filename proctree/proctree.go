@@ -1,10 +1,11 @@
-// Package proctree finds processes in /proc: a process's children, the
-// members of a process group, every process that carries an environment
-// entry, and the CPU time a process and its reaped descendants used.
-// Tests use it to check that an experiment leaves nothing running: its
-// children are in process groups of their own and are re-parented when it
-// dies, but they inherit its environment. apps uses it to time a program's
-// whole process tree.
+// Package proctree finds processes in /proc: a process's children and
+// descendants, the members of a process group, every process that carries
+// an environment entry, and the CPU time a process and its reaped
+// descendants used. Tests use it to check that an experiment leaves
+// nothing running: its children are in process groups of their own and
+// are re-parented when it dies, but they inherit its environment. apps
+// uses it to time a program's whole process tree and to cap it, and the
+// agent to watch one.
 package proctree
 
 import (
@@ -24,6 +25,23 @@ func Children(pid int) []int {
 		}
 	}
 	return kids
+}
+
+// Descendants returns the pids of pid's live (not zombie) descendants,
+// parents before their children, from one scan of /proc.
+func Descendants(pid int) []int {
+	kids := map[int][]int{}
+	for _, p := range pids() {
+		if st, ok := stat(p); ok && st.state != "Z" {
+			kids[st.ppid] = append(kids[st.ppid], p)
+		}
+	}
+	var out []int
+	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return out
 }
 
 // Group returns the pids of the live (not zombie) processes of process
