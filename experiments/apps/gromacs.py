@@ -21,9 +21,12 @@ energy-minimised, and a PME MD run input DIR/topol.tpr.
 mdrun: the suite program. One rank, one OpenMP thread, nonbondeds and PME
 on the GPU, update on the CPU or the GPU, no thread pinning (the suite pins
 the process). mdrun resets its counters half-way; the result line gives the
-second half: {"program","steps","wall_s","cpu_s","ns_per_day"}, with cpu_s
-the process's CPU seconds over the same window. "apps: ready" goes to
-stderr when mdrun starts its steps.
+second half: {"program","steps","wall_s","cpu_s","ns_per_day","host_s"}, with
+cpu_s the process's CPU seconds over the same window and host_s the wall
+seconds mdrun's own accounting gives its CPU-side update and constraints
+in it (0 with the update on the GPU): a measure of how fast this process's
+CPU ran, which the arms do not change (docs/gromacs.md, "Comparing arms
+alone"). "apps: ready" goes to stderr when mdrun starts its steps.
 
 Every command takes --dry-run: it prints the commands it would run (one per
 line, shell-quoted) and runs none.
@@ -294,6 +297,10 @@ RESET_RE = re.compile(r"^\s*step (\d+): resetting all time and cycle counters", 
 TIME_RE = re.compile(r"^\s*Time:\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", re.M)
 PERF_RE = re.compile(r"^Performance:\s+([0-9.]+)\s+([0-9.]+)", re.M)
 DT_RE = re.compile(r"^\s*dt\s+=\s+([0-9.eE+-]+)", re.M)
+# A row of the accounting table: the activity, ranks, threads, calls, wall
+# seconds. Update and Constraints are the CPU-side integration when the
+# update runs on the CPU: work no wait precedes within its row.
+HOST_RE = re.compile(r"^ (Update|Constraints)\s+\d+\s+\d+\s+\d+\s+([0-9.]+)\s", re.M)
 
 
 def parse_log(text):
@@ -311,8 +318,9 @@ def parse_log(text):
     # ns/day is rounded to 3-4 digits, so the count is good to about 0.1%.
     steps = round(ns_day * wall / 86400 / (dt_ps * 1e-3))
     reset = RESET_RE.search(text)
+    host = sum(float(m.group(2)) for m in HOST_RE.finditer(text))
     return {"steps": steps, "wall_s": wall, "ns_per_day": ns_day,
-            "reset_step": int(reset.group(1)) if reset else 0}
+            "reset_step": int(reset.group(1)) if reset else 0, "host_s": round(host, 6)}
 
 
 def cmd_parse(a, run):

@@ -2,6 +2,9 @@ package suite
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,11 +16,18 @@ import (
 // PATH without gmx; it returns stdout, stderr and the exit code.
 func gromacsPy(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return appsPy(t, "gromacs.py", env, args...)
+}
+
+// appsPy runs the Python script of experiments/apps at path (relative to
+// it) in that folder.
+func appsPy(t *testing.T, script string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not found: experiments/apps/gromacs.py not run (CI installs python3)")
+		t.Skip("python3 not found: experiments/apps/" + script + " not run (CI installs python3)")
 	}
-	cmd := exec.Command(python, append([]string{"gromacs.py"}, args...)...)
+	cmd := exec.Command(python, append([]string{script}, args...)...)
 	cmd.Dir = filepath.Join("..", "apps")
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"}, env...)
 	var out, errb strings.Builder
@@ -45,9 +55,14 @@ func TestGromacsParseLog(t *testing.T) {
 		WallS     float64 `json:"wall_s"`
 		NsPerDay  float64 `json:"ns_per_day"`
 		ResetStep int     `json:"reset_step"`
+		HostS     float64 `json:"host_s"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("parse printed %q: %v", out, err)
+	}
+	// Update 0.033 s and Constraints 0.121 s in the accounting table.
+	if r.HostS != 0.154 {
+		t.Errorf("host_s %v, want 0.154 (update and constraints)", r.HostS)
 	}
 	// ns/day is printed to 3 decimals: the steps it gives are within
 	// 0.2% of the 2000 the counters covered.
@@ -176,6 +191,73 @@ func TestGromacsSuite(t *testing.T) {
 	for _, p := range c.Programs {
 		if !strings.Contains(p.Command, "gromacs.py mdrun") || !strings.Contains(p.Command, "--name "+p.Name) {
 			t.Errorf("program %s: %q, want gromacs.py mdrun naming it", p.Name, p.Command)
+		}
+	}
+}
+
+// TestAdjustedSeesThroughCPUSpeed: runs.jsonl of three arms whose
+// processes run at one of two CPU speeds, 1.6x apart, at random, as mdrun
+// does on the GPU machine; one arm is 4% slower at the same speed.
+// adjusted.py finds the 4% with an interval that excludes 0, and the A/A
+// arm at 0 with one that includes it. The raw medians cannot tell: the
+// speed's spread is ten times the effect.
+func TestAdjustedSeesThroughCPUSpeed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	effect := map[string]float64{"cuda-default": 0, "cuda-default-again": 0, "hybridsync": 0.04}
+	for rep := range 16 {
+		for _, arm := range []string{"cuda-default", "cuda-default-again", "hybridsync"} {
+			speed := 1.0
+			if rng.IntN(3) == 0 {
+				speed = 1.6
+			}
+			speed *= 0.97 + 0.06*rng.Float64()
+			steps := 6000.0
+			host := 90e-6 * speed * steps
+			wall := 270e-6 * math.Pow(speed, 0.7) * (1 + effect[arm]) * (0.99 + 0.02*rng.Float64()) * steps
+			fmt.Fprintf(&b, `{"program":"g","arm":%q,"contention":"none","rep":%d,"steps":%d,"wall_s":%g,"cpu_s":1,"host_s":%g,"exit_status":0}`+"\n",
+				arm, rep, int(steps), wall, host)
+		}
+	}
+	// A failed run and a run without host_s are left out.
+	b.WriteString(`{"program":"g","arm":"hybridsync","contention":"none","rep":99,"steps":1,"wall_s":9,"cpu_s":1,"host_s":1,"exit_status":1}` + "\n")
+	b.WriteString(`{"program":"g","arm":"hybridsync","contention":"none","rep":98,"steps":1,"wall_s":9,"cpu_s":1,"exit_status":0}` + "\n")
+	runs := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(runs, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := appsPy(t, "diag/adjusted.py", nil, runs, "--boot", "500")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	got := map[string][3]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var prog, cont, arm string
+		var n int
+		var step, host, slope, eff, lo, hi float64
+		_, err := fmt.Sscanf(l, "%s %s %s n=%d step_us=%g host_us=%g slope=%g adjusted_vs_cuda-default=%g%% [%g,%g]",
+			&prog, &cont, &arm, &n, &step, &host, &slope, &eff, &lo, &hi)
+		if err != nil || n != 16 {
+			t.Fatalf("line %q: %v (n %d, want 16)", l, err, n)
+		}
+		got[arm] = [3]float64{eff, lo, hi}
+	}
+	if h := got["hybridsync"]; h[0] < 2.5 || h[0] > 5.5 || h[1] <= 0 {
+		t.Errorf("hybridsync %+v%%, want about +4%% with an interval above 0", h)
+	}
+	if a := got["cuda-default-again"]; a[0] < -1.5 || a[0] > 1.5 || a[1] > 0 || a[2] < 0 {
+		t.Errorf("A/A %+v%%, want about 0 with an interval around it", a)
+	}
+
+	// Bad input: one line, exit 2.
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"program\": 3}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{bad}, {"/nonexistent.jsonl"}, {runs, "--base", "nosuch"}, {runs, "--boot", "5"}} {
+		_, errs, code := appsPy(t, "diag/adjusted.py", nil, args...)
+		if code != 2 || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "adjusted.py: ") {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and one line", args, code, errs)
 		}
 	}
 }

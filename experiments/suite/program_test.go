@@ -91,3 +91,21 @@ func TestCommittedSuite(t *testing.T) {
 		}
 	}
 }
+
+// TestParseResultHostS: a program's host_s (gromacs.py's CPU-side work)
+// is kept in its run; one outside 0..wall_s is a bad result line.
+func TestParseResultHostS(t *testing.T) {
+	var r Run
+	if _, err := parseResult([]byte("warming up\n{\"steps\":10,\"wall_s\":2,\"cpu_s\":2,\"host_s\":0.5}\n"), &r); err != nil || r.HostS == nil || *r.HostS != 0.5 {
+		t.Errorf("host_s %v, %v; want 0.5", r.HostS, err)
+	}
+	r = Run{}
+	if _, err := parseResult([]byte(`{"steps":10,"wall_s":2,"cpu_s":2}`), &r); err != nil || r.HostS != nil {
+		t.Errorf("no host_s: %v, %v; want none", r.HostS, err)
+	}
+	for _, bad := range []string{`{"wall_s":2,"cpu_s":2,"host_s":3}`, `{"wall_s":2,"cpu_s":2,"host_s":-1}`} {
+		if _, err := parseResult([]byte(bad), &Run{}); err == nil || !strings.Contains(err.Error(), "host_s") {
+			t.Errorf("%s: %v, want an error naming host_s", bad, err)
+		}
+	}
+}

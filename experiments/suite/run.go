@@ -510,6 +510,7 @@ func parseResult(out []byte, r *Run) ([]Round, error) {
 		Steps  *int     `json:"steps"`
 		WallS  *float64 `json:"wall_s"`
 		CPUS   *float64 `json:"cpu_s"`
+		HostS  *float64 `json:"host_s"`
 		Rounds []Round  `json:"rounds"`
 	}
 	if err := json.Unmarshal([]byte(last), &res); err != nil {
@@ -524,7 +525,10 @@ func parseResult(out []byte, r *Run) ([]Round, error) {
 				rd, strings.Join(AllArms, ", "))
 		}
 	}
-	r.WallS, r.CPUS = *res.WallS, *res.CPUS
+	if res.HostS != nil && (*res.HostS < 0 || *res.HostS > *res.WallS) {
+		return nil, fmt.Errorf("result line %q: want 0 <= host_s <= wall_s", truncate(last, 80))
+	}
+	r.WallS, r.CPUS, r.HostS = *res.WallS, *res.CPUS, res.HostS
 	if res.Steps != nil {
 		r.Steps = *res.Steps
 	}

@@ -44,6 +44,11 @@ type Run struct {
 	// CPUBusyS is how long the program's CPU was busy in an in-process
 	// round, its own CPU time included (Round.CPUBusyS).
 	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
+	// HostS is the program's own measure of CPU-side work in its window
+	// (gromacs.py: mdrun's update and constraints), when it gives one: a
+	// gauge of how fast its CPU ran, for comparisons adjusted for it
+	// (experiments/apps/diag/adjusted.py).
+	HostS *float64 `json:"host_s,omitempty"`
 }
 
 // othersShare is the share of the run's wall time that its CPU spent on

@@ -5,6 +5,9 @@
 # what it measures). Root, Linux 6.12+ for the slice.
 #
 #   experiments/apps/diag/timerlag.sh [SECONDS] [REPS]   # one line per run on stdout
+#
+# SLICES (default "0 100": the default slice, 100 µs) and WAKES (default
+# "timer remote") pick the cells beside while1.
 set -euo pipefail
 cd "$(dirname "$0")"
 S=${1:-4}
@@ -14,18 +17,21 @@ BIN=$(mktemp -d)/timerlag
 gcc -O2 -o "$BIN" timerlag.c -lpthread
 COR=""
 trap '[ -n "$COR" ] && kill "$COR" 2>/dev/null; rm -rf "$(dirname "$BIN")"' EXIT
-for wake in "" remote; do
+SLICES=${SLICES:-0 100}
+WAKES=${WAKES:-timer remote}
+wakearg() { [ "$1" = remote ] && echo remote || true; }
+for wake in $WAKES; do
 	for work in 100 300 500 700 900; do
-		echo "alone $("$BIN" "$CPU" "$work" 500 1 0 $wake)"
+		echo "alone $("$BIN" "$CPU" "$work" 500 1 0 $(wakearg "$wake"))"
 	done
 done
 taskset -c "$CPU" sh -c 'while :; do :; done' &
 COR=$!
 for rep in $(seq "$REPS"); do
 	for work in 100 300 500 700 900; do
-		for slice in 0 100; do
-			for wake in "" remote; do
-				echo "while1 rep=$rep $("$BIN" "$CPU" "$work" 500 "$S" "$slice" $wake)"
+		for slice in $SLICES; do
+			for wake in $WAKES; do
+				echo "while1 rep=$rep $("$BIN" "$CPU" "$work" 500 "$S" "$slice" $(wakearg "$wake"))"
 			done
 		done
 	done
