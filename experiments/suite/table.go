@@ -183,13 +183,17 @@ type Row struct {
 }
 
 // Summarize computes the table from runs, rows in the order of programs
-// and contentions, arms in the order of arms.
+// and contentions, arms in the order of arms. A program and setting that
+// no run has (files of different cells taken together by --from) has no
+// row.
 func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	type key struct{ p, c, a string }
 	by := map[key][]Run{}
+	cells := map[key]bool{}
 	for _, r := range runs {
 		k := key{r.Program, r.Contention, r.Arm}
 		by[k] = append(by[k], r)
+		cells[key{r.Program, r.Contention, ""}] = true
 	}
 	base := map[string]float64{}
 	limits := map[string]*Limit{}
@@ -210,6 +214,9 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	var rows []Row
 	for _, p := range programs {
 		for _, c := range contentions {
+			if !cells[key{p, c, ""}] {
+				continue
+			}
 			row := Row{Program: p, Contention: c, Limit: limits[p]}
 			wall := map[string]float64{}
 			for _, a := range arms {

@@ -3,6 +3,7 @@ package suite
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,8 +35,8 @@ func TestSummarize(t *testing.T) {
 	add("q", "none", "hybridsync", []float64{3, 1}, []float64{1, 1})
 
 	rows := Summarize(runs, []string{"p", "q"}, []string{"none", "while1"}, Arms)
-	if len(rows) != 4 {
-		t.Fatalf("%d rows", len(rows))
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3 (q was not run beside while1)", len(rows))
 	}
 	none, w1 := rows[0], rows[1]
 	d, b, h := none.Arms[0], none.Arms[1], none.Arms[2]
@@ -87,9 +88,6 @@ func TestSummarize(t *testing.T) {
 	if q.Arms[2].WallS != 2 || !near(q.Arms[2].Ratio, 1) || !near(q.Arms[2].RatioMin, 0.5) || q.Arms[0].Runs != 0 || q.Best != "hybridsync" || q.HSVsBestCUDA != nil || q.HSWithin3Pct != nil || q.HSVsBestCUDAPaired != nil {
 		t.Errorf("q: %+v", q)
 	}
-	if r := rows[3]; r.Best != "" || r.Arms[0].Runs != 0 {
-		t.Errorf("nothing measured: %+v", r)
-	}
 
 	out, lines := printed(t, rows)
 	for i, want := range []string{
@@ -97,7 +95,6 @@ func TestSummarize(t *testing.T) {
 		"p none 1.00 [0.95-1.10] 2.000 1.05 [0.97-1.15] 1.000 1.01 [0.95-1.25] 2.500 cuda-default +1.0% +1.0% +5.3% [+2.0,+28.2] / +5.3% [+2.0,+13.6] 3 (50%) open: >2% behind default T: T 2000.0 / 2C 2000.0 µs - - 1",
 		"p while1 1.90 [1.80-2.00] 1.000 1.25 [1.20-1.30] 1.000 1.30 [1.27-1.35] 1.000 cuda-blocking +4.0% -31.6% +3.8% [+2.0,+8.3] / -32.9% [-35.0,-25.0] 3 (50%) open: >3% behind the better CUDA mode, slower than default T: T 2000.0 / 2C 2000.0 µs 1.90 / 1.25 / 1.30 - 0",
 		"q none - - - - 1.00 [0.50-1.50] 1.000 hybridsync - - - / - - - - - - 0",
-		"q while1 - - - - - - - - - - / - - - - - - 0",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("table line %d lacks %q:\n%s", i, want, out)
@@ -334,5 +331,24 @@ func TestSummarizeAA(t *testing.T) {
 	PrintTable(&without, Summarize(runs, []string{"p"}, []string{"none"}, arms[:2]))
 	if !strings.Contains(with.String(), "A/A paired [CI]") || !strings.Contains(with.String(), "+1.0% [") || strings.Contains(without.String(), "A/A") {
 		t.Errorf("with the A/A arm:\n%s\nwithout:\n%s", with.String(), without.String())
+	}
+}
+
+// TestSummarizeOnlyCellsRun: files of different cells taken together
+// (`apps --from a,b`) give a row for each program and setting some run
+// has, none for the pairs no file ran.
+func TestSummarizeOnlyCellsRun(t *testing.T) {
+	runs := []Run{
+		{Program: "p", Contention: "none", Arm: "cuda-default", WallS: 1, CPUS: 1, Steps: 10},
+		{Program: "q", Contention: "while1", Arm: "hybridsync", WallS: 1, CPUS: 1, Steps: 10},
+		{Program: "q", Contention: "while1", Arm: "cuda-default", ExitStatus: 1, Error: "exit status 1"},
+	}
+	programs, contentions, arms := Present(runs)
+	var got []string
+	for _, r := range Summarize(runs, programs, contentions, arms) {
+		got = append(got, r.Program+"/"+r.Contention)
+	}
+	if !slices.Equal(got, []string{"p/none", "q/while1"}) {
+		t.Errorf("rows %q, want p/none and q/while1 (a failed run's cell included)", got)
 	}
 }
