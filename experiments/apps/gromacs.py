@@ -23,10 +23,10 @@ on the GPU, update on the CPU or the GPU, no thread pinning (the suite pins
 the process). mdrun resets its counters half-way; the result line gives the
 second half: {"program","steps","wall_s","cpu_s","ns_per_day","host_s"}, with
 cpu_s the process's CPU seconds over the same window and host_s the wall
-seconds mdrun's own accounting gives its CPU-side update and constraints
-in it (0 with the update on the GPU): a measure of how fast this process's
-CPU ran, which the arms do not change (docs/gromacs.md, "Comparing arms
-alone"). "apps: ready" goes to stderr when mdrun starts its steps.
+seconds mdrun's own accounting gives CPU-side work that no wait is part
+of: the update and constraints, or with the update on the GPU the pair
+search. It gauges how fast this process's CPU ran (docs/gromacs.md,
+"Comparing arms alone"). "apps: ready" goes to stderr when mdrun starts its steps.
 
 Every command takes --dry-run: it prints the commands it would run (one per
 line, shell-quoted) and runs none.
@@ -259,7 +259,7 @@ def cmd_mdrun(a, run):
         if a.log:
             with open(a.log, "w") as f:
                 f.write(text)
-        res = parse_log(text)
+        res = parse_log(text, a.update)
         res["cpu_s"] = round(cpu["end"] - cpu["reset"], 6)
         res["program"] = a.name
         print(json.dumps(res, sort_keys=True), flush=True)
@@ -298,12 +298,14 @@ TIME_RE = re.compile(r"^\s*Time:\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", re.M)
 PERF_RE = re.compile(r"^Performance:\s+([0-9.]+)\s+([0-9.]+)", re.M)
 DT_RE = re.compile(r"^\s*dt\s+=\s+([0-9.eE+-]+)", re.M)
 # A row of the accounting table: the activity, ranks, threads, calls, wall
-# seconds. Update and Constraints are the CPU-side integration when the
-# update runs on the CPU: work no wait precedes within its row.
-HOST_RE = re.compile(r"^ (Update|Constraints)\s+\d+\s+\d+\s+\d+\s+([0-9.]+)\s", re.M)
+# seconds.
+ROW_RE = re.compile(r"^ ([A-Z][A-Za-z/. ]*?)\s+\d+\s+\d+\s+\d+\s+([0-9.]+)\s", re.M)
+# The rows that gauge the CPU's speed (host_s), by where the update runs:
+# CPU-side work with no wait inside its timer.
+HOST_ROWS = {"cpu": ("Update", "Constraints"), "gpu": ("Neighbor search",)}
 
 
-def parse_log(text):
+def parse_log(text, update="cpu"):
     """The performance of an mdrun log: ns/day, the wall seconds and steps
     its counters cover (after a reset, the steps since it). Raises Failure
     naming what is missing."""
@@ -318,7 +320,7 @@ def parse_log(text):
     # ns/day is rounded to 3-4 digits, so the count is good to about 0.1%.
     steps = round(ns_day * wall / 86400 / (dt_ps * 1e-3))
     reset = RESET_RE.search(text)
-    host = sum(float(m.group(2)) for m in HOST_RE.finditer(text))
+    host = sum(float(m.group(2)) for m in ROW_RE.finditer(text) if m.group(1) in HOST_ROWS[update])
     return {"steps": steps, "wall_s": wall, "ns_per_day": ns_day,
             "reset_step": int(reset.group(1)) if reset else 0, "host_s": round(host, 6)}
 
@@ -329,7 +331,7 @@ def cmd_parse(a, run):
             text = f.read()
     except OSError as e:
         raise Failure("%s: %s" % (a.log, e.strerror))
-    print(json.dumps(parse_log(text), sort_keys=True))
+    print(json.dumps(parse_log(text, a.update), sort_keys=True))
 
 
 def main(argv=None):
@@ -362,6 +364,7 @@ def main(argv=None):
     m.add_argument("--steps", type=int, default=0)
     r = sub.add_parser("parse", help="print the performance of an mdrun log")
     r.add_argument("log")
+    r.add_argument("--update", choices=["cpu", "gpu"], default="cpu", help="where the run's update ran (for host_s)")
     for s in (b, i, m):
         s.add_argument("--dry-run", action="store_true", help="print the commands, run none")
     a = p.parse_args(argv)

@@ -60,9 +60,14 @@ func TestGromacsParseLog(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("parse printed %q: %v", out, err)
 	}
-	// Update 0.033 s and Constraints 0.121 s in the accounting table.
+	// Update 0.033 s and Constraints 0.121 s in the accounting table;
+	// with the update on the GPU, Neighbor search 0.094 s.
 	if r.HostS != 0.154 {
 		t.Errorf("host_s %v, want 0.154 (update and constraints)", r.HostS)
+	}
+	out, errs, code = gromacsPy(t, nil, "parse", "--update", "gpu", "testdata/mdrun-water5.log")
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.HostS != 0.094 {
+		t.Errorf("parse --update gpu: exit %d, %q (%v): host_s %v, want 0.094 (pair search)", code, errs, err, r.HostS)
 	}
 	// ns/day is printed to 3 decimals: the steps it gives are within
 	// 0.2% of the 2000 the counters covered.
