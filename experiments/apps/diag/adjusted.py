@@ -4,14 +4,15 @@ On the GPU machine (itself a VM) one mdrun runs up to 1.5x slower than the
 next with the same input and no library: every CPU-side activity of its
 log (update, constraints, pair search) takes longer by one factor, which
 holds for the process's life. Step times of separate processes then differ
-by far more than any wait policy changes them. gromacs.py reports that
-CPU-side work as host_s (mdrun's update and constraints); this script
-fits, over every run of a program and setting,
+by far more than any wait policy changes them. gromacs.py reports CPU-side
+work with no wait inside it as host_s (mdrun's update and constraints, or
+its pair search with the update on the GPU); this script fits, over every
+run of a program and setting,
 
     log(wall per step) = arm's level + slope * log(host_s per step)
 
 (one slope shared by the arms) and gives each arm's level against the
-first arm's, with a 95% interval from resampling the suite's reps (a rep
+base arm's (--base), with a 95% interval from resampling the suite's reps (a rep
 keeps its arms together). A level is the step time at the same CPU speed.
 It also gives each arm's median host_s per step: an arm that slowed the
 CPU-side work itself (its cache, its threads) would show there, and the
