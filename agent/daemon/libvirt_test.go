@@ -43,10 +43,18 @@ func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
 		snap := m.Snapshot()
 		tg = domainIn(snap, d.Name)
 	}
-	time.Sleep(time.Second) // the guest boots: its vCPUs run
-	tg = domainIn(m.Snapshot(), d.Name)
-	if tg == nil {
-		t.Fatalf("domain %s gone while running", d.Name)
+	// The guest boots: each vCPU runs once the guest brings it up, which
+	// under TCG on a loaded 2-CPU machine can take seconds (the second one
+	// had not run 1 s in, once).
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		if tg = domainIn(m.Snapshot(), d.Name); tg == nil {
+			t.Fatalf("domain %s gone while running", d.Name)
+		}
+		if allRan(tg.Threads) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if tg.QuotaUS != 50000 || tg.PeriodUS != 100000 {
 		t.Errorf("cputune: quota %d period %d, want 50000/100000", tg.QuotaUS, tg.PeriodUS)
@@ -86,6 +94,16 @@ func TestLibvirtDomainIsWatchedAndDropped(t *testing.T) {
 			t.Errorf("tid %d of the destroyed domain: %v, want it unwatched", tid, err)
 		}
 	}
+}
+
+// allRan reports whether every thread has been seen running.
+func allRan(threads []model.Thread) bool {
+	for _, th := range threads {
+		if th.Switches == 0 || th.RunSeconds == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func waitDomain(t *testing.T, m *monitor.Monitor, name string, present bool) {
