@@ -18,13 +18,7 @@ import (
 
 // Children returns the pids of pid's live (not zombie) child processes.
 func Children(pid int) []int {
-	var kids []int
-	for _, p := range pids() {
-		if st, ok := stat(p); ok && st.ppid == pid && st.state != "Z" {
-			kids = append(kids, p)
-		}
-	}
-	return kids
+	return live(func(st procStat) bool { return st.ppid == pid })
 }
 
 // Descendants returns the pids of pid's live (not zombie) descendants,
@@ -47,13 +41,19 @@ func Descendants(pid int) []int {
 // Group returns the pids of the live (not zombie) processes of process
 // group pgid.
 func Group(pgid int) []int {
-	var members []int
+	return live(func(st procStat) bool { return st.pgrp == pgid })
+}
+
+// live returns the pids of the live (not zombie) processes that keep
+// accepts.
+func live(keep func(procStat) bool) []int {
+	var found []int
 	for _, p := range pids() {
-		if st, ok := stat(p); ok && st.pgrp == pgid && st.state != "Z" {
-			members = append(members, p)
+		if st, ok := stat(p); ok && st.state != "Z" && keep(st) {
+			found = append(found, p)
 		}
 	}
-	return members
+	return found
 }
 
 // clockTick is the unit of /proc/PID/stat's times (USER_HZ), 1/100 s on

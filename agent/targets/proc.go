@@ -46,10 +46,9 @@ func NewPID(pid int, every time.Duration) (*PID, error) {
 }
 
 // NewProcessTree is NewPID for pid and every process descended from it
-// (from the real /proc),
-// those started later included (found at the next re-scan): a program
-// run through a wrapper (a script that starts the engine) is the whole
-// tree. The target ends when pid does.
+// (found in /proc by proctree), those started later included (found at
+// the next re-scan): a program run through a wrapper (a script that
+// starts the engine) is the whole tree. The target ends when pid does.
 func NewProcessTree(pid int, every time.Duration) (*PID, error) {
 	p, err := newPID("/proc", pid, every)
 	if err != nil {

@@ -45,7 +45,7 @@ type Run struct {
 	// round, its own CPU time included (Round.CPUBusyS).
 	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
 	// HostS is the program's own measure of CPU-side work in its window
-	// (gromacs.py: mdrun's update and constraints), when it gives one: a
+	// (gromacs.py: mdrun's work with no wait inside it), when it gives one: a
 	// gauge of how fast its CPU ran, for comparisons adjusted for it
 	// (experiments/apps/diag/adjusted.py).
 	HostS *float64 `json:"host_s,omitempty"`
