@@ -49,6 +49,7 @@ type Options struct {
 	LoadProbe func(bpfload.Options) (*bpfload.Probe, error)
 	// StateDir keeps the locks and the slice journal
 	// (agent/runstate): runstate.DefaultDir when "", none with NoState.
+	// Start puts back the slices of agents that died there.
 	StateDir string
 	NoState  bool
 	// ClaimProcesses are processes whose slices this agent must own
@@ -110,7 +111,12 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 		state = ""
 	}
 	if state != "" {
-		runstate.Sweep(state) // locks of agents that died
+		// What agents that died left: their locks, and the slices they
+		// set, put back by any start, whatever it is asked to do.
+		runstate.Sweep(state)
+		if n, err := mitigate.Recover(state, o.Sched, o.Log); n > 0 || err != nil {
+			o.Log.Info().Err(err).Int("threads", n).Msg("mitigation: slices left by an agent that died put back")
+		}
 	}
 	if o.Mitigation != nil {
 		a.mit, err = mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched,

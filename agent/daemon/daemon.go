@@ -36,10 +36,14 @@ type Config struct {
 	LibvirtURI string
 	// Discover is --discover: every VM process on the host (agent/discover).
 	Discover bool
-	Once     time.Duration
-	JSON     bool
-	Window   time.Duration
-	NVML     bool
+	// TrustUsers is --trust-users: the users (names or uids, comma
+	// separated) whose hypervisor processes --discover adopts; "" is
+	// discover.DefaultTrust.
+	TrustUsers string
+	Once       time.Duration
+	JSON       bool
+	Window     time.Duration
+	NVML       bool
 	// Mitigate is --mitigate (mitigate.Parse's syntax): "" is off.
 	Mitigate string
 	// Hints is --hints: the page directory, "" is off.
@@ -48,14 +52,15 @@ type Config struct {
 	TraceEvery, TraceWindow time.Duration
 	// WebConfigFile is --web.config.file: "" is plain HTTP.
 	WebConfigFile string
-	// StateDir is --state-dir (agent/runstate): "" is
-	// runstate.DefaultDir.
-	StateDir string
-
-	Out io.Writer
-	Log zerolog.Logger
+	Out           io.Writer
+	Log           zerolog.Logger
 
 	// Dependencies, replaced in tests; nil: the real ones.
+	// StateDir is where the locks and the slice journal are kept
+	// (agent/runstate); "" is runstate.DefaultDir, host-wide, as every
+	// agent must share it: a test keeps its agents to themselves with
+	// its own.
+	StateDir   string
 	Geteuid    func() int
 	LoadProbe  func(bpfload.Options) (*bpfload.Probe, error)
 	NewLibvirt func(uri string, log zerolog.Logger) (targets.Source, error)
@@ -183,6 +188,10 @@ func (c *Config) sources() ([]targets.Source, func(), error) {
 			c()
 		}
 	}
+	disc, err := c.discoverOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, pid := range c.PIDs {
 		s, err := targets.NewPID(pid, rescan)
 		if errors.Is(err, targets.ErrNoProcess) {
@@ -210,13 +219,27 @@ func (c *Config) sources() ([]targets.Source, func(), error) {
 			closers = append(closers, cl.Close)
 		}
 		if owner, ok := s.(discover.Owner); ok && c.Discover {
-			s = discover.Merge(owner, discover.NewSource(discover.Options{Log: c.Log}))
+			s = discover.Merge(owner, discover.NewSource(disc))
 		} else if c.Discover {
-			out = append(out, discover.NewSource(discover.Options{Log: c.Log}))
+			out = append(out, discover.NewSource(disc))
 		}
 		out = append(out, s)
 	} else if c.Discover {
-		out = append(out, discover.NewSource(discover.Options{Log: c.Log}))
+		out = append(out, discover.NewSource(disc))
 	}
 	return out, closeAll, nil
+}
+
+// discoverOptions are --discover's: whom it trusts, and the metrics of
+// what it leaves out.
+func (c *Config) discoverOptions() (discover.Options, error) {
+	o := discover.Options{Log: c.Log, Untrusted: exporter.Discovery.Untrusted, Limited: exporter.Discovery.Limited}
+	if c.TrustUsers != "" {
+		t, err := discover.ParseTrust(c.TrustUsers, false)
+		if err != nil {
+			return o, requestErrorf("%v", err)
+		}
+		o.Trust = &t
+	}
+	return o, nil
 }

@@ -58,3 +58,19 @@ func kubevirtName(qemuName string) (namespace, vmi string, ok bool) {
 	}
 	return ns, name, true
 }
+
+// inPodCgroup reports whether a process is in a Kubernetes pod's cgroup
+// under the hierarchy's top-level kubepods: only the kubelet (root) puts
+// processes there, whereas a user may name a cgroup of a delegated
+// subtree (systemd's user@.service) anything, "kubepods" included.
+func inPodCgroup(ms []cgroups.Membership) bool {
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Path, "/kubepods/") && !strings.HasPrefix(m.Path, "/kubepods.slice/") {
+			continue
+		}
+		if _, ok := podUID([]cgroups.Membership{m}); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -8,22 +8,35 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt"
 )
 
 // maxQMPReply bounds what is read from a QMP socket in one session.
 const maxQMPReply = 1 << 20
 
-// queryVCPUs asks QEMU's QMP socket at path for its vCPU threads
-// (query-cpus-fast): the host thread id of each cpu-index. QEMU serves one
-// QMP client at a time on a socket; while another is connected the
-// greeting does not come and this gives up at the deadline.
-func queryVCPUs(path string, timeout time.Duration) ([]libvirt.VCPU, error) {
+// maxSunPath is the longest path a unix socket address holds.
+const maxSunPath = 107
+
+// queryVCPUs asks QEMU's QMP socket at path (as socketFor resolved it)
+// for its vCPU threads (query-cpus-fast): the host thread id of each
+// cpu-index. Nothing is sent unless the socket's server is process pid
+// itself. QEMU serves one QMP client at a time on a socket; while another
+// is connected the greeting does not come and this gives up at the
+// deadline.
+func queryVCPUs(path string, pid int, timeout time.Duration) ([]libvirt.VCPU, error) {
+	if len(path) > maxSunPath {
+		return nil, fmt.Errorf("QMP %s: path longer than a socket address holds", path)
+	}
 	c, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
 	defer c.Close()
+	if err := peerIs(c.(*net.UnixConn), pid); err != nil {
+		return nil, fmt.Errorf("QMP %s: %w", path, err)
+	}
 	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
@@ -46,6 +59,28 @@ func queryVCPUs(path string, timeout time.Duration) ([]libvirt.VCPU, error) {
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
 	return v, nil
+}
+
+// peerIs checks that the server end of c is process pid.
+func peerIs(c *net.UnixConn, pid int) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	if int(cred.Pid) != pid {
+		return fmt.Errorf("served by process %d, not by the VM's process %d: not used", cred.Pid, pid)
+	}
+	return nil
 }
 
 // qmpCommand sends one command and returns its reply, skipping the

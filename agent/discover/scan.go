@@ -59,8 +59,30 @@ type Options struct {
 	QMPTimeout time.Duration
 	// Every is a Source's scan period; at least MinEvery.
 	Every time.Duration
-	Log   zerolog.Logger
+	// Trust says whose processes are VMs; nil is DefaultTrust.
+	Trust *Trust
+	// Untrusted, when set, is told after each scan how many processes
+	// named like a hypervisor were not trusted (the agent's gauge).
+	Untrusted func(n int)
+	// Limited, when set, counts each time a bound cut what was
+	// discovered: LimitVMs, LimitVCPUs or LimitName.
+	Limited func(limit string)
+	Log     zerolog.Logger
 }
+
+// Bounds on what discovery adopts, so that no host, however many VMs or
+// vCPU threads it runs, grows the agent's memory, pages or series past
+// what docs/agent.md budgets. A trusted hypervisor seldom comes near
+// them; each cut is counted (Options.Limited) and logged once.
+const (
+	MaxVMs     = 512  // VMs adopted at once; later ones wait for a slot
+	MaxVCPUs   = 1024 // vCPUs watched per VM, the lowest indices
+	MaxNameLen = 128  // bytes of a VM name (the domain label and page file)
+
+	LimitVMs   = "vms"
+	LimitVCPUs = "vcpus"
+	LimitName  = "name"
+)
 
 // qmpRefresh: without vCPU thread names nothing tells that QEMU added a
 // vCPU (hotplug), so QMP is asked again this often; after failures (a
@@ -82,6 +104,9 @@ type Scanner struct {
 	real       bool
 	qmpTimeout time.Duration
 	log        zerolog.Logger
+	trust      Trust
+	untrusted  func(int)
+	limited    func(string)
 	online     []int
 	procs      map[int]*proc
 	now        func() time.Time
@@ -91,6 +116,10 @@ type Scanner struct {
 type proc struct {
 	start    string // starttime in /proc/PID/stat: tells a reused pid apart
 	hv       Hypervisor
+	inPod    bool            // in a Kubernetes pod's cgroup (Trust.PodUIDs)
+	exeErr   error           // why its executable is not trusted; nil: it is
+	trusted  bool            // as of the last scan (logged when it changes)
+	cut      map[string]bool // the bounds this process was cut by (counted once)
 	id       identity
 	ns, vmi  string
 	vcpuTIDs map[int]int // tid -> vCPU index, from thread names
@@ -104,7 +133,16 @@ type proc struct {
 
 // NewScanner returns a Scanner of o.ProcRoot.
 func NewScanner(o Options) *Scanner {
-	s := &Scanner{root: o.ProcRoot, qmpTimeout: o.QMPTimeout, log: o.Log, procs: map[int]*proc{}, now: time.Now}
+	s := &Scanner{root: o.ProcRoot, qmpTimeout: o.QMPTimeout, log: o.Log, procs: map[int]*proc{}, now: time.Now,
+		untrusted: o.Untrusted, limited: o.Limited}
+	if o.Trust != nil {
+		s.trust = *o.Trust
+	} else {
+		s.trust = DefaultTrust()
+	}
+	if s.limited == nil {
+		s.limited = func(string) {}
+	}
 	if s.root == "" {
 		s.root = "/proc"
 	}
@@ -127,6 +165,7 @@ func (s *Scanner) Scan() ([]VM, error) {
 		return nil, fmt.Errorf("listing processes in %s: %w", s.root, err)
 	}
 	var out []VM
+	untrusted := 0
 	seen := make(map[int]bool, len(s.procs))
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -150,6 +189,10 @@ func (s *Scanner) Scan() ([]VM, error) {
 			s.procs[pid] = p
 		}
 		seen[pid] = true
+		if !s.trusted(pid, dir, p) {
+			untrusted++
+			continue
+		}
 		if vm, ok := s.describe(pid, dir, p); ok {
 			out = append(out, vm)
 		}
@@ -159,7 +202,29 @@ func (s *Scanner) Scan() ([]VM, error) {
 			delete(s.procs, pid)
 		}
 	}
+	if s.untrusted != nil {
+		s.untrusted(untrusted)
+	}
 	return out, nil
+}
+
+// trusted applies s.trust to a hypervisor process; nothing more is read
+// from one it does not trust (no thread names, no QMP). A change is
+// logged at debug level only: a user can start and stop such processes
+// at will, and must not be able to fill the log.
+func (s *Scanner) trusted(pid int, dir string, p *proc) bool {
+	err := p.exeErr
+	if err == nil {
+		err = s.trust.checkOwner(dir, p.inPod)
+	}
+	if ok := err == nil; ok != p.trusted {
+		p.trusted = ok
+		if !ok {
+			s.log.Debug().Int("pid", pid).Str("hypervisor", string(p.hv)).Str("why", err.Error()).
+				Msg("process named like a hypervisor is not trusted: not watched")
+		}
+	}
+	return p.trusted
 }
 
 // classify tells whether a process runs a hypervisor, by its executable
@@ -205,13 +270,15 @@ func (s *Scanner) newProc(dir string, hv Hypervisor, start string) (*proc, error
 		return nil, err
 	}
 	p := &proc{start: start, hv: hv, id: parseIdentity(hv, splitCmdline(b)), vcpuTIDs: map[int]int{}}
-	if hv == QEMU {
-		if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
-			if _, inPod := podUID(cgroups.Parse(cg)); inPod {
-				p.ns, p.vmi, _ = kubevirtName(p.id.name)
-			}
+	if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+		ms := cgroups.Parse(cg)
+		p.inPod = inPodCgroup(ms)
+		if _, inPod := podUID(ms); inPod && hv == QEMU {
+			p.ns, p.vmi, _ = kubevirtName(p.id.name)
 		}
 	}
+	p.exeErr = checkExecutable(dir)
+	p.trusted = true // so that a first scan that does not trust it logs why
 	return p, nil
 }
 
@@ -278,16 +345,40 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 		return VM{}, false
 	}
 	p.noVCPUs = 0
+	if len(vm.VCPUs) > MaxVCPUs {
+		if !p.cut[LimitVCPUs] {
+			s.cutOnce(pid, p, LimitVCPUs, "VM has more vCPU threads than are watched per VM: the lowest indices are")
+		}
+		slices.SortFunc(vm.VCPUs, func(a, b targets.Thread) int { return a.VCPU - b.VCPU })
+		vm.VCPUs = vm.VCPUs[:MaxVCPUs]
+	}
 	switch {
 	case p.vmi != "":
 		vm.Name = p.ns + "/" + p.vmi
 	case vm.Name == "":
 		vm.Name = string(p.hv) + "-" + strconv.Itoa(pid)
 	}
+	if len(vm.Name) > MaxNameLen {
+		if !p.cut[LimitName] {
+			s.cutOnce(pid, p, LimitName, "VM name longer than the label bound: cut")
+		}
+		vm.Name = strings.ToValidUTF8(vm.Name[:MaxNameLen], "")
+	}
 	if s.real {
 		s.tuning(&vm)
 	}
 	return vm, true
+}
+
+// cutOnce counts and logs, once for the life of a process, that a bound
+// cut what it describes.
+func (s *Scanner) cutOnce(pid int, p *proc, limit, msg string) {
+	if p.cut == nil {
+		p.cut = map[string]bool{}
+	}
+	p.cut[limit] = true
+	s.limited(limit)
+	s.log.Warn().Int("pid", pid).Str("limit", limit).Int("vcpus", MaxVCPUs).Int("name_bytes", MaxNameLen).Msg(msg)
 }
 
 // refreshQMP asks QEMU's QMP socket for the vCPU threads when it has no
@@ -304,7 +395,11 @@ func (s *Scanner) refreshQMP(pid int, p *proc, alive map[int]bool) {
 		return
 	}
 	p.qmpAt = now
-	v, err := queryVCPUs(s.qmpPath(pid, p.id.qmp), s.qmpTimeout)
+	path, err := socketFor(filepath.Join(s.root, strconv.Itoa(pid)), p.id.qmp)
+	var v []libvirt.VCPU
+	if err == nil {
+		v, err = queryVCPUs(path, pid, s.qmpTimeout)
+	}
 	if err == nil {
 		for _, c := range v {
 			if !alive[c.TID] {
@@ -328,23 +423,6 @@ func (s *Scanner) refreshQMP(pid int, p *proc, alive map[int]bool) {
 	for k, x := range p.vcpuTIDs {
 		p.qmpNamed[k] = x
 	}
-}
-
-// qmpPath reaches a socket through the process's own root, so that a
-// QEMU in another mount namespace (a container) is reached at the path
-// its command line names; the plain path where that is not possible.
-func (s *Scanner) qmpPath(pid int, path string) string {
-	if !filepath.IsAbs(path) {
-		return path
-	}
-	via := filepath.Join(s.root, strconv.Itoa(pid), "root") + path
-	const maxSunPath = 107
-	if len(via) <= maxSunPath {
-		if _, err := os.Stat(via); err == nil {
-			return via
-		}
-	}
-	return path
 }
 
 // tuning reads the pinning (the threads' affinity) and the bandwidth

@@ -10,10 +10,20 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 )
 
-// fakeProc writes one process into a proc tree: its executable link,
-// command line, cgroup and threads (tid -> comm).
+// fakeProc writes one process of root into a proc tree: its executable
+// (a file of that name in a directory of root's, so that the trust checks
+// pass), its root, command line, cgroup and threads (tid -> comm).
 func fakeProc(t *testing.T, root string, pid int, exe string, args []string, cgroup string, threads map[int]string) {
 	t.Helper()
+	fakeProcAs(t, root, pid, 0, exe, args, cgroup, threads)
+}
+
+// fakeProcAs is fakeProc for a process of uid.
+func fakeProcAs(t *testing.T, root string, pid, uid int, exe string, args []string, cgroup string, threads map[int]string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the fixture's executables must be root's to be trusted: needs root")
+	}
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	write := func(name, content string) {
 		p := filepath.Join(dir, name)
@@ -28,7 +38,16 @@ func fakeProc(t *testing.T, root string, pid int, exe string, args []string, cgr
 	write("cgroup", cgroup)
 	write("stat", strconv.Itoa(pid)+" (x y) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n")
 	write("comm", filepath.Base(exe)+"\n")
-	if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
+	u := strconv.Itoa(uid)
+	write("status", "Name:\tx\nUid:\t"+u+"\t"+u+"\t"+u+"\t"+u+"\nGid:\t"+u+"\t"+u+"\t"+u+"\t"+u+"\nGroups:\t\n")
+	bin := filepath.Join(t.TempDir(), filepath.Base(exe))
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(dir, "exe")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(dir, "root")); err != nil {
 		t.Fatal(err)
 	}
 	for tid, comm := range threads {
@@ -41,7 +60,7 @@ func fakeProc(t *testing.T, root string, pid int, exe string, args []string, cgr
 // not a hypervisor but names its threads like QEMU's vCPUs, are not VMs.
 func TestScanFixture(t *testing.T) {
 	root := t.TempDir()
-	fakeProc(t, root, 100, "/usr/libexec/qemu-kvm",
+	fakeProcAs(t, root, 100, kubevirtQEMUUID, "/usr/libexec/qemu-kvm",
 		[]string{"/usr/libexec/qemu-kvm", "-name", "guest=gpu-team_trainer-0,debug-threads=on", "-smp", "2"},
 		"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_7980_a1b2_c3d4e5f60718.slice/cri-containerd-0123abcd.scope\n",
 		map[int]string{100: "qemu-kvm", 101: "CPU 0/KVM", 102: "CPU 1/KVM", 103: "IO mon_iothread"})
@@ -51,10 +70,24 @@ func TestScanFixture(t *testing.T) {
 		map[int]string{300: "python3", 301: "CPU 0/KVM"})
 	fakeProc(t, root, 400, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-smp", "1"}, "0::/user.slice\n",
 		map[int]string{400: "qemu-system-x86", 401: "CPU 0/TCG"})
+	// Not trusted: a user's QEMU; KubeVirt's qemu uid outside a pod, and
+	// in a cgroup a user named like a pod's under its own delegated
+	// subtree.
+	fakeProcAs(t, root, 500, 1000, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-name", "guest=gpu-team_trainer-0,debug-threads=on"}, "0::/user.slice\n",
+		map[int]string{500: "qemu-system-x86", 501: "CPU 0/KVM"})
+	fakeProcAs(t, root, 600, kubevirtQEMUUID, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-name", "x,debug-threads=on"}, "0::/system.slice\n",
+		map[int]string{600: "qemu-system-x86", 601: "CPU 0/KVM"})
+	fakeProcAs(t, root, 700, kubevirtQEMUUID, "/usr/libexec/qemu-kvm", []string{"qemu-kvm", "-name", "guest=ns_vmi,debug-threads=on"},
+		"0::/user.slice/user-1000.slice/user@1000.service/kubepods/pod1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718/x\n",
+		map[int]string{700: "qemu-kvm", 701: "CPU 0/KVM"})
 
-	vms, err := NewScanner(Options{ProcRoot: root}).Scan()
+	untrusted := -1
+	vms, err := NewScanner(Options{ProcRoot: root, Untrusted: func(n int) { untrusted = n }}).Scan()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if untrusted != 3 {
+		t.Errorf("%d untrusted processes counted, want 3", untrusted)
 	}
 	if len(vms) != 2 {
 		t.Fatalf("found %+v, want the KubeVirt VM and the nameless QEMU", vms)

@@ -52,6 +52,30 @@ func (s *Source) Run(ctx context.Context) <-chan targets.Event {
 	return out
 }
 
+// bounded keeps at most MaxVMs of vms: those already sent first, then
+// new ones by pid. A VM left out is counted at each scan it waits.
+func (s *Source) bounded(vms []VM, sent map[int]targets.Target) []VM {
+	if len(vms) <= MaxVMs {
+		return vms
+	}
+	out := make([]VM, 0, MaxVMs)
+	for _, vm := range vms {
+		if _, ok := sent[vm.PID]; ok {
+			out = append(out, vm)
+		}
+	}
+	for _, vm := range vms {
+		if _, ok := sent[vm.PID]; !ok {
+			if len(out) == MaxVMs {
+				s.scan.limited(LimitVMs)
+				continue
+			}
+			out = append(out, vm)
+		}
+	}
+	return out
+}
+
 func (s *Source) run(ctx context.Context) <-chan found {
 	out := make(chan found)
 	go func() {
@@ -86,7 +110,7 @@ func (s *Source) run(ctx context.Context) <-chan found {
 						}
 					}
 				}
-				for _, vm := range vms {
+				for _, vm := range s.bounded(vms, last) {
 					tg := vm.Target()
 					if old, ok := last[vm.PID]; ok {
 						tg.Name = old.Name // a VM keeps the name it was first sent with

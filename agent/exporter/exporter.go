@@ -122,6 +122,7 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Errors,
+		Discovery,
 		stats,
 	}, extra...) {
 		if err := reg.Register(c); err != nil {

@@ -25,9 +25,10 @@ type Options struct {
 	// thread that exited meanwhile is no failure.
 	Failed func()
 	// StateDir, when set, is where the mitigator keeps its journal and
-	// its process locks (agent/runstate): New first restores the slices
-	// of agents that died there, each slice is recorded before it is
-	// set, and a process another live agent mitigates is left to it.
+	// its process locks (agent/runstate): each slice is recorded before
+	// it is set, and a process another live agent mitigates is left to
+	// it. Restoring what agents that died left there is Recover's, which
+	// every agent's start runs, mitigating or not.
 	StateDir string
 }
 
@@ -88,9 +89,6 @@ func New(o Options) (*Mitigator, error) {
 		threads: map[int]*thread{}, targets: map[string][]int{},
 		stateDir: o.StateDir, procs: map[int]*procLock{}, refused: map[int]bool{}}
 	if o.StateDir != "" {
-		if n, err := Recover(o.StateDir, o.Sched, o.Log); n > 0 || err != nil {
-			o.Log.Info().Err(err).Int("threads", n).Msg("mitigation: slices left by an agent that died put back")
-		}
 		if m.journal, err = runstate.OpenJournal(o.StateDir, slice); err != nil {
 			return nil, fmt.Errorf("recording slices: %w", err)
 		}

@@ -116,6 +116,9 @@ func TestRecoverAfterKill(t *testing.T) {
 		t.Fatalf("new thread %d ns: the slice is not inherited here", got)
 	}
 
+	if n, err := Recover(state, nil, zerolog.Nop()); err != nil || n == 0 {
+		t.Fatalf("recovery: %d threads, %v", n, err)
+	}
 	m, err := New(Options{Slice: 2 * slice, Log: zerolog.Nop(), StateDir: state})
 	if err != nil {
 		t.Fatal(err)

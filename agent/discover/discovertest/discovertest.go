@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,8 +45,44 @@ func StandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.C
 	t.Helper()
 	path := filepath.Join(t.TempDir(), exe)
 	build(t, path)
+	return Start(t, path, -1, threadFmt, n, args...)
+}
+
+// Tenant is the user tests run hostile processes as: nobody, a user the
+// agent must not trust.
+const Tenant = 65534
+
+// TenantStandIn builds the stand-in as exe in a directory of uid's own,
+// as an unprivileged user would make a fake hypervisor, and returns its
+// path.
+func TenantStandIn(t testing.TB, uid int, exe string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tenant-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, exe)
+	build(t, path)
+	for _, p := range []string{dir, path} {
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Start runs the stand-in at path as uid (-1: as the test), with
+// threadFmt naming n threads and args after the program, and waits for
+// its threads.
+func Start(t testing.TB, path string, uid int, threadFmt string, n int, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), "STANDIN_THREAD="+threadFmt, "STANDIN_N="+strconv.Itoa(n))
+	runAs(cmd, uid)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +99,22 @@ func StandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.C
 	select {
 	case ok := <-ready:
 		if !ok {
-			t.Fatalf("stand-in %s did not start its threads", exe)
+			t.Fatalf("stand-in %s did not start its threads", path)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("stand-in %s: no ready line in 10s", exe)
+		t.Fatalf("stand-in %s: no ready line in 10s", path)
 	}
 	return cmd
+}
+
+// runAs makes cmd run as uid (and its gid) with no supplementary groups;
+// -1 leaves it the test's.
+func runAs(cmd *exec.Cmd, uid int) {
+	if uid < 0 {
+		return
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	cmd.Dir = "/"
 }
 
 // QEMU starts qemu-system-x86_64 under TCG, paused (-S: its vCPU threads
@@ -75,12 +122,19 @@ func StandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.C
 // skips the test when QEMU is not installed (fails it under VGPU_E2E=1).
 func QEMU(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
+	return QEMUAs(t, -1, args...)
+}
+
+// QEMUAs is QEMU run as uid (-1: as the test).
+func QEMUAs(t testing.TB, uid int, args ...string) *exec.Cmd {
+	t.Helper()
 	bin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		libvirttest.Unavailable(t, "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
 	}
 	base := []string{"-accel", "tcg", "-S", "-nodefaults", "-display", "none", "-m", "64", "-serial", "none", "-monitor", "none"}
 	cmd := exec.Command(bin, append(base, args...)...)
+	runAs(cmd, uid)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/daemon"
+	"github.com/vgpu-probe/vgpu-probe/agent/discover"
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
-	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
@@ -95,10 +95,9 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.StringVar(&o.Mitigate, "mitigate", "", "give the watched threads a short EEVDF slice while the agent runs, so they preempt co-runners as soon as they wake: "+mitigate.Usage+" (off by default; needs Linux 6.12+)")
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "exporter-toolkit web config: TLS and basic auth for --listen (see docs/agent.md)")
 	f.StringVar(&o.Hints, "hints", "", "publish a remaining-time-slice hint page per target in this directory (e.g. /dev/shm; keeps the eBPF programs attached)")
-	f.StringVar(&o.StateDir, "state-dir", runstate.DefaultDir, "where the agent keeps its locks (one agent per hints directory and per mitigated process) and the record of the slices it set, read by the next start after a crash")
+	f.StringVar(&o.TrustUsers, "trust-users", "", "with --discover: the users (names or uids, comma separated) whose hypervisor processes are VMs; default "+strings.Join(discover.HypervisorUsers, ",")+" (those this host has), and KubeVirt's qemu (uid 107) inside a Kubernetes pod")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"cgroup":          complete.Dirs,
-		"state-dir":       complete.Dirs,
 		"hints":           complete.Dirs,
 		"mitigate":        complete.Mitigate,
 		"web.config.file": complete.Files("yml", "yaml"),
