@@ -77,20 +77,27 @@ func Create(path string, n int, flags uint32, uid, gid int) (*Writer, error) {
 }
 
 // OpenShared opens (or creates) the page file QEMU maps for a VM's
-// ivshmem device. QEMU may have created it already, mapped and sized it
-// (to the <shmem> size), so it is opened in place, never replaced: a new
-// inode would not reach the guest. It must be a regular file owned by
-// root or by uid (a file planted by anyone else in /dev/shm is refused);
-// it is made mode 0600 and owned by uid:gid, QEMU's user.
+// ivshmem device. A file already there (QEMU's, created when the VM
+// started, or the page an earlier agent published, which a running QEMU
+// still maps) is opened in place, never replaced or shrunk: a new inode
+// would not reach the guest, and QEMU would fault on a shorter file. Its
+// header and first n slots are then written afresh in the same inode.
+//
+// The path is not trusted: it is opened without following a symlink and
+// without blocking, and what was opened must be a regular file with one
+// link (not a hard link to a file elsewhere), owned by root or by uid,
+// at most MaxSharedSize bytes; anything else (a file planted by another
+// user in /dev/shm) is refused. It is made mode 0600 and owned by
+// uid:gid, QEMU's user, through the descriptor, never by path.
 func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writer, error) {
-	if size < Size(n) {
-		return nil, fmt.Errorf("hint page %s: %d bytes cannot hold %d slots", path, size, n)
+	if size < Size(n) || size > MaxSharedSize {
+		return nil, fmt.Errorf("hint page %s: %d bytes cannot hold %d slots (or exceed %d)", path, size, n, MaxSharedSize)
 	}
 	f, err := openInPlace(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening hint page %s: %w", path, err)
 	}
-	if err := checkOwner(f, uid); err != nil {
+	if err := checkShared(f, uid); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("hint page %s: %w", path, err)
 	}
@@ -103,34 +110,49 @@ func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writ
 	return w, nil
 }
 
-// openInPlace opens path read-write, creating it only if it does not
-// exist: O_CREAT on QEMU's existing file in /dev/shm (sticky, writable by
-// all) is refused even to root where fs.protected_regular is on, as
-// systemd sets it.
+// MaxSharedSize bounds a page file OpenShared takes over: a VM's ivshmem
+// region is ShmemSizeMiB; a larger file is not one the agent or
+// hints-args sized.
+const MaxSharedSize = 64 << 20
+
+// openInPlace opens path read-write, creating it (mode 0600) only if it
+// does not exist: O_CREAT on QEMU's existing file in /dev/shm (sticky,
+// writable by all) is refused even to root where fs.protected_regular is
+// on, as systemd sets it. Never through a symlink (O_NOFOLLOW: ELOOP),
+// and without blocking on a FIFO someone put there.
 func openInPlace(path string) (*os.File, error) {
+	const flags = os.O_RDWR | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(path, flags, 0)
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
 		if !errors.Is(err, fs.ErrExist) {
 			return f, err
 		}
 	}
 }
 
-func checkOwner(f *os.File, uid int) error {
-	fi, err := f.Stat()
-	if err != nil {
+// ErrForeign: a file at a page's path that the agent must not publish
+// into (not a regular file, another user's, hard-linked, oversized).
+var ErrForeign = errors.New("not a page file the agent may publish into")
+
+// checkShared checks what openInPlace opened (by its descriptor).
+func checkShared(f *os.File, uid int) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() || !ok {
-		return errors.New("not a regular file")
-	}
-	if st.Uid != 0 && int(st.Uid) != uid {
-		return fmt.Errorf("owned by uid %d, not root or %d: refusing to publish into it", st.Uid, uid)
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		return fmt.Errorf("%w: not a regular file", ErrForeign)
+	case st.Uid != 0 && int(st.Uid) != uid:
+		return fmt.Errorf("%w: owned by uid %d, not root or %d", ErrForeign, st.Uid, uid)
+	case st.Nlink != 1:
+		return fmt.Errorf("%w: %d links (a hard link to a file elsewhere)", ErrForeign, st.Nlink)
+	case st.Size > MaxSharedSize:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrForeign, st.Size, MaxSharedSize)
 	}
 	return nil
 }

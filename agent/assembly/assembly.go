@@ -182,8 +182,9 @@ func claimError(flag string, err error) error {
 }
 
 // ownHints takes the hints directory's lock and removes what an earlier
-// owner that died left there. A directory that does not exist is left
-// to hints.New to refuse.
+// owner left there, but for the pages another process still uses (a
+// running QEMU maps its VM's page: the publisher writes into it again in
+// place). A directory that does not exist is left to hints.New to refuse.
 func (a *Agent) ownHints(state, dir string) error {
 	if state == "" {
 		return nil
@@ -197,9 +198,12 @@ func (a *Agent) ownHints(state, dir string) error {
 		return claimError("--hints", err)
 	}
 	a.locks = append(a.locks, l)
-	removed, err := hints.RemoveStale(dir)
-	if len(removed) > 0 || err != nil {
-		a.log.Info().Err(err).Strs("files", removed).Str("dir", dir).Msg("hint pages: removed what an agent that died left")
+	st, err := hints.RemoveStale(dir)
+	if len(st.Removed) > 0 || err != nil {
+		a.log.Info().Err(err).Strs("files", st.Removed).Str("dir", dir).Msg("hint pages: removed what an earlier agent left")
+	}
+	for name, why := range st.Kept {
+		a.log.Info().Str("file", name).Str("why", why).Str("dir", dir).Msg("hint pages: kept a page an earlier agent left, in use")
 	}
 	return nil
 }

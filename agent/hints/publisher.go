@@ -22,6 +22,24 @@ import (
 // DefaultDir is where pages go: libvirt's <shmem> maps /dev/shm/NAME.
 const DefaultDir = "/dev/shm"
 
+// WarnLibvirtDir warns, when dir is not /dev/shm, that libvirt's <shmem>
+// maps pages from /dev/shm only, so that the pages of libvirt's domains
+// will not reach their guests (a QEMU started with `agent hints-args
+// --dir DIR` maps any directory). For the agent's start, with the
+// libvirt source in use; it reports whether it warned.
+func WarnLibvirtDir(log zerolog.Logger, dir string) bool {
+	if filepath.Clean(dir) == DefaultDir {
+		return false
+	}
+	a, err1 := os.Stat(dir)
+	b, err2 := os.Stat(DefaultDir)
+	if err1 == nil && err2 == nil && os.SameFile(a, b) {
+		return false // /dev/shm by another name (/run/shm)
+	}
+	log.Warn().Str("dir", dir).Msg("libvirt maps <shmem> pages from /dev/shm only: the pages of libvirt's domains will not reach their guests")
+	return true
+}
+
 // RefreshEvery is how often every slot is re-published from the BPF
 // counters (switch-outs, threads that ran on without a switch) while the
 // agent writes the live block of some thread (a vCPU, a thread whose
@@ -119,6 +137,13 @@ type Publisher struct {
 
 	mappedNow, served, refused int // LiveStats
 	applied                    int // Applied
+
+	// orphans are the files of dropped pages, removed by reap (outside
+	// mu: it reads every process's maps) unless another process uses
+	// them; reapMu keeps one reap at a time.
+	orphans []pageFile
+	reapMu  sync.Mutex
+	proc    string // "/proc"
 }
 
 // failure is a target whose page could not be created.
@@ -140,6 +165,7 @@ type page struct {
 	free          []int // unused thread slots
 	threads       map[int]*thread
 	uid, gid      int
+	id            FileID    // the page file's identity
 	live          *liveSock // thread pages with live arrays (live.go)
 }
 
@@ -174,7 +200,7 @@ func New(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
-		failed: map[string]*failure{}, kick: make(chan struct{}, 1)}
+		failed: map[string]*failure{}, kick: make(chan struct{}, 1), proc: "/proc"}
 	p.SetCounters(opts.Counters)
 	return p, nil
 }
@@ -208,6 +234,11 @@ func (t tee) Run(ctx context.Context) <-chan targets.Event {
 
 // Apply creates, updates or removes the page of a target.
 func (p *Publisher) Apply(ev targets.Event) {
+	p.apply(ev)
+	p.reap()
+}
+
+func (p *Publisher) apply(ev targets.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := ev.Target.Key()
@@ -330,6 +361,8 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	if err != nil {
 		return nil, err
 	}
+	dev, ino := pg.w.DevIno()
+	pg.id = FileID{Dev: dev, Ino: ino}
 	if !pg.vcpu {
 		for i := pg.w.Slots() - 1; i >= 0; i-- {
 			pg.free = append(pg.free, i)
@@ -339,9 +372,6 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	l := p.opts.Log.Info().Str("target", pg.key).Str("page", path).Int("uid", uid).Int("slots", pg.w.Slots())
 	if pg.vcpu {
 		l = l.Str("shmem", hintpage.ShmemXML(t.Name))
-		if p.opts.Dir != DefaultDir {
-			p.opts.Log.Warn().Str("dir", p.opts.Dir).Msg("libvirt maps <shmem> pages from /dev/shm only: this page will not reach the guest")
-		}
 	}
 	l.Msg("publishing hint page")
 	p.startLive(pg)
@@ -394,17 +424,54 @@ func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 	}
 }
 
-// drop removes a page and its file. Must be called with mu held.
+// drop stops writing a page and leaves its file to reap, which removes
+// it unless another process still uses it. Must be called with mu held.
 func (p *Publisher) drop(pg *page) {
 	for tid, tt := range pg.threads {
 		p.forget(pg, tid, tt)
 	}
 	p.stopLive(pg)
-	if err := pg.w.Remove(); err != nil {
-		p.opts.Log.Warn().Err(err).Str("target", pg.key).Msg("removing hint page")
+	if err := pg.w.Close(); err != nil {
+		p.opts.Log.Warn().Err(err).Str("target", pg.key).Msg("closing hint page")
+	}
+	if pg.id != (FileID{}) {
+		p.orphans = append(p.orphans, pageFile{path: pg.w.Path(), id: pg.id})
 	}
 	delete(p.pages, pg.key)
 	delete(p.files, pg.file)
+}
+
+// reap removes the files of dropped pages that no other process uses.
+// One that a live process maps stays: a QEMU maps its VM's page as the
+// guest's ivshmem memory, and a removed file would leave the guest a
+// page nobody writes, which no later page could replace; the next agent
+// (or this one, when the VM is watched again) writes into it in place.
+// Must be called without mu.
+func (p *Publisher) reap() {
+	p.reapMu.Lock()
+	defer p.reapMu.Unlock()
+	p.mu.Lock()
+	files := p.orphans
+	p.orphans = nil
+	p.mu.Unlock()
+	if len(files) == 0 {
+		return
+	}
+	why := users(p.proc, files)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, f := range files {
+		if _, again := p.files[filepath.Base(f.path)]; again {
+			continue // a page of that name was made again, in place or anew
+		}
+		if why[i] != "" {
+			p.opts.Log.Info().Str("page", f.path).Str("why", why[i]).Msg("hint page kept: another process uses it")
+			continue
+		}
+		if err := removeSame(f.path, f.id); err != nil {
+			p.opts.Log.Warn().Err(err).Str("page", f.path).Msg("removing hint page")
+		}
+	}
 }
 
 // publish must be called with mu held. The live block only where the BPF
@@ -474,8 +541,8 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 }
 
 // Run refreshes every slot each RefreshEvery (RefreshMappedEvery while
-// every live block is in a live array) until ctx is done, then removes
-// the pages.
+// every live block is in a live array) until ctx is done, then closes
+// the pages (Close).
 func (p *Publisher) Run(ctx context.Context) {
 	period := p.refreshPeriod()
 	tm := time.NewTimer(period)
@@ -582,13 +649,15 @@ func (p *Publisher) refresh() {
 	}
 }
 
-// Close removes every page.
+// Close stops writing every page and removes the files no other process
+// uses (reap).
 func (p *Publisher) Close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, pg := range p.pages {
 		p.drop(pg)
 	}
+	p.mu.Unlock()
+	p.reap()
 }
 
 // Applied returns how many switch-in records of page threads the

@@ -7,35 +7,79 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
-// RemoveStale removes what an agent that died left in dir: page files,
-// their sockets, and half-made temporary pages. The caller must own the
-// directory (its lock): everything named as a page there is then an
-// earlier owner's. Directories are left alone (an experiment's own
-// page directory may sit in /dev/shm under the same prefix).
-func RemoveStale(dir string) ([]string, error) {
+// Stale is what RemoveStale did: the names it removed, and those it kept
+// with why.
+type Stale struct {
+	Removed []string
+	Kept    map[string]string
+}
+
+// RemoveStale removes what an agent that died (or stopped) left in dir:
+// page files, their sockets, and half-made temporary pages. The caller
+// must own the directory (its lock): everything named as a page there is
+// then an earlier owner's. A page file another live process still uses
+// stays (see users): a running QEMU maps the page the earlier agent
+// published, and the next page for that VM is written into it in place
+// (hintpage.OpenShared). Directories, symlinks and other non-regular
+// files are left alone (an experiment's own page directory may sit in
+// /dev/shm under the same prefix).
+func RemoveStale(dir string) (Stale, error) {
+	return removeStale("/proc", dir)
+}
+
+func removeStale(proc, dir string) (Stale, error) {
+	out := Stale{Kept: map[string]string{}}
 	es, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var removed []string
 	var errs []error
+	var files []pageFile
+	var names []string
 	for _, e := range es {
 		name := e.Name()
 		if !strings.HasPrefix(strings.TrimPrefix(name, "."), hintpage.FilePrefix) {
 			continue
 		}
-		if t := e.Type(); t != 0 && t != fs.ModeSocket {
-			continue // not a regular file or a socket
-		}
 		p := filepath.Join(dir, name)
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		switch e.Type() {
+		case fs.ModeSocket:
+			// A dead agent's: nobody listens on it any more.
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			out.Removed = append(out.Removed, name)
+		case 0: // a regular file
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				if !errors.Is(err, unix.ENOENT) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			files = append(files, pageFile{path: p, id: fileID(&st)})
+			names = append(names, name)
+		}
+	}
+	for i, why := range users(proc, files) {
+		if why != "" {
+			out.Kept[names[i]] = why
+			continue
+		}
+		if err := removeSame(files[i].path, files[i].id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, name)
+		out.Removed = append(out.Removed, names[i])
 	}
-	return removed, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
