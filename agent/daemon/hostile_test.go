@@ -65,8 +65,9 @@ func needAgent(t *testing.T) {
 }
 
 // runAgent starts the agent on pids with --mitigate slice=SLICE, --hints
-// hints ("" none) and --state-dir state.
-func runAgent(t *testing.T, pids []int, slice, hints, state string) *agentProc {
+// hints ("" none), the state directory state, and env (more of agentMain's
+// settings, NAME=VALUE).
+func runAgent(t *testing.T, pids []int, slice, hints, state string, env ...string) *agentProc {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -79,6 +80,7 @@ func runAgent(t *testing.T, pids []int, slice, hints, state string) *agentProc {
 	a := &agentProc{cmd: exec.Command(self), stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	a.cmd.Env = append(os.Environ(), envAgentPID+"="+strings.Join(ps, ","), envAgentSlice+"="+slice,
 		envAgentHints+"="+hints, envAgentState+"="+state)
+	a.cmd.Env = append(a.cmd.Env, env...)
 	a.cmd.Stderr = a.stderr
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)

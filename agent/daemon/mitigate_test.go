@@ -23,20 +23,23 @@ import (
 
 // envAgentPID makes the test binary run the agent on these pids (comma
 // separated) with --mitigate slice=100us, as main does, so that a test
-// can send it signals; envAgentSlice, envAgentHints and envAgentState
-// set --mitigate's slice, --hints and --state-dir, envAgentListen
-// --listen. It exits 2 for bad
-// input, as the command does.
+// can send it signals; envAgentDiscover=1 runs it with --discover (and
+// the pids, if any). envAgentSlice ("none": no --mitigate),
+// envAgentHints, envAgentState, envAgentListen and envAgentOnce set
+// --mitigate's slice, --hints, the state directory, --listen and --once.
+// It exits 2 for bad input, as the command does.
 const (
-	envAgentPID    = "VGPU_PROBE_TEST_AGENT_PID"
-	envAgentSlice  = "VGPU_PROBE_TEST_AGENT_SLICE"
-	envAgentHints  = "VGPU_PROBE_TEST_AGENT_HINTS"
-	envAgentState  = "VGPU_PROBE_TEST_AGENT_STATE"
-	envAgentListen = "VGPU_PROBE_TEST_AGENT_LISTEN"
+	envAgentPID      = "VGPU_PROBE_TEST_AGENT_PID"
+	envAgentDiscover = "VGPU_PROBE_TEST_AGENT_DISCOVER"
+	envAgentSlice    = "VGPU_PROBE_TEST_AGENT_SLICE"
+	envAgentHints    = "VGPU_PROBE_TEST_AGENT_HINTS"
+	envAgentState    = "VGPU_PROBE_TEST_AGENT_STATE"
+	envAgentListen   = "VGPU_PROBE_TEST_AGENT_LISTEN"
+	envAgentOnce     = "VGPU_PROBE_TEST_AGENT_ONCE"
 )
 
 func TestMain(m *testing.M) {
-	if pid := os.Getenv(envAgentPID); pid != "" {
+	if pid := os.Getenv(envAgentPID); pid != "" || os.Getenv(envAgentDiscover) == "1" {
 		os.Exit(agentMain(pid))
 	}
 	os.Exit(m.Run())
@@ -44,7 +47,7 @@ func TestMain(m *testing.M) {
 
 func agentMain(pidArg string) int {
 	var pids []int
-	for _, f := range strings.Split(pidArg, ",") {
+	for _, f := range strings.FieldsFunc(pidArg, func(r rune) bool { return r == ',' }) {
 		pid, err := strconv.Atoi(f)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -62,10 +65,20 @@ func agentMain(pidArg string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c := &Config{PIDs: pids, Mitigate: "slice=" + slice, Listen: listen, Window: time.Minute,
+	c := &Config{PIDs: pids, Discover: os.Getenv(envAgentDiscover) == "1", Mitigate: "slice=" + slice, Listen: listen, Window: time.Minute,
 		TraceEvery: 10 * time.Second, TraceWindow: time.Second, Out: os.Stdout,
 		Hints: os.Getenv(envAgentHints), StateDir: os.Getenv(envAgentState),
 		Log: zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).With().Timestamp().Logger()}
+	if slice == "none" {
+		c.Mitigate = ""
+	}
+	if d := os.Getenv(envAgentOnce); d != "" {
+		var err error
+		if c.Once, err = time.ParseDuration(d); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	if err := Run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		switch {
