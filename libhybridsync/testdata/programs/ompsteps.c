@@ -17,11 +17,15 @@
  *
  * Usage: ompsteps [--steps N | --seconds S] [--kernel-us K] [--host-us H]
  *        [--master-us M] [--regions R] [--search-every E] [--search-us S]
- *        [--wait event|stream] [--blocking-sync] [--no-pin]
- * The CPU work is an amount of computation (calibrated once against the
+ *        [--wait event|stream] [--blocking-sync] [--blocking-event] [--no-pin]
+ * --blocking-sync: CUDA's blocking-sync mode (stream waits sleep; a plain
+ * event's wait still spins, in CUDA as in the stand-in); --blocking-event:
+ * the event is made with cudaEventBlockingSync, so that every event wait
+ * sleeps. The CPU work is an amount of computation (calibrated once against the
  * thread's CPU time), not a time: a descheduled thread takes longer.
  * Prints one JSON line on stdout: {"program","threads","steps","wall_s",
- * "cpu_s","step_us"}; errors go to stderr, exit 1. */
+ * "cpu_s","step_us","p50_us","p90_us"} (the mean step, and the median and
+ * 90th percentile of the steps' lengths); errors go to stderr, exit 1. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <omp.h>
@@ -57,7 +61,8 @@ typedef struct CUevent_st *cudaEvent_t;
 typedef struct {
 	unsigned x, y, z;
 } dim3;
-cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+#define cudaEventBlockingSync 1
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
@@ -121,6 +126,12 @@ static double units_per_us(void)
 	return best;
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
 /* pin puts the calling OpenMP thread on the i-th CPU of set. */
 static void pin(const cpu_set_t *set, int i)
 {
@@ -141,11 +152,13 @@ int main(int argc, char **argv)
 {
 	long steps = 0;
 	double seconds = 0, kernel_us = 400, host_us = 100, master_us = 50, search_us = 4000;
-	int regions = 2, search_every = 100, stream_wait = 0, blocking = 0, pinned = 1;
+	int regions = 2, search_every = 100, stream_wait = 0, blocking = 0, event_flags = 0, pinned = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--blocking-sync"))
 			blocking = 1;
+		else if (!strcmp(a, "--blocking-event"))
+			event_flags = cudaEventBlockingSync;
 		else if (!strcmp(a, "--no-pin"))
 			pinned = 0;
 		else if (v && !strcmp(a, "--steps"))
@@ -168,7 +181,7 @@ int main(int argc, char **argv)
 			stream_wait = !strcmp(v, "stream"), i++;
 		else {
 			fprintf(stderr, "usage: ompsteps [--steps N | --seconds S] [--kernel-us K] [--host-us H] [--master-us M]\n"
-					"       [--regions R] [--search-every E] [--search-us S] [--wait event|stream] [--blocking-sync] [--no-pin]\n");
+					"       [--regions R] [--search-every E] [--search-us S] [--wait event|stream] [--blocking-sync] [--blocking-event] [--no-pin]\n");
 			return 2;
 		}
 	}
@@ -199,11 +212,16 @@ int main(int argc, char **argv)
 
 	cudaStream_t s;
 	cudaEvent_t ev;
-	if (cudaStreamCreate(&s) != cudaSuccess || cudaEventCreate(&ev) != cudaSuccess)
+	if (cudaStreamCreate(&s) != cudaSuccess || cudaEventCreateWithFlags(&ev, event_flags) != cudaSuccess)
 		FAIL("creating the stream and event");
+	/* The steps' lengths, for their percentiles (the first MAX_STEPS). */
+	enum { MAX_STEPS = 1 << 20 };
+	float *len = malloc(MAX_STEPS * sizeof *len);
+	if (len == NULL)
+		FAIL("out of memory");
 	struct rusage r0, r1;
 	getrusage(RUSAGE_SELF, &r0);
-	double t0 = clock_s(CLOCK_MONOTONIC), end = t0 + seconds;
+	double t0 = clock_s(CLOCK_MONOTONIC), end = t0 + seconds, prev = t0;
 	long n = 0;
 	for (; steps > 0 ? n < steps : clock_s(CLOCK_MONOTONIC) < end; n++) {
 		long each = search_every > 0 && n % search_every == 0 ? search : host;
@@ -216,12 +234,19 @@ int main(int argc, char **argv)
 		work(master);
 		if ((stream_wait ? cudaStreamSynchronize(s) : cudaEventSynchronize(ev)) != cudaSuccess)
 			FAIL("wait at step %ld", n);
+		double t = clock_s(CLOCK_MONOTONIC);
+		if (n < MAX_STEPS)
+			len[n] = (float)((t - prev) * 1e6);
+		prev = t;
 	}
 	double wall = clock_s(CLOCK_MONOTONIC) - t0;
 	getrusage(RUSAGE_SELF, &r1);
 	double cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
 		     (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
-	printf("{\"program\":\"ompsteps\",\"threads\":%d,\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"step_us\":%.2f}\n",
-	       threads, n, wall, cpu, wall / n * 1e6);
+	long m = n < MAX_STEPS ? n : MAX_STEPS;
+	qsort(len, m, sizeof *len, cmp_float);
+	printf("{\"program\":\"ompsteps\",\"threads\":%d,\"steps\":%ld,\"wall_s\":%.6f,\"cpu_s\":%.6f,\"step_us\":%.2f,"
+	       "\"p50_us\":%.1f,\"p90_us\":%.1f}\n",
+	       threads, n, wall, cpu, wall / n * 1e6, m ? len[m / 2] : 0.0, m ? len[m * 9 / 10] : 0.0);
 	return 0;
 }
