@@ -201,9 +201,9 @@ def count_waters(gro):
 
 # --- mdrun (the suite program) ----------------------------------------------
 
-def mdrun_argv(gmx, tpr, work, update, steps, seconds):
+def mdrun_argv(gmx, tpr, work, update, steps, seconds, ntomp=1):
     argv = [gmx, "mdrun", "-s", tpr, "-deffnm", os.path.join(work, "md"),
-            "-ntmpi", "1", "-ntomp", "1", "-nb", "gpu", "-pme", "gpu", "-update", update,
+            "-ntmpi", "1", "-ntomp", str(ntomp), "-nb", "gpu", "-pme", "gpu", "-update", update,
             "-pin", "off", "-notunepme", "-noconfout", "-resethway"]
     if steps > 0:
         argv += ["-nsteps", str(steps)]
@@ -231,11 +231,13 @@ def cmd_mdrun(a, run):
         raise Failure("--tpr %s: no such file (make it with `gromacs.py input`)" % a.tpr)
     if a.steps <= 0 and a.seconds <= 0:
         raise Failure("--seconds or --steps must be positive")
+    if not 1 <= a.ntomp <= 256:
+        raise Failure("--ntomp %d: want 1 to 256 OpenMP threads" % a.ntomp)
     if a.dry_run:
-        print(shlex.join(mdrun_argv(gmx, os.path.abspath(a.tpr), "WORK", a.update, a.steps, a.seconds)))
+        print(shlex.join(mdrun_argv(gmx, os.path.abspath(a.tpr), "WORK", a.update, a.steps, a.seconds, a.ntomp)))
         return
     work = tempfile.mkdtemp(prefix="gmx-md-")
-    argv = mdrun_argv(gmx, os.path.abspath(a.tpr), work, a.update, a.steps, a.seconds)
+    argv = mdrun_argv(gmx, os.path.abspath(a.tpr), work, a.update, a.steps, a.seconds, a.ntomp)
     env = dict(os.environ, GMX_MAXBACKUP="-1")
     if a.linked:
         # A program that links the library keeps its own CUDA calls
@@ -362,6 +364,7 @@ def main(argv=None):
     m.add_argument("--name", default="gromacs", help="program name in the result line")
     m.add_argument("--seconds", type=float, default=10)
     m.add_argument("--steps", type=int, default=0)
+    m.add_argument("--ntomp", type=int, default=1, help="OpenMP threads of mdrun (default 1); they share the CPUs the program may use")
     r = sub.add_parser("parse", help="print the performance of an mdrun log")
     r.add_argument("log")
     r.add_argument("--update", choices=["cpu", "gpu"], default="cpu", help="where the run's update ran (for host_s)")
