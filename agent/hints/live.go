@@ -2,8 +2,10 @@ package hints
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,10 +65,7 @@ func (p *Publisher) startLive(pg *page) {
 		ln.SetUnlinkOnClose(true)
 		// Owned by the target's user, 0600, like the page; peers are
 		// checked by their credentials all the same.
-		if err = os.Chmod(path, 0o600); err == nil {
-			err = os.Chown(path, pg.uid, pg.gid)
-		}
-		if err != nil {
+		if err = protectSocket(path, pg.uid, pg.gid); err != nil {
 			ln.Close()
 		}
 	}
@@ -250,4 +249,28 @@ func (p *Publisher) LiveStats() (mapped, served, refused int) {
 func tgidOf(tid int) (int, error) {
 	st, err := procstat.Status(tid)
 	return st.TGID, err
+}
+
+// protectSocket makes the socket just bound at path mode 0600 and owned
+// by uid:gid, acting on the inode opened without following a symlink
+// (O_PATH): a path in a directory writable by others is not followed
+// into a file somebody put there. A bound socket has no descriptor of
+// its inode to fchmod, so the mode goes through /proc/self/fd.
+func protectSocket(path string, uid, gid int) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s: not the socket just made", path)
+	}
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o600); err != nil {
+		return err
+	}
+	return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH)
 }
