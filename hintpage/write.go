@@ -287,7 +287,7 @@ func (w *Writer) LiveSeq(i int) uint32 {
 // SlotOffset is the byte offset of slot i in the page file.
 func SlotOffset(i int) int { return HeaderSize + i*SlotSize }
 
-// Dev and Ino identify the page file (to find its mappings in
+// DevIno identifies the page file (to find its mappings in
 // /proc/PID/maps); 0, 0 for an in-memory page.
 func (w *Writer) DevIno() (dev, ino uint64) {
 	if w.f == nil {
