@@ -10,8 +10,8 @@
 # ARMS (comma separated; default all): cuda-default, cuda-default-again,
 #   omp-passive (OMP_WAIT_POLICY=PASSIVE), omp-spin1k (GOMP_SPINCOUNT=1000),
 #   cuda-blocking (the blocking-sync shim), hybridsync (the library
-#   preloaded), hybridsync-run (the launcher: the library and a bounded
-#   OpenMP spin).
+#   preloaded), hybridsync-spin1k (the library and GOMP_SPINCOUNT=1000),
+#   hybridsync-run (the launcher: the library and a bounded OpenMP spin).
 # SETTINGS: alone,busy (default both). NTOMP=N (default 4). Needs
 # build/device/lib/libhybridsync.so and build/device/hs/bin/hybridsync-run
 # for the library's arms (experiments/apps/run.sh prepare; make install-lib
@@ -46,6 +46,7 @@ prefix() {
 	omp-spin1k) echo env GOMP_SPINCOUNT=1000 ;;
 	cuda-blocking) echo env LD_PRELOAD="$SHIM" ;;
 	hybridsync) echo env LD_PRELOAD="$LIB" ;;
+	hybridsync-spin1k) echo env LD_PRELOAD="$LIB" GOMP_SPINCOUNT=1000 ;;
 	hybridsync-run) echo "$RUNNER" ;;
 	*)
 		echo "gromacs-omp.sh: unknown arm $1" >&2
