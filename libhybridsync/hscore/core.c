@@ -79,6 +79,8 @@ void hs_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+int hs_log_enabled(int level) { return level <= atomic_load_explicit(&log_level, memory_order_relaxed); }
+
 void hs_log_user(const char *msg) { hs_log(HS_LOG_ERROR, "%s", msg); }
 
 /* A child of fork() has none of the Go runtime's threads: it must never

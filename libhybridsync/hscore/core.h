@@ -110,6 +110,9 @@ static inline int64_t hs_now(void)
 /* this is not the process that loaded us */
 static inline int hs_in_forked_child(void) { return atomic_load_explicit(&hs_forked, memory_order_relaxed); }
 void hs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* hs_log_enabled: hs_log at level would write (for lines that cost
+ * something to put together). */
+int hs_log_enabled(int level);
 void hs_set_log_level(int level);
 /* The log levels, by number: HYBRIDSYNC_LOG's names. hybridsync.LogLevels
  * is the Go side's list, checked against this one (hscore's tests). */

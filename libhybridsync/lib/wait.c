@@ -9,6 +9,8 @@
  * nothing calls back up into it but Go's Sync, through core.h's waits. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "_cgo_export.h"
 #include "core.h"
@@ -101,10 +103,32 @@ static int still_free(int64_t now)
 	return flat;
 }
 
+/* log_report says at HYBRIDSYNC_LOG=debug what the thread's epochs
+ * measured (arm, waits, wall and CPU time) and the plan Go gave next. */
+static void log_report(const struct hs_plan *ran, int n)
+{
+	static const char *const names[] = {"model", "device", "policy", "blocking"};
+#define ARM_NAME(a) ((a) >= 0 && (a) < 4 ? names[(a)] : "?")
+	char buf[400];
+	int k = n > 0 ? 0 : snprintf(buf, sizeof buf, "none");
+	for (int i = 0; i < n && i < HS_PLAN_MAX && k < (int)sizeof buf; i++) {
+		const struct hs_epoch_done *d = &epoch.done[i];
+		k += snprintf(buf + k, sizeof buf - k, "%s%s %lu waits %.1f ms cpu %.1f ms", i ? ", " : "",
+			      ARM_NAME(ran->arms[i]), d->waits, d->wall / 1e6, d->cpu / 1e6);
+	}
+	for (int i = 0; i < epoch.plan.n && i < HS_PLAN_MAX && k < (int)sizeof buf; i++)
+		k += snprintf(buf + k, sizeof buf - k, "%s%s", i ? " " : "; next ", ARM_NAME(epoch.plan.arms[i]));
+#undef ARM_NAME
+	hs_log(HS_LOG_DEBUG, "tid %d epochs: %s, %.1f ms each", (int)gettid(), buf, epoch.plan.len / 1e6);
+}
+
 /* report hands the plan's epochs to Go, at now, and takes the next plan. */
 static void report(int64_t now)
 {
+	struct hs_plan ran = epoch.plan;
 	hsgo_epoch(epoch.step, epoch.done, now, &epoch.plan);
+	if (hs_log_enabled(HS_LOG_DEBUG))
+		log_report(&ran, epoch.step);
 	hs_count_report(hs_now() - now);
 	epoch.step = 0;
 	if (epoch.plan.n < 1 || epoch.plan.n > HS_PLAN_MAX || epoch.plan.len <= 0)

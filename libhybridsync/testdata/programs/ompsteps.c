@@ -7,7 +7,9 @@
  * the OpenMP runtime for the next region (GNU libgomp spins there up to
  * GOMP_SPINCOUNT iterations, 300,000 by default, then sleeps); every
  * SEARCH_EVERY steps one larger region of SEARCH_US (GROMACS's pair
- * search). Thread i is pinned to the i-th CPU the process may use, as
+ * search), after SERIAL_US of the master's CPU work alone (the search's
+ * serial part: longer than libgomp's spin, it lets the other threads
+ * fall asleep, to be woken by the next region). Thread i is pinned to the i-th CPU the process may use, as
  * mdrun -pin on does.
  *
  * Built with gcc -fopenmp against the CUDA stand-in (libhybridsync/testdata/
@@ -17,6 +19,7 @@
  *
  * Usage: ompsteps [--steps N | --seconds S] [--kernel-us K] [--host-us H]
  *        [--master-us M] [--regions R] [--search-every E] [--search-us S]
+ *        [--serial-us U]
  *        [--wait event|stream] [--blocking-sync] [--blocking-event] [--no-pin]
  * --blocking-sync: CUDA's blocking-sync mode (stream waits sleep; a plain
  * event's wait still spins, in CUDA as in the stand-in); --blocking-event:
@@ -26,7 +29,9 @@
  * Prints one JSON line on stdout: {"program","threads","steps","wall_s",
  * "cpu_s","step_us","p50_us","p90_us"} (the mean step, and the median and
  * 90th percentile of the steps' lengths); errors go to stderr, exit 1. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <omp.h>
 #include <sched.h>
@@ -151,7 +156,7 @@ static void pin(const cpu_set_t *set, int i)
 int main(int argc, char **argv)
 {
 	long steps = 0;
-	double seconds = 0, kernel_us = 400, host_us = 100, master_us = 50, search_us = 4000;
+	double seconds = 0, kernel_us = 400, host_us = 100, master_us = 50, search_us = 4000, serial_us = 0;
 	int regions = 2, search_every = 100, stream_wait = 0, blocking = 0, event_flags = 0, pinned = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -177,11 +182,14 @@ int main(int argc, char **argv)
 			search_every = atoi(v), i++;
 		else if (v && !strcmp(a, "--search-us"))
 			search_us = atof(v), i++;
+		else if (v && !strcmp(a, "--serial-us"))
+			serial_us = atof(v), i++;
 		else if (v && !strcmp(a, "--wait") && (!strcmp(v, "event") || !strcmp(v, "stream")))
 			stream_wait = !strcmp(v, "stream"), i++;
 		else {
 			fprintf(stderr, "usage: ompsteps [--steps N | --seconds S] [--kernel-us K] [--host-us H] [--master-us M]\n"
-					"       [--regions R] [--search-every E] [--search-us S] [--wait event|stream] [--blocking-sync] [--blocking-event] [--no-pin]\n");
+					"       [--regions R] [--search-every E] [--search-us S] [--serial-us U] [--wait event|stream]\n"
+					"       [--blocking-sync] [--blocking-event] [--no-pin]\n");
 			return 2;
 		}
 	}
@@ -207,7 +215,7 @@ int main(int argc, char **argv)
 		}
 	}
 	long host = (long)(host_us * per_us / threads), master = (long)(master_us * per_us),
-	     search = (long)(search_us * per_us / threads);
+	     search = (long)(search_us * per_us / threads), serial = (long)(serial_us * per_us);
 	int64_t kernel_ns = (int64_t)(kernel_us * 1000);
 
 	cudaStream_t s;
@@ -216,7 +224,7 @@ int main(int argc, char **argv)
 		FAIL("creating the stream and event");
 	/* The steps' lengths, for their percentiles (the first MAX_STEPS). */
 	enum { MAX_STEPS = 1 << 20 };
-	float *len = malloc(MAX_STEPS * sizeof *len);
+	float *len = (float *)malloc(MAX_STEPS * sizeof *len);
 	if (len == NULL)
 		FAIL("out of memory");
 	struct rusage r0, r1;
@@ -224,7 +232,10 @@ int main(int argc, char **argv)
 	double t0 = clock_s(CLOCK_MONOTONIC), end = t0 + seconds, prev = t0;
 	long n = 0;
 	for (; steps > 0 ? n < steps : clock_s(CLOCK_MONOTONIC) < end; n++) {
-		long each = search_every > 0 && n % search_every == 0 ? search : host;
+		int searching = search_every > 0 && n % search_every == 0;
+		long each = searching ? search : host;
+		if (searching)
+			work(serial);
 		for (int k = 0; k < regions; k++) {
 #pragma omp parallel
 			work(each / regions);
