@@ -8,10 +8,11 @@
 #   experiments/apps/diag/gromacs-omp.sh GMX TPR [REPS [SECONDS [ARMS [SETTINGS]]]]
 #
 # ARMS (comma separated; default all): cuda-default, cuda-default-again,
-#   omp-passive (OMP_WAIT_POLICY=PASSIVE), omp-spin1k (GOMP_SPINCOUNT=1000),
-#   cuda-blocking (the blocking-sync shim), hybridsync (the library
-#   preloaded), hybridsync-spin1k (the library and GOMP_SPINCOUNT=1000),
-#   hybridsync-run (the launcher: the library and a bounded OpenMP spin).
+#   omp-passive (OMP_WAIT_POLICY=PASSIVE), omp-spinN (GOMP_SPINCOUNT=N, N
+#   as 1000 or 10k), cuda-blocking (the blocking-sync shim), hybridsync
+#   (the library preloaded), hybridsync-spinN (the library and
+#   GOMP_SPINCOUNT=N), hybridsync-run (the launcher: the library and a
+#   bounded OpenMP spin).
 # SETTINGS: alone,busy (default both). NTOMP=N (default 4). Needs
 # build/device/lib/libhybridsync.so and build/device/hs/bin/hybridsync-run
 # for the library's arms (experiments/apps/run.sh prepare; make install-lib
@@ -38,15 +39,23 @@ mkdir -p "$OUT" build/apps
 [ "$NTOMP" -le "$(nproc)" ] || { echo "gromacs-omp.sh: NTOMP=$NTOMP is more than the $(nproc) CPUs" >&2; exit 2; }
 case ,$ARMS, in *,cuda-blocking,*) gcc -shared -fPIC -O2 -o "$SHIM" experiments/apps/blocksync.c -ldl ;; esac
 
+# count N: a spin count as written in an arm's name (1000, 10k).
+count() {
+	case $1 in
+	*k) echo "$((${1%k} * 1000))" ;;
+	*) echo "$1" ;;
+	esac
+}
+
 # prefix ARM: the command words an arm puts before the program.
 prefix() {
 	case $1 in
 	cuda-default | cuda-default-again) echo env ;;
 	omp-passive) echo env OMP_WAIT_POLICY=PASSIVE ;;
-	omp-spin1k) echo env GOMP_SPINCOUNT=1000 ;;
+	omp-spin*) echo env GOMP_SPINCOUNT="$(count "${1#omp-spin}")" ;;
 	cuda-blocking) echo env LD_PRELOAD="$SHIM" ;;
 	hybridsync) echo env LD_PRELOAD="$LIB" ;;
-	hybridsync-spin1k) echo env LD_PRELOAD="$LIB" GOMP_SPINCOUNT=1000 ;;
+	hybridsync-spin*) echo env LD_PRELOAD="$LIB" GOMP_SPINCOUNT="$(count "${1#hybridsync-spin}")" ;;
 	hybridsync-run) echo "$RUNNER" ;;
 	*)
 		echo "gromacs-omp.sh: unknown arm $1" >&2
