@@ -29,6 +29,9 @@
  *                          program has none loaded
  *   HYBRIDSYNC_INTERPOSE   1/0: replace the CUDA waits of the whole program
  *                          (default: 1 only when loaded through LD_PRELOAD)
+ *   HYBRIDSYNC_RUN_SET     set by hybridsync-run (the launcher): NAME=VALUE of
+ *                          each OpenMP variable it set, which the stats'
+ *                          "openmp" object reports; not for users to set
  *
  * Thread safety: every function may be called from any number of threads at
  * once, except where noted. Fork: a child process that does not use CUDA is
@@ -107,7 +110,8 @@ int hs_sync(hs_event_t event, hs_kernel_t kernel);
 int hs_stream_sync(hs_stream_t stream, hs_kernel_t kernel);
 
 /* hs_stats_json writes the stats (counts, time spun/slept/blocked, learned
- * kernel timings, wake-up costs) as NUL-terminated JSON into buf, truncated
+ * kernel timings, wake-up costs, the OpenMP runtime loaded and its wait
+ * settings) as NUL-terminated JSON into buf, truncated
  * to len-1 bytes, and returns the full length without the NUL, like
  * snprintf (buf may be NULL when len is 0). Returns HS_ERR_STATE before
  * initialisation and in a forked child, HS_ERR_INVAL for NULL buf with

@@ -246,11 +246,12 @@ func kernelName(id hybridsync.KernelID) string {
 
 // statsDoc is the stats file: hybridsync's Stats and the process.
 // Engaged is always true here; a library that could not start writes an
-// unengagedDoc instead.
+// unengagedDoc instead. OpenMP (openmp.go) follows hybridsync's fields.
 type statsDoc struct {
 	PID     int  `json:"pid"`
 	Engaged bool `json:"engaged"`
 	hybridsync.Stats
+	OpenMP *openMP `json:"openmp"`
 }
 
 func statsJSON(l *lib) ([]byte, error) {
@@ -266,7 +267,7 @@ func statsJSON(l *lib) ([]byte, error) {
 		st.Outcomes.EventBlocks = uint64(C.hs_event_blocks(&blockNs))
 		st.Outcomes.EventBlockSeconds = float64(blockNs) / 1e9
 	}
-	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st})
+	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats()})
 }
 
 // addFast merges the waits the C fast path counted (already complete when
@@ -328,10 +329,11 @@ func hsgo_stats_json(buf *C.char, n C.size_t) C.long {
 // could not (no driver, a bad HYBRIDSYNC_* value): a user who asked for
 // stats is told why the numbers are missing.
 type unengagedDoc struct {
-	Version int    `json:"version"`
-	PID     int    `json:"pid"`
-	Engaged bool   `json:"engaged"`
-	Reason  string `json:"reason"`
+	Version int     `json:"version"`
+	PID     int     `json:"pid"`
+	Engaged bool    `json:"engaged"`
+	Reason  string  `json:"reason"`
+	OpenMP  *openMP `json:"openmp"`
 }
 
 // writeStats writes the stats file, if one was asked for.
@@ -355,7 +357,7 @@ func hsgo_write_unengaged(reason *C.char) {
 	if path == "" {
 		return
 	}
-	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason)})
+	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason), OpenMP: openMPStats()})
 	if err == nil {
 		err = hscore.WriteStats(path, b)
 	}
