@@ -206,8 +206,8 @@ func TestDiscoverMitigate(t *testing.T) {
 
 // The arguments `agent hints-args` prints are ones QEMU takes, and the
 // agent's --hints page for a discovered QEMU is the file QEMU maps: while
-// the agent runs, that file holds a vCPU page (the agent removes it when
-// it stops, as it does libvirt's).
+// the agent runs, that file holds a vCPU page (which stays, mapped by
+// QEMU, when the agent stops: pages_test.go).
 func TestHintsArgsQEMU(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the agent loads eBPF programs: needs root")

@@ -348,6 +348,9 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	}
 	path := filepath.Join(p.opts.Dir, file)
 	pg := &page{key: t.Key(), file: file, vcpu: t.Kind == targets.KindDomain, threads: map[int]*thread{}, uid: uid, gid: gid}
+	if pg.vcpu && p.vmPages() >= MaxVMPages {
+		return nil, fmt.Errorf("%d VM pages already, the most the agent's memory budget holds (%d MiB each)", MaxVMPages, hintpage.ShmemSizeMiB)
+	}
 	if pg.vcpu {
 		n := 1
 		for _, th := range t.Threads {
@@ -426,6 +429,26 @@ func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 
 // drop stops writing a page and leaves its file to reap, which removes
 // it unless another process still uses it. Must be called with mu held.
+// MaxVMPages bounds the VM pages one agent publishes. Each is QEMU's
+// whole ivshmem region, allocated by the agent (so that a full /dev/shm
+// is an error at creation, not a SIGBUS later) and so charged to the
+// agent's memory cgroup: 128 of them are 128 MiB of the unit's
+// MemoryMax=256M, which leaves the rest to the agent itself. A VM
+// beyond the bound gets no page (logged, counted as a hints error,
+// retried as VMs go).
+const MaxVMPages = 128
+
+// vmPages is the number of VM pages. Must be called with mu held.
+func (p *Publisher) vmPages() int {
+	n := 0
+	for _, pg := range p.pages {
+		if pg.vcpu {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *Publisher) drop(pg *page) {
 	for tid, tt := range pg.threads {
 		p.forget(pg, tid, tt)

@@ -2,8 +2,10 @@ package hints
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,5 +294,32 @@ func TestPageCreationFailureCountedAndRetried(t *testing.T) {
 				t.Fatalf("a removed target is still retried: %v", got)
 			}
 		})
+	}
+}
+
+// VM pages stop at MaxVMPages, each allocated in full: the one past it is
+// a counted failure, and gets its page once another VM goes.
+func TestVMPagesBounded(t *testing.T) {
+	failed := 0
+	p, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(), Failed: func() { failed++ },
+		Owner: func(int) (int, int, error) { return os.Getuid(), os.Getgid(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	for i := range MaxVMPages + 1 {
+		p.Apply(added(targets.KindDomain, fmt.Sprintf("vm%d", i), 1000+i))
+	}
+	last := fmt.Sprintf("vm%d", MaxVMPages)
+	if got := p.Failing(); failed != 1 || len(got) != 1 || !strings.HasSuffix(got[0], last) {
+		t.Fatalf("failing %v after %d failures, want %s only", got, failed, last)
+	}
+	if _, err := os.Stat(p.Path(last)); err == nil {
+		t.Fatalf("page for %s past the bound", last)
+	}
+	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindDomain, Name: "vm0"}})
+	p.retryFailed()
+	if _, err := os.Stat(p.Path(last)); err != nil || len(p.Failing()) != 0 {
+		t.Fatalf("no page for %s once a VM went: %v, failing %v", last, err, p.Failing())
 	}
 }
