@@ -1,8 +1,10 @@
 package discover
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,5 +105,55 @@ func TestScanFixture(t *testing.T) {
 	}
 	if vms[1].PID != 400 || vms[1].Name != "qemu-400" || len(vms[1].VCPUs) != 1 {
 		t.Errorf("nameless QEMU: %+v", vms[1])
+	}
+}
+
+// A trusted VM past the per-VM bounds is cut to them, each cut counted
+// once for the life of its process.
+func TestScanBounds(t *testing.T) {
+	root := t.TempDir()
+	threads := map[int]string{1000: "qemu-system-x86"}
+	for i := range MaxVCPUs + 10 {
+		threads[1001+i] = fmt.Sprintf("CPU %d/KVM", i)
+	}
+	long := strings.Repeat("n", MaxNameLen+50)
+	fakeProc(t, root, 1000, "/usr/bin/qemu-system-x86_64", []string{"qemu-system-x86_64", "-name", "guest=" + long + ",debug-threads=on"}, "0::/\n", threads)
+	cuts := map[string]int{}
+	s := NewScanner(Options{ProcRoot: root, Limited: func(l string) { cuts[l]++ }})
+	for range 2 {
+		vms, err := s.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vms) != 1 || len(vms[0].VCPUs) != MaxVCPUs || vms[0].VCPUs[MaxVCPUs-1].VCPU != MaxVCPUs-1 || vms[0].Name != long[:MaxNameLen] {
+			t.Fatalf("got %d VMs, want one of %d vCPUs (0..%d) named with %d bytes", len(vms), MaxVCPUs, MaxVCPUs-1, MaxNameLen)
+		}
+	}
+	if cuts[LimitVCPUs] != 1 || cuts[LimitName] != 1 {
+		t.Errorf("cuts counted %v, want vcpus and name once each", cuts)
+	}
+}
+
+// Past MaxVMs, the VMs already sent keep their place and new ones wait,
+// each counted at every scan it waits.
+func TestSourceBoundsVMs(t *testing.T) {
+	cut := 0
+	s := NewSource(Options{ProcRoot: t.TempDir(), Limited: func(string) { cut++ }})
+	var vms []VM
+	sent := map[int]targets.Target{}
+	for pid := 1; pid <= MaxVMs+50; pid++ {
+		vms = append(vms, VM{PID: pid})
+	}
+	for pid := MaxVMs + 41; pid <= MaxVMs+50; pid++ {
+		sent[pid] = targets.Target{}
+	}
+	got := s.bounded(vms, sent)
+	if len(got) != MaxVMs || cut != 50 {
+		t.Fatalf("%d VMs kept, %d counted; want %d and 50", len(got), cut, MaxVMs)
+	}
+	for pid := range sent {
+		if !slices.ContainsFunc(got, func(v VM) bool { return v.PID == pid }) {
+			t.Errorf("VM %d, already sent, left out", pid)
+		}
 	}
 }
