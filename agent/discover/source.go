@@ -17,6 +17,7 @@ const MinEvery = 2 * time.Second
 type Source struct {
 	scan  *Scanner
 	every time.Duration
+	full  bool // the last scan left VMs out (logged when it starts)
 }
 
 var _ targets.Source = (*Source)(nil)
@@ -64,15 +65,21 @@ func (s *Source) bounded(vms []VM, sent map[int]targets.Target) []VM {
 			out = append(out, vm)
 		}
 	}
+	left := 0
 	for _, vm := range vms {
 		if _, ok := sent[vm.PID]; !ok {
 			if len(out) == MaxVMs {
 				s.scan.limited(LimitVMs)
+				left++
 				continue
 			}
 			out = append(out, vm)
 		}
 	}
+	if left > 0 && !s.full {
+		s.scan.log.Warn().Int("max_vms", MaxVMs).Int("left_out", left).Msg("more VMs than are watched at once: the later ones wait for a slot")
+	}
+	s.full = left > 0
 	return out
 }
 
