@@ -57,6 +57,7 @@ func (s *Source) Run(ctx context.Context) <-chan targets.Event {
 // new ones by pid. A VM left out is counted at each scan it waits.
 func (s *Source) bounded(vms []VM, sent map[int]targets.Target) []VM {
 	if len(vms) <= MaxVMs {
+		s.full = false
 		return vms
 	}
 	out := make([]VM, 0, MaxVMs)
