@@ -44,19 +44,30 @@ func Capped(name string) bool { return strings.HasPrefix(name, "cap") }
 // settings a cgroup called cgName limited to quota per period, for the
 // while1 settings a busy loop pinned to cpu. Close undoes it.
 func Setup(name string, cpu int, cgName string, quota, period time.Duration) (*Setting, error) {
+	return SetupOn(name, []int{cpu}, cgName, quota, period)
+}
+
+// SetupOn is Setup on several CPUs, as a VM of len(cpus) vCPUs has them:
+// the while1 settings pin a busy loop on each of cpus (one co-runner
+// process, a thread per CPU), the cap settings allow quota per period
+// for each of them (len(cpus) x quota).
+func SetupOn(name string, cpus []int, cgName string, quota, period time.Duration) (*Setting, error) {
 	if !ValidContention(name) {
 		return nil, fmt.Errorf("unknown contention setting %q (want %s)", name, strings.Join(Contentions, ", "))
 	}
+	if len(cpus) == 0 {
+		return nil, fmt.Errorf("%s: no CPU to put it on", name)
+	}
 	s := &Setting{}
 	if Capped(name) {
-		g, err := cgroup.Create(cgName, quota, period)
+		g, err := cgroup.Create(cgName, time.Duration(len(cpus))*quota, period)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (the cap settings need root)", name, err)
 		}
 		s.Group = g
 	}
 	if strings.HasSuffix(name, "while1") {
-		p, err := Start("while1", []int{cpu})
+		p, err := Start("while1", cpus)
 		if err != nil {
 			s.Close()
 			return nil, err

@@ -126,7 +126,8 @@ func (c *Config) watch(p Program, pid int, contention string) (stop func(), err 
 	}
 	var quota, period int64
 	if corunner.Capped(contention) {
-		quota, period = c.CapQuota.Microseconds(), c.CapPeriod.Microseconds()
+		// A cap on N CPUs allows N quotas per period (corunner.SetupOn).
+		quota, period = int64(settingOf(contention).CPUs)*c.CapQuota.Microseconds(), c.CapPeriod.Microseconds()
 	}
 	if err := c.feed.WatchProcess(pageName(p), pid, quota, period); err != nil {
 		return nil, fmt.Errorf("--with-agent: watching %s: %w", p.Name, err)

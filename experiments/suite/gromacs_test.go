@@ -172,7 +172,7 @@ func TestGromacsBadInput(t *testing.T) {
 
 // TestGromacsSuite: the committed GROMACS suite names gromacs.py programs
 // that each have a linked build, so every arm, hybridsync-linked too,
-// can run them.
+// can run them; a program of several OpenMP threads runs on as many CPUs.
 func TestGromacsSuite(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "apps", "gromacs.json"))
 	if err != nil {
@@ -187,16 +187,32 @@ func TestGromacsSuite(t *testing.T) {
 	}
 	c := Config{Programs: ps, Dir: filepath.Join("..", "apps"), Arms: AllArms, Contention: []string{"none"}, Reps: 1, CPU: -1,
 		Timeout: 1, CapQuota: 1, CapPeriod: 1}
-	// Any existing files: the arms that preload need them to exist.
+	// Any existing files: the arms that preload need them to exist, the
+	// launcher's to be executable.
 	c.Lib = filepath.Join("..", "apps", "gromacs.py")
 	c.Blocksync = c.Lib
+	if c.Launcher, err = exec.LookPath("true"); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
+	threads := map[int]bool{}
 	for _, p := range c.Programs {
 		if !strings.Contains(p.Command, "gromacs.py mdrun") || !strings.Contains(p.Command, "--name "+p.Name) {
 			t.Errorf("program %s: %q, want gromacs.py mdrun naming it", p.Name, p.Command)
 		}
+		ntomp := 1
+		if _, after, ok := strings.Cut(p.Command, "--ntomp "); ok {
+			fmt.Sscan(after, &ntomp)
+		}
+		if want := map[bool]int{true: ntomp, false: 0}[ntomp > 1]; p.CPUs != want {
+			t.Errorf("program %s: %d OpenMP threads on \"cpus\" %d, want %d", p.Name, ntomp, p.CPUs, want)
+		}
+		threads[ntomp] = true
+	}
+	if !threads[2] || !threads[4] {
+		t.Errorf("OpenMP threads of the programs: %v, want programs of 2 and of 4", threads)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 )
 
-// Arms: how a program is run.
+// Arms: how a program is run (ArmsHelp says what each does).
 //
 //	cuda-default       the command as is
 //	cuda-blocking      LD_PRELOAD=Blocksync (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)
@@ -27,12 +27,15 @@ import (
 //	                   build that links libhybridsync, nothing preloaded
 //	cuda-default-again cuda-default once more: the A/A control, whose
 //	                   ratio to cuda-default is the method's own noise
+//	omp-passive        OMP_WAIT_POLICY=PASSIVE
+//	omp-spin1k         GOMP_SPINCOUNT=1000
+//	hybridsync-run     the command under Launcher (hybridsync-run CMD...)
 //
 // Arms are the arms run unless asked otherwise; every program has them.
 var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
 
 // AllArms are the arms that can be asked for.
-var AllArms = append(slices.Clone(Arms), "hybridsync-linked", "cuda-default-again")
+var AllArms = append(slices.Clone(Arms), "hybridsync-linked", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run")
 
 // Program is one program of the suite.
 type Program struct {
@@ -57,6 +60,11 @@ type Program struct {
 	// arm, which make the program run its build that links libhybridsync
 	// (e.g. "--linked"); only programs that have one can run that arm.
 	Linked string `json:"linked,omitempty"`
+	// CPUs, when set, is the number of CPUs the program is made for (its
+	// threads): it runs only under the contention settings on that many
+	// (none and while1 for 1, nonexN and while1xN for N), and is skipped
+	// under the others.
+	CPUs int `json:"cpus,omitempty"`
 
 	argv   []string // resolved: the command's words, argv[0] a path
 	linked []string // Linked's words
@@ -74,10 +82,13 @@ type Config struct {
 	CPU        int    // pinned to; -1: the last one this process may use
 	Lib        string // libhybridsync.so, for the hybridsync arm and in-process programs
 	Blocksync  string // blocksync.so, for the cuda-blocking arm
-	Seconds    float64
-	Timeout    time.Duration // of one run
-	CapQuota   time.Duration
-	CapPeriod  time.Duration
+	// Launcher is hybridsync-run, for the hybridsync-run arm; "": the one
+	// beside Lib's folder (LauncherFor).
+	Launcher  string
+	Seconds   float64
+	Timeout   time.Duration // of one run
+	CapQuota  time.Duration
+	CapPeriod time.Duration
 	// Log gets a line per run as it finishes.
 	Log io.Writer
 	// Agent, when set, runs the agent in-process beside each program
@@ -107,7 +118,7 @@ func (c *Config) Check() error {
 	if err := uniqueIn("--arms", "arm", c.Arms, AllArms); err != nil {
 		return err
 	}
-	if err := uniqueIn("--contention", "setting", c.Contention, corunner.Contentions); err != nil {
+	if err := checkSettings(c.Contention); err != nil {
 		return err
 	}
 	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {
@@ -121,6 +132,11 @@ func (c *Config) Check() error {
 		c.CPU = cpus[len(cpus)-1]
 	} else if !slices.Contains(cpus, c.CPU) {
 		return fmt.Errorf("--cpu %d: not one this process may use (%v)", c.CPU, cpus)
+	}
+	for _, name := range c.Contention {
+		if _, err := c.cpusFor(settingOf(name).CPUs); err != nil {
+			return fmt.Errorf("--contention %s: %w", name, err)
+		}
 	}
 	if len(c.Programs) == 0 {
 		return errors.New("no programs: give --suite or --program")
@@ -150,11 +166,23 @@ func (c *Config) Check() error {
 		if slices.Contains(c.Arms, "hybridsync-linked") && (p.Linked == "" || p.InProcess) {
 			return fmt.Errorf("program %s has no build that links libhybridsync (\"linked\" in the suite): drop hybridsync-linked from --arms or --only it out", p.Name)
 		}
+		if p.CPUs < 0 || p.CPUs > MaxSettingCPUs {
+			return fmt.Errorf("program %s: \"cpus\" %d: want 1 to %d", p.Name, p.CPUs, MaxSettingCPUs)
+		}
+		if err := p.checkArms(c.Arms); err != nil {
+			return err
+		}
+	}
+	if err := c.checkPrograms(); err != nil {
+		return err
 	}
 	if err := c.Agent.check(c.Programs); err != nil {
 		return err
 	}
-	return c.checkShims()
+	if err := c.checkShims(); err != nil {
+		return err
+	}
+	return c.checkLauncher()
 }
 
 // Names are the programs' names, in order.

@@ -57,12 +57,18 @@ func TestLinkedArm(t *testing.T) {
 }
 
 // The committed suites, of separate processes and in-process, name the
-// same eight programs, and every Python program (a script, or the
-// module given to inproc.py) is in experiments/apps.
+// same eight programs, and the suite of separate processes adds
+// torch_omp4, whose 4 intra-op threads run on 4 CPUs; every Python
+// program (a script, or the module given to inproc.py) is in
+// experiments/apps.
 func TestCommittedSuite(t *testing.T) {
 	want := []string{"torch_infer", "torch_train", "cupy_stencil", "mixed_static", "launch_bound",
 		"torch_infer_host", "torch_train_dataprep", "torch_two_threads"}
 	for _, file := range []string{"suite.json", "inproc.json"} {
+		want := want
+		if file == "suite.json" {
+			want = append(slices.Clone(want), "torch_omp4")
+		}
 		b, err := os.ReadFile(filepath.Join("..", "apps", file))
 		if err != nil {
 			t.Fatal(err)
@@ -74,6 +80,9 @@ func TestCommittedSuite(t *testing.T) {
 		var names []string
 		for _, p := range ps {
 			names = append(names, p.Name)
+			if p.Name == "torch_omp4" && (p.CPUs != 4 || !strings.Contains(p.Command, "--threads 4")) {
+				t.Errorf("%s: torch_omp4 on %d CPUs, %q: want 4 threads on 4 CPUs", file, p.CPUs, p.Command)
+			}
 			words, err := SplitWords(p.Command)
 			if err != nil || len(words) < 2 || words[0] != "python3" {
 				continue

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
@@ -48,10 +47,20 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 		defer func() { c.feed.Close(); c.feed = nil }()
 	}
 
+	for _, l := range c.skipped() {
+		fmt.Fprintln(c.Log, "apps:", l)
+	}
+	if n := ompEnvNote(c.Arms); n != "" {
+		fmt.Fprintln(c.Log, "apps:", n)
+	}
 	var runs []Run
 	total := 0 // processes, for the progress lines
 	for _, p := range c.Programs {
-		total += c.Reps * len(c.Contention) * p.processes(len(c.Arms))
+		for _, s := range c.Contention {
+			if p.runsUnder(s) {
+				total += c.Reps * p.processes(len(c.Arms))
+			}
+		}
 	}
 	started := 0
 	for rep := range c.Reps {
@@ -61,6 +70,9 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 		// the first run of a repetition must not always be the same one.
 		for pi, p := range rotate(c.Programs, rep) {
 			for ci, setting := range c.Contention {
+				if !p.runsUnder(setting) {
+					continue
+				}
 				var rs []Run
 				var err error
 				if p.InProcess {
@@ -132,7 +144,7 @@ func (s Summary) Print(w, log io.Writer, asJSON bool) error {
 			return err
 		}
 		// The table's ratios have their own reference; say which.
-		fmt.Fprintln(log, "apps: an arm's ratio is its median wall time per step over the program's fastest arm alone (contention none), [min-max] over its runs")
+		fmt.Fprintln(log, "apps: an arm's ratio is its median wall time per step over the program's fastest arm alone on as many CPUs (contention none, or nonexN for the settings xN), [min-max] over its runs")
 	}
 	for _, r := range s.Failures {
 		fmt.Fprintf(log, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
@@ -167,17 +179,21 @@ func ReadRuns(paths []string) ([]Run, error) {
 }
 
 // Present returns what runs hold: programs in the order they first
-// appear, settings and arms in their usual order.
+// appear, settings and arms in their usual order (settings by their
+// number of CPUs, then as corunner.Contentions).
 func Present(runs []Run) (programs, contentions, arms []string) {
-	present := map[string]bool{}
+	armSet := map[string]bool{}
 	for _, r := range runs {
 		if !slices.Contains(programs, r.Program) {
 			programs = append(programs, r.Program)
 		}
-		present[r.Contention], present[r.Arm] = true, true
+		if !slices.Contains(contentions, r.Contention) {
+			contentions = append(contentions, r.Contention)
+		}
+		armSet[r.Arm] = true
 	}
-	has := func(v string) bool { return !present[v] }
-	return programs, slices.DeleteFunc(slices.Clone(corunner.Contentions), has), slices.DeleteFunc(slices.Clone(AllArms), has)
+	sortSettings(contentions)
+	return programs, contentions, slices.DeleteFunc(slices.Clone(AllArms), func(a string) bool { return !armSet[a] })
 }
 
 // readRuns reads one runs.jsonl; a line that is not a run is an error

@@ -13,15 +13,28 @@ import (
 
 // ResultsFile is runs as the results document that run and bench write
 // too and `vgpu-probe report` reads: a cell per program, contention
-// setting and arm (the cell's "mode"), on the one CPU (a 1-vCPU "VM"),
-// each of its good runs a repetition. Cells compare by wall time per step
+// setting and arm (the cell's "mode"), on the setting's CPUs (a VM of as
+// many vCPUs: while1x4 is scenario while1 with 4 vCPUs), each of its good
+// runs a repetition. Cells compare by wall time per step
 // (results.Config.PerStep), each program against its own cells of the
-// setting none. Failed runs are left out and counted in a note. It is
-// dated by the last run's start; capQuota and capPeriod, where known (0:
-// not), are noted.
+// setting none on as many vCPUs. Failed runs are left out and counted in
+// a note. It is dated by the last run's start; capQuota and capPeriod,
+// where known (0: not), are noted.
 func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration, m results.Machine) *results.File {
+	var scenarios []string
+	var vcpus []int
+	for _, c := range contentions {
+		s := settingOf(c)
+		if !slices.Contains(scenarios, s.Base) {
+			scenarios = append(scenarios, s.Base)
+		}
+		if !slices.Contains(vcpus, s.CPUs) {
+			vcpus = append(vcpus, s.CPUs)
+		}
+	}
+	slices.Sort(vcpus)
 	f := &results.File{Version: results.Version, Kind: results.KindApps, Machine: m,
-		Config: results.Config{Backend: "local", Scenarios: contentions, Corunner: "while1", Corunners: []int{1}, VCPUs: []int{1},
+		Config: results.Config{Backend: "local", Scenarios: scenarios, Corunner: "while1", Corunners: []int{1}, VCPUs: vcpus,
 			Modes: arms, Workload: strings.Join(programs, ", "), Reps: max(1, reps), PerStep: true,
 			PeriodUS: capPeriod.Microseconds()}}
 	for _, r := range runs {
@@ -56,7 +69,8 @@ func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, cap
 				if len(rs) == 0 {
 					continue
 				}
-				f.Cells = append(f.Cells, cellOf(results.Key{Program: p, Scenario: c, VCPUs: 1, Mode: a}, rs))
+				s := settingOf(c)
+				f.Cells = append(f.Cells, cellOf(results.Key{Program: p, Scenario: s.Base, VCPUs: s.CPUs, Mode: a}, rs))
 			}
 		}
 	}
@@ -70,7 +84,7 @@ func cellOf(k results.Key, rs []Run) results.Cell {
 	if strings.HasSuffix(k.Scenario, "while1") {
 		k.Corunner, k.Corunners = "while1", 1
 	}
-	c := results.Cell{Key: k, RunnerVCPUs: 1}
+	c := results.Cell{Key: k, RunnerVCPUs: k.VCPUs}
 	var wall, cpu, steps []float64
 	for _, r := range rs {
 		c.Reps = append(c.Reps, results.Result{WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps})

@@ -28,28 +28,34 @@ func init() { reexec.Register("apps-exec", execMain) }
 // envSpec carries a run's spec to the exec stub; the stub drops it.
 const envSpec = "VGPU_PROBE_APPS_SPEC"
 
-// spec is what the exec stub needs: the CPU to pin to, the program, and
-// the environment the program gets on top of the stub's own. LD_PRELOAD
-// goes here, not into the stub's environment, so that the shim is loaded
-// into the program and never into the (Go) stub.
+// spec is what the exec stub needs: the CPUs to pin to, the program,
+// the environment the program gets on top of the stub's own (replacing
+// a variable of the same name) and the variables it goes without.
+// LD_PRELOAD goes here, not into the stub's environment, so that the
+// shim is loaded into the program and never into the (Go) stub.
 type spec struct {
-	CPU  int      `json:"cpu"`
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
+	CPUs  []int    `json:"cpus"`
+	Argv  []string `json:"argv"`
+	Env   []string `json:"env"`
+	Unset []string `json:"unset,omitempty"`
 }
 
 // execMain runs in the stub: pin this thread (the one that execs, whose
-// affinity the program inherits), wait until the parent has put us in the
-// program's cgroup (stdin closes), then exec the program.
+// affinity the program inherits) to the CPUs, wait until the parent has
+// put us in the program's cgroup (stdin closes), then exec the program.
 func execMain() int {
 	var s spec
-	if err := json.Unmarshal([]byte(os.Getenv(envSpec)), &s); err != nil || len(s.Argv) == 0 {
+	if err := json.Unmarshal([]byte(os.Getenv(envSpec)), &s); err != nil || len(s.Argv) == 0 || len(s.CPUs) == 0 {
 		fmt.Fprintln(os.Stderr, "apps exec: bad spec:", err)
 		return 2
 	}
 	runtime.LockOSThread()
-	if err := corunner.Pin(s.CPU); err != nil {
-		fmt.Fprintln(os.Stderr, "apps exec:", err)
+	var set unix.CPUSet
+	for _, c := range s.CPUs {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		fmt.Fprintf(os.Stderr, "apps exec: pin to CPUs %v: %v\n", s.CPUs, err)
 		return 1
 	}
 	var buf [1]byte
@@ -58,9 +64,17 @@ func execMain() int {
 			break
 		}
 	}
+	drop := map[string]bool{envSpec: true, "VGPU_PROBE_REEXEC": true}
+	for _, v := range s.Unset {
+		drop[v] = true
+	}
+	for _, kv := range s.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		drop[name] = true
+	}
 	env := make([]string, 0, len(os.Environ())+len(s.Env))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envSpec+"=") && !strings.HasPrefix(kv, "VGPU_PROBE_REEXEC=") {
+		if name, _, _ := strings.Cut(kv, "="); !drop[name] {
 			env = append(env, kv)
 		}
 	}
@@ -99,30 +113,6 @@ func started(r io.Reader) (monoNs int64, stubCPU time.Duration, ok bool) {
 	return monoNs, time.Duration(cpu), true
 }
 
-// armEnv returns the environment an arm adds to the program's.
-func (c *Config) armEnv(arm, statsFile string) []string {
-	preload := func(lib string) string {
-		if cur := os.Getenv("LD_PRELOAD"); cur != "" {
-			return "LD_PRELOAD=" + cur + ":" + lib
-		}
-		return "LD_PRELOAD=" + lib
-	}
-	switch arm {
-	case "cuda-blocking":
-		return []string{preload(c.Blocksync)}
-	case "hybridsync", "hybridsync-linked":
-		var env []string
-		if arm == "hybridsync" {
-			env = append(env, preload(c.Lib))
-		}
-		if statsFile != "" {
-			env = append(env, "HYBRIDSYNC_STATS="+statsFile)
-		}
-		return env
-	}
-	return nil
-}
-
 // rotate returns s starting at position k, wrapping around.
 func rotate[T any](s []T, k int) []T {
 	n := len(s)
@@ -159,8 +149,11 @@ func (p Program) processes(arms int) int {
 // statsFile is where the hybridsync stats of one cell's run in an arm go.
 func statsFile(out string, p Program, arm, contention string, rep int) string {
 	name := p.Name
-	if arm == "hybridsync-linked" {
+	switch arm {
+	case "hybridsync-linked":
 		name += "-linked"
+	case "hybridsync-run":
+		name += "-run"
 	}
 	f, _ := filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", name, contention, rep+1)))
 	return f
@@ -220,7 +213,7 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 	var runs []Run
 	for i, arm := range arms {
 		stats := ""
-		if arm == "hybridsync" || arm == "hybridsync-linked" {
+		if loadsLib(arm) {
 			stats = statsFile(out, p, arm, contention, rep)
 		}
 		r := Run{Program: p.Name, Arm: arm, Contention: contention, Rep: rep, Order: i, Start: time.Now().UTC().Format(time.RFC3339Nano)}
@@ -245,12 +238,12 @@ func (c *Config) runCell(ctx context.Context, p Program, contention string, rep 
 	return runs, nil
 }
 
-// contend puts a contention setting in place for the program pid: the
-// co-runner, and the cgroup it is moved into with what it has started
-// (by its ready line, a wrapper may already run its engine). The caller
-// closes it.
-func (c *Config) contend(contention string, pid int) (*corunner.Setting, error) {
-	s, err := corunner.Setup(contention, c.CPU, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), c.CapQuota, c.CapPeriod)
+// contend puts a contention setting in place for the program pid on
+// its CPUs: the co-runner (a busy loop pinned on each), and the cgroup
+// it is moved into with what it has started (by its ready line, a
+// wrapper may already run its engine). The caller closes it.
+func (c *Config) contend(contention string, cpus []int, pid int) (*corunner.Setting, error) {
+	s, err := corunner.SetupOn(settingOf(contention).Base, cpus, fmt.Sprintf("vgpu-probe-apps-%d", os.Getpid()), c.CapQuota, c.CapPeriod)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +317,7 @@ func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention s
 
 // runProcess is runOne's run of the program's process.
 func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
-	argv := p.args(arm, c.Seconds)
+	argv := c.armArgs(&p, arm)
 	if p.InProcess {
 		argv = append(argv, "--epoch-s", strconv.FormatFloat(c.epochFor(contention).Seconds(), 'f', -1, 64))
 	}
@@ -333,7 +326,14 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 		// The program runs the arms asked for, and only those.
 		env = append(env, "APPS_INPROC_ARMS="+strings.Join(c.Arms, ","))
 	}
-	sp, err := json.Marshal(spec{CPU: c.CPU, Argv: argv, Env: env})
+	cpus, err := c.cpusFor(settingOf(contention).CPUs)
+	if err != nil {
+		return nil, err
+	}
+	if len(cpus) > 1 {
+		r.OnCPUs = cpus
+	}
+	sp, err := json.Marshal(spec{CPUs: cpus, Argv: argv, Env: env, Unset: armUnset(arm)})
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +395,7 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 		case <-exited:
 			return
 		}
-		if setting, setupErr = c.contend(contention, cmd.Process.Pid); setupErr != nil {
+		if setting, setupErr = c.contend(contention, cpus, cmd.Process.Pid); setupErr != nil {
 			kill()
 		}
 	}()

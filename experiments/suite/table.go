@@ -44,6 +44,9 @@ type Run struct {
 	// CPUBusyS is how long the program's CPU was busy in an in-process
 	// round, its own CPU time included (Round.CPUBusyS).
 	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
+	// OnCPUs are the CPUs a run under a setting on several CPUs
+	// (nonexN, while1xN, ...) ran on; absent on one, --cpu.
+	OnCPUs []int `json:"on_cpus,omitempty"`
 	// HostS is the program's own measure of CPU-side work in its window
 	// (gromacs.py: mdrun's work with no wait inside it), when it gives one: a
 	// gauge of how fast its CPU ran, for comparisons adjusted for it
@@ -110,18 +113,23 @@ type ArmResult struct {
 // median CPU per step alone (CUDA's spin only adds CPU to the same
 // work), so no arm can beat either. The cap settings at the default
 // --cap-quota, half of --cap-period, leave the program the same half
-// CPU.
+// CPU. On N CPUs, each with its busy loop, C is the CPU per step over
+// the N CPUs (the CPU seconds / N): a fair scheduler gives the program
+// half of each, N/2 CPUs in all, as long as it has no more runnable
+// threads than CPUs.
 type Limit struct {
 	TUS    float64 `json:"t_us"`
 	TwoCUS float64 `json:"two_c_us"`
 	Bound  string  `json:"bound"` // "T" or "2C": the one that applies
 	US     float64 `json:"us"`
+	// CPUs the program ran on (C is over them); absent for one.
+	CPUs int `json:"cpus,omitempty"`
 }
 
 // limitOf returns the limit from the arms' time per step alone (by arm,
-// the measured ones) and the cuda-blocking arm's CPU per step alone; nil
-// without both.
-func limitOf(alone map[string]float64, blockingCPU float64) *Limit {
+// the measured ones) and the cuda-blocking arm's CPU per step alone, on
+// cpus CPUs; nil without both.
+func limitOf(alone map[string]float64, blockingCPU float64, cpus int) *Limit {
 	t := math.Inf(1)
 	for _, w := range alone {
 		t = min(t, w)
@@ -129,7 +137,11 @@ func limitOf(alone map[string]float64, blockingCPU float64) *Limit {
 	if math.IsInf(t, 1) || blockingCPU <= 0 {
 		return nil
 	}
-	l := &Limit{TUS: t * 1e6, TwoCUS: 2 * blockingCPU * 1e6, Bound: "T"}
+	cpus = max(cpus, 1)
+	l := &Limit{TUS: t * 1e6, TwoCUS: 2 * blockingCPU / float64(cpus) * 1e6, Bound: "T"}
+	if cpus > 1 {
+		l.CPUs = cpus
+	}
 	l.US = l.TUS
 	if l.TwoCUS > l.TUS {
 		l.Bound, l.US = "2C", l.TwoCUS
@@ -173,6 +185,10 @@ type Row struct {
 	// like the others: with both measured, the spread that two runs of
 	// one arm show, against which the library's ratios are read.
 	AAPaired *Paired `json:"aa_paired,omitempty"`
+	// VsDefaultPaired is the time over cuda-default's, paired, of each
+	// of the arms of pairedArms that ran (the OpenMP settings, the
+	// launcher, the linked build), by arm.
+	VsDefaultPaired map[string]*Paired `json:"vs_default_paired,omitempty"`
 	// Verdict on the targets: from the paired intervals where there are
 	// any ("met", "MISSED: ...", or "open: ..." where the interval
 	// straddles the bound), else from the medians.
@@ -182,10 +198,15 @@ type Row struct {
 	Limit *Limit `json:"limit,omitempty"`
 }
 
+// pairedArms are the arms whose paired ratio to cuda-default a row gives
+// (Row.VsDefaultPaired).
+var pairedArms = []string{"hybridsync-linked", "omp-passive", "omp-spin1k", "hybridsync-run"}
+
 // Summarize computes the table from runs, rows in the order of programs
 // and contentions, arms in the order of arms. A program and setting that
 // no run has (files of different cells taken together by --from) has no
-// row.
+// row. The reference of a setting on N CPUs is the program alone on as
+// many (none, nonexN).
 func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	type key struct{ p, c, a string }
 	by := map[key][]Run{}
@@ -195,21 +216,32 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 		by[k] = append(by[k], r)
 		cells[key{r.Program, r.Contention, ""}] = true
 	}
-	base := map[string]float64{}
-	limits := map[string]*Limit{}
+	type ref struct {
+		p    string
+		cpus int
+	}
+	base := map[ref]float64{}
+	limits := map[ref]*Limit{}
 	for _, p := range programs {
-		// The reference is results/compare's: the fastest arm alone.
-		alone := map[string]float64{}
-		for _, a := range arms {
-			if w, _ := perStepMedians(by[key{p, "none", a}]); w > 0 {
-				alone[a] = w
-				if base[p] == 0 || w < base[p] {
-					base[p] = w
+		for _, c := range contentions {
+			n := settingOf(c).CPUs
+			rk, none := ref{p, n}, aloneOn(n)
+			if _, done := limits[rk]; done {
+				continue
+			}
+			// The reference is results/compare's: the fastest arm alone.
+			alone := map[string]float64{}
+			for _, a := range arms {
+				if w, _ := perStepMedians(by[key{p, none, a}]); w > 0 {
+					alone[a] = w
+					if base[rk] == 0 || w < base[rk] {
+						base[rk] = w
+					}
 				}
 			}
+			_, blockingCPU := perStepMedians(by[key{p, none, "cuda-blocking"}])
+			limits[rk] = limitOf(alone, blockingCPU, n)
 		}
-		_, blockingCPU := perStepMedians(by[key{p, "none", "cuda-blocking"}])
-		limits[p] = limitOf(alone, blockingCPU)
 	}
 	var rows []Row
 	for _, p := range programs {
@@ -217,7 +249,8 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 			if !cells[key{p, c, ""}] {
 				continue
 			}
-			row := Row{Program: p, Contention: c, Limit: limits[p]}
+			rk := ref{p, settingOf(c).CPUs}
+			row := Row{Program: p, Contention: c, Limit: limits[rk]}
 			wall := map[string]float64{}
 			for _, a := range arms {
 				rs := by[key{p, c, a}]
@@ -236,11 +269,11 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				ar.Steps = medianSteps(rs)
 				step, cpuStep := perStepMedians(rs)
 				ar.StepUS, ar.CPUStepUS = step*1e6, cpuStep*1e6
-				if b := base[p]; b > 0 && ar.Runs > 0 {
+				if b := base[rk]; b > 0 && ar.Runs > 0 {
 					lo, hi := stats.MinMax(walls)
 					ar.Ratio, ar.RatioMin, ar.RatioMax = ptr(step/b), ptr(lo/b), ptr(hi/b)
 				}
-				if l := limits[p]; l != nil && c != "none" && ar.Runs > 0 {
+				if l := limits[rk]; l != nil && !Alone(c) && ar.Runs > 0 {
 					ar.VsLimit = ptr(step * 1e6 / l.US)
 				}
 				if ar.Runs > 0 {
@@ -271,6 +304,14 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 			}
 			if slices.Contains(arms, "cuda-default-again") {
 				row.AAPaired = paired(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
+			}
+			for _, a := range pairedArms {
+				if pr := paired(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && slices.Contains(arms, a) {
+					if row.VsDefaultPaired == nil {
+						row.VsDefaultPaired = map[string]*Paired{}
+					}
+					row.VsDefaultPaired[a] = pr
+				}
 			}
 			row.Verdict = verdict(row)
 			rows = append(rows, row)
@@ -394,6 +435,10 @@ func PrintTable(w io.Writer, rows []Row) error {
 	if aa {
 		head = append(head, "A/A paired [CI]")
 	}
+	others := slices.ContainsFunc(rows, func(r Row) bool { return len(r.VsDefaultPaired) > 0 })
+	if others {
+		head = append(head, "vs default paired [CI]")
+	}
 	head = append(head, "limit", "arms / limit", "co-runner CPU", "failed")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
@@ -418,24 +463,47 @@ func PrintTable(w io.Writer, rows []Row) error {
 		if aa {
 			cols = append(cols, pairedPct(r.AAPaired))
 		}
+		if others {
+			cols = append(cols, vsDefaultCol(r))
+		}
 		cols = append(cols, limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	return tw.Flush()
 }
 
-// limitCol is the limit: the bound that applies, then T and 2C.
+// limitCol is the limit: the bound that applies, then T and 2C, and on
+// several CPUs how many C is over.
 func limitCol(l *Limit) string {
 	if l == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%s: T %.1f / 2C %.1f µs", l.Bound, l.TUS, l.TwoCUS)
+	s := fmt.Sprintf("%s: T %.1f / 2C %.1f µs", l.Bound, l.TUS, l.TwoCUS)
+	if l.CPUs > 1 {
+		s += fmt.Sprintf(" (C over %d CPUs)", l.CPUs)
+	}
+	return s
+}
+
+// vsDefaultCol is each of the row's VsDefaultPaired, in pairedArms'
+// order: "omp-passive -12.0% [-15.1,-9.0]; ...".
+func vsDefaultCol(r Row) string {
+	var v []string
+	for _, a := range pairedArms {
+		if p := r.VsDefaultPaired[a]; p != nil {
+			v = append(v, a+" "+pairedPct(p))
+		}
+	}
+	if len(v) == 0 {
+		return "-"
+	}
+	return strings.Join(v, "; ")
 }
 
 // othersCol is each arm's OthersCPUShare, in the arms' order ("-" where
 // none was measured, alone it is the machine's background).
 func othersCol(r Row) string {
-	if r.Contention == "none" || !slices.ContainsFunc(r.Arms, func(a ArmResult) bool { return a.OthersCPUShare != nil }) {
+	if Alone(r.Contention) || !slices.ContainsFunc(r.Arms, func(a ArmResult) bool { return a.OthersCPUShare != nil }) {
 		return "-"
 	}
 	var v []string
@@ -517,7 +585,7 @@ func verdict(r Row) string {
 		{r.HSVsBestCUDAPaired, r.HSWithin3Pct, 1.03, ">3% behind the better CUDA mode"},
 		{r.HSVsDefaultPaired, r.HSNotSlower, 1, "slower than default"},
 	}
-	if r.Contention == "none" {
+	if Alone(r.Contention) {
 		var within *bool
 		if r.HSVsDefault != nil {
 			within = ptr(*r.HSVsDefault <= 1.02)

@@ -44,11 +44,9 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apps",
 		Short: "Run unmodified GPU programs under CUDA's wait modes and libhybridsync, under CPU contention",
-		Long: `apps runs unmodified GPU programs (no hybridsync code in them) in three arms:
+		Long: `apps runs unmodified GPU programs (no hybridsync code in them) in arms (--arms):
 
-  cuda-default   the command as is
-  cuda-blocking  under LD_PRELOAD=--blocksync, CUDA's own blocking-sync mode
-  hybridsync     under LD_PRELOAD=--lib, libhybridsync.so in its default mode
+` + suite.ArmsHelp + `
 
 each under the contention settings of bench, on one CPU (--cpu):
 
@@ -56,6 +54,11 @@ each under the contention settings of bench, on one CPU (--cpu):
   while1      a busy-loop co-runner pinned to the same CPU
   cap         the program in a cgroup limited to --cap-quota per --cap-period
   cap+while1  both: capped program, uncapped co-runner outside its cgroup
+
+or with xN appended (nonex4, while1x4) on N CPUs, --cpu and the N-1 below
+it: the program's affinity is those CPUs, while1xN pins a busy loop on
+each, capxN allows N quotas; nonexN is their reference. A suite entry's
+"cpus": N runs it only under the settings on N CPUs.
 
 Each program prints one JSON line {"program","steps","wall_s","cpu_s"} at
 the end, timed around its own loop, or is timed whole: one whose last line
@@ -82,10 +85,10 @@ that median which assumes nothing of the distribution (order statistics;
 95%, or [min-max] below 6 repetitions, with its level), and "target" is
 decided from the intervals: met when the whole interval is within the
 bound, MISSED when all of it is beyond, open when it straddles the bound
-(more repetitions needed). --arms may add cuda-default-again, the
-default run once more: "A/A paired" is its time over cuda-default's by
-repetition, the spread two runs of one arm show, which the library's
-paired ratios must exceed to mean anything. A run that fails (exit status, a malformed result line, --timeout) is
+(more repetitions needed). "A/A paired" (cuda-default-again over
+cuda-default) is the spread that ratios must exceed to mean anything;
+"vs default paired" gives the OpenMP, launcher and linked arms'. A run
+that fails (exit status, a malformed result line, --timeout) is
 recorded, left out of the medians and listed; the exit status is then 1.
 
 A suite entry with "in_process": true compares the arms inside one
@@ -154,11 +157,12 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringSliceVar(&o.Only, "only", nil, "run only these programs (names from --suite or --program)")
 	f.StringVar(&o.Dir, "dir", ".", "directory the programs run in; relative paths in their commands are resolved there")
 	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.AllArms, ", "))
-	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, "contention settings: "+strings.Join(corunner.Contentions, ", "))
+	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, suite.ContentionHelp)
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm)")
+	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP)")
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
@@ -174,6 +178,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 		"dir":           complete.Dirs,
 		"lib":           complete.Files("so"),
 		"blocksync":     complete.Files("so"),
+		"launcher":      complete.AnyFile,
 		"out":           complete.Dirs,
 		"from":          complete.Files("jsonl"),
 		"mitigate":      complete.Mitigate,
