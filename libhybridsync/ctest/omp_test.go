@@ -554,9 +554,10 @@ func ompArms(t *testing.T, prog string, cpus [2]int, steps, reps int) (plain, la
 // 2 ms sleep burns its share of the CPU, which the busy loop then gets
 // while the worker has work. Through hybridsync-run they spin about a
 // wake-up's worth, then sleep. On the development VM (2 vCPUs) the steps
-// ran 4-6x faster through the launcher beside the busy loops, and 1.13x
-// slower alone (a worker's wake-up after each sleep costs there; CPU per
-// step is much less): asserted with wide margins, 2x and 1.5x, on the
+// ran 4.1-5.3x faster through the launcher beside the busy loops, and
+// took 1.13-1.21x the time alone (a worker's wake-up after each sleep
+// costs there; CPU per step is a quarter): asserted with wide margins,
+// 2x and 1.5x, on the
 // medians of interleaved runs, measured once more if the verdict is
 // wrong.
 func TestLauncherBarriersUnderBusyLoops(t *testing.T) {
