@@ -575,3 +575,57 @@ func TestArmChooserPolicyWaysEarly(t *testing.T) {
 		t.Errorf("the first epoch of ArmBlocking ended %.2fs into the run, want within 0.6s (chosen %v)", first, w.o.Stats().Chosen)
 	}
 }
+
+// teamShared is a shared CPU whose process has (or not) a team of other
+// threads spinning on other contended CPUs; known false: cannot tell yet.
+type teamShared struct{ team, known atomic.Bool }
+
+func (*teamShared) Contention(int, int64) Contention { return ContentionShared }
+func (s *teamShared) Team(int, int64) (bool, bool)   { return s.team.Load(), s.known.Load() }
+
+// TestArmChooserTeamStaysOnDevice: while other threads of the process spin
+// on other contended CPUs (an OpenMP team at its barrier, teamScan), a
+// contended thread runs the device arm and explores nothing, even where
+// the policy arm's epochs would score twice the waits: blocking puts the
+// team out of step beyond the epoch that blocked, where no comparison of
+// epochs sees it. Its runs double between looks, each look being a call
+// into Go. While the team is not known yet, one exploring epoch's length
+// of the device arm; a look that misses the team within teamHold of the
+// last that saw it changes nothing; once the team is gone, the thread
+// explores again.
+func TestArmChooserTeamStaysOnDevice(t *testing.T) {
+	src := &teamShared{}
+	w := newWorld(src, 3)
+	w.rate = [arms]float64{ArmDevice: 1000, ArmPolicy: 2000, ArmBlocking: 2000}
+	w.cpu = [arms]float64{ArmDevice: 1e5, ArmPolicy: 1e4, ArmBlocking: 5e4}
+	w.events = true
+	w.step() // the model's first epoch, then the contended regime
+	if w.e.N != 1 || w.e.Arms[0] != ArmDevice || w.e.Len != exploreLen {
+		t.Fatalf("contended, team not known yet: next epochs %+v, want one of the device arm, %d ns", w.e, exploreLen)
+	}
+	src.known.Store(true)
+	src.team.Store(true)
+	w.step()
+	src.team.Store(false) // one look that misses it, 0.4 s later
+	w.step()
+	if w.e.Arms[0] != ArmDevice || w.o.Stats().Explorations != 0 {
+		t.Errorf("a look missing the team within teamHold of the last that saw it: next %+v, %d explorations; want the device arm, none", w.e, w.o.Stats().Explorations)
+	}
+	src.team.Store(true)
+	reports := w.reports
+	w.run(30e9)
+	st := w.o.Stats()
+	if st.Explorations != 0 || w.byArm[ArmPolicy]+w.byArm[ArmBlocking] != 0 || st.Team == 0 {
+		t.Errorf("beside a spinning team: %d explorations, %.2f s in the policy arm, %.2f s blocking, %d team reports; want the device arm only, and team reports",
+			st.Explorations, w.byArm[ArmPolicy]/1e9, w.byArm[ArmBlocking]/1e9, st.Team)
+	}
+	if n := w.reports - reports; n > 8 {
+		t.Errorf("beside a spinning team: %d reports in 30 s; want the runs between them to double up to %.1f s", n, teamMaxRun/1e9)
+	}
+	src.team.Store(false)
+	w.run(60e9)
+	if st := w.o.Stats(); st.Explorations == 0 || w.byArm[ArmPolicy]+w.byArm[ArmBlocking] == 0 {
+		t.Errorf("the team gone: %d explorations, %.2f s blocking in all; want the arms explored again and the faster taken",
+			st.Explorations, (w.byArm[ArmPolicy]+w.byArm[ArmBlocking])/1e9)
+	}
+}

@@ -306,6 +306,15 @@ func (h *HintSource) Contention(tid int, now int64) Contention {
 	return ContentionUnknown
 }
 
+// Team implements TeamSource from the fallback contention source, where
+// that can tell (a SchedSignal): the page knows the thread's CPU only.
+func (h *HintSource) Team(tid int, now int64) (team, known bool) {
+	if ts, ok := h.cont.(TeamSource); ok {
+		return ts.Team(tid, now)
+	}
+	return false, true
+}
+
 // Mitigation implements MitigationSource: the short EEVDF slice the
 // agent's --mitigate gave the calling thread (or, on a vCPU page, the
 // vCPU it runs on), ok false when the page cannot be used or says none.

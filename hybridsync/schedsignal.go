@@ -26,6 +26,7 @@ type SchedSignal struct {
 	threads threadSlots[threadSched]
 	cg      throttleReader
 	steal   stealReader
+	team    teamScan
 }
 
 const (
@@ -97,6 +98,11 @@ func (g *SchedSignal) Contention(tid int, now int64) Contention {
 // Descheduled reports that thread tid lost its CPU while spinning: the next
 // Contention call samples at once instead of waiting for the period.
 func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
+
+// Team reports whether other threads of the process spin on other
+// contended CPUs while thread tid waits, an OpenMP team at its barrier
+// (teamScan); known is false until a long enough window has been seen.
+func (g *SchedSignal) Team(tid int, now int64) (team, known bool) { return g.team.Team(tid, now) }
 
 // QuotaPeriod returns the period (ns) of the CPU quota of the process's
 // innermost cgroup that has one, as of the last sample; 0: none (or not

@@ -1,0 +1,192 @@
+package hybridsync
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// teamScan tells whether other threads of the process keep other CPUs busy
+// while those CPUs are contended: the workers of an OpenMP team spinning at
+// a barrier for the thread that waits on the device (GNU libgomp spins
+// 300,000 iterations there by default, milliseconds; LLVM's libomp 200 ms),
+// each on a CPU shared with another task.
+//
+// Such a team runs in step only where its threads hold their CPUs at the
+// same time: a spinning thread leaves its CPU only when the scheduler
+// takes it, so the team keeps whatever phase it has against the
+// co-runners, in step (every thread's turn on its CPU at once: a step costs
+// about twice its time alone) or out of step (every hand-over between two
+// threads waits for a scheduler tick). Which one a run gets is a coin flip
+// that sticks until something makes a thread leave its CPU. A waiter that
+// blocks gives its CPU to the co-runner and comes back out of step with the
+// spinners at every wait. On the H200 machine's CPUs (HZ 250), the OpenMP
+// step loop of libhybridsync/testdata/programs/ompsteps.c on the CUDA
+// stand-in, two threads each beside a busy loop, ran 0.9-1.5 ms per step
+// in step and 16 ms out of step (four ticks) with its event waits spinning,
+// and 8.8-10 ms in every run with them blocking; GROMACS -ntomp 4, whose
+// CUDA default ran at half its speed alone, ran 2.7x slower with the
+// library, which blocked its event waits (docs/tried.md, "Blocking beside a
+// spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's
+// waits spinning, so neither of CUDA's modes does that to such a program.
+// ArmChooser cannot see it by comparing epochs either: the team's phase
+// outlives the epoch that changed it, so the device arm is scored in the
+// state the blocking arm left, and a single exploration can put a team
+// that was in step out of step for the rest of the run.
+//
+// The verdict is read from the kernel's accounting of each thread of the
+// process (/proc/self/task/*/schedstat and stat), over the window since the
+// last scan: another thread that last ran on another CPU, ran teamBusy of
+// the window, waited teamWaited of it for its CPU, and ran teamRun or more
+// each time it was scheduled in: it holds its CPU until the scheduler takes
+// it. A team whose threads sleep at the barrier (GOMP_SPINCOUNT=1000,
+// OMP_WAIT_POLICY=PASSIVE) runs only its work, in short runs between
+// sleeps, and is woken on demand, which takes its co-runner's CPU at once:
+// it does not count; nor does a thread on the waiter's own CPU, which
+// gains from the waiter's blocks. A scan reads two files per thread:
+// ArmChooser asks only at its reports on a contended CPU, at most a few a
+// second.
+//
+// The zero value is ready to use.
+type teamScan struct {
+	mu      sync.Mutex
+	at, win int64 // the last scan, and the window it closed (0: none yet)
+	threads map[int]*teamThread
+}
+
+// teamThread is one thread's counters at the last scan, and what they did
+// in the window it closed.
+type teamThread struct {
+	cpu, delay, runs    int64 // schedstat: run time, run delay (ns), times scheduled in
+	dcpu, ddelay, druns int64
+	proc                int   // the CPU it last ran on
+	seen                int64 // the scan that read it
+}
+
+const (
+	// teamBusy, teamWaited, teamRun: another thread counts when it ran
+	// this share of the window, waited this share of it for its CPU, and
+	// ran this long (ns) per scheduling-in. Spinning beside a busy loop,
+	// an OpenMP worker runs and waits about half of the time each, a
+	// scheduler slice or tick at a time (ms); asleep at the barrier, it
+	// runs its work alone, tens of µs at a time between wake-ups.
+	teamBusy   = 0.1
+	teamWaited = 0.1
+	teamRun    = 500_000
+	// teamRescan: a verdict within this of the last scan is the last
+	// scan's; teamMinWindow: a window shorter than this gives none.
+	teamRescan    = 20_000_000
+	teamMinWindow = 10_000_000
+	// teamMaxThreads bounds a scan.
+	teamMaxThreads = 1024
+)
+
+// Team reports whether threads of the process other than tid spin on other
+// contended CPUs (see teamScan), as of a window ending at or shortly
+// before now; known is false until a window long enough has been seen.
+func (g *teamScan) Team(tid int, now int64) (team, known bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at == 0 || now-g.at >= teamRescan {
+		g.scan(now)
+	}
+	me := g.threads[tid]
+	if g.win < teamMinWindow || me == nil || me.seen != g.at {
+		return false, false
+	}
+	for id, x := range g.threads {
+		if id != tid && x.seen == g.at && x.proc != me.proc && x.druns > 0 && x.dcpu >= teamRun*x.druns &&
+			float64(x.dcpu) >= teamBusy*float64(g.win) && float64(x.ddelay) >= teamWaited*float64(g.win) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// scan reads every thread of the process at now.
+func (g *teamScan) scan(now int64) {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(teamMaxThreads)
+	d.Close()
+	if g.threads == nil {
+		g.threads = map[int]*teamThread{}
+	}
+	for _, name := range names {
+		id, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		cpu, delay, runs, ok1 := readSchedstatAll("/proc/self/task/" + name + "/schedstat")
+		proc, ok2 := readLastCPU("/proc/self/task/" + name + "/stat")
+		if !ok1 || !ok2 {
+			continue
+		}
+		x := g.threads[id]
+		if x == nil {
+			x = &teamThread{cpu: cpu, delay: delay, runs: runs}
+			g.threads[id] = x
+		}
+		x.dcpu, x.ddelay, x.druns = cpu-x.cpu, delay-x.delay, runs-x.runs
+		if x.seen != g.at || g.at == 0 {
+			x.dcpu, x.ddelay, x.druns = 0, 0, 0 // new since the last scan: no window yet
+		}
+		x.cpu, x.delay, x.runs, x.proc, x.seen = cpu, delay, runs, proc, now
+	}
+	for id, x := range g.threads {
+		if x.seen != now {
+			delete(g.threads, id)
+		}
+	}
+	if g.at != 0 {
+		g.win = now - g.at
+	}
+	g.at = now
+}
+
+// readSchedstatAll reads a thread's schedstat: run time and run delay
+// (ns), and how often it was scheduled in.
+func readSchedstatAll(path string) (run, delay, runs int64, ok bool) {
+	var buf [96]byte
+	n, err := newProcFile(path).read(buf[:])
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	var v [3]int64
+	rest := buf[:n]
+	for i := range v {
+		var f []byte
+		f, rest = nextField(rest)
+		if v[i], err = strconv.ParseInt(string(f), 10, 64); err != nil || v[i] < 0 {
+			return 0, 0, 0, false
+		}
+	}
+	return v[0], v[1], v[2], true
+}
+
+// readLastCPU reads the CPU a thread last ran on: field 39 of its stat,
+// counted after the command name, which is in parentheses and may hold
+// spaces or parentheses itself.
+func readLastCPU(path string) (int, bool) {
+	var buf [1024]byte
+	n, err := newProcFile(path).read(buf[:])
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(buf[:n], ')')
+	if i < 0 {
+		return 0, false
+	}
+	rest := buf[i+1 : n]
+	var f []byte
+	for range 37 { // fields 3 (state) to 39 (processor)
+		if f, rest = nextField(rest); len(f) == 0 {
+			return 0, false
+		}
+	}
+	cpu, err := strconv.Atoi(string(f))
+	return cpu, err == nil && cpu >= 0
+}

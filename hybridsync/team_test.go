@@ -1,0 +1,92 @@
+package hybridsync_test
+
+import (
+	"os/exec"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// TestSchedSignalTeam: the team verdict against real threads. A thread of
+// this process spinning on another CPU that a busy loop (another process)
+// shares is a team, as an OpenMP worker at its barrier is; the same thread
+// sleeping between short runs of work (an OpenMP team with a short spin, or
+// passive) is not, nor is a spinner on the waiter's own CPU, which gains
+// from the waiter's blocks.
+func TestSchedSignalTeam(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for i := range 1024 {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs: a team spins on CPUs other than the waiter's")
+	}
+	waiter, other := cpus[len(cpus)-1], cpus[len(cpus)-2]
+	for _, c := range []struct {
+		name string
+		cpu  int    // the other thread's, and the busy loop's
+		step func() // the other thread's loop body
+		want bool
+	}{
+		{"spinning on another shared CPU", other, func() {}, true},
+		{"sleeping between short runs on another shared CPU", other, func() {
+			burn(30 * time.Microsecond)
+			time.Sleep(300 * time.Microsecond)
+		}, false},
+		{"spinning on the waiter's shared CPU", waiter, func() {}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			loop := exec.Command("/bin/sh", "-c", "while :; do :; done")
+			if err := loop.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { loop.Process.Kill(); loop.Wait() }()
+			var one unix.CPUSet
+			one.Set(c.cpu)
+			if err := unix.SchedSetaffinity(loop.Process.Pid, &one); err != nil {
+				t.Fatal(err)
+			}
+			var stop atomic.Bool
+			defer stop.Store(true)
+			go func() {
+				pin(t, c.cpu)
+				defer runtime.UnlockOSThread()
+				for !stop.Load() {
+					c.step()
+				}
+			}()
+			type verdict struct{ team, known bool }
+			got := make(chan [2]verdict)
+			go func() {
+				pin(t, waiter)
+				defer runtime.UnlockOSThread()
+				var sig hybridsync.SchedSignal
+				var v [2]verdict
+				tid := unix.Gettid()
+				time.Sleep(50 * time.Millisecond) // both threads on their CPUs
+				v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
+				time.Sleep(200 * time.Millisecond)
+				v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
+				got <- v
+			}()
+			v := <-got
+			if v[0].known {
+				t.Errorf("the first look: known; want unknown (no window yet)")
+			}
+			if !v[1].known || v[1].team != c.want {
+				t.Errorf("after 200 ms: team %v (known %v), want %v", v[1].team, v[1].known, c.want)
+			}
+		})
+	}
+}
