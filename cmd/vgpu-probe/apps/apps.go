@@ -159,7 +159,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringSliceVar(&o.Arms, "arms", suite.Arms, "arms: "+strings.Join(suite.AllArms, ", "))
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, suite.ContentionHelp)
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
-	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to (default: the last one this process may use)")
+	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to, the highest of N for the settings xN (default: the last one this process may use)")
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm)")
 	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
