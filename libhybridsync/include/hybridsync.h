@@ -29,6 +29,9 @@
  *                          program has none loaded
  *   HYBRIDSYNC_INTERPOSE   1/0: replace the CUDA waits of the whole program
  *                          (default: 1 only when loaded through LD_PRELOAD)
+ *   HYBRIDSYNC_OPENMP      auto (default), bounded, default: the OpenMP wait
+ *                          settings hybridsync-run gives a program (see
+ *                          hs_openmp_env)
  *   HYBRIDSYNC_RUN_SET     set by hybridsync-run (the launcher): NAME=VALUE of
  *                          each OpenMP variable it set, which the stats'
  *                          "openmp" object reports; not for users to set
@@ -122,6 +125,19 @@ long hs_stats_json(char *buf, size_t len);
  * primitive: later waits are plain CUDA calls until hs_init. Returns HS_OK,
  * or HS_ERR_STATE if not initialised. */
 int hs_shutdown(void);
+
+/* hs_openmp_env writes into env (n bytes, NUL-terminated) the OpenMP wait
+ * settings for a program about to start on the CPUs the calling process
+ * may use, as blank-separated NAME=VALUE words: a bounded spin
+ * (GOMP_SPINCOUNT, KMP_BLOCKTIME) where another thread competes for those
+ * CPUs, measured by spinning a thread on each for 0.1 s (run delay, or
+ * steal in a VM); nothing where the runtime's own long spin is the
+ * fastest. HYBRIDSYNC_OPENMP=bounded or =default skips the measurement.
+ * why gets what was measured, or why it failed. Returns 0, or -1.
+ * hybridsync-run asks it (through hybridsync-openmp) before it starts a
+ * program, since GNU libgomp reads its setting before any preloaded
+ * library runs. Needs no CUDA and no hs_init. */
+int hs_openmp_env(char *env, size_t n, char *why, size_t why_n);
 
 /* hs_last_error describes the last failed hs_init (or implicit
  * initialisation); "" if none. The string stays valid until the next

@@ -65,6 +65,8 @@ func cgetenv(k string) string {
 	return C.GoString(C.getenv(ck))
 }
 
+// setErr copies msg into the C buffer buf of n bytes, cut to fit, ending
+// in a NUL.
 func setErr(buf *C.char, n C.size_t, msg string) {
 	if buf == nil || n == 0 {
 		return

@@ -1,0 +1,194 @@
+package hybridsync
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenMP's waits are the library's waits one level up: a thread at a
+// barrier spins (GNU libgomp: GOMP_SPINCOUNT, ~300,000 iterations by
+// default; LLVM libomp: KMP_BLOCKTIME, 200 ms), then sleeps. On CPUs of
+// its own the long spin is what makes the next parallel region start at
+// once; on CPUs shared with a busy neighbour it burns the slice the
+// team's other threads, the master first, need. So the setting follows
+// the same signal as the CUDA waits: whether the program's CPUs are
+// contended. libgomp reads its setting once, in its constructor, before
+// any preloaded library runs: the launcher (hybridsync-run) asks
+// OpenMPEnv before it starts the program.
+
+// OpenMPProbe is how long OpenMPEnv watches each CPU.
+const OpenMPProbe = 100 * time.Millisecond
+
+// openMPContended is the share of a probe's time it waited for its CPU
+// (run delay, or steal in a VM) from which the CPU counts as contended:
+// well above the few percent a kernel thread's wake-ups cost, well below
+// the half that one busy neighbour takes.
+const openMPContended = 0.10
+
+// OpenMPSpin are the bounded settings for contended CPUs: a spin of
+// GOMP_SPINCOUNT iterations (a pause and a load each, 10-40 ns: 0.1-0.4
+// ms) before sleeping, and libomp's shortest blocktime.
+var OpenMPSpin = []string{"GOMP_SPINCOUNT=10000", "KMP_BLOCKTIME=0"}
+
+// OpenMPVerdict is what OpenMPEnv measured and chose.
+type OpenMPVerdict struct {
+	CPUs []int
+	// Waited is the largest share of the probe any CPU's thread waited
+	// for its CPU (run delay, or steal where larger).
+	Waited float64
+	// Env are the settings to give the program; none on CPUs that are
+	// not contended, where the runtime's own long spin is the fastest.
+	Env []string
+	// Set is HYBRIDSYNC_OPENMP where it chose without measuring.
+	Set string
+}
+
+func (v OpenMPVerdict) String() string {
+	env := "the runtime's defaults"
+	if len(v.Env) > 0 {
+		env = strings.Join(v.Env, " ")
+	}
+	if v.Set != "" {
+		return fmt.Sprintf("HYBRIDSYNC_OPENMP=%s: %s", v.Set, env)
+	}
+	return fmt.Sprintf("CPUs %v waited %.0f%% of a %v probe at most: %s", v.CPUs, 100*v.Waited, OpenMPProbe, env)
+}
+
+// The values of HYBRIDSYNC_OPENMP, which OpenMPEnv follows: auto (or
+// unset) measures; bounded and default skip the measurement and give
+// the bounded spin, or the runtime's defaults.
+const (
+	OpenMPAuto    = "auto"
+	OpenMPBounded = "bounded"
+	OpenMPDefault = "default"
+)
+
+// OpenMPEnv returns the OpenMP wait settings for a program started now
+// on the CPUs this process may run on: as HYBRIDSYNC_OPENMP (mode) says,
+// or, by default, measured by spinning a thread on each of them for
+// OpenMPProbe.
+func OpenMPEnv(mode string) (OpenMPVerdict, error) {
+	switch mode {
+	case "", OpenMPAuto:
+	case OpenMPBounded:
+		return OpenMPVerdict{Env: OpenMPSpin, Set: mode}, nil
+	case OpenMPDefault:
+		return OpenMPVerdict{Set: mode}, nil
+	default:
+		return OpenMPVerdict{}, fmt.Errorf("HYBRIDSYNC_OPENMP=%q: want auto, bounded or default", mode)
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return OpenMPVerdict{}, fmt.Errorf("reading the CPUs this process may use: %w", err)
+	}
+	var v OpenMPVerdict
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			v.CPUs = append(v.CPUs, c)
+		}
+	}
+	if len(v.CPUs) == 0 {
+		return v, fmt.Errorf("no CPU in this process's affinity")
+	}
+	steal0 := readSteal()
+	waited := make([]float64, len(v.CPUs))
+	errs := make([]error, len(v.CPUs))
+	var wg sync.WaitGroup
+	for i, c := range v.CPUs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waited[i], errs[i] = probeCPU(c, OpenMPProbe)
+		}()
+	}
+	wg.Wait()
+	steal1 := readSteal()
+	for i, c := range v.CPUs {
+		if errs[i] != nil {
+			return v, errs[i]
+		}
+		w := waited[i]
+		if a, ok := steal0[c]; ok {
+			if b, ok := steal1[c]; ok {
+				w = max(w, float64(b-a)*clockTick.Seconds()/OpenMPProbe.Seconds())
+			}
+		}
+		v.Waited = max(v.Waited, w)
+	}
+	if v.Waited >= openMPContended {
+		v.Env = OpenMPSpin
+	}
+	return v, nil
+}
+
+// probeCPU spins a thread on cpu for d and returns the share of d it
+// waited for the CPU (schedstat's run delay).
+func probeCPU(cpu int, d time.Duration) (float64, error) {
+	runtime.LockOSThread()
+	// Not unlocked: the thread's affinity is changed, so it ends with
+	// the goroutine rather than serve others.
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return 0, fmt.Errorf("pinning a probe to CPU %d: %w", cpu, err)
+	}
+	path := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/schedstat"
+	d0, err := runDelay(path)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for time.Since(start) < d {
+	}
+	d1, err := runDelay(path)
+	if err != nil {
+		return 0, err
+	}
+	return float64(d1-d0) / float64(time.Since(start).Nanoseconds()), nil
+}
+
+// runDelay is the second field of a schedstat file: ns spent runnable
+// but waiting for a CPU.
+func runDelay(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("%s: %q", path, b)
+	}
+	return strconv.ParseInt(f[1], 10, 64)
+}
+
+// clockTick is USER_HZ, the unit of /proc/stat.
+const clockTick = 10 * time.Millisecond
+
+// readSteal is each CPU's steal time in /proc/stat (clock ticks); none
+// where it cannot be read.
+func readSteal() map[int]int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	out := map[int]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		c, err1 := strconv.Atoi(f[0][3:])
+		s, err2 := strconv.ParseInt(f[8], 10, 64)
+		if err1 == nil && err2 == nil {
+			out[c] = s
+		}
+	}
+	return out
+}

@@ -1,0 +1,28 @@
+package main
+
+/*
+#include <stddef.h>
+*/
+import "C"
+
+import (
+	"strings"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// hs_openmp_env: see hybridsync.h. The launcher asks it, through
+// hybridsync-openmp, before it starts a program: libgomp reads its wait
+// setting once, before a preloaded library could change it.
+//
+//export hs_openmp_env
+func hs_openmp_env(env *C.char, n C.size_t, why *C.char, whyN C.size_t) C.int {
+	v, err := hybridsync.OpenMPEnv(cgetenv("HYBRIDSYNC_OPENMP"))
+	if err != nil {
+		setErr(why, whyN, err.Error())
+		return -1
+	}
+	setErr(env, n, strings.Join(v.Env, " "))
+	setErr(why, whyN, v.String())
+	return 0
+}
