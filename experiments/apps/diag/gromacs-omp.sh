@@ -99,7 +99,7 @@ for rep in $(seq 1 "$REPS"); do
 			t0=$(date +%s.%N)
 			b0=0
 			[ ${#BUSY[@]} -eq 0 ] || b0=$(ticks "${BUSY[@]}")
-			line=$("${pre[@]}" taskset -c "$CPUS" python3 experiments/apps/gromacs.py mdrun --gmx "$GMX" --tpr "$TPR" \
+			line=$(taskset -c "$CPUS" "${pre[@]}" python3 experiments/apps/gromacs.py mdrun --gmx "$GMX" --tpr "$TPR" \
 				--update gpu --ntomp "$NTOMP" --seconds "$SECONDS_RUN" --name "gromacs-ntomp$NTOMP" 2>/dev/null | tail -1) || line='{"error": "mdrun failed"}'
 			t1=$(date +%s.%N)
 			share=null
