@@ -341,7 +341,8 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 // process spin on other contended CPUs (an OpenMP team at its barrier,
 // which a blocking arm would put out of step, teamScan), and for teamHold
 // after the last window that found them; or, while that is not known yet
-// (the first report on a contended CPU), for one exploring epoch's length.
+// (the first report on a contended CPU), for teamWindow, the window that
+// tells.
 // The run of the arm chosen before ends: once the team is gone, the next
 // report explores afresh. A run lasts minExploit epochs, doubled with each
 // report in a row that finds the team, up to teamMaxRun: a report calls
@@ -353,7 +354,7 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 func (o *ArmChooser) teamed(t *armThread, known bool) Epoch {
 	t.left = 0
 	if !known {
-		return o.run(t, Epoch{Len: o.span(exploreLen)}, ArmDevice)
+		return o.run(t, Epoch{Len: o.span(teamWindow)}, ArmDevice)
 	}
 	o.teamX.Add(1)
 	n := min(o.span(epochLen)*minExploit<<min(t.teamRuns, 10), teamMaxRun)

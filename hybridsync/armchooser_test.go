@@ -589,8 +589,7 @@ func (s *teamShared) Team(int, int64) (bool, bool)   { return s.team.Load(), s.k
 // the policy arm's epochs would score twice the waits: blocking puts the
 // team out of step beyond the epoch that blocked, where no comparison of
 // epochs sees it. Its runs double between looks, each look being a call
-// into Go. While the team is not known yet, one exploring epoch's length
-// of the device arm; a look that misses the team within teamHold of the
+// into Go. While the team is not known yet, teamWindow of the device arm; a look that misses the team within teamHold of the
 // last that saw it changes nothing; once the team is gone, the thread
 // explores again.
 func TestArmChooserTeamStaysOnDevice(t *testing.T) {
@@ -600,8 +599,8 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	w.cpu = [arms]float64{ArmDevice: 1e5, ArmPolicy: 1e4, ArmBlocking: 5e4}
 	w.events = true
 	w.step() // the model's first epoch, then the contended regime
-	if w.e.N != 1 || w.e.Arms[0] != ArmDevice || w.e.Len != exploreLen {
-		t.Fatalf("contended, team not known yet: next epochs %+v, want one of the device arm, %d ns", w.e, exploreLen)
+	if w.e.N != 1 || w.e.Arms[0] != ArmDevice || w.e.Len != teamWindow {
+		t.Fatalf("contended, team not known yet: next epochs %+v, want one of the device arm, %d ns", w.e, teamWindow)
 	}
 	src.known.Store(true)
 	src.team.Store(true)

@@ -37,14 +37,16 @@ import (
 //
 // The verdict is read from the kernel's accounting of each thread of the
 // process (/proc/self/task/*/schedstat and stat), over the window since the
-// last scan: another thread that last ran on another CPU, ran teamBusy of
-// the window, waited teamWaited of it for its CPU, and ran teamRun or more
-// each time it was scheduled in: it holds its CPU until the scheduler takes
-// it. A team whose threads sleep at the barrier (GOMP_SPINCOUNT=1000,
-// OMP_WAIT_POLICY=PASSIVE) runs only its work, in short runs between
-// sleeps, and is woken on demand, which takes its co-runner's CPU at once:
-// it does not count; nor does a thread on the waiter's own CPU, which
-// gains from the waiter's blocks. A scan reads two files per thread:
+// last scan: another thread that last ran on another CPU, was runnable
+// (running or waiting for its CPU) teamRunnable of the window and waited
+// teamWaited of it, and ran teamRun or more each time it was scheduled in:
+// it never sleeps, and holds its CPU until the scheduler takes it. How much
+// CPU it got does not matter: on a machine busier still, a spinning thread
+// gets less and is as much in the way. A team whose threads sleep at the
+// barrier (GOMP_SPINCOUNT=1000, OMP_WAIT_POLICY=PASSIVE) is runnable only
+// for its work, in short runs between sleeps, and is woken on demand,
+// which takes its co-runner's CPU at once: it does not count; nor does a
+// thread on the waiter's own CPU, which gains from the waiter's blocks. A scan reads two files per thread:
 // ArmChooser asks only at its reports on a contended CPU, at most a few a
 // second.
 //
@@ -65,39 +67,43 @@ type teamThread struct {
 }
 
 const (
-	// teamBusy, teamWaited, teamRun: another thread counts when it ran
-	// this share of the window, waited this share of it for its CPU, and
-	// ran this long (ns) per scheduling-in. Spinning beside a busy loop,
-	// an OpenMP worker runs and waits about half of the time each, a
-	// scheduler slice or tick at a time (ms); asleep at the barrier, it
-	// runs its work alone, tens of µs at a time between wake-ups.
-	teamBusy   = 0.1
-	teamWaited = 0.1
-	teamRun    = 500_000
-	// teamRescan: a verdict within this of the last scan is the last
-	// scan's; teamMinWindow: a window shorter than this gives none.
-	teamRescan    = 20_000_000
-	teamMinWindow = 10_000_000
+	// teamRunnable, teamWaited, teamRun: another thread counts when it
+	// was runnable this share of the window, waited this share of it for
+	// its CPU, and ran this long (ns) per scheduling-in. Spinning beside
+	// a busy loop, an OpenMP worker is runnable all the time but for the
+	// program's serial parts, and runs and waits about half of it each,
+	// a scheduler slice or tick at a time (ms); asleep at the barrier, it
+	// is runnable for its work alone, tens of µs at a time between
+	// wake-ups.
+	teamRunnable = 0.4
+	teamWaited   = 0.1
+	teamRun      = 500_000
+	// teamWindow: a scan closes a window at least this long, and a
+	// verdict asked for sooner is the last window's. A shorter window
+	// can fall inside a serial part of the program, in which the team's
+	// threads sleep (ompsteps.c's are 20-25 ms every 100 steps), and
+	// would start an exploration that puts the team out of step.
+	teamWindow = 150_000_000
 	// teamMaxThreads bounds a scan.
 	teamMaxThreads = 1024
 )
 
 // Team reports whether threads of the process other than tid spin on other
-// contended CPUs (see teamScan), as of a window ending at or shortly
-// before now; known is false until a window long enough has been seen.
+// contended CPUs (see teamScan), over the last window of teamWindow or more
+// that ended by now; known is false until one has.
 func (g *teamScan) Team(tid int, now int64) (team, known bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.at == 0 || now-g.at >= teamRescan {
+	if g.at == 0 || now-g.at >= teamWindow {
 		g.scan(now)
 	}
 	me := g.threads[tid]
-	if g.win < teamMinWindow || me == nil || me.seen != g.at {
+	if g.win == 0 || me == nil || me.seen != g.at {
 		return false, false
 	}
 	for id, x := range g.threads {
 		if id != tid && x.seen == g.at && x.proc != me.proc && x.druns > 0 && x.dcpu >= teamRun*x.druns &&
-			float64(x.dcpu) >= teamBusy*float64(g.win) && float64(x.ddelay) >= teamWaited*float64(g.win) {
+			float64(x.dcpu+x.ddelay) >= teamRunnable*float64(g.win) && float64(x.ddelay) >= teamWaited*float64(g.win) {
 			return true, true
 		}
 	}

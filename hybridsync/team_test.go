@@ -76,7 +76,7 @@ func TestSchedSignalTeam(t *testing.T) {
 				tid := unix.Gettid()
 				time.Sleep(50 * time.Millisecond) // both threads on their CPUs
 				v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(250 * time.Millisecond)
 				v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
 				got <- v
 			}()
@@ -85,7 +85,7 @@ func TestSchedSignalTeam(t *testing.T) {
 				t.Errorf("the first look: known; want unknown (no window yet)")
 			}
 			if !v[1].known || v[1].team != c.want {
-				t.Errorf("after 200 ms: team %v (known %v), want %v", v[1].team, v[1].known, c.want)
+				t.Errorf("after 250 ms: team %v (known %v), want %v", v[1].team, v[1].known, c.want)
 			}
 		})
 	}
