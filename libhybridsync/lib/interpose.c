@@ -122,6 +122,13 @@ static int in_cuda_driver(void *p)
 
 void *dlsym(void *handle, const char *name)
 {
+	/* RTLD_NEXT means the object after the caller's: libc reads the
+	 * caller from its return address, which must stay the caller's, not
+	 * this library's (LLVM's libomp looks itself up that way and would
+	 * find its own function again). A tail call, checked by
+	 * TestPreloadLLVMOpenMP, leaves it; such lookups are not hooked. */
+	if (handle == RTLD_NEXT)
+		return hs_real_dlsym(handle, name);
 	void *p = hs_real_dlsym(handle, name);
 	if (p == NULL || name[0] != 'c' || name[1] != 'u' || !interpose_on())
 		return p;
