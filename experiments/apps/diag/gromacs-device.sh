@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GROMACS on the GPU machine, in the steps the suite needs (docs/gromacs.md):
 #
-#   gromacs-device.sh build SRC.tar.xz   # build gmx plain and linked with libhybridsync,
+#   gromacs-device.sh build SRC.tar.xz   # (a release's .tar.gz or .tar.xz) build gmx plain and linked with libhybridsync,
 #                                        # make the inputs, check one short run of each;
 #                                        # packs $OUT/gmx-plain.tar.xz, $OUT/gmx-linked.tar.xz
 #   gromacs-device.sh unpack DIR         # unpack DIR/gmx-{plain,linked}.tar.xz and make the inputs
@@ -28,8 +28,13 @@ inputs() {
 
 case ${1:-} in
 build)
-	tar -xJf "$2" -C "$G"
-	src=$(find "$G" -maxdepth 2 -name CMakeLists.txt -path '*src*' -printf '%h\n' | head -1)
+	[ -f "${2:-}" ] || { echo "gromacs-device.sh build: ${2:-no} source archive: no such file (a GROMACS release .tar.gz or .tar.xz)" >&2; exit 2; }
+	top=$(tar -tf "$2" | sed -n 1p) # sed reads it all: no SIGPIPE under pipefail
+	top=${top%%/*}
+	tar -xf "$2" -C "$G"
+	src=$G/$top
+	[ -f "$src/CMakeLists.txt" ] && grep -q 'project(Gromacs' "$src/CMakeLists.txt" ||
+		{ echo "gromacs-device.sh build: $2 holds no GROMACS source tree at its top ($top/CMakeLists.txt)" >&2; exit 2; }
 	{ nproc; gcc --version | head -1; cmake --version | head -1; nvcc --version | tail -1; grep -m1 'model name' /proc/cpuinfo; } >"$OUT/gromacs-machine.txt" 2>&1
 	# One build tree: the linked build reconfigures it and relinks.
 	(time $PY build --source "$src" --build "$G/bld" --out "$G/plain") >"$OUT/build-plain.log" 2>&1
