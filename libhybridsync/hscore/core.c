@@ -81,7 +81,18 @@ void hs_log(int level, const char *fmt, ...)
 
 int hs_log_enabled(int level) { return level <= atomic_load_explicit(&log_level, memory_order_relaxed); }
 
-void hs_log_user(const char *msg) { hs_log(HS_LOG_ERROR, "%s", msg); }
+static void log_always(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+/* A user's mistake (a bad HYBRIDSYNC_* value) is said whatever the log
+ * level: off silences the library's chatter, not what the user asked
+ * for and will not get. */
+void hs_log_user(const char *msg) { log_always("%s", msg); }
 
 /* A child of fork() has none of the Go runtime's threads: it must never
  * call into Go, so every entry point checks this and passes through. */

@@ -124,8 +124,8 @@ extern const char *const hs_log_level_name[HS_LOG_COUNT];
 int hs_parse_log_level(const char *s);
 void hs_log_str(int level, const char *msg);
 /* hs_log_user reports a user error (a bad HYBRIDSYNC_* value): one line on
- * stderr at level error. The default level (off) says nothing: the stats
- * file and hs_last_error carry the reason. */
+ * stderr at every log level, off included (the stats file and
+ * hs_last_error carry it too). */
 void hs_log_user(const char *msg);
 
 #endif

@@ -21,9 +21,9 @@
  *   HYBRIDSYNC_STATS       file the stats JSON is written to at exit; "%p" is
  *                          replaced by the process id
  *   HYBRIDSYNC_LOG         off (default), error, warn, info, debug: what goes
- *                          to stderr (off: nothing; a bad value of another
- *                          variable is said from error up). Nothing is ever
- *                          written to stdout.
+ *                          to stderr (off: nothing but a bad value of a
+ *                          HYBRIDSYNC_* variable, which is said at every
+ *                          level). Nothing is ever written to stdout.
  *   HYBRIDSYNC_CUDA_LIB    path of the CUDA driver library
  *   HYBRIDSYNC_CUDART_LIB  path of the CUDA runtime library, used when the
  *                          program has none loaded
