@@ -138,8 +138,11 @@ def find_gmx(given):
 
 def cmd_build(a, run):
     src = os.path.abspath(a.source)
-    if not os.path.isfile(os.path.join(src, "CMakeLists.txt")) and not a.dry_run:
+    # Checked in a dry run too: it says what the real run would do.
+    if not os.path.isfile(os.path.join(src, "CMakeLists.txt")):
         raise Failure("--source %s: no CMakeLists.txt there (a GROMACS source tree)" % a.source)
+    if a.link_hybridsync and not os.path.isdir(os.path.join(a.link_hybridsync, "lib", "cmake", "hybridsync")):
+        raise Failure("--link-hybridsync %s: no lib/cmake/hybridsync there (make install-lib PREFIX=...)" % a.link_hybridsync)
     out = os.path.abspath(a.out)
     build = os.path.abspath(a.build or os.path.join(out, "build"))
     prefix = os.path.join(out, "install")

@@ -96,8 +96,25 @@ func TestGromacsParseLog(t *testing.T) {
 // energy minimisation before the MD input (an unminimised water box fails
 // SETTLE and makes mdrun crash at its first steps: docs/gromacs.md).
 func TestGromacsDryRun(t *testing.T) {
-	out, errs, code := gromacsPy(t, nil, "build", "--source", "/src/gromacs", "--out", "/o", "--jobs", "3",
-		"--link-hybridsync", "/opt/hs", "--dry-run")
+	// A source tree and a library install as the real run wants them:
+	// a dry run checks them too.
+	src, hs := filepath.Join(t.TempDir(), "gromacs"), filepath.Join(t.TempDir(), "hs")
+	for _, d := range []string{src, filepath.Join(hs, "lib", "cmake", "hybridsync")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "CMakeLists.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]string{{"--source", "/nonexistent", "--link-hybridsync", hs}, {"--source", src, "--link-hybridsync", "/nonexistent"}} {
+		_, errs, code := gromacsPy(t, nil, append(append([]string{"build"}, bad...), "--out", "/o", "--dry-run")...)
+		if code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("build --dry-run %v: exit %d, stderr %q; want exit 2 and one line", bad, code, errs)
+		}
+	}
+	out, errs, code := gromacsPy(t, nil, "build", "--source", src, "--out", "/o", "--jobs", "3",
+		"--link-hybridsync", hs, "--dry-run")
 	if code != 0 {
 		t.Fatalf("build --dry-run: exit %d: %s", code, errs)
 	}
@@ -106,9 +123,9 @@ func TestGromacsDryRun(t *testing.T) {
 		t.Fatalf("build --dry-run printed %d commands, want configure, build, install, pack:\n%s", len(lines), out)
 	}
 	include, _ := filepath.Abs(filepath.Join("..", "apps", "gromacs-link.cmake"))
-	for _, want := range []string{"cmake -S /src/gromacs -B /o/build -G Ninja", "-DGMX_GPU=CUDA", "-DCMAKE_CUDA_ARCHITECTURES=90",
+	for _, want := range []string{"cmake -S " + src + " -B /o/build -G Ninja", "-DGMX_GPU=CUDA", "-DCMAKE_CUDA_ARCHITECTURES=90",
 		"-DGMX_FFT_LIBRARY=fftpack", "-DBUILD_SHARED_LIBS=OFF", "-DGMX_USE_HDF5=OFF", "-DGMX_HWLOC=OFF", "-DGMX_MPI=OFF",
-		"-DGMX_EXTERNAL_BLAS=OFF", "-DGMX_EXTERNAL_LAPACK=OFF", "-DCMAKE_PREFIX_PATH=/opt/hs", "-DCMAKE_PROJECT_INCLUDE=" + include} {
+		"-DGMX_EXTERNAL_BLAS=OFF", "-DGMX_EXTERNAL_LAPACK=OFF", "-DCMAKE_PREFIX_PATH=" + hs, "-DCMAKE_PROJECT_INCLUDE=" + include} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("configure %q lacks %q", lines[0], want)
 		}
