@@ -545,6 +545,23 @@ func ompArms(t *testing.T, prog string, cpus [2]int, steps, reps int) (plain, la
 	return median(w[0]), median(w[1]), median(c[0]), median(c[1])
 }
 
+// twoCPUs are the last two online CPUs, for a program and a busy loop on
+// each (pinned with taskset).
+func twoCPUs(t *testing.T) [2]int {
+	t.Helper()
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skipf("taskset (util-linux) is needed to pin the program and the busy loops: %v", err)
+	}
+	online, err := corunner.Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(online) < 2 {
+		t.Skipf("%d CPU online: the test needs two", len(online))
+	}
+	return [2]int{online[len(online)-2], online[len(online)-1]}
+}
+
 // TestLauncherBarriersUnderBusyLoops: an OpenMP program of barrier-heavy
 // steps, two threads on two CPUs, each CPU shared with a busy loop. As it
 // is, libgomp's threads spin up to 300,000 times at every wait (9 ms at
@@ -559,17 +576,7 @@ func ompArms(t *testing.T, prog string, cpus [2]int, steps, reps int) (plain, la
 // more if the verdict is wrong.
 func TestLauncherBarriersUnderBusyLoops(t *testing.T) {
 	prog := needGNUOpenMP(t)
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skipf("taskset (util-linux) is needed to pin the program and the busy loops: %v", err)
-	}
-	online, err := corunner.Online()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(online) < 2 {
-		t.Skipf("%d CPU online: the test needs two", len(online))
-	}
-	cpus := [2]int{online[len(online)-2], online[len(online)-1]}
+	cpus := twoCPUs(t)
 	const reps = 5
 	contended := func() (float64, string) {
 		stop := busyLoops(t, cpus)
@@ -609,14 +616,7 @@ func TestLauncherBarriersUnderBusyLoops(t *testing.T) {
 // HYBRIDSYNC_OPENMP; =default never sets them.
 func TestLauncherMeasuresContention(t *testing.T) {
 	need(t)
-	online, err := corunner.Online()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(online) < 2 {
-		t.Skipf("%d CPU online: the test needs two", len(online))
-	}
-	cpus := [2]int{online[len(online)-2], online[len(online)-1]}
+	cpus := twoCPUs(t)
 	list := fmt.Sprintf("%d,%d", cpus[0], cpus[1])
 	run := func(setting string) (map[string]string, string) {
 		t.Helper()
