@@ -18,11 +18,11 @@ with them. The program is meant to run on as many CPUs as threads
 ("cpus": 4 in suite.json).
 
 The passes per batch are calibrated once, before "apps: ready", on one
-thread, so that OpenMP's wait settings do not change the work: its CPU
-time per batch on one thread is --threads x the time that would make
---host-share of a step alone (default 0.45), the share it takes when it
-spreads perfectly over the threads; --host-units N fixes the passes
-instead.
+thread and by that thread's CPU time, so that neither OpenMP's wait
+settings nor a busy neighbour change the work: its CPU time per batch on
+one thread is --threads x the time that would make --host-share of a
+step alone (default 0.45), the share it takes when it spreads perfectly
+over the threads; --host-units N fixes the passes instead.
 Usage: python3 torch_omp4.py [--threads N] [--seconds S | --steps N] [--host-share F | --host-units N]
 Prints one JSON line: {"program","steps","wall_s","cpu_s"} (timed loop
 only; CPU of all threads) and "host_units" (passes per batch), "host_s"
@@ -30,7 +30,9 @@ only; CPU of all threads) and "host_units" (passes per batch), "host_s"
 threads)."""
 import argparse
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -74,6 +76,20 @@ class TensorPrep:
         return self.prepare(idx)
 
 
+def median_thread_cpu(run, reps=9):
+    """Median CPU seconds of the calling thread in run() over reps calls,
+    after two untimed ones: on one intra-op thread PyTorch does the work
+    in the calling thread."""
+    run()
+    run()
+    ts = []
+    for _ in range(reps):
+        t = time.thread_time()
+        run()
+        ts.append(time.thread_time() - t)
+    return statistics.median(ts)
+
+
 def sized(tr, prep, threads, share, units):
     """The passes per batch (calibrated on one thread unless given), said
     on stderr."""
@@ -88,7 +104,7 @@ def sized(tr, prep, threads, share, units):
         return prep.batch_of_next
     torch.set_num_threads(1)
     try:
-        units = userloop.calibrate(make, dev * threads, share, start=2)
+        units = userloop.calibrate(make, dev * threads, share, start=2, measure=median_thread_cpu)
     finally:
         torch.set_num_threads(threads)
     print("torch_omp4: %d passes per batch for %.0f%% of a step alone on %d threads (device part %.1f µs)"

@@ -166,3 +166,23 @@ func ompEnvNote(arms []string) string {
 	}
 	return fmt.Sprintf("%s set here: every arm but %s runs with it", strings.Join(set, " "), strings.Join(separateOnly, ", "))
 }
+
+// launcherNote says why the launcher's arm would see no contention: it
+// measures the CPUs' contention when the program starts, and the
+// setting goes in place at a ready line; "" where it is not so.
+func (c *Config) launcherNote() string {
+	if !slices.Contains(c.Arms, "hybridsync-run") || c.ContendAtStart {
+		return ""
+	}
+	var late []string
+	for _, p := range c.Programs {
+		if p.Ready != "" {
+			late = append(late, p.Name)
+		}
+	}
+	if len(late) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("hybridsync-run chooses OpenMP's waits from the contention it measures when the program starts, and the settings go in place at the ready line of %s: it sees none there (--contend-at-start puts them in place before the start)",
+		strings.Join(late, ", "))
+}

@@ -49,6 +49,7 @@ func standinMain() int {
 	fs := flag.NewFlagSet("standin", flag.ContinueOnError)
 	info := fs.String("info", "", "directory for a file about this run")
 	fs.Float64("seconds", 0, "ignored")
+	ready := fs.String("ready", "", "write this line to stderr once the info is written")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -94,6 +95,9 @@ func standinMain() int {
 			fmt.Fprintln(os.Stderr, "standin:", err)
 			return 1
 		}
+	}
+	if *ready != "" {
+		fmt.Fprintln(os.Stderr, *ready)
 	}
 	fmt.Println(`{"program":"standin","steps":10,"wall_s":0.5,"cpu_s":0.25}`)
 	return 0

@@ -84,11 +84,15 @@ type Config struct {
 	Blocksync  string // blocksync.so, for the cuda-blocking arm
 	// Launcher is hybridsync-run, for the hybridsync-run arm; "": the one
 	// beside Lib's folder (LauncherFor).
-	Launcher  string
-	Seconds   float64
-	Timeout   time.Duration // of one run
-	CapQuota  time.Duration
-	CapPeriod time.Duration
+	Launcher string
+	Seconds  float64
+	Timeout  time.Duration // of one run
+	// ContendAtStart puts the setting in place before every program
+	// starts, whatever its ready line: for what looks at the CPUs when
+	// the program starts (hybridsync-run measures their contention).
+	ContendAtStart bool
+	CapQuota       time.Duration
+	CapPeriod      time.Duration
 	// Log gets a line per run as it finishes.
 	Log io.Writer
 	// Agent, when set, runs the agent in-process beside each program

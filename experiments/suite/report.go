@@ -50,8 +50,10 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 	for _, l := range c.skipped() {
 		fmt.Fprintln(c.Log, "apps:", l)
 	}
-	if n := ompEnvNote(c.Arms); n != "" {
-		fmt.Fprintln(c.Log, "apps:", n)
+	for _, n := range []string{ompEnvNote(c.Arms), c.launcherNote()} {
+		if n != "" {
+			fmt.Fprintln(c.Log, "apps:", n)
+		}
 	}
 	var runs []Run
 	total := 0 // processes, for the progress lines

@@ -305,7 +305,7 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 // error returned is for the run's machinery (and Ctrl-C), which ends the
 // whole matrix.
 func (c *Config) runOne(ctx context.Context, p Program, arm, stats, contention string, r *Run) ([]Round, error) {
-	r.Agent = c.Agent.String()
+	r.Agent, r.ContendAtStart = c.Agent.String(), c.ContendAtStart && p.Ready != ""
 	var rounds []Round
 	err := c.underAgent(func() error {
 		var err error
@@ -347,7 +347,8 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	stderr := &tailWriter{max: 4096}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	ready := make(chan struct{})
-	if p.Ready != "" {
+	waitReady := p.Ready != "" && !c.ContendAtStart
+	if waitReady {
 		cmd.Stderr = &readyWriter{w: stderr, marker: p.Ready, ready: ready}
 	} else {
 		close(ready)
@@ -399,7 +400,7 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 			kill()
 		}
 	}()
-	if p.Ready == "" {
+	if !waitReady {
 		<-applied
 		if setupErr != nil {
 			cmd.Wait()
@@ -431,7 +432,7 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	if setupErr != nil {
 		return nil, setupErr
 	}
-	if p.Ready != "" && setting == nil && werr == nil {
+	if waitReady && setting == nil && werr == nil {
 		r.Error = fmt.Sprintf("never wrote its ready line %q to stderr", p.Ready)
 		return nil, nil
 	}

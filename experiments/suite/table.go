@@ -44,6 +44,9 @@ type Run struct {
 	// CPUBusyS is how long the program's CPU was busy in an in-process
 	// round, its own CPU time included (Round.CPUBusyS).
 	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
+	// ContendAtStart: the setting was in place from the program's start,
+	// not from its ready line (Config.ContendAtStart).
+	ContendAtStart bool `json:"contend_at_start,omitempty"`
 	// OnCPUs are the CPUs a run under a setting on several CPUs
 	// (nonexN, while1xN, ...) ran on; absent on one, --cpu.
 	OnCPUs []int `json:"on_cpus,omitempty"`

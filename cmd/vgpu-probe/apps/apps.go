@@ -162,6 +162,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to, the highest of N for the settings xN (default: the last one this process may use)")
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm)")
+	f.BoolVar(&o.ContendAtStart, "contend-at-start", false, "put each setting in place before the program starts, not at its ready line (hybridsync-run measures contention at the start)")
 	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
 	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP)")
