@@ -18,7 +18,8 @@ const ArmsHelp = `  cuda-default        the command as is
   omp-passive         OMP_WAIT_POLICY=PASSIVE: OpenMP's threads sleep as soon as they wait
   omp-spin1k          GOMP_SPINCOUNT=1000: GNU OpenMP's threads spin 1000 times, then sleep
   hybridsync-run      under --launcher, the library's hybridsync-run CMD...: the
-                      library preloaded and OpenMP's spin bounded
+                      library preloaded, OpenMP's waits set for the contention
+                      it measures at the start (see --contend-at-start)
 
 The first three run unless --arms says otherwise. The last three start
 from an environment without OMP_WAIT_POLICY, GOMP_SPINCOUNT and

@@ -22,6 +22,17 @@ import (
 // the reference of the xN settings.
 const ContentionHelp = "contention settings: none, while1, cap, cap+while1 on one CPU; with xN appended (nonex4, while1x4) on N CPUs, a busy loop pinned on each"
 
+// SettingsHelp says what each setting does, for apps' help.
+const SettingsHelp = `  none        the program alone on one CPU (--cpu)
+  while1      a busy-loop co-runner pinned to the same CPU
+  cap         the program in a cgroup limited to --cap-quota per --cap-period
+  cap+while1  both: capped program, uncapped co-runner outside its cgroup
+
+or with xN appended (nonex4, while1x4) on N CPUs, --cpu and the N-1 below
+it: the program's affinity is those CPUs, while1xN pins a busy loop on
+each, capxN allows N quotas; nonexN is their reference. A suite entry's
+"cpus": N runs it only under the settings on N CPUs.`
+
 // MaxSettingCPUs bounds N in a setting's "xN".
 const MaxSettingCPUs = 1024
 

@@ -48,17 +48,9 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 
 ` + suite.ArmsHelp + `
 
-each under the contention settings of bench, on one CPU (--cpu):
+Each arm runs under the contention settings of bench:
 
-  none        the program alone
-  while1      a busy-loop co-runner pinned to the same CPU
-  cap         the program in a cgroup limited to --cap-quota per --cap-period
-  cap+while1  both: capped program, uncapped co-runner outside its cgroup
-
-or with xN appended (nonex4, while1x4) on N CPUs, --cpu and the N-1 below
-it: the program's affinity is those CPUs, while1xN pins a busy loop on
-each, capxN allows N quotas; nonexN is their reference. A suite entry's
-"cpus": N runs it only under the settings on N CPUs.
+` + suite.SettingsHelp + `
 
 Each program prints one JSON line {"program","steps","wall_s","cpu_s"} at
 the end, timed around its own loop, or is timed whole: one whose last line
@@ -68,8 +60,8 @@ seconds from its exec to its exit and the CPU seconds of its process tree
 it orphaned that ended before it is missed). A suite entry may name a "ready" line
 the program writes to stderr once it is set up: the co-runner and the cap
 then start only from there, so that a slow start-up (importing PyTorch)
-does not run under contention; without one they are in place from the
-start. For each repetition, program and contention setting, the arms run
+does not run under contention; without one (or with --contend-at-start)
+they are in place from the start. For each repetition, program and contention setting, the arms run
 back to back in an order that rotates, so no arm always runs first; the
 programs of a repetition rotate as well. The table gives, per program and setting, each
 arm's median wall time per step as a ratio to the program's cuda-default
