@@ -25,7 +25,7 @@ import (
 // step loop of libhybridsync/testdata/programs/ompsteps.c on the CUDA
 // stand-in, two threads each beside a busy loop, ran 0.9-1.5 ms per step
 // in step and 16 ms out of step (four ticks) with its event waits spinning,
-// and 8.8-10 ms in every run with them blocking; GROMACS -ntomp 4, whose
+// and 8.6-10 ms in every run with them blocking; GROMACS -ntomp 4, whose
 // CUDA default ran at half its speed alone, ran 2.7x slower with the
 // library, which blocked its event waits (docs/tried.md, "Blocking beside a
 // spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's
