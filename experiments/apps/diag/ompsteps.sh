@@ -11,6 +11,15 @@
 #   experiments/apps/diag/ompsteps.sh [REPS] [-- OMPSTEPS ARGS...]      # on the GPU machine (nvcc)
 #   STANDIN=1 experiments/apps/diag/ompsteps.sh [REPS] [-- ARGS...]     # anywhere: the CUDA stand-in (gcc)
 #
+# e.g. THREADS=4 RUN_S=4 experiments/apps/diag/ompsteps.sh 10 -- --serial-us 25000
+# (a serial part longer than libgomp's spin every 100 steps, as GROMACS's
+# pair search has). A spinning team's phase against the busy loops is a
+# coin flip per run (in step: about twice the time alone; out of step: a
+# scheduler tick per hand-over), so compare medians of many runs, and read
+# the library's stats: beside the spinning team it should show "team"
+# reports and no explorations (docs/tried.md, "Blocking beside a spinning
+# OpenMP team").
+#
 # THREADS (default 4): threads and CPUs (the last THREADS CPUs). RUN_S
 # (default 4): each run's length. ARMS (default: all of cuda-default,
 # cuda-blocking, block-event, hybridsync, hybridsync-spin1000, spin1000,
