@@ -342,10 +342,11 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 // which a blocking arm would put out of step, teamScan), and for teamHold
 // after the last window that found them; or, while that is not known yet
 // (the first report on a contended CPU), for teamWindow, the window that
-// tells.
-// The run of the arm chosen before ends: once the team is gone, the next
-// report explores afresh. A run lasts minExploit epochs, doubled with each
-// report in a row that finds the team, up to teamMaxRun: a report calls
+// tells. The run of the arm chosen before ends: once the team is gone, the
+// next report explores afresh. A run lasts minExploit epochs, doubled with
+// each report in a row that finds the team, up to teamMaxRun (while the
+// CPU looks free again, exitCheck epochs, so that the regime can end on
+// time, as exploit's runs do): a report calls
 // into Go, whose runtime threads then wake and take the team's CPUs for
 // moments, which can put it out of step as a block does (with a report
 // every 0.4 s, the stand-in team of teamScan ran 11.7 ms per step with the
@@ -358,6 +359,9 @@ func (o *ArmChooser) teamed(t *armThread, known bool) Epoch {
 	}
 	o.teamX.Add(1)
 	n := min(o.span(epochLen)*minExploit<<min(t.teamRuns, 10), teamMaxRun)
+	if t.freeSince != 0 {
+		n = o.span(epochLen) * exitCheck
+	}
 	t.teamRuns++
 	return o.run(t, Epoch{Len: n}, ArmDevice)
 }

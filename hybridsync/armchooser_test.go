@@ -578,10 +578,18 @@ func TestArmChooserPolicyWaysEarly(t *testing.T) {
 
 // teamShared is a shared CPU whose process has (or not) a team of other
 // threads spinning on other contended CPUs; known false: cannot tell yet.
-type teamShared struct{ team, known atomic.Bool }
+type teamShared struct {
+	team, known atomic.Bool
+	free        atomic.Bool // the CPU is free again
+}
 
-func (*teamShared) Contention(int, int64) Contention { return ContentionShared }
-func (s *teamShared) Team(int, int64) (bool, bool)   { return s.team.Load(), s.known.Load() }
+func (s *teamShared) Contention(int, int64) Contention {
+	if s.free.Load() {
+		return ContentionFree
+	}
+	return ContentionShared
+}
+func (s *teamShared) Team(int, int64) (bool, bool) { return s.team.Load(), s.known.Load() }
 
 // TestArmChooserTeamStaysOnDevice: while other threads of the process spin
 // on other contended CPUs (an OpenMP team at its barrier, teamScan), a
@@ -621,6 +629,16 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	if n := w.reports - reports; n > 8 {
 		t.Errorf("beside a spinning team: %d reports in 30 s; want the runs between them to double up to %.1f s", n, teamMaxRun/1e9)
 	}
+	// Its CPU free again, the thread leaves the contended regime after
+	// the run under way (the device arm, which spins as the model does
+	// alone) and regimeExit, its runs meanwhile short, as exploit's are.
+	src.free.Store(true)
+	d := int64(teamMaxRun + regimeExit + 2*exitCheck*epochLen)
+	w.run(d)
+	if w.e.Arms[0] != ArmModel {
+		t.Errorf("beside the team, its CPU free again for %.1f s: next %+v, want the model's (the regime left)", float64(d)/1e9, w.e)
+	}
+	src.free.Store(false)
 	src.team.Store(false)
 	w.run(60e9)
 	if st := w.o.Stats(); st.Explorations == 0 || w.byArm[ArmPolicy]+w.byArm[ArmBlocking] == 0 {
