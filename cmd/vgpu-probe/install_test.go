@@ -57,7 +57,9 @@ func TestMakeInstall(t *testing.T) {
 	dest, root, args := installed(t)
 	usr := filepath.Join(dest, "usr")
 	files := map[string]fs.FileMode{
-		"bin/vgpu-probe": 0o755,
+		"bin/vgpu-probe":                                     0o755,
+		"bin/hybridsync-run":                                 0o755,
+		"bin/hybridsync-openmp":                              0o755,
 		"lib/systemd/system/vgpu-probe-agent.service":        0o644,
 		"share/bash-completion/completions/vgpu-probe":       0o644,
 		"share/zsh/site-functions/_vgpu-probe":               0o644,

@@ -96,6 +96,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"cgroup":          complete.Dirs,
 		"hints":           complete.Dirs,
+		"trust-users":     complete.List(discover.HypervisorUsers...),
 		"mitigate":        complete.Mitigate,
 		"web.config.file": complete.Files("yml", "yaml"),
 	})
