@@ -196,7 +196,7 @@ struct {
 // (the publisher's contendedFor), whatever the time of its switch-in, so
 // that switch-in wakes nobody either. Waking the reader for every
 // switch-in cost the agent 15% of a core for a pair of threads switching
-// 33k times a second (docs/BENCHMARKS.md, "What we tried": waking the reader).
+// 33k times a second (docs/tried.md: "Waking the reader for every switch-in").
 #define CONTENDED_NS 500000000ULL
 
 // Only a switch-in after an involuntary switch-out (the co-runner's turn

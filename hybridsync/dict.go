@@ -206,8 +206,7 @@ func (e *entry) atLeast(l int64) bool {
 // that is far too high down by about that much over window a wait, each
 // wait sleeping to the wrong prediction: from 50 ms, dozens of waits; from
 // a timing of seconds learned from records the interposer never saw,
-// hundreds of sleeps of seconds (docs/BENCHMARKS.md, "What we tried that
-// did not work, and why": "Stale event records"). A right prediction is done at the wake-up only
+// hundreds of sleeps of seconds (docs/tried.md: "Stale event records"). A right prediction is done at the wake-up only
 // when the work ran more than 2*Dev short or the timer fired late, so
 // three in a row almost only happen to a wrong one. Forgotten, the kernel
 // is learned afresh: the next waits do not sleep, and their spins or

@@ -93,8 +93,7 @@ func (paper) wait(c *call) error {
 //     and spinning the rest lost to plain blocking here too, with the
 //     agent's short slice or without: the spin after the timer lands
 //     when the co-runner wants the CPU, and the timer's wake-up comes
-//     late (docs/BENCHMARKS.md, "What we tried that did not work, and
-//     why": "Sleep-then-spin on a shared CPU");
+//     late (docs/tried.md: "Sleep-then-spin on a shared CPU");
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
@@ -108,10 +107,9 @@ func (paper) wait(c *call) error {
 //
 // On real PyTorch and CuPy programs, a policy that judged contention from
 // its own spins spun under a co-runner (short spins rarely see the thread
-// lose its CPU) and lost to CUDA's blocking mode (docs/BENCHMARKS.md,
-// "What we tried that did not work, and why": "Contention judged from the
-// policy's own spins"); hence the separate signal ("The contention
-// signal"). Under LD_PRELOAD,
+// lose its CPU) and lost to CUDA's blocking mode (docs/tried.md:
+// "Contention judged from the policy's own spins"); hence the separate
+// signal (docs/BENCHMARKS.md, "The contention signal"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
 //
 // The agent's mitigation (MitigationSource: a short slice, so that a

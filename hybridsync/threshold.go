@@ -64,9 +64,8 @@ type threadRun struct {
 // minGaps is how many deschedulings a thread must see, each within
 // staleAfter of the last, before its estimate is used. One gap may be an
 // interrupt storm or a page fault: a single short "run" before one such
-// gap made hybrid block until the estimate went stale (docs/BENCHMARKS.md,
-// "What we tried that did not work, and why": "Every clock gap as a
-// descheduling").
+// gap made hybrid block until the estimate went stale (docs/tried.md:
+// "Every clock gap as a descheduling").
 const minGaps = 3
 
 // minDescheduleNs: a gap shorter than this is an interruption, not the
@@ -78,8 +77,7 @@ const minGaps = 3
 // another task's slice (0.75 ms and up under Linux, milliseconds under a
 // hypervisor or a bandwidth quota). Counted, such gaps made the estimate a
 // "slice" of tens of µs even with no co-runner, and hybrid blocked many of
-// its waits (docs/BENCHMARKS.md, "What we tried that did not work, and
-// why": "Every clock gap as a descheduling").
+// its waits (docs/tried.md: "Every clock gap as a descheduling").
 const minDescheduleNs = 250_000
 
 // staleAfter: with no descheduling seen for this long, contention is

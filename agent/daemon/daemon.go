@@ -102,8 +102,8 @@ func Run(ctx context.Context, c *Config) error {
 	c.defaults()
 	// A handful of goroutines (ring reader, sampler, sources, HTTP) need
 	// no more than two Ps; on a many-core host the idle Ps' spinning for
-	// work would be most of the agent's CPU (docs/BENCHMARKS.md, "What we
-	// tried that did not work, and why": "GOMAXPROCS at the core count").
+	// work would be most of the agent's CPU (docs/tried.md:
+	// "GOMAXPROCS at the core count").
 	// An explicit GOMAXPROCS wins.
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > 2 {
 		runtime.GOMAXPROCS(2)

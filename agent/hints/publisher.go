@@ -52,8 +52,8 @@ const RefreshEvery = 20 * time.Millisecond
 // keeps the estimate blocks fresh (their publish time, and a contention
 // that ages out after 500 ms), and the estimate's lessons come with the
 // records. At RefreshEvery the refresh's wake-ups were much of the
-// agent's CPU (docs/BENCHMARKS.md, "What we tried that did not work, and
-// why": "A 20 ms refresh while BPF writes every live block"); 100 ms
+// agent's CPU (docs/tried.md: "A 20 ms refresh while BPF writes every
+// live block"); 100 ms
 // still leaves 150 ms of the readers' limit for a late refresh.
 const RefreshMappedEvery = 100 * time.Millisecond
 

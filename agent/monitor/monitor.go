@@ -499,9 +499,8 @@ func monoNow() uint64 { return bpfload.MonoNow() }
 // thread, so nothing stands between the kernel's wake-up and the page
 // write. As an ordinary thread the reader waits for a CPU like any other
 // task: on a loaded host the switch-in reached the page milliseconds late
-// at the p99 (docs/BENCHMARKS.md, "What we tried that did not work, and
-// why": "The hint reader as an ordinary thread"; at real-time priority:
-// "Hint pages", "Accuracy and visibility"). It is on whenever OnEvent is
+// at the p99 (docs/tried.md: "The hint reader as an ordinary thread"; at
+// real-time priority: docs/BENCHMARKS.md, "Accuracy and visibility"). It is on whenever OnEvent is
 // set because it costs no CPU time: the reader does the same work at
 // either priority, only sooner, and it runs once per switch-in of a
 // watched thread. What it changes is whom that work preempts: at any

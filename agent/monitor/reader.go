@@ -63,8 +63,8 @@ func realtimeReader(prio int, log zerolog.Logger) (pl *placement, done func()) {
 // the fewest, and every hitsHalfLife the counts are halved, so that a CPU
 // that has turned quiet is found again. Moving at each event instead kept
 // it circling where watched threads ran on every CPU, spending much of a
-// core in sched_setaffinity (docs/BENCHMARKS.md, "What we tried that did
-// not work, and why": "Waking the reader for every switch-in").
+// core in sched_setaffinity (docs/tried.md: "Waking the reader for every
+// switch-in").
 type placement struct {
 	allowed unix.CPUSet
 	pinned  int // the one CPU it was moved to, -1 before: no getcpu needed

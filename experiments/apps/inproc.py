@@ -2,8 +2,8 @@
 libhybridsync, alternated inside one process.
 
 Separate processes of the same program run far further apart than the
-2-3% the targets ask about (docs/BENCHMARKS.md, "What we tried that did
-not work, and why": "Separate processes per arm"), and pairing runs by
+2-3% the targets ask about (docs/tried.md: "Separate processes per
+arm"), and pairing runs by
 repetition does not remove a per-process factor. Inside one process it cancels: each round runs the three arms
 back to back, for --epoch-s each, in a balanced order: round r takes the
 (r mod 6)-th of the six orders of three arms, so that over 6k rounds each
@@ -12,8 +12,7 @@ each other arm equally often).
 (A fixed shuffled order, the same in every process, left an A/A control,
 the default arm against itself, as far apart as the targets' margin: an
 arm's place in the round matters; docs/BENCHMARKS.md, "The method's
-resolution: an A/A control" and, under "What we tried that did not work,
-and why", "A fixed arm order".)
+resolution: an A/A control" and docs/tried.md, "A fixed arm order".)
 
   cuda-default   the library's hooks off (hs_interpose(0)): every CUDA call
                  goes straight through, with the context's own schedule

@@ -304,8 +304,8 @@ int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
  * program's events stay as created (making them blocking bought nothing);
  * the policy arm's event waits block on shadow events (hs_core_block, from
  * wait.c), its stream waits on this schedule, which under a co-runner cost
- * far less than a shadow per wait (docs/BENCHMARKS.md, "What we tried that
- * did not work, and why"). The thread remembers the context it switched
+ * far less than a shadow per wait (docs/tried.md: "Blocking on a shadow
+ * event for every wait"). The thread remembers the context it switched
  * and its flags, and switches back only that one. */
 #define HS_CU_CTX_SCHED_MASK 0x07
 #define HS_CU_CTX_SCHED_BLOCKING_SYNC 0x04

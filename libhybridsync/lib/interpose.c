@@ -230,8 +230,8 @@ static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
  * arguments in place; only an observed launch saves them across the call.
  * Counted with callgrind (launchbench on the stand-in; docs/BENCHMARKS.md,
  * "What the library's parts cost": "The launch path, counted in
- * instructions"; the variants that lost: "What we tried that did not
- * work, and why", "Launch-path variants"). */
+ * instructions"; the variants that lost: docs/tried.md, "Launch-path
+ * variants"). */
 #define OBSERVE_LAUNCH(pt) note_launch(f, gx, gy, gz, bx, by, bz, s, pt)
 #define OBSERVE_LAUNCH_EX(pt)                                                                                        \
 	if (c)                                                                                                       \

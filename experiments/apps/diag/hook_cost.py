@@ -1,7 +1,6 @@
 """What each of the interposer's hooks costs a CuPy program, measured
 inside one process: the speed of separate processes varies more than the
-cost itself (docs/BENCHMARKS.md, "What we tried that did not work, and
-why": "Separate processes per arm"), so the hooks are switched
+cost itself (docs/tried.md: "Separate processes per arm"), so the hooks are switched
 (hs_interpose, exported by libhybridsync.so) between short epochs of the
 same process, in a shuffled order each round.
 Run under LD_PRELOAD=libhybridsync.so (and taskset, a co-runner, ... as
