@@ -238,7 +238,7 @@ type MitigationSource interface {
 // TeamSource tells whether other threads of the process spin on other
 // contended CPUs while thread tid waits (an OpenMP team at its barrier:
 // SchedSignal reads it from the kernel's accounting, teamScan says why it
-// matters); known is false until it can tell.
+// matters); known is false where it cannot tell (then no team is assumed).
 type TeamSource interface {
 	Team(tid int, now int64) (team, known bool)
 }
@@ -322,12 +322,11 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 		return o.free(t)
 	}
 	if o.team != nil {
-		team, known := o.team.Team(tid, now)
-		if team {
+		if team, _ := o.team.Team(tid, now); team {
 			t.teamUntil = now + teamHold
 		}
-		if team || !known || now < t.teamUntil {
-			return o.teamed(t, known)
+		if now < t.teamUntil {
+			return o.teamed(t)
 		}
 		t.teamRuns = 0
 	}
@@ -340,23 +339,18 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 // teamed: the device arm, nothing explored, while other threads of the
 // process spin on other contended CPUs (an OpenMP team at its barrier,
 // which a blocking arm would put out of step, teamScan), and for teamHold
-// after the last window that found them; or, while that is not known yet
-// (the first report on a contended CPU), for teamWindow, the window that
-// tells. The run of the arm chosen before ends: once the team is gone, the
-// next report explores afresh. A run lasts minExploit epochs, doubled with
-// each report in a row that finds the team, up to teamMaxRun (while the
-// CPU looks free again, exitCheck epochs, so that the regime can end on
-// time, as exploit's runs do): a report calls
-// into Go, whose runtime threads then wake and take the team's CPUs for
-// moments, which can put it out of step as a block does (with a report
-// every 0.4 s, the stand-in team of teamScan ran 11.7 ms per step with the
-// library, median of five runs, 4.0 ms under CUDA's default in the same
-// rounds).
-func (o *ArmChooser) teamed(t *armThread, known bool) Epoch {
+// after the last window that found them. The run of the arm chosen before
+// ends: once the team is gone, the next report explores afresh. A run
+// lasts minExploit epochs, doubled with each report in a row that finds
+// the team, up to teamMaxRun (while the CPU looks free again, exitCheck
+// epochs, so that the regime can end on time, as exploit's runs do): a
+// report calls into Go, whose runtime threads then wake and take the
+// team's CPUs for moments, which can put it out of step as a block does
+// (with a report every 0.4 s, the stand-in team of teamScan ran 11.7 ms
+// per step with the library, median of five runs, 4.0 ms under CUDA's
+// default in the same rounds).
+func (o *ArmChooser) teamed(t *armThread) Epoch {
 	t.left = 0
-	if !known {
-		return o.run(t, Epoch{Len: o.span(teamWindow)}, ArmDevice)
-	}
 	o.teamX.Add(1)
 	n := min(o.span(epochLen)*minExploit<<min(t.teamRuns, 10), teamMaxRun)
 	if t.freeSince != 0 {

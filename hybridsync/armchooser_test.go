@@ -597,22 +597,21 @@ func (s *teamShared) Team(int, int64) (bool, bool) { return s.team.Load(), s.kno
 // the policy arm's epochs would score twice the waits: blocking puts the
 // team out of step beyond the epoch that blocked, where no comparison of
 // epochs sees it. Its runs double between looks, each look being a call
-// into Go. While the team is not known yet, teamWindow of the device arm; a look that misses the team within teamHold of the
-// last that saw it changes nothing; once the team is gone, the thread
-// explores again.
+// into Go. A look that misses the team within teamHold of the last that
+// saw it changes nothing; once the team is gone, the thread explores
+// again, as it does where the team cannot be told (known false).
 func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	src := &teamShared{}
+	src.known.Store(true)
+	src.team.Store(true)
 	w := newWorld(src, 3)
 	w.rate = [arms]float64{ArmDevice: 1000, ArmPolicy: 2000, ArmBlocking: 2000}
 	w.cpu = [arms]float64{ArmDevice: 1e5, ArmPolicy: 1e4, ArmBlocking: 5e4}
 	w.events = true
 	w.step() // the model's first epoch, then the contended regime
-	if w.e.N != 1 || w.e.Arms[0] != ArmDevice || w.e.Len != teamWindow {
-		t.Fatalf("contended, team not known yet: next epochs %+v, want one of the device arm, %d ns", w.e, teamWindow)
+	if w.e.N != 1 || w.e.Arms[0] != ArmDevice || w.o.Stats().Explorations != 0 {
+		t.Fatalf("contended beside a team: next epochs %+v, %d explorations; want the device arm, none", w.e, w.o.Stats().Explorations)
 	}
-	src.known.Store(true)
-	src.team.Store(true)
-	w.step()
 	src.team.Store(false) // one look that misses it, 0.4 s later
 	w.step()
 	if w.e.Arms[0] != ArmDevice || w.o.Stats().Explorations != 0 {
@@ -644,5 +643,12 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	if st := w.o.Stats(); st.Explorations == 0 || w.byArm[ArmPolicy]+w.byArm[ArmBlocking] == 0 {
 		t.Errorf("the team gone: %d explorations, %.2f s blocking in all; want the arms explored again and the faster taken",
 			st.Explorations, (w.byArm[ArmPolicy]+w.byArm[ArmBlocking])/1e9)
+	}
+	unknown := &teamShared{}
+	w = newWorld(unknown, 3)
+	w.rate = [arms]float64{ArmDevice: 1000, ArmPolicy: 2000}
+	w.run(5e9)
+	if st := w.o.Stats(); st.Explorations == 0 || st.Team != 0 {
+		t.Errorf("the team cannot be told: %d explorations, %d team reports; want explorations, as without a team", st.Explorations, st.Team)
 	}
 }

@@ -101,7 +101,7 @@ func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
 
 // Team reports whether other threads of the process spin on other
 // contended CPUs while thread tid waits, an OpenMP team at its barrier
-// (teamScan); known is false until a long enough window has been seen.
+// (teamScan); known is false where the threads cannot be read.
 func (g *SchedSignal) Team(tid int, now int64) (team, known bool) { return g.team.Team(tid, now) }
 
 // QuotaPeriod returns the period (ns) of the CPU quota of the process's

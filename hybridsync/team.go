@@ -37,7 +37,8 @@ import (
 //
 // The verdict is read from the kernel's accounting of each thread of the
 // process (/proc/self/task/*/schedstat and stat), over the window since the
-// last scan: another thread that last ran on another CPU, was runnable
+// last scan (before the first window, over each thread's life): another
+// thread that last ran on another CPU, was runnable
 // (running or waiting for its CPU) teamRunnable of the window and waited
 // teamWaited of it, and ran teamRun or more each time it was scheduled in:
 // it never sleeps, and holds its CPU until the scheduler takes it. How much
@@ -84,13 +85,21 @@ const (
 	// threads sleep (ompsteps.c's are 20-25 ms every 100 steps), and
 	// would start an exploration that puts the team out of step.
 	teamWindow = 150_000_000
+	// teamLifeCPU, teamLifeWaited: before the first window, a thread is
+	// judged by its whole life: it ran teamRun or more per scheduling-in,
+	// teamLifeCPU in all, and waited for its CPU teamLifeWaited of the
+	// time it ran (beside a busy loop a spinner waits about as long as
+	// it runs).
+	teamLifeCPU    = 5_000_000
+	teamLifeWaited = 0.25
 	// teamMaxThreads bounds a scan.
 	teamMaxThreads = 1024
 )
 
 // Team reports whether threads of the process other than tid spin on other
 // contended CPUs (see teamScan), over the last window of teamWindow or more
-// that ended by now; known is false until one has.
+// that ended by now, or, before the first, over the threads' lives; known
+// is false where the threads cannot be read.
 func (g *teamScan) Team(tid int, now int64) (team, known bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -98,16 +107,25 @@ func (g *teamScan) Team(tid int, now int64) (team, known bool) {
 		g.scan(now)
 	}
 	me := g.threads[tid]
-	if g.win == 0 || me == nil || me.seen != g.at {
+	if me == nil || me.seen != g.at {
 		return false, false
 	}
 	for id, x := range g.threads {
-		if id != tid && x.seen == g.at && x.proc != me.proc && x.druns > 0 && x.dcpu >= teamRun*x.druns &&
-			float64(x.dcpu+x.ddelay) >= teamRunnable*float64(g.win) && float64(x.ddelay) >= teamWaited*float64(g.win) {
+		if id != tid && x.seen == g.at && x.proc != me.proc && x.spins(g.win) {
 			return true, true
 		}
 	}
 	return false, true
+}
+
+// spins: the thread was in the way over the window win (0: over its life).
+func (x *teamThread) spins(win int64) bool {
+	if win == 0 {
+		return x.runs > 0 && x.cpu >= teamRun*x.runs && x.cpu >= teamLifeCPU &&
+			float64(x.delay) >= teamLifeWaited*float64(x.cpu)
+	}
+	return x.druns > 0 && x.dcpu >= teamRun*x.druns &&
+		float64(x.dcpu+x.ddelay) >= teamRunnable*float64(win) && float64(x.ddelay) >= teamWaited*float64(win)
 }
 
 // scan reads every thread of the process at now.

@@ -2,7 +2,6 @@ package hybridsync_test
 
 import (
 	"os/exec"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,8 +59,9 @@ func TestSchedSignalTeam(t *testing.T) {
 			var stop atomic.Bool
 			defer stop.Store(true)
 			go func() {
+				// Locked to the end: the thread exits with the
+				// goroutine, and its life is not the next case's.
 				pin(t, c.cpu)
-				defer runtime.UnlockOSThread()
 				for !stop.Load() {
 					c.step()
 				}
@@ -70,22 +70,21 @@ func TestSchedSignalTeam(t *testing.T) {
 			got := make(chan [2]verdict)
 			go func() {
 				pin(t, waiter)
-				defer runtime.UnlockOSThread()
 				var sig hybridsync.SchedSignal
 				var v [2]verdict
 				tid := unix.Gettid()
-				time.Sleep(50 * time.Millisecond) // both threads on their CPUs
+				time.Sleep(50 * time.Millisecond) // a life long enough to judge
 				v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
 				time.Sleep(250 * time.Millisecond)
 				v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
 				got <- v
 			}()
 			v := <-got
-			if v[0].known {
-				t.Errorf("the first look: known; want unknown (no window yet)")
+			if !v[0].known || v[0].team != c.want {
+				t.Errorf("the first look, from the threads' lives: team %v (known %v), want %v", v[0].team, v[0].known, c.want)
 			}
 			if !v[1].known || v[1].team != c.want {
-				t.Errorf("after 250 ms: team %v (known %v), want %v", v[1].team, v[1].known, c.want)
+				t.Errorf("after 250 ms, from that window: team %v (known %v), want %v", v[1].team, v[1].known, c.want)
 			}
 		})
 	}
