@@ -15,8 +15,8 @@ atomic_int hs_lib_state;
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_err[512];
 
-/* A bad configuration is a user error: one line on stderr from log level
- * error up (hs_log_user), and the library stays out of the way. */
+/* A bad configuration is a user error: one line on stderr at
+ * every level (hs_log_user), and the library stays out of the way. */
 static int config_failed(const char *err)
 {
 	snprintf(last_err, sizeof last_err, "configuration: %s", err);
