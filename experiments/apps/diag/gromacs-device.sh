@@ -33,8 +33,10 @@ build)
 	top=${top%%/*}
 	tar -xf "$2" -C "$G"
 	src=$G/$top
-	[ -f "$src/CMakeLists.txt" ] && grep -q 'project(Gromacs' "$src/CMakeLists.txt" ||
-		{ echo "gromacs-device.sh build: $2 holds no GROMACS source tree at its top ($top/CMakeLists.txt)" >&2; exit 2; }
+	if ! grep -qs 'project(Gromacs' "$src/CMakeLists.txt"; then
+		echo "gromacs-device.sh build: $2 holds no GROMACS source tree at its top ($top/CMakeLists.txt)" >&2
+		exit 2
+	fi
 	{ nproc; gcc --version | head -1; cmake --version | head -1; nvcc --version | tail -1; grep -m1 'model name' /proc/cpuinfo; } >"$OUT/gromacs-machine.txt" 2>&1
 	# One build tree: the linked build reconfigures it and relinks.
 	(time $PY build --source "$src" --build "$G/bld" --out "$G/plain") >"$OUT/build-plain.log" 2>&1
