@@ -33,7 +33,9 @@ func (c *Config) serve(ctx context.Context, m *monitor.Monitor) error {
 		return fmt.Errorf("listening on %s: %w", c.Listen, err)
 	}
 	c.Log.Info().Str("listen", ln.Addr().String()).Msg("serving /metrics, /api/v1/snapshot, /api/v1/timeline")
-	return exporter.Serve(ctx, ln, h, exporter.ServeOptions{WebConfigFile: c.WebConfigFile, Log: c.Log})
+	err = exporter.Serve(ctx, ln, h, exporter.ServeOptions{WebConfigFile: c.WebConfigFile, Log: c.Log})
+	h.Wait() // a collection a scrape started reads the monitor, which Run closes next
+	return err
 }
 
 // openGPUs opens NVML for --nvml. Without a GPU or NVML the agent logs it

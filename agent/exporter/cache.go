@@ -92,6 +92,18 @@ func (c *metricsCache) current() *collection {
 	return c.cur
 }
 
+// wait returns once no collection is running: one a request started
+// goes on after the answer (served from the last one), and it reads the
+// source, which its owner closes after the server stops.
+func (c *metricsCache) wait() {
+	c.mu.Lock()
+	done := c.collecting
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
 func (c *metricsCache) collect(done chan struct{}) {
 	c.gathers.Add(1)
 	fams, err := c.g.Gather()

@@ -181,3 +181,37 @@ func grepLines(body, prefix string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// gatherFunc is a prometheus.Gatherer.
+type gatherFunc func() ([]*dto.MetricFamily, error)
+
+func (f gatherFunc) Gather() ([]*dto.MetricFamily, error) { return f() }
+
+// TestWaitOutlastsCollection: a collection a request started goes on
+// reading the source after the answer; Wait returns only once it has
+// ended, so that the agent closes its programs after the last read.
+func TestWaitOutlastsCollection(t *testing.T) {
+	gate, reading := make(chan struct{}), make(chan struct{})
+	var ended atomic.Bool
+	c := newMetricsCache(gatherFunc(func() ([]*dto.MetricFamily, error) {
+		close(reading)
+		<-gate
+		ended.Store(true)
+		return nil, nil
+	}), time.Second, nil)
+	go c.current()
+	<-reading
+	waited := make(chan struct{})
+	go func() { c.wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while a collection was reading the source")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	<-waited
+	if !ended.Load() {
+		t.Fatal("Wait returned before the collection ended")
+	}
+	c.wait() // none running: returns at once
+}

@@ -111,6 +111,11 @@ type Handler struct {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
+// Wait returns once no /metrics collection is running, so that the
+// source (the monitor, the loaded programs) may be closed: call it after
+// the server has stopped.
+func (h *Handler) Wait() { h.stats.cache.wait() }
+
 // NewHandler serves /metrics, /api/v1/snapshot and /api/v1/timeline;
 // extra collectors (the GPU's) are served on /metrics too. /metrics
 // answers from one collection per MetricsMaxAge, however many ask.
