@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
 
 // TestSchedSignalTeam: the team verdict against real threads. A thread of
@@ -46,40 +47,58 @@ func TestSchedSignalTeam(t *testing.T) {
 		{"spinning on the waiter's shared CPU", waiter, func() {}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			loop := exec.Command("/bin/sh", "-c", "while :; do :; done")
-			if err := loop.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { loop.Process.Kill(); loop.Wait() }()
-			var one unix.CPUSet
-			one.Set(c.cpu)
-			if err := unix.SchedSetaffinity(loop.Process.Pid, &one); err != nil {
-				t.Fatal(err)
-			}
-			var stop atomic.Bool
-			defer stop.Store(true)
-			go func() {
-				// Locked to the end: the thread exits with the
-				// goroutine, and its life is not the next case's.
-				pin(t, c.cpu)
-				for !stop.Load() {
-					c.step()
-				}
-			}()
 			type verdict struct{ team, known bool }
-			got := make(chan [2]verdict)
-			go func() {
-				pin(t, waiter)
-				var sig hybridsync.SchedSignal
-				var v [2]verdict
-				tid := unix.Gettid()
-				time.Sleep(50 * time.Millisecond) // a life long enough to judge
-				v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
-				time.Sleep(250 * time.Millisecond)
-				v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
-				got <- v
-			}()
-			v := <-got
+			look := func() [2]verdict {
+				loop := exec.Command("/bin/sh", "-c", "while :; do :; done")
+				if err := loop.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { loop.Process.Kill(); loop.Wait() }()
+				var one unix.CPUSet
+				one.Set(c.cpu)
+				if err := unix.SchedSetaffinity(loop.Process.Pid, &one); err != nil {
+					t.Fatal(err)
+				}
+				var stop atomic.Bool
+				defer stop.Store(true)
+				go func() {
+					// Locked to the end: the thread exits with the
+					// goroutine, and its life is not the next case's.
+					pin(t, c.cpu)
+					for !stop.Load() {
+						c.step()
+					}
+				}()
+				got := make(chan [2]verdict)
+				go func() {
+					pin(t, waiter)
+					var sig hybridsync.SchedSignal
+					var v [2]verdict
+					tid := unix.Gettid()
+					time.Sleep(50 * time.Millisecond) // a life long enough to judge
+					v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
+					time.Sleep(250 * time.Millisecond)
+					v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
+					got <- v
+				}()
+				return <-got
+			}
+			right := func(v [2]verdict) bool {
+				return v[0].known && v[0].team == c.want && v[1].known && v[1].team == c.want
+			}
+			v := look()
+			if !right(v) {
+				// Other work on a loaded machine can make the threads'
+				// lives look otherwise for a moment: once more, and
+				// a wrong verdict again beside other processes' work
+				// is a disturbed run, not a wrong rule.
+				t.Logf("first look %+v, after 250 ms %+v, want team %v: looking again", v[0], v[1], c.want)
+				w := disturbance.Start()
+				v = look()
+				if f := w.Stop(); !right(v) && f.Others > 0.10 {
+					t.Skipf("verdicts %+v, want team %v, while other processes took the CPUs: %s", v, c.want, f)
+				}
+			}
 			if !v[0].known || v[0].team != c.want {
 				t.Errorf("the first look, from the threads' lives: team %v (known %v), want %v", v[0].team, v[0].known, c.want)
 			}
