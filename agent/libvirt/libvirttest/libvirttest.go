@@ -225,6 +225,13 @@ func StartDomain(t testing.TB, l *lv.Libvirt, spec vmimages.Domain) Domain {
 // Destroy destroys a domain by name if it still runs.
 func Destroy(name string) error {
 	l, err := dial()
+	for try := 1; err != nil && try < 3; try++ {
+		// libvirtd answers a new connection late or drops it now and
+		// then while it tears down another domain: a cleanup tries
+		// again rather than leave the domain running.
+		time.Sleep(time.Second)
+		l, err = dial()
+	}
 	if err != nil {
 		return fmt.Errorf("destroy %s: connect: %w", name, err)
 	}
