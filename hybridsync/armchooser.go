@@ -48,8 +48,7 @@ func (a Arm) String() string {
 // the program's CPU; on a contended CPU they wait behind the co-runner, so
 // a report costs the calling thread about a millisecond of wall time, too
 // much to pay per epoch (docs/BENCHMARKS.md, "What the library's parts
-// cost" and, under "What we tried that did not work, and why", "A report
-// per epoch under contention"). So an exploration's four epochs are one
+// cost"). So an exploration's four epochs are one
 // report, and so is the run of epochs of the arm it chose.
 type Epoch struct {
 	// Arms[:N]: the arm of each epoch, in order. Each lasts Len ns.
@@ -99,8 +98,7 @@ type EpochDone struct {
 //
 // Where the CPU is contended (shared or throttled), no model has been
 // reliable: which of CUDA's modes wins depends on the machine and on the
-// program's host work between waits (docs/BENCHMARKS.md, "What we tried
-// that did not work, and why"). So the waits alternate between ArmDevice
+// program's host work between waits (docs/tried.md). So the waits alternate between ArmDevice
 // and ArmPolicy, which stand for CUDA's two modes, in epochs scored by
 // what the program achieved: waits completed per second of wall time
 // (every wait counts; a program's loop makes the same waits under either
@@ -204,8 +202,7 @@ const (
 	// thread's run delay stays flat the C side checks it alone
 	// (Epoch.Quiet), calling Go at least every freeQuiet, since a report
 	// every freeReport cost a program measurably even on a free CPU
-	// (docs/BENCHMARKS.md, "What we tried that did not work, and why":
-	// "Reports into Go every 20 ms on a free CPU"). freeQuiet bounds how
+	// (docs/tried.md: "Reports into Go every 20 ms on a free CPU"). freeQuiet bounds how
 	// late contention that shows only in steal time (a VM's) is noticed.
 	freeReport = 20_000_000
 	freeQuiet  = 250_000_000
