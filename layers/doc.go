@@ -5,4 +5,7 @@
 // directory fails the test until it has a place there. standalone_test.go
 // keeps the repository readable on its own: no tracked file names a
 // document outside it, and markdown links lead to files inside it.
+// citations_test.go keeps what comments and documents cite there: a
+// section or item named after a document's path, or a link's anchor, is
+// one the document has.
 package layers
