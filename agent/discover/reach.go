@@ -1,13 +1,11 @@
 package discover
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -28,50 +26,6 @@ const maxSymlinks = 40
 type cred struct {
 	uid  uint32
 	gids []uint32
-}
-
-// readCred reads the file-system uid and gid and the supplementary
-// groups of a process from its status file.
-func readCred(dir string) (cred, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "status"))
-	if err != nil {
-		return cred{}, err
-	}
-	var c cred
-	seen := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		key, rest, ok := strings.Cut(line, ":")
-		if !ok || (key != "Uid" && key != "Gid" && key != "Groups") {
-			continue
-		}
-		f := strings.Fields(rest)
-		var ids []uint32
-		for _, s := range f {
-			n, err := strconv.ParseUint(s, 10, 32)
-			if err != nil {
-				return cred{}, fmt.Errorf("status: %s %q", key, s)
-			}
-			ids = append(ids, uint32(n))
-		}
-		switch key {
-		case "Uid", "Gid":
-			if len(ids) != 4 {
-				return cred{}, fmt.Errorf("status: %s has %d fields", key, len(ids))
-			}
-			if key == "Uid" {
-				c.uid = ids[3]
-			} else {
-				c.gids = append(c.gids, ids[3])
-			}
-			seen++
-		case "Groups":
-			c.gids = append(c.gids, ids...)
-		}
-	}
-	if seen != 2 {
-		return cred{}, errors.New("status: no Uid or Gid line")
-	}
-	return c, nil
 }
 
 // may reports whether c may do what perm asks (an rwx bit, as 0o4, 0o2
@@ -156,10 +110,11 @@ func resolveAs(root, p string, c cred) (string, fs.FileInfo, error) {
 // that process dir (/proc/PID) names as p: resolved as the process sees
 // it, a socket its user may write to.
 func socketFor(dir, p string) (string, error) {
-	c, err := readCred(dir)
+	id, err := readIDs(dir)
 	if err != nil {
 		return "", err
 	}
+	c := id.cred()
 	path, fi, err := resolveAs(filepath.Join(dir, "root"), p, c)
 	if err != nil {
 		return "", err

@@ -347,7 +347,7 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 	p.noVCPUs = 0
 	if len(vm.VCPUs) > MaxVCPUs {
 		if !p.cut[LimitVCPUs] {
-			s.cutOnce(pid, p, LimitVCPUs, "VM has more vCPU threads than are watched per VM: the lowest indices are")
+			s.cutOnce(pid, p, LimitVCPUs, MaxVCPUs, "VM has more vCPU threads than are watched per VM: the lowest indices are")
 		}
 		slices.SortFunc(vm.VCPUs, func(a, b targets.Thread) int { return a.VCPU - b.VCPU })
 		vm.VCPUs = vm.VCPUs[:MaxVCPUs]
@@ -360,7 +360,7 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 	}
 	if len(vm.Name) > MaxNameLen {
 		if !p.cut[LimitName] {
-			s.cutOnce(pid, p, LimitName, "VM name longer than the label bound: cut")
+			s.cutOnce(pid, p, LimitName, MaxNameLen, "VM name longer than the label bound: cut")
 		}
 		vm.Name = strings.ToValidUTF8(vm.Name[:MaxNameLen], "")
 	}
@@ -371,14 +371,14 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 }
 
 // cutOnce counts and logs, once for the life of a process, that a bound
-// cut what it describes.
-func (s *Scanner) cutOnce(pid int, p *proc, limit, msg string) {
+// (its value bound) cut what it describes.
+func (s *Scanner) cutOnce(pid int, p *proc, limit string, bound int, msg string) {
 	if p.cut == nil {
 		p.cut = map[string]bool{}
 	}
 	p.cut[limit] = true
 	s.limited(limit)
-	s.log.Warn().Int("pid", pid).Str("limit", limit).Int("vcpus", MaxVCPUs).Int("name_bytes", MaxNameLen).Msg(msg)
+	s.log.Warn().Int("pid", pid).Str("limit", limit).Int("bound", bound).Msg(msg)
 }
 
 // refreshQMP asks QEMU's QMP socket for the vCPU threads when it has no

@@ -89,44 +89,16 @@ func ParseTrust(list string, skipUnknown bool) (Trust, error) {
 // Kubernetes pod's cgroup. A process may change its uids (QEMU's -runas):
 // this is asked at every scan, the executable (checkExecutable) once.
 func (t Trust) checkOwner(dir string, inPod bool) error {
-	uids, err := processUIDs(dir)
+	id, err := readIDs(dir)
 	if err != nil {
 		return err
 	}
-	for _, u := range uids {
+	for _, u := range id.uids {
 		if !slices.Contains(t.UIDs, u) && !(inPod && slices.Contains(t.PodUIDs, u)) {
 			return fmt.Errorf("run by uid %d, not a user trusted to run hypervisors", u)
 		}
 	}
 	return nil
-}
-
-// processUIDs reads the four uids of the Uid line of /proc/PID/status.
-func processUIDs(dir string) ([]uint32, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "status"))
-	if err != nil {
-		return nil, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Uid:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 4 {
-			break
-		}
-		uids := make([]uint32, 0, 4)
-		for _, s := range f {
-			n, err := strconv.ParseUint(s, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("status: uid %q", s)
-			}
-			uids = append(uids, uint32(n))
-		}
-		return uids, nil
-	}
-	return nil, errors.New("status: no Uid line")
 }
 
 // checkExecutable checks the process's executable and its directory (see
