@@ -156,8 +156,9 @@ type Slot struct {
 	TickPhaseNs uint32
 	QuotaRunNs  uint64
 	// MitigationNs: the short EEVDF slice the agent applied to this
-	// thread (its --mitigate), ns; 0: none. A blocked waiter's wake-up
-	// then preempts the co-runner at once.
+	// thread (its --mitigate), ns; 0: none, or the thread has its CPU
+	// to itself (Contention free). A blocked waiter's wake-up then
+	// preempts the co-runner at once.
 	MitigationNs uint32
 
 	// Live block (the BPF programs at each switch).

@@ -201,6 +201,9 @@ func (t *thread) quotaEnd(e env) (uint64, bool) {
 //     the phase of this thread's earlier throttles; without that state,
 //     QuotaRunNs (quotaAhead);
 //   - both: the shorter.
+//
+// The mitigation slice is published unless the thread is known to have
+// its CPU to itself.
 func (t *thread) render(now uint64, e env) hintpage.Slot {
 	s := hintpage.Slot{TID: uint32(t.tid), SwitchInNs: min(t.switchIn, now), SwitchOutNs: t.switchOut,
 		PublishNs: now, QuotaUS: e.quotaUS, PeriodUS: e.periodUS, State: t.state, CPU: t.cpu,
@@ -226,6 +229,10 @@ func (t *thread) render(now uint64, e env) hintpage.Slot {
 		s.Contention = hintpage.ContFree
 	}
 	if s.Contention == hintpage.ContFree {
+		// The slice is news only where the thread contends: alone it
+		// changes no wake-up, and a reader told of it prices blocking
+		// as if it did, blocking where spinning is better.
+		s.MitigationNs = 0
 		s.SliceNs = hintpage.Infinite
 		s.ExpectedSliceNs = s.Expected()
 		return s

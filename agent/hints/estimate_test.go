@@ -173,3 +173,28 @@ func TestObserveSelfPreemption(t *testing.T) {
 		t.Fatalf("state %d switch-out %d after a preemption by another", th.state, th.switchOut)
 	}
 }
+
+// The mitigation slice is published while the thread contends or its
+// contention is not known yet, and not once it has its CPU to itself:
+// there the slice changes no wake-up, and a reader would price blocking
+// by it.
+func TestMitigationOnlyWhereContended(t *testing.T) {
+	const in = 1_000_000_000
+	e := env{mitigation: 100_000}
+	th := running(in)
+	th.since = in
+	if s := th.render(in+1000, e); s.Contention != hintpage.ContUnknown || s.MitigationNs != 100_000 {
+		t.Errorf("just watched: contention %d, mitigation %d", s.Contention, s.MitigationNs)
+	}
+	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContFree || s.MitigationNs != 0 {
+		t.Errorf("alone: contention %d, mitigation %d", s.Contention, s.MitigationNs)
+	}
+	th.lastShared, th.slice = in+contendedFor-1000, 3_000_000
+	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContShared || s.MitigationNs != 100_000 {
+		t.Errorf("beside a co-runner: contention %d, mitigation %d", s.Contention, s.MitigationNs)
+	}
+	th.lastShared, th.lastThrottl = 0, in+contendedFor-1000
+	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContThrottled || s.MitigationNs != 100_000 {
+		t.Errorf("throttled: contention %d, mitigation %d", s.Contention, s.MitigationNs)
+	}
+}
