@@ -33,22 +33,24 @@ answers() {
 # small: no dnsmasq, no firewall helpers; the test domains have no network.
 PKGS="libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 busybox-static cpio"
 
+# The missing ones are gathered in the function's own arguments, the one
+# list a POSIX shell has.
 install_pkgs() {
-	missing=""
+	set --
 	for p in $PKGS; do
 		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-			missing="$missing $p"
+			set -- "$@" "$p"
 		fi
 	done
-	if [ -z "$missing" ]; then
+	if [ $# -eq 0 ]; then
 		return 0
 	fi
-	log "installing:$missing"
+	log "installing: $*"
 	# Another apt may hold the lock (CI images, parallel setup): wait for it
 	# rather than failing.
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
-		install -y -q --no-install-recommends $missing >/dev/null ||
-		die "apt-get install$missing failed (did apt-get update run?)"
+		install -y -q --no-install-recommends "$@" >/dev/null ||
+		die "apt-get install $* failed (did apt-get update run?)"
 }
 
 pid_alive() { # pidfile comm

@@ -20,7 +20,7 @@ set -euo pipefail
 dir=${BIN:-build/agent-bench}
 secs=$1 spin=$2; shift 2
 cpu=$(( $(nproc) - 1 ))
-pp= ag=
+pp='' ag=''
 trap 'kill $ag $pp 2>/dev/null || true' EXIT
 # With --hints DIR the pair reads its page as an application would
 # (and so holds its live array, where the agent has them).
@@ -28,12 +28,12 @@ hdir=; prev=
 for a in "$@"; do [ "$prev" = --hints ] && hdir=$a; prev=$a; done
 VGPU_PROBE_PINGPONG_CPU=$cpu VGPU_PROBE_PINGPONG_CPU_SPIN_US=$spin VGPU_PROBE_PINGPONG_CPU_HINTS=$hdir "$dir/monitor.test" >/dev/null & pp=$!
 sleep 0.5
-"$dir/vgpu-probe" agent --pid $pp --listen 127.0.0.1:19477 "$@" >/dev/null 2>&1 & ag=$!
+"$dir/vgpu-probe" agent --pid "$pp" --listen 127.0.0.1:19477 "$@" >/dev/null 2>&1 & ag=$!
 sleep 2
-ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # ns on CPU of the agent's threads (those alive at both reads: the Go
 # runtime keeps its threads).
-runns() { cat /proc/$1/task/*/schedstat | awk '{s+=$1} END{print s}'; }
+runns() { cat "/proc/$1"/task/*/schedstat | awk '{s+=$1} END{print s}'; }
 # -1: no bpftool, BPF time not measured.
 bpfns() {
 	command -v bpftool >/dev/null || { echo -1; return; }
@@ -47,5 +47,5 @@ end=$(( $(date +%s) + secs ))
 while [ "$(date +%s)" -lt "$end" ]; do curl -s -o /dev/null 127.0.0.1:19477/metrics 2>/dev/null || true; sleep "${SCRAPE_EVERY:-1}"; done
 t1=$(ticks $ag); r1=$(runns $ag); s1=$(date +%s.%N); b1=$(bpfns); w1=$(switches)
 echo 0 > /proc/sys/kernel/bpf_stats_enabled
-awk -v t=$((t1-t0)) -v r=$((r1-r0)) -v hz=$(getconf CLK_TCK) -v s0=$s0 -v s1=$s1 -v b=$( [ "$b0" -ge 0 ] && echo $((b1-b0)) || echo -1) -v sw=$((w1-w0)) \
+awk -v t=$((t1-t0)) -v r=$((r1-r0)) -v hz="$(getconf CLK_TCK)" -v s0="$s0" -v s1="$s1" -v b="$( [ "$b0" -ge 0 ] && echo $((b1-b0)) || echo -1)" -v sw=$((w1-w0)) \
   'BEGIN{w=s1-s0; bpf = b < 0 ? "n/a (no bpftool)" : sprintf("%.3f%%", 100*b/1e9/w); printf "wall %.1fs  watched switches/s %.0f  agent-cpu %.3f%% (exact %.3f%%)  bpf-cpu %s of one core (all BPF programs on the host)\n", w, sw/w, 100*t/hz/w, 100*r/1e9/w, bpf}'

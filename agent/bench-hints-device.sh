@@ -23,7 +23,7 @@ co=
 trap 'rm -rf "$hints"; [ -n "$co" ] && kill $co 2>/dev/null || true' EXIT
 # The agent says so when it cannot make live arrays; the socket shows it can.
 timeout 3 "$dir/vgpu-probe" agent --pid $$ --hints "$hints" --listen 127.0.0.1:19478 2>&1 | grep -iE 'hint pages' | head -2 || true
-echo "live array socket: $(ls "$hints" | grep -c '\.sock$' || true) (0 after the agent exits: it removes it)"
+echo "live array socket: $(find "$hints" -maxdepth 1 -name '*.sock' | wc -l) (0 after the agent exits: it removes it)"
 echo "== agent cost, pair alone"
 BIN=$dir bash "$here/bench-agent.sh" "$secs" 30 --hints "$hints"
 echo "== agent cost, pair beside a busy loop on CPU $cpu"

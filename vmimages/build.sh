@@ -59,7 +59,7 @@ fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (the initramfs needs a /dev/console device node)"
 command -v cpio >/dev/null || die "cpio not installed (apt-get install cpio); without it the initramfs is empty and the guest panics"
-[ -x /bin/busybox ] && dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" ||
+{ [ -x /bin/busybox ] && dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed"; } ||
 	die "busybox-static not installed (apt-get install busybox-static): the guest has no libc"
 
 mkdir -p "$OUT"
@@ -82,7 +82,8 @@ image=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-image-[
 (cd "$WORK/deb" && apt-get -q -o APT::Sandbox::User=root download "$image" >/dev/null) ||
 	die "apt-get download $image failed"
 dpkg -x "$WORK"/deb/"$image"_*.deb "$WORK/kernel"
-vmlinuz=$(ls "$WORK"/kernel/boot/vmlinuz-* | head -n1)
+# The first in the glob's order (there is one): the loop only picks it.
+for vmlinuz in "$WORK"/kernel/boot/vmlinuz-*; do break; done
 [ -s "$vmlinuz" ] || die "no vmlinuz in $image"
 kver=${vmlinuz##*/vmlinuz-}
 

@@ -37,8 +37,8 @@ CG=/sys/fs/cgroup/hs-device-$$
 echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
 COR=""
 cleanup() {
-	[ -n "$COR" ] && kill "$COR" 2>/dev/null || true
-	[ -d "$CG" ] && rmdir "$CG" 2>/dev/null || true
+	if [ -n "$COR" ]; then kill "$COR" 2>/dev/null || true; fi
+	if [ -d "$CG" ]; then rmdir "$CG" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
@@ -76,11 +76,11 @@ check() {
 		lscpu | grep -E 'Model name|^CPU\(s\)' || true
 		uname -r
 	} >"$OUT/machine.txt" 2>&1
-	local inc="-I$B/include -I$ROOT/experiments/device"
-	$NVCC -O2 $inc -o "$D/gpucheck" experiments/device/gpucheck.cu -L"$B/lib" -lhybridsync -Xlinker -rpath="$B/lib" || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
-	$NVCC -O2 $inc -o "$D/gpucheck_static" experiments/device/gpucheck.cu "$B/lib/libhybridsync.a" -lpthread -ldl || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
-	$NVCC -O2 $inc -o "$D/overhead" experiments/device/overhead.cu -L"$B/lib" -lhybridsync -Xlinker -rpath="$B/lib" || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
-	$NVCC -O2 $inc -o "$D/namd_like" experiments/device/namd_like.cu || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
+	local inc=(-I"$B/include" -I"$ROOT/experiments/device")
+	$NVCC -O2 "${inc[@]}" -o "$D/gpucheck" experiments/device/gpucheck.cu -L"$B/lib" -lhybridsync -Xlinker -rpath="$B/lib" || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
+	$NVCC -O2 "${inc[@]}" -o "$D/gpucheck_static" experiments/device/gpucheck.cu "$B/lib/libhybridsync.a" -lpthread -ldl || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
+	$NVCC -O2 "${inc[@]}" -o "$D/overhead" experiments/device/overhead.cu -L"$B/lib" -lhybridsync -Xlinker -rpath="$B/lib" || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
+	$NVCC -O2 "${inc[@]}" -o "$D/namd_like" experiments/device/namd_like.cu || echo "BUILD FAILED: nvcc" >>"$OUT/build-errors.txt"
 	echo "== gpucheck (.so)" | tee "$OUT/check.txt"
 	"$D/gpucheck" >>"$OUT/check.txt" 2>&1 && echo PASS >>"$OUT/check.txt" || echo "FAIL rc=$?" >>"$OUT/check.txt"
 	echo "== gpucheck (.a)" >>"$OUT/check.txt"
@@ -90,9 +90,9 @@ check() {
 	cat "$OUT/check.txt"
 
 	echo "== overhead" | tee "$OUT/overhead.txt"
-	for i in 1 2 3; do taskset -c "$CPU" "$D/overhead" >>"$OUT/overhead.txt" || true; done
+	for _ in 1 2 3; do taskset -c "$CPU" "$D/overhead" >>"$OUT/overhead.txt" || true; done
 	echo "== overhead under LD_PRELOAD (cudaEventSynchronize interposed)" >>"$OUT/overhead.txt"
-	for i in 1 2 3; do LD_PRELOAD=$B/lib/libhybridsync.so taskset -c "$CPU" "$D/overhead" >>"$OUT/overhead.txt" || true; done
+	for _ in 1 2 3; do LD_PRELOAD=$B/lib/libhybridsync.so taskset -c "$CPU" "$D/overhead" >>"$OUT/overhead.txt" || true; done
 	cat "$OUT/overhead.txt"
 
 	# An unmodified static-cudart program under LD_PRELOAD.

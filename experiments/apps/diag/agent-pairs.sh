@@ -17,7 +17,7 @@
 # $OUT/suite-TAG.tgz at the end. Needs build/device from
 # `experiments/apps/run.sh prepare`.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 1
 [ $# -gt 0 ] || { echo "usage: $0 plain|hints|slice|libslice..." >&2; exit 2; }
 OUT=${OUT:?set OUT to the output directory}
 TAG=${TAG:-r1}
@@ -50,10 +50,10 @@ for p in $USERLOOPS; do
 done
 suite() { # CONFIG-DIR PROGRAMS [UNITS]
 	APPS_HOST_UNITS=${3:-0} OUT=$1 experiments/apps/run.sh --suite experiments/apps/inproc.json --only "$2" \
-		--contention "$SETTINGS" --reps 1 --timeout 90s $args 2>&1 | tail -n 20
+		--contention "$SETTINGS" --reps 1 --timeout 90s "${args[@]}" 2>&1 | tail -n 20
 }
 for cfg in "$@"; do
-	args=$(agent_args "$cfg")
+	read -ra args <<<"$(agent_args "$cfg")"
 	d=$OUT/$cfg-$TAG
 	echo "== $cfg $(date -u +%T)"
 	[ -z "$fixed" ] || suite "$d" "$fixed"

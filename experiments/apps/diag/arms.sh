@@ -36,8 +36,8 @@ launch_bound | mixed_static)
 esac
 co=
 cleanup() {
-	[ -n "$co" ] && kill "$co" 2>/dev/null || true
-	[ -d "$CG" ] && rmdir "$CG" 2>/dev/null || true
+	if [ -n "$co" ]; then kill "$co" 2>/dev/null || true; fi
+	if [ -d "$CG" ]; then rmdir "$CG" 2>/dev/null || true; fi
 	co=
 }
 trap cleanup EXIT
@@ -52,6 +52,7 @@ for proc in $(seq "$PROCS"); do
 			grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
 			mkdir "$CG"
 			echo "10000 20000" >"$CG/cpu.max"
+			# shellcheck disable=SC2016 # the inner bash expands them: its own pid and arguments
 			prefix=(bash -c 'echo $$ >"$0/cgroup.procs"; shift; exec "$@"' "$CG" -)
 		fi
 		echo "arms: $PROG $setting process $proc" >&2

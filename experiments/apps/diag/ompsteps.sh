@@ -80,7 +80,7 @@ IFS=, read -ra A <<<"$ARMS"
 {
 	echo "# $(date -u) $(uname -r) cpus=$CPUS threads=$THREADS alone=${ALONE:-0} standin=${STANDIN:-0} args=$*"
 	lscpu | grep -E 'Model name' || true
-	command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+	if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true; fi
 } >"$OUT/ompsteps-machine.txt" 2>&1
 for rep in $(seq "$REPS"); do
 	for i in "${!A[@]}"; do

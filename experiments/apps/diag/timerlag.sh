@@ -19,10 +19,13 @@ COR=""
 trap '[ -n "$COR" ] && kill "$COR" 2>/dev/null; rm -rf "$(dirname "$BIN")"' EXIT
 SLICES=${SLICES:-0 100}
 WAKES=${WAKES:-timer remote}
-wakearg() { [ "$1" = remote ] && echo remote || true; }
+# wakeargs WAKE sets w to timerlag's last arguments: "remote" for a wake-up
+# from another CPU, none for the timer's.
+wakeargs() { if [ "$1" = remote ]; then w=(remote); else w=(); fi; }
 for wake in $WAKES; do
+	wakeargs "$wake"
 	for work in 100 300 500 700 900; do
-		echo "alone $("$BIN" "$CPU" "$work" 500 1 0 $(wakearg "$wake"))"
+		echo "alone $("$BIN" "$CPU" "$work" 500 1 0 "${w[@]}")"
 	done
 done
 taskset -c "$CPU" sh -c 'while :; do :; done' &
@@ -31,7 +34,8 @@ for rep in $(seq "$REPS"); do
 	for work in 100 300 500 700 900; do
 		for slice in $SLICES; do
 			for wake in $WAKES; do
-				echo "while1 rep=$rep $("$BIN" "$CPU" "$work" 500 "$S" "$slice" $(wakearg "$wake"))"
+				wakeargs "$wake"
+				echo "while1 rep=$rep $("$BIN" "$CPU" "$work" 500 "$S" "$slice" "${w[@]}")"
 			done
 		done
 	done
