@@ -104,6 +104,18 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
+# Every shell script (and the launcher's template) through shellcheck, and
+# every Python script compiled and through pyflakes: .ci/setup-lint.sh
+# installs both, .ci/run runs this before the tests. The lists are git's
+# (tracked and untracked, less what .gitignore leaves out); the bytecode
+# goes to a directory removed after.
+.PHONY: lint-scripts
+lint-scripts:
+	shellcheck $$(git ls-files -co --exclude-standard '*.sh' .ci/run libhybridsync/hybridsync-run.in)
+	d=$$(mktemp -d) && PYTHONPYCACHEPREFIX=$$d python3 -m py_compile $$(git ls-files -co --exclude-standard '*.py'); \
+	  rc=$$?; rm -rf "$$d"; exit $$rc
+	pyflakes3 $$(git ls-files -co --exclude-standard '*.py')
+
 # A short run of every fuzz target; the corpora live in testdata/fuzz.
 FUZZTIME ?= 20s
 fuzz:
