@@ -1,4 +1,6 @@
-# vgpu-probe build. `make` builds the binary; `make test` is what CI runs.
+# vgpu-probe build. `make` builds the binary and what `vgpu-probe advise`
+# runs programs with (the library, its launcher, the blocking-sync shim)
+# under build/; `make test` is what CI runs.
 # Parts add their own targets through the Makefile.inc files included below.
 
 GO      ?= go
@@ -31,9 +33,11 @@ HS_BUILD    ?= $(BUILD)
 # The date in the man pages: the last commit's, so a rebuild is identical.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
-.PHONY: all build man completions test bench lint fuzz clean install-bin uninstall-bin
+.PHONY: all build parts man completions test bench lint fuzz clean install-bin uninstall-bin
 
-all: build
+# The parts' prerequisites are named after the includes below, which
+# define where the library goes.
+all: build parts
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vgpu-probe
@@ -57,10 +61,11 @@ completions: build
 install: install-bin
 uninstall: uninstall-bin
 
-install-bin: build man completions
+install-bin: build man completions $(BUILD)/lib/vgpu-probe/blocksync.so
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
-		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(LIBDIR)/vgpu-probe
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/vgpu-probe
+	install -m 0755 $(BUILD)/lib/vgpu-probe/blocksync.so $(DESTDIR)$(LIBDIR)/vgpu-probe/blocksync.so
 	sed 's|/usr/local/bin/vgpu-probe|$(BINDIR)/vgpu-probe|g' agent/vgpu-probe-agent.service >$(BUILD)/vgpu-probe-agent.service
 	install -m 0644 $(BUILD)/vgpu-probe-agent.service $(DESTDIR)$(UNITDIR)/
 	rm -f $(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1
@@ -70,6 +75,8 @@ install-bin: build man completions
 	install -m 0644 $(BUILD)/completion/vgpu-probe.fish $(DESTDIR)$(FISHCOMPDIR)/vgpu-probe.fish
 
 uninstall-bin:
+	rm -f $(DESTDIR)$(LIBDIR)/vgpu-probe/blocksync.so
+	rmdir $(DESTDIR)$(LIBDIR)/vgpu-probe 2>/dev/null || true
 	rm -f $(DESTDIR)$(BINDIR)/vgpu-probe $(DESTDIR)$(UNITDIR)/vgpu-probe-agent.service \
 		$(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1 \
 		$(DESTDIR)$(BASHCOMPDIR)/vgpu-probe $(DESTDIR)$(ZSHCOMPDIR)/_vgpu-probe \
@@ -132,3 +139,14 @@ clean:
 -include libhybridsync/Makefile.inc
 -include profiler/Makefile.inc
 -include vmimages/Makefile.inc
+
+# What `vgpu-probe advise` finds beside the binary (experiments/suite,
+# FindParts): the library and the launcher where `make lib` puts them,
+# without the static archive and the package files, and CUDA's
+# blocking-sync shim (experiments/apps/blocksync.c, which needs no CUDA
+# headers) where `make install` puts it under the prefix.
+parts: $(HS_LIB)/libhybridsync.so $(HS_BUILD)/bin/hybridsync-run $(HS_BUILD)/bin/hybridsync-openmp $(BUILD)/lib/vgpu-probe/blocksync.so
+
+$(BUILD)/lib/vgpu-probe/blocksync.so: experiments/apps/blocksync.c
+	@mkdir -p $(@D)
+	$(CC) -shared -fPIC -O2 -Wall -o $@.tmp $< -ldl && mv $@.tmp $@

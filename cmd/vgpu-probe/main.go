@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/advise"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/agent"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/apps"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/bench"
@@ -75,6 +76,7 @@ func newRootCmd() *cobra.Command {
 host thread shares CPUs with other tenants: late kernel launches and late
 notice of kernel completion.
 
+  advise   which way to run your GPU program here, measured: as it is, CUDA blocking-sync, libhybridsync
   agent    host agent: vCPU discontinuity per VM with eBPF, for Prometheus
   apps     unmodified GPU programs: CUDA default, CUDA blocking-sync, libhybridsync, under contention
   bench    NAMD-like sync benchmark, every wait mode, under CPU contention
@@ -97,6 +99,7 @@ notice of kernel completion.
 	complete.Flags(root, map[string]cobra.CompletionFunc{"log-level": complete.One(logLevels...)})
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
 	root.AddCommand(
+		advise.NewCmd(nil),
 		agent.NewCmd(nil),
 		apps.NewCmd(nil),
 		bench.NewCmd(nil),

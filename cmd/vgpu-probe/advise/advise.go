@@ -1,0 +1,78 @@
+// Package advise is `vgpu-probe advise -- CMD ARGS...`: which way to run
+// a GPU program on this VM (as it is, CUDA's blocking-sync mode,
+// libhybridsync, hybridsync-run), measured alone and beside a busy
+// neighbour, in one line. The measurement and the decision are
+// experiments/suite's (advise.go, decide.go).
+package advise
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+)
+
+// NewCmd returns the advise command; runF replaces the run in tests.
+func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Command {
+	o := &suite.AdviseConfig{}
+	cmd := &cobra.Command{
+		Use:   "advise [flags] -- CMD [ARGS...]",
+		Short: "Which way to run a GPU program here: as it is, CUDA blocking-sync, libhybridsync or hybridsync-run",
+		Long:  suite.AdviseHelp,
+		Example: `  make && ./vgpu-probe advise -- ./my_cuda_app --size 4096
+  vgpu-probe advise --cpus 4 --max-time 20m -- python3 train.py --epochs 1
+  vgpu-probe advise --lib /opt/hs/lib/libhybridsync.so --blocksync ./blocksync.so --max-reps 10 --table -- ./app`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usage.Errorf("no command: vgpu-probe advise [flags] -- CMD ARGS...")
+			}
+			o.Command, o.Stdout, o.Stderr = args, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			parts, notes, err := suite.FindParts(o.Parts, exe)
+			if err != nil {
+				return usage.Wrap(err)
+			}
+			o.Parts = parts
+			for _, n := range notes {
+				cmd.PrintErrln("advise:", n)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			_, err = suite.Advise(cmd.Context(), o)
+			if errors.As(err, new(suite.BadInput)) {
+				return usage.Wrap(err)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	// Flags after the command are the command's own.
+	f.SetInterspersed(false)
+	f.IntVar(&o.CPUs, "cpus", 1, "CPUs the program runs on, with a busy loop on each beside it (nonexN, while1xN): for programs of several threads")
+	f.IntVar(&o.CPU, "cpu", -1, "the highest of its CPUs (default: the last one this process may use)")
+	f.IntVar(&o.MinReps, "min-reps", 5, "repetitions before the advice may stop early")
+	f.IntVar(&o.MaxReps, "max-reps", 30, "at most this many repetitions")
+	f.DurationVar(&o.MaxTime, "max-time", 10*time.Minute, "no repetition starts that would end after this long (also the limit of one run)")
+	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (default: build/lib beside the binary, or PREFIX/lib)")
+	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim (default: build/"+suite.BlocksyncPath+" beside the binary, or PREFIX/"+suite.BlocksyncPath+")")
+	f.StringVar(&o.Launcher, "launcher", "", "hybridsync-run (default: bin/ beside the library's folder; without one that way is left out)")
+	f.StringVar(&o.Out, "out", "", "output directory (default $XDG_STATE_HOME/vgpu-probe/advise-TIMESTAMP)")
+	f.BoolVar(&o.Table, "table", false, "print apps' table of every way before the line")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{
+		"lib":       complete.Files("so"),
+		"blocksync": complete.Files("so"),
+		"launcher":  complete.AnyFile,
+		"out":       complete.Dirs,
+	})
+	return cmd
+}

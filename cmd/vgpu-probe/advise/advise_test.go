@@ -1,0 +1,224 @@
+package advise
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/results"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init()
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// execute runs the command with args, as main would, in this process.
+func execute(args ...string) (stdout, stderr string, err error) {
+	cmd := NewCmd(nil)
+	var o, e bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&o)
+	cmd.SetErr(&e)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err = cmd.Execute()
+	return o.String(), e.String(), err
+}
+
+// Bad input is a one-line error, bad input where main exits 2, with
+// nothing on stdout and nothing written.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.so")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	parts := []string{"--lib", empty, "--blocksync", empty, "--out", out}
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{nil, "no command", true},
+		{[]string{"--"}, "no command", true},
+		{[]string{"--max-rep", "3", "--", "true"}, "unknown flag: --max-rep", false},
+		{[]string{"--lib", filepath.Join(dir, "nope.so"), "--", "true"}, "--lib " + filepath.Join(dir, "nope.so") + ": not a file", true},
+		{append(parts, "--", "false"), "false failed as it is (none, exit status 1)", true},
+		{append(parts, "--", "no-such-program-here", "x"), "not found in PATH", true},
+		{append(parts, "--max-time", "0", "--", "true"), "--max-time must be positive", true},
+	} {
+		stdout, _, err := execute(tc.args...)
+		switch {
+		case err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n"):
+			t.Errorf("%q: error %v, want one line with %q", tc.args, err, tc.want)
+		case tc.usage && !errors.Is(err, usage.ErrBadInput):
+			t.Errorf("%q: %v is not bad input (exit status 1, not 2)", tc.args, err)
+		case stdout != "":
+			t.Errorf("%q: stdout %q", tc.args, stdout)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("left in %s: %v", dir, ents)
+	}
+}
+
+// Flags after the command are the command's own.
+func TestCommandFlags(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "x.so")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got *suite.AdviseConfig
+	cmd := NewCmd(func(_ context.Context, o *suite.AdviseConfig) error { got = o; return nil })
+	cmd.SetArgs([]string{"--lib", empty, "--blocksync", empty, "--max-reps", "4", "./app", "--size", "4096", "--max-reps", "9"})
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !slices.Equal(got.Command, []string{"./app", "--size", "4096", "--max-reps", "9"}) || got.MaxReps != 4 || got.Lib != empty {
+		t.Errorf("parsed %+v", got)
+	}
+}
+
+var built struct {
+	once      sync.Once
+	dir, root string
+	err       error
+}
+
+// build runs make into a fresh directory, as a user's first `make` does
+// in the source tree: the binary, and beside it build/ with the parts.
+func build(t *testing.T) (bin string) {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed (.ci/run installs it)")
+	}
+	built.once.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.root = filepath.Dir(strings.TrimSpace(string(out)))
+		if built.dir, built.err = os.MkdirTemp("", "advise-make-"); built.err != nil {
+			return
+		}
+		mk := exec.Command("make", "-s", "BIN="+filepath.Join(built.dir, "vgpu-probe"), "BUILD="+filepath.Join(built.dir, "build"))
+		mk.Dir = built.root
+		if out, err := mk.CombinedOutput(); err != nil {
+			built.err = errors.New("make: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return filepath.Join(built.dir, "vgpu-probe")
+}
+
+// advise runs the binary's advise on argv with env added, and checks what
+// every run must give: exit 0, one line on stdout that is a
+// recommendation, every way run under both settings, the results
+// document report reads, the advice; it returns the line and the runs.
+func advise(t *testing.T, bin string, env []string, argv ...string) (string, []suite.Run) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "advice")
+	cmd := exec.Command(bin, append([]string{"advise", "--max-reps", "3", "--min-reps", "3", "--out", out, "--"}, argv...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("advise %q: %v\n%s", argv, err, stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	line := strings.TrimSuffix(stdout.String(), "\n")
+	if strings.Contains(line, "\n") || !(strings.HasPrefix(line, "Run it ") || strings.HasPrefix(line, "No way is measurably better")) {
+		t.Errorf("stdout %q: want one recommendation line", stdout.String())
+	}
+	if strings.Contains(stderr.String(), "left out") {
+		t.Errorf("a way was left out: the build should have every part")
+	}
+	b, err := os.ReadFile(filepath.Join(out, suite.RunsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := suite.ParseRuns(suite.RunsName, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range runs {
+		count[r.Contention+" "+r.Arm]++
+	}
+	for _, s := range []string{"none", "while1"} {
+		for _, arm := range []string{"cuda-default", "cuda-default-again", "cuda-blocking", "hybridsync", "hybridsync-run"} {
+			if count[s+" "+arm] != 3 {
+				t.Errorf("%s under %s: %d runs, want 3", arm, s, count[s+" "+arm])
+			}
+		}
+	}
+	if doc, err := results.Read(filepath.Join(out, results.Name)); err != nil || len(doc.Cells) != 10 {
+		t.Errorf("results.json: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "advice.json")); err != nil {
+		t.Error(err)
+	}
+	return line, runs
+}
+
+// After make, advise needs nothing else: it finds the library, the shim
+// and the launcher beside the binary.
+func TestAfterMake(t *testing.T) {
+	bin := build(t)
+	advise(t, bin, nil, "sleep", "0.2")
+}
+
+// A CUDA program on the stand-in driver and runtime (libhybridsync's
+// tests'): the library engages in its ways and writes its stats where
+// the runs say.
+func TestCUDAStandin(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	td := filepath.Join(built.root, "libhybridsync", "testdata")
+	for _, s := range [][]string{
+		{"gcc", "-O2", "-shared", "-fPIC", "-o", "libcuda.so.1", "-Wl,-soname,libcuda.so.1", filepath.Join(td, "standin", "cuda.c"), "-lpthread"},
+		{"gcc", "-O2", "-shared", "-fPIC", "-o", "libcudart.so.13", "-Wl,-soname,libcudart.so.13", filepath.Join(td, "standin", "cudart.c"), "-ldl", "-lpthread"},
+		{"ln", "-sf", "libcudart.so.13", "libcudart.so"},
+		{"gcc", "-O2", "-rdynamic", "-I" + filepath.Join(td, "programs"), "-o", "rtapp", filepath.Join(td, "programs", "rtapp.c"), "-L.", "-lcudart", "-lpthread", "-ldl"},
+	} {
+		c := exec.Command(s[0], s[1:]...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%q: %v\n%s", s, err, out)
+		}
+	}
+	_, runs := advise(t, bin, []string{"LD_LIBRARY_PATH=" + dir}, filepath.Join(dir, "rtapp"), "300", "1")
+	stats := 0
+	for _, r := range runs {
+		if r.Stats != "" {
+			if _, err := os.Stat(r.Stats); err != nil {
+				t.Errorf("%s %s: %v", r.Arm, r.Contention, err)
+			}
+			stats++
+		}
+	}
+	if stats == 0 {
+		t.Error("no run of the library wrote its stats")
+	}
+}

@@ -1,0 +1,299 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/results"
+)
+
+// iv is a paired ratio with its interval, at the level of 6 or more
+// repetitions.
+func iv(lo, med, hi float64) *Paired {
+	return &Paired{Median: med, CI: [2]float64{lo, hi}, Level: 0.96, N: 8}
+}
+
+// The decision rule on made-up ratios: the A/A interval sets each
+// setting's band, and a way is recommended only when it is better in one
+// setting and not worse, nor possibly worse, in the other.
+func TestDecide(t *testing.T) {
+	quietAA := iv(0.99, 1.0, 1.01)   // noise: its width, 2%
+	busyAA := iv(0.97, 1.0, 1.02)    // 5%
+	same := iv(0.995, 1.0, 1.005)    // within any band
+	faster := iv(0.68, 0.71, 0.74)   // 29% faster
+	slower := iv(1.10, 1.14, 1.18)   // 14% slower
+	straddle := iv(0.96, 0.99, 1.04) // across an edge of the 2% band
+	for _, tc := range []struct {
+		name      string
+		ways      []Way
+		aa, aaC   *Paired
+		arm       string
+		decided   bool
+		lineParts []string
+	}{
+		{"no way better", []Way{{"cuda-blocking", same, same, ""}, {"hybridsync", same, iv(0.97, 0.99, 1.02), ""}},
+			quietAA, busyAA, "", true, []string{"No way is measurably better here than as it is (noise ±2.0% alone, ±5.0% beside a busy neighbour; 8 repetitions)"}},
+		{"library better under contention and the same alone", []Way{{"cuda-blocking", same, slower, ""}, {"hybridsync", same, faster, ""}},
+			quietAA, busyAA, "hybridsync", true, []string{"Run it with `LD_PRELOAD=/l/libhybridsync.so app -n 1`: 29% faster than as it is beside a busy neighbour [26%, 32%], the same alone (±2.0%) (8 repetitions)"}},
+		{"better under contention but worse alone: not recommended", []Way{{"cuda-blocking", slower, faster, ""}, {"hybridsync", same, same, ""}},
+			quietAA, busyAA, "", true, []string{"No way is measurably better"}},
+		{"better under contention, alone open: not yet", []Way{{"hybridsync", straddle, faster, ""}},
+			quietAA, busyAA, "", false, []string{"No way is measurably better", "still open: hybridsync"}},
+		{"better alone, the same beside the neighbour", []Way{{"cuda-blocking", iv(0.85, 0.87, 0.9), iv(0.98, 1.0, 1.03), ""}},
+			quietAA, busyAA, "cuda-blocking", true, []string{"blocking-sync mode", "13% faster than as it is alone [10%, 15%], the same beside a busy neighbour (±5.0%)"}},
+		{"the best of two recommendable ways", []Way{{"hybridsync", same, faster, ""}, {"hybridsync-run", same, iv(0.5, 0.55, 0.6), ""}},
+			quietAA, busyAA, "hybridsync-run", true, []string{"Run it with `/b/hybridsync-run app -n 1`: 45% faster"}},
+		{"an open way ahead of a recommendable one", []Way{{"hybridsync", same, faster, ""}, {"hybridsync-run", iv(0.97, 0.99, 1.05), iv(0.5, 0.55, 0.6), ""}},
+			quietAA, busyAA, "hybridsync", false, []string{"LD_PRELOAD=/l/libhybridsync.so"}},
+		{"a way that failed", []Way{{"hybridsync", same, faster, "exit status 1"}},
+			quietAA, busyAA, "", true, []string{"No way is measurably better"}},
+		{"too few repetitions", []Way{{"hybridsync", &Paired{0.7, [2]float64{0.69, 0.71}, 0.5, 2}, same, ""}},
+			quietAA, busyAA, "", false, []string{"still open"}},
+		{"no A/A control", []Way{{"hybridsync", same, faster, ""}}, nil, nil, "", false, []string{"noise ±?% alone"}},
+		{"an A/A bias widens the band", []Way{{"hybridsync", same, iv(0.94, 0.955, 0.97), ""}},
+			quietAA, iv(1.03, 1.04, 1.05), "", false, []string{"±5.0% beside"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Decide(tc.ways, tc.aa, tc.aaC)
+			if a.Arm != tc.arm || a.Decided != tc.decided {
+				t.Errorf("advice %q decided %v, want %q decided %v (%+v)", a.Arm, a.Decided, tc.arm, tc.decided, a.Ways)
+			}
+			line := a.Line(map[string]string{
+				"cuda-blocking":  "in CUDA's blocking-sync mode (`LD_PRELOAD=/s/blocksync.so app -n 1`)",
+				"hybridsync":     "with `LD_PRELOAD=/l/libhybridsync.so app -n 1`",
+				"hybridsync-run": "with `/b/hybridsync-run app -n 1`",
+			}, 1, 8)
+			for _, p := range tc.lineParts {
+				if !strings.Contains(line, p) {
+					t.Errorf("line %q\nwant %q in it", line, p)
+				}
+			}
+			if strings.Contains(line, "\n") {
+				t.Errorf("line %q: more than one line", line)
+			}
+		})
+	}
+}
+
+func TestNoise(t *testing.T) {
+	for _, tc := range []struct {
+		aa   *Paired
+		want float64
+	}{
+		{iv(0.999, 1, 1.001), MinNoise},
+		{iv(0.98, 1, 1.03), 0.05},
+		{iv(1.04, 1.05, 1.06), 0.06},
+		{iv(0.90, 0.93, 0.95), 0.10},
+		{nil, math.Inf(1)},
+	} {
+		if got := Noise(tc.aa); math.Abs(got-tc.want) > 1e-9 && got != tc.want {
+			t.Errorf("Noise(%v) = %v, want %v", tc.aa, got, tc.want)
+		}
+	}
+	if got := (&Advice{Ways: nil, NoiseAlone: 0.02, NoiseContended: 0.05}).Line(nil, 4, 1); !strings.Contains(got, "on each of its 4 CPUs; 1 repetition)") {
+		t.Errorf("line on 4 CPUs: %q", got)
+	}
+}
+
+// touch makes a file (and its folders) with mode.
+func touch(t *testing.T, path string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("x"), mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The parts are found where make puts them beside the binary, and where
+// make install puts them under the prefix (a multiarch LIBDIR too),
+// through a link to the binary; what is missing says how to build it, and
+// the launcher is only noted.
+func TestFindParts(t *testing.T) {
+	tree := t.TempDir()
+	exe := touch(t, filepath.Join(tree, "vgpu-probe"), 0o755)
+	if _, _, err := FindParts(Parts{}, exe); err == nil || !strings.Contains(err.Error(), "run make in the source tree") ||
+		!strings.Contains(err.Error(), filepath.Join(tree, "build", "lib", "libhybridsync.so")) || !strings.Contains(err.Error(), "--lib") {
+		t.Errorf("no library: %v", err)
+	}
+	lib := touch(t, filepath.Join(tree, "build", "lib", "libhybridsync.so"), 0o755)
+	if _, _, err := FindParts(Parts{}, exe); err == nil || !strings.Contains(err.Error(), "blocksync.c") || !strings.Contains(err.Error(), "--blocksync") {
+		t.Errorf("no shim: %v", err)
+	}
+	shim := touch(t, filepath.Join(tree, "build", BlocksyncPath), 0o755)
+	p, notes, err := FindParts(Parts{}, exe)
+	if err != nil || p.Lib != lib || p.Blocksync != shim || p.Launcher != "" || len(notes) != 1 || !strings.Contains(notes[0], "hybridsync-run is left out") {
+		t.Errorf("no launcher: %+v %q %v", p, notes, err)
+	}
+	run := touch(t, filepath.Join(tree, "build", "bin", LauncherName), 0o755)
+	if p, notes, err = FindParts(Parts{}, exe); err != nil || p.Launcher != run || len(notes) != 0 {
+		t.Errorf("build tree: %+v %q %v", p, notes, err)
+	}
+
+	prefix := t.TempDir()
+	installed := touch(t, filepath.Join(prefix, "bin", "vgpu-probe"), 0o755)
+	lib = touch(t, filepath.Join(prefix, "lib", "x86_64-linux-gnu", "libhybridsync.so"), 0o755)
+	shim = touch(t, filepath.Join(prefix, "lib", "x86_64-linux-gnu", "vgpu-probe", "blocksync.so"), 0o755)
+	run = touch(t, filepath.Join(prefix, "bin", LauncherName), 0o755)
+	link := filepath.Join(t.TempDir(), "vgpu-probe")
+	if err := os.Symlink(installed, link); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err = FindParts(Parts{}, link); err != nil || p.Lib != lib || p.Blocksync != shim || p.Launcher != run {
+		t.Errorf("installed, through a link: %+v %v", p, err)
+	}
+
+	given := Parts{Lib: filepath.Join(prefix, "nope.so")}
+	if _, _, err := FindParts(given, installed); err == nil || !strings.Contains(err.Error(), "--lib "+given.Lib+": not a file") {
+		t.Errorf("--lib missing: %v", err)
+	}
+	given = Parts{Launcher: touch(t, filepath.Join(prefix, "noexec"), 0o644)}
+	if _, _, err := FindParts(given, installed); err == nil || !strings.Contains(err.Error(), "--launcher") {
+		t.Errorf("--launcher not executable: %v", err)
+	}
+}
+
+// adviseParts are stand-ins for the parts: an empty library and shim
+// (the loader skips them with a warning) and fakeLauncher's launcher.
+func adviseParts(t *testing.T) Parts {
+	t.Helper()
+	dir := t.TempDir()
+	lib := fakeLauncher(t, dir)
+	return Parts{Lib: lib, Blocksync: lib, Launcher: LauncherFor(lib)}
+}
+
+// Advise runs a program every way under both settings, interleaved,
+// and, as its result line is the same in every run and so every ratio is
+// 1, decides at the minimum that no way is better: one line on stdout,
+// the runs, the results document report reads and the advice in the
+// output directory, nothing else beside it.
+func TestAdviseSameEveryWay(t *testing.T) {
+	words := []string{"sh", "-c", `echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
+	parent := t.TempDir()
+	out := filepath.Join(parent, "advice")
+	var stdout, stderr bytes.Buffer
+	a := &AdviseConfig{Command: words, CPUs: 1, CPU: -1, Parts: adviseParts(t), MinReps: 3, MaxReps: 6, MaxTime: time.Minute,
+		Out: out, Stdout: &stdout, Stderr: &stderr}
+	adv, err := Advise(context.Background(), a)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "No way is measurably better here than as it is (noise ±1.0% alone, ±1.0% beside a busy neighbour; 3 repetitions)") {
+		t.Errorf("stdout: %q, want one line: no way better, after 3 repetitions", stdout.String())
+	}
+	if adv.Arm != "" || !adv.Decided || len(adv.Ways) != 3 {
+		t.Errorf("advice %+v", adv)
+	}
+	b, err := os.ReadFile(filepath.Join(out, RunsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := ParseRuns(RunsName, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range runs {
+		if !r.OK() {
+			t.Errorf("run failed: %+v", r)
+		}
+		count[r.Contention+" "+r.Arm]++
+	}
+	for _, s := range []string{"none", "while1"} {
+		for _, arm := range adviseArms {
+			if count[s+" "+arm] != 3 {
+				t.Errorf("%s %s: %d runs, want 3 (%v)", s, arm, count[s+" "+arm], count)
+			}
+		}
+	}
+	doc, err := results.Read(filepath.Join(out, results.Name))
+	if err != nil || len(doc.Cells) != 10 {
+		t.Errorf("results.json: %v, %d cells", err, len(doc.Cells))
+	}
+	var saved Advice
+	if b, err := os.ReadFile(filepath.Join(out, "advice.json")); err != nil || json.Unmarshal(b, &saved) != nil || !saved.Decided {
+		t.Errorf("advice.json: %v %+v", err, saved)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 1 {
+		t.Errorf("beside the output: %v, want it alone", ents)
+	}
+}
+
+// Bad input is one line of BadInput before anything is written; a
+// command that fails as it is stops it at the first run and leaves no
+// files.
+func TestAdviseBadInput(t *testing.T) {
+	parts := adviseParts(t)
+	parent := t.TempDir()
+	full := touch(t, filepath.Join(parent, "full", "x"), 0o644)
+	for _, tc := range []struct {
+		name    string
+		command []string
+		out     string
+		max     int
+		want    string
+	}{
+		{"no command", nil, "", 3, "no command"},
+		{"not found", []string{"no-such-program-here"}, "", 3, "not found in PATH"},
+		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (none, exit status 3: broken)"},
+		{"no reps", []string{"true"}, "", 0, "--max-reps"},
+		{"out not empty", []string{"true"}, filepath.Dir(full), 3, "not empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := tc.out
+			if out == "" {
+				out = filepath.Join(parent, "out")
+			}
+			var stdout, stderr bytes.Buffer
+			_, err := Advise(context.Background(), &AdviseConfig{Command: tc.command, CPUs: 1, CPU: -1, Parts: parts, MinReps: 1,
+				MaxReps: tc.max, MaxTime: time.Minute, Out: out, Stdout: &stdout, Stderr: &stderr})
+			if err == nil || !errors.As(err, new(BadInput)) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %v, want one line of bad input with %q", err, tc.want)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("stdout: %q", stdout.String())
+			}
+			ents, _ := os.ReadDir(parent)
+			if names := names(ents); !slices.Equal(names, []string{"full"}) {
+				t.Errorf("left in %s: %v", parent, names)
+			}
+		})
+	}
+}
+
+func names(ents []os.DirEntry) []string {
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestProgramWords(t *testing.T) {
+	argv := []string{"/opt/my app/run", "it's", "a b", "--x=1"}
+	back, err := SplitWords(quoteWords(argv))
+	if err != nil || !slices.Equal(back, argv) {
+		t.Errorf("quoteWords: %q back as %q, %v", quoteWords(argv), back, err)
+	}
+	if got := shellWords(argv); got != `'/opt/my app/run' 'it'\''s' 'a b' --x=1` {
+		t.Errorf("shellWords: %s", got)
+	}
+	for in, want := range map[string]string{"sleep": "sleep", "./my app": "my_app", "/x/_hidden": "p_hidden", "python3.12": "python3.12"} {
+		if got := programName(in); got != want || !nameRE.MatchString(got) {
+			t.Errorf("programName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

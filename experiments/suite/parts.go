@@ -1,0 +1,117 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Parts are the files advise runs a program with: the library for the
+// hybridsync way, the blocking-sync shim for cuda-blocking, the
+// launcher for hybridsync-run ("" leaves that way out).
+type Parts struct {
+	Lib, Blocksync, Launcher string
+}
+
+// BlocksyncPath is where `make` builds the blocking-sync shim under the
+// build tree, and `make install` installs it under the prefix: a
+// directory of this program's own in the library directory, not a
+// library of the system's.
+const BlocksyncPath = "lib/vgpu-probe/blocksync.so"
+
+// prefixes are where the parts of a build or an install are, for the
+// binary exe: the build tree beside it (`make` builds ./vgpu-probe and
+// build/...), and the prefix above its bin/ (`make install`), for the
+// path as run and for the file a link to it names.
+func prefixes(exe string) []string {
+	var out []string
+	add := func(dir string) {
+		for _, p := range []string{filepath.Join(dir, "build"), filepath.Dir(dir)} {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	add(filepath.Dir(exe))
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		add(filepath.Dir(real))
+	}
+	return out
+}
+
+// libDirs are a prefix's library directories: lib, lib64, and the
+// multiarch ones under lib (lib/x86_64-linux-gnu), where LIBDIR put them.
+func libDirs(prefix string) []string {
+	dirs := []string{filepath.Join(prefix, "lib"), filepath.Join(prefix, "lib64")}
+	multi, _ := filepath.Glob(filepath.Join(prefix, "lib", "*-linux-*"))
+	return append(dirs, multi...)
+}
+
+// regular reports whether path is a regular file (through links).
+func regular(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// FindParts fills the parts that given leaves empty from beside the
+// binary exe (prefixes): the library and the shim must be found, else
+// the error says where it looked and how to build them; the launcher
+// is optional, its way left out with a note when it is not found (beside
+// the library's folder first, as the library's build and install put
+// it). A part given that is not a file is an error.
+func FindParts(given Parts, exe string) (Parts, []string, error) {
+	p := given
+	var notes []string
+	pre := prefixes(exe)
+	find := func(flag string, path *string, rel func(libdir string) string, how string) error {
+		if *path != "" {
+			if !regular(*path) {
+				return fmt.Errorf("%s %s: not a file", flag, *path)
+			}
+			return nil
+		}
+		var looked []string
+		for _, pr := range pre {
+			for _, d := range libDirs(pr) {
+				c := rel(d)
+				if regular(c) {
+					*path = c
+					return nil
+				}
+				if filepath.Base(d) == "lib" {
+					looked = append(looked, c)
+				}
+			}
+		}
+		return fmt.Errorf("no %s at %s: %s, or give %s", filepath.Base(rel("")), strings.Join(looked, " or "), how, flag)
+	}
+	if err := find("--lib", &p.Lib, func(d string) string { return filepath.Join(d, "libhybridsync.so") },
+		"run make in the source tree (build/lib), or make install-lib"); err != nil {
+		return p, nil, err
+	}
+	if err := find("--blocksync", &p.Blocksync, func(d string) string { return filepath.Join(d, "vgpu-probe", "blocksync.so") },
+		"run make in the source tree (build/"+BlocksyncPath+"), or gcc -shared -fPIC -O2 -o blocksync.so experiments/apps/blocksync.c -ldl"); err != nil {
+		return p, nil, err
+	}
+	if p.Launcher != "" {
+		if st, err := os.Stat(p.Launcher); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			return p, nil, fmt.Errorf("--launcher %s: not an executable file", p.Launcher)
+		}
+		return p, notes, nil
+	}
+	candidates := []string{LauncherFor(p.Lib)}
+	for _, pr := range pre {
+		candidates = append(candidates, filepath.Join(pr, "bin", LauncherName))
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			p.Launcher = c
+			return p, notes, nil
+		}
+	}
+	notes = append(notes, fmt.Sprintf("no %s beside %s: the way hybridsync-run is left out (make builds build/bin/%s; or give --launcher)",
+		LauncherName, p.Lib, LauncherName))
+	return p, notes, nil
+}
