@@ -49,13 +49,15 @@ type Config struct {
 	Corunners []int    `json:"corunners"`
 	VCPUs     []int    `json:"vcpus"`
 	Modes     []string `json:"modes"`
-	Device    string   `json:"device"`
-	Workload  string   `json:"workload"` // "namd-like" or the command
-	Reps      int      `json:"reps"`
-	Steps     int      `json:"steps"`
-	HostUS    float64  `json:"host_us"`
-	KernelUS  float64  `json:"kernel_us"`
-	Profile   string   `json:"profile,omitempty"`
+	// Device, Steps, HostUS and KernelUS configure the built-in loop;
+	// "" or 0, and left out, where a command or program is measured.
+	Device   string  `json:"device,omitempty"`
+	Workload string  `json:"workload"` // "namd-like" or the command
+	Reps     int     `json:"reps"`
+	Steps    int     `json:"steps,omitempty"`
+	HostUS   float64 `json:"host_us,omitempty"`
+	KernelUS float64 `json:"kernel_us,omitempty"`
+	Profile  string  `json:"profile,omitempty"`
 	// PeriodUS is the CPU bandwidth period of shared2's quotas.
 	PeriodUS int64 `json:"period_us,omitempty"`
 	// Hints: the runner's waits read the host's hint page (run --hints).
@@ -103,13 +105,14 @@ type Cell struct {
 	// (shared2); 0 when unlimited.
 	QuotaCPUs float64 `json:"quota_cpus,omitempty"`
 	// KernelsPerS is kernels per second of the median run: steps x the
-	// runner's vCPUs (each vCPU launches one kernel per step) / wall time.
-	KernelsPerS float64 `json:"kernels_per_s"`
+	// runner's vCPUs (each vCPU launches one kernel per step) / wall time;
+	// 0, and left out, where no kernels were counted (apps, a command).
+	KernelsPerS float64 `json:"kernels_per_s,omitempty"`
 	// Slowdown is the cell's median time over its reference's: the
 	// fastest cell, any mode, of the reference scenario (File.Reference)
-	// with the same vCPU count and program (results/compare); 0 when
-	// there is none.
-	Slowdown float64 `json:"slowdown"`
+	// with the same vCPU count and program (results/compare); 0, and left
+	// out, when there is none.
+	Slowdown float64 `json:"slowdown,omitempty"`
 	// Timeline is a window of the median run: per step, and with the
 	// agent, the runner's and co-runners' on/off-CPU intervals.
 	Timeline *Timeline `json:"timeline,omitempty"`

@@ -19,15 +19,19 @@ type Step struct {
 }
 
 // Result is what one run of the loop measured: a cell's repetitions and
-// its median.
+// its median. Steps and the latency percentiles are 0, and left out of
+// the file, where the run did not measure them: a command timed whole
+// (run --workload-cmd, apps' programs) counts no steps of a loop that
+// vgpu-probe runs and sees no launch or completion. Readers tell a
+// measured run by Latencies.
 type Result struct {
 	WallS        float64 `json:"wall_s"`
 	CPUS         float64 `json:"cpu_s"` // filled in by whoever can measure the process
-	Steps        int     `json:"steps"`
-	ReceiveP50US float64 `json:"receive_p50_us"`
-	ReceiveP99US float64 `json:"receive_p99_us"`
-	LaunchP50US  float64 `json:"launch_p50_us"`
-	LaunchP99US  float64 `json:"launch_p99_us"`
+	Steps        int     `json:"steps,omitempty"`
+	ReceiveP50US float64 `json:"receive_p50_us,omitempty"`
+	ReceiveP99US float64 `json:"receive_p99_us,omitempty"`
+	LaunchP50US  float64 `json:"launch_p50_us,omitempty"`
+	LaunchP99US  float64 `json:"launch_p99_us,omitempty"`
 	Timeline     []Step  `json:"timeline,omitempty"`
 	// StartNs is when the loop started on CLOCK_MONOTONIC (the clock
 	// the kernel's scheduler events use), to line the timeline up with
@@ -39,4 +43,13 @@ type Result struct {
 	// reason, those that fell back, where the loop read one (the libvirt
 	// backend's guest under run --hints).
 	Hints *hybridsync.HintStats `json:"hints,omitempty"`
+}
+
+// Latencies reports whether r measured its launch and receive latencies: a
+// loop that times its steps gives every percentile a value above 0 (a
+// step takes at least the clock's read between host work and launch, and
+// between a completion and its notice), a run that does not leaves all
+// four at 0.
+func (r Result) Latencies() bool {
+	return r.LaunchP50US > 0 || r.LaunchP99US > 0 || r.ReceiveP50US > 0 || r.ReceiveP99US > 0
 }

@@ -3,7 +3,8 @@ package runner
 import (
 	"fmt"
 	"io"
-	"strconv"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,12 +13,14 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
-// PrintTable prints the results table: one row per scenario, vCPU count
-// and co-runner count, one column per mode; each cell gives its median
-// wall time and its slowdown against the one reference of its vCPU count
+// PrintTable prints the results table: one row per setting (scenario,
+// vCPU count and co-runners, named by compare.Label as report names it),
+// one column per mode; each cell gives its median wall time and its
+// slowdown against the one reference of its vCPU count
 // (compare.FromFile), and * marks the fastest mode of the row. Under it:
-// the scenarios defined, the best mode of each row with its margin, and a
-// warning where the repetitions disagree by more than that margin.
+// the scenarios defined, the best mode of each row with its margin, where
+// hybrid is not the best, by how much and why (compare.Table.HybridNote),
+// and a warning where the repetitions disagree by more than that margin.
 func PrintTable(w io.Writer, f *results.File) error {
 	runnerVCPUs := map[int]int{}
 	for _, c := range f.Cells {
@@ -32,25 +35,17 @@ func PrintTable(w io.Writer, f *results.File) error {
 		what = fmt.Sprintf("%s on %s", c.Workload, c.Device)
 	}
 	fmt.Fprintf(w, "Each cell: median wall time and slowdown (%s). * marks each row's fastest mode.\n"+
-		"%s, %s backend, %d reps; reference %s.\n\n", t.Definition(), what, c.Backend, c.Reps, t.References())
+		"%s, %s backend, %d reps; reference %s.%s\n\n", t.Definition(), what, c.Backend, c.Reps, t.References(), runners(runnerVCPUs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "scenario\tvCPUs\tco-runners\t%s\t\n", strings.Join(t.Modes, "\t"))
+	fmt.Fprintf(tw, "setting\t%s\t\n", strings.Join(t.Modes, "\t"))
 	for _, r := range t.Rows {
-		co := "-"
-		if r.Key.Corunners > 0 {
-			co = fmt.Sprintf("%d x %s", r.Key.Corunners, shorten(r.Key.Corunner))
-		}
-		vc := strconv.Itoa(r.Key.VCPUs)
-		if n, ok := runnerVCPUs[r.Key.VCPUs]; ok && r.Key.Scenario == scenario.Baseline {
-			vc = fmt.Sprintf("%d (runner %d)", r.Key.VCPUs, n)
-		}
 		cols := make([]string, len(t.Modes))
 		for i, m := range t.Modes {
 			if e, ok := r.Cells[m]; ok {
 				cols[i] = e.String()
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", r.Key.Scenario, vc, co, strings.Join(cols, "\t"))
+		fmt.Fprintf(tw, "%s\t%s\t\n", compare.Label(r.Key), strings.Join(cols, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -65,9 +60,18 @@ func PrintTable(w io.Writer, f *results.File) error {
 	return nil
 }
 
-func shorten(s string) string {
-	if len(s) > 24 {
-		return s[:21] + "..."
+// runners says how many vCPUs the runner had in the baseline cells of
+// each vCPU count, where that is fewer (half, Table I): " Baseline
+// runner: 1 vCPU of 2."; "" where none is.
+func runners(byVCPUs map[int]int) string {
+	var parts []string
+	for _, v := range slices.Sorted(maps.Keys(byVCPUs)) {
+		if n := byVCPUs[v]; n > 0 && n != v {
+			parts = append(parts, fmt.Sprintf("%d of %d", n, v))
+		}
 	}
-	return s
+	if len(parts) == 0 {
+		return ""
+	}
+	return " The baseline's runner has " + strings.Join(parts, ", ") + " vCPUs."
 }

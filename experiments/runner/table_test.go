@@ -50,7 +50,7 @@ func TestPrintTable(t *testing.T) {
 	if bi > si {
 		t.Errorf("want the baseline row first:\n%s", out)
 	}
-	for _, want := range []string{"0.379s 1.74x", "0.250s 1.15x", "0.218s 1.00x*", "1 (runner 1)"} {
+	for _, want := range []string{"0.379s 1.74x", "0.250s 1.15x", "0.218s 1.00x*", "baseline 1 vCPU "} {
 		if !strings.Contains(base, want) {
 			t.Errorf("baseline row %q lacks %q", base, want)
 		}

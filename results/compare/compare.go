@@ -30,6 +30,11 @@ type Cell struct {
 	// Reps are the repetitions' times (the same measure as WallS), for
 	// the spread; none is fine.
 	Reps []float64
+	// Waited and Spun count the waits of the cell's timeline that found
+	// their kernel unfinished, and of those the ones the thread spent on
+	// the CPU, whole or in part (results.Step.Wait); both 0 where the
+	// timeline records no wait kinds.
+	Waited, Spun int
 }
 
 // RefKey is what shares a reference: the vCPU count and the program.
@@ -55,6 +60,17 @@ type Entry struct {
 	Fastest bool
 	// MinS and MaxS are the fastest and slowest repetitions (0 without).
 	MinS, MaxS float64
+	// Waited, Spun: as Cell's.
+	Waited, Spun int
+}
+
+// SpunShare is the share of the timeline's unfinished waits that spun,
+// whole or in part; ok is false where the timeline recorded no wait kinds.
+func (e Entry) SpunShare() (share float64, ok bool) {
+	if e.Waited == 0 {
+		return 0, false
+	}
+	return float64(e.Spun) / float64(e.Waited), true
 }
 
 // Spread is how far the slowest repetition is over the fastest (0.5:
@@ -112,6 +128,9 @@ func FromFile(f *results.File) Table {
 	cs := make([]Cell, 0, len(f.Cells))
 	for _, c := range f.Cells {
 		cell := Cell{Key: c.Key, WallS: c.Median.WallS}
+		if c.Timeline != nil {
+			cell.Waited, cell.Spun = waitKinds(c.Timeline.Steps)
+		}
 		if f.Config.PerStep {
 			cell.WallS = 0
 		}
@@ -138,6 +157,23 @@ func SetSlowdowns(f *results.File) {
 	for i := range f.Cells {
 		f.Cells[i].Slowdown = t.Slowdown(f.Cells[i].Key)
 	}
+}
+
+// waitKinds counts the steps whose wait found the kernel unfinished and,
+// of those, the ones that spun whole or in part: the wait kinds
+// experiments/workload records (WaitSpin, WaitMixed, WaitBlock; WaitReady
+// had nothing to wait for).
+func waitKinds(steps []results.Step) (waited, spun int) {
+	for _, s := range steps {
+		switch s.Wait {
+		case "spin", "mixed":
+			waited++
+			spun++
+		case "block":
+			waited++
+		}
+	}
+	return waited, spun
 }
 
 // measure is a run's time as compared: its wall time, or per step.
@@ -186,7 +222,7 @@ func Build(cells []Cell, reference string) Table {
 			index[k] = i
 			t.Rows = append(t.Rows, Row{Key: k, Cells: map[string]Entry{}})
 		}
-		e := Entry{WallS: c.WallS}
+		e := Entry{WallS: c.WallS, Waited: c.Waited, Spun: c.Spun}
 		for j, r := range c.Reps {
 			if j == 0 || r < e.MinS {
 				e.MinS = r
@@ -317,9 +353,18 @@ func (t Table) References() string {
 	return strings.Join(parts, ", ")
 }
 
-// Label names a setting (a key; its mode is left out): "shared1 4 vCPUs
-// 1 x while1", with the program first and the threshold last where set.
-func Label(k results.Key) string {
+// Label is the one name of a cell, or with its mode "" of a setting, that
+// every output uses: run's and bench's tables and conclusions, and every
+// format of report (tables, plots, traces, verdicts). It is LabelParts
+// joined by spaces: "shared1 2 vCPUs 1 x while1 hybrid".
+func Label(k results.Key) string { return strings.Join(LabelParts(k), " ") }
+
+// LabelParts are Label's words in groups, for outputs that break a name
+// over lines: the program and scenario, the vCPU count (apps' programs
+// name their CPUs in the scenario, e.g. while1x4), the co-runners where the
+// scenario does not name them (bench's and apps' settings do), the mode
+// and the threshold.
+func LabelParts(k results.Key) []string {
 	parts := []string{}
 	if k.Program != "" {
 		parts = append(parts, k.Program)
@@ -334,14 +379,20 @@ func Label(k results.Key) string {
 	default:
 		parts = append(parts, fmt.Sprintf("%d vCPUs", k.VCPUs))
 	}
-	// bench's and apps' settings name their co-runner (while1).
-	if k.Corunners > 0 && k.Corunner != "" && !strings.Contains(k.Scenario, k.Corunner) {
+	switch {
+	case k.Corunner == "" || strings.Contains(k.Scenario, k.Corunner):
+	case k.Corunners > 0:
 		parts = append(parts, fmt.Sprintf("%d x %s", k.Corunners, k.Corunner))
+	default:
+		parts = append(parts, k.Corunner)
+	}
+	if k.Mode != "" {
+		parts = append(parts, k.Mode)
 	}
 	if k.Threshold != "" {
 		parts = append(parts, "threshold "+k.Threshold)
 	}
-	return strings.Join(parts, " ")
+	return parts
 }
 
 // BottomLine is one sentence naming the best mode of each setting and its
@@ -359,6 +410,77 @@ func (t Table) BottomLine() string {
 		return ""
 	}
 	return "Best mode per setting: " + strings.Join(parts, "; ") + "."
+}
+
+// Hybrid is the library's own wait mode (hybridsync's default policy):
+// where it is not the best mode of a setting, HybridNote says by how much
+// and why.
+const Hybrid = "hybrid"
+
+// spunExcess: hybrid's waits kept the CPU more often than the best mode's
+// by at least this share of its timeline's waits for that to count as the
+// cause of a gap (a few waits spin at every start, before the contention
+// signal has judged its first window).
+const spunExcess = 0.02
+
+// HybridNote is one sentence on the settings whose best mode is not
+// hybrid: how far behind it is in each, and why as far as the run shows.
+// Where hybrid's fastest repetition was no slower than the best mode's
+// slowest, the gap is within the spread. Where, beside a co-runner or
+// under a quota, more of hybrid's timeline waits kept the CPU (spin or
+// mixed: on it for a fifth of the wait or more) than the best mode's, the
+// cause is its contention signal: hybrid blocks at once only while the
+// signal, drawn from the thread's run delay per scheduling-in (schedstat)
+// and its cgroup's throttling, says the CPU is shared; the scheduler
+// wakes a blocked thread promptly, so some windows read free and the
+// waits after them spin or sleep-then-spin, and a spin beside a busy
+// co-runner can lose the CPU for the co-runner's whole slice
+// (docs/experiments.md, "What the bottom line says of hybrid").
+// Otherwise the run recorded no cause, and the sentence says so. "" where
+// hybrid is best wherever it ran.
+func (t Table) HybridNote() string {
+	var spun, spread, other []string
+	behind, settings := 0, 0
+	for _, r := range t.Rows {
+		h, ok := r.Cells[Hybrid]
+		if !ok {
+			continue
+		}
+		settings++
+		if r.Best == Hybrid {
+			continue
+		}
+		behind++
+		b := r.Cells[r.Best]
+		gap := fmt.Sprintf("%s behind %s in %s", pct(h.WallS/b.WallS-1), r.Best, Label(r.Key))
+		hs, hok := h.SpunShare()
+		bs, bok := b.SpunShare()
+		switch {
+		case h.MinS > 0 && b.MaxS > 0 && h.MinS <= b.MaxS:
+			spread = append(spread, gap)
+		case hok && bok && r.Key.Scenario != t.Reference && hs >= bs+spunExcess:
+			spun = append(spun, fmt.Sprintf("%s (%s of its timeline's waits kept the CPU, %s of %s's)", gap, pct(hs), pct(bs), r.Best))
+		default:
+			other = append(other, gap)
+		}
+	}
+	if behind == 0 {
+		return ""
+	}
+	var clauses []string
+	if len(spun) > 0 {
+		clauses = append(clauses, strings.Join(spun, ", ")+
+			": it blocks at once only while its contention signal (the thread's run delay per scheduling-in, from schedstat, and its cgroup's throttling) says the CPU is shared, the scheduler wakes a blocked thread promptly, so some windows read free and the waits after them spin, and a spin beside a busy co-runner can lose the CPU for the co-runner's whole slice")
+	}
+	if len(spread) > 0 {
+		clauses = append(clauses, strings.Join(spread, ", ")+
+			": within the spread of the repetitions (its fastest was no slower than the other's slowest)")
+	}
+	if len(other) > 0 {
+		clauses = append(clauses, strings.Join(other, ", ")+
+			": a gap this run recorded no cause for (its waits kept the CPU no more often than the other's, or the timeline has no wait kinds)")
+	}
+	return fmt.Sprintf("hybrid, the library's mode, is behind in %d of %d settings: %s.", behind, settings, strings.Join(clauses, "; "))
 }
 
 // Warnings name the settings whose repetitions disagree by more than the
@@ -405,10 +527,15 @@ func (t Table) Scenarios() []string {
 	return out
 }
 
-// WriteConclusion writes what every text output puts under its table: the
-// scenarios defined, the bottom line and the warnings.
+// WriteConclusion writes what run's and bench's tables have under them:
+// the scenarios defined, the bottom line, the note on hybrid
+// (HybridNote) and the warnings.
 func (t Table) WriteConclusion(w io.Writer) error {
-	return WriteConclusion(w, t.Scenarios(), t.BottomLine(), t.Warnings())
+	bottom := t.BottomLine()
+	if n := t.HybridNote(); n != "" {
+		bottom += "\n" + n
+	}
+	return WriteConclusion(w, t.Scenarios(), bottom, t.Warnings())
 }
 
 // WriteConclusion writes a conclusion from its parts (Scenarios,

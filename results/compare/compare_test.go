@@ -194,3 +194,45 @@ func TestNoisy(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridNote: where hybrid is not a setting's best mode, the note
+// says by how much and why as far as the run shows: within the spread,
+// more waits kept the CPU than the best mode's (the contention signal),
+// or no cause recorded; nothing where hybrid is best.
+func TestHybridNote(t *testing.T) {
+	co := func(vcpus int, mode string, wall float64, reps []float64, waited, spun int) Cell {
+		k := results.Key{Scenario: shared1, Corunner: "while1", Corunners: 1, VCPUs: vcpus, Mode: mode}
+		return Cell{Key: k, WallS: wall, Reps: reps, Waited: waited, Spun: spun}
+	}
+	cs := []Cell{
+		// 1 vCPU: hybrid 15% behind, its repetitions apart from block's, 12% of its waits on the CPU.
+		co(1, "block", 0.40, []float64{0.39, 0.40, 0.41}, 100, 2),
+		co(1, Hybrid, 0.46, []float64{0.45, 0.46, 0.47}, 100, 12),
+		// 2 vCPUs: 3% behind, the repetitions overlap.
+		co(2, "block", 0.40, []float64{0.38, 0.40, 0.45}, 200, 0),
+		co(2, Hybrid, 0.412, []float64{0.40, 0.412, 0.42}, 200, 20),
+		// 4 vCPUs: behind, apart, no wait kinds.
+		co(4, "block", 0.50, []float64{0.49, 0.50}, 0, 0),
+		co(4, Hybrid, 0.60, []float64{0.59, 0.61}, 0, 0),
+		// 8 vCPUs: hybrid best.
+		co(8, "block", 0.70, nil, 0, 0),
+		co(8, Hybrid, 0.60, nil, 0, 0),
+	}
+	note := Build(cs, "baseline").HybridNote()
+	for _, want := range []string{
+		"behind in 3 of 4 settings",
+		"15% behind block in shared1 1 vCPU 1 x while1 (12% of its timeline's waits kept the CPU, 2.0% of block's): it blocks at once only while its contention signal",
+		"3.0% behind block in shared1 2 vCPUs 1 x while1: within the spread of the repetitions",
+		"20% behind block in shared1 4 vCPUs 1 x while1: a gap this run recorded no cause for",
+	} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note lacks %q:\n%s", want, note)
+		}
+	}
+	if strings.Contains(note, "8 vCPUs") || strings.Contains(note, ". ") || !strings.HasSuffix(note, ".") {
+		t.Errorf("note names a setting hybrid won, or is more than one sentence:\n%s", note)
+	}
+	if n := Build(cs[6:], "baseline").HybridNote(); n != "" {
+		t.Errorf("hybrid best everywhere, note %q", n)
+	}
+}
