@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -92,7 +91,7 @@ func Build(in Inputs) (*Report, error) {
 		}
 		for _, c := range ri.File.Cells {
 			if c.AgentError != "" {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s: no agent snapshot: %s", ri.Path, KeyLabel(c.Key), c.AgentError))
+				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s: no agent snapshot: %s", ri.Path, compare.Label(c.Key), c.AgentError))
 			}
 		}
 		r.Traces = append(r.Traces, traces...)
@@ -140,35 +139,14 @@ func Build(in Inputs) (*Report, error) {
 	if len(r.Experiments) > 0 && len(r.Traces) == 0 {
 		r.Notes = append(r.Notes, "no cell has a timeline: latency CDFs and the Perfetto trace need `vgpu-probe run` with timelines kept")
 	}
-	if len(in.NVML) == 0 && len(r.Experiments) > 0 {
+	derived := false
+	for _, e := range r.Experiments {
+		derived = derived || slices.ContainsFunc(e.Cells, func(c Cell) bool { return c.GPUUtil > 0 })
+	}
+	if len(in.NVML) == 0 && derived {
 		r.Notes = append(r.Notes, "no NVML samples: GPU utilisation is derived from kernel times (kernels/s x mean kernel time), not measured")
 	}
 	return r, nil
-}
-
-// KeyLabel names a cell the way the figures do.
-func KeyLabel(k results.Key) string {
-	var parts []string
-	if k.Program != "" {
-		parts = append(parts, k.Program)
-	}
-	parts = append(parts, k.Scenario)
-	// bench's and apps' settings name their co-runner (while1) already.
-	if k.Corunner != "" && !strings.Contains(k.Scenario, k.Corunner) {
-		c := k.Corunner
-		if k.Corunners > 1 {
-			c = fmt.Sprintf("%s x%d", c, k.Corunners)
-		}
-		parts = append(parts, c)
-	}
-	if k.VCPUs > 0 {
-		parts = append(parts, fmt.Sprintf("%d vCPU", k.VCPUs))
-	}
-	parts = append(parts, k.Mode)
-	if k.Threshold != "" {
-		parts = append(parts, "threshold "+k.Threshold)
-	}
-	return strings.Join(parts, " ")
 }
 
 // Setting is a key without its mode: what the co-runners and isolation
@@ -176,11 +154,6 @@ func KeyLabel(k results.Key) string {
 func Setting(k results.Key) results.Key {
 	k.Mode = ""
 	return k
-}
-
-// SettingLabel names a setting.
-func SettingLabel(k results.Key) string {
-	return strings.TrimSpace(KeyLabel(Setting(k)))
 }
 
 func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error) {
@@ -199,14 +172,19 @@ func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error
 	var traces []Trace
 	var vms []VM
 	for _, c := range f.Cells {
-		cell := Cell{Key: c.Key, WallS: c.Median.WallS, MinWallS: c.MinWallS, MaxWallS: c.MaxWallS, CPUS: c.Median.CPUS,
-			Slowdown: cmp.Slowdown(c.Key), KernelsPerS: c.KernelsPerS,
-			LaunchP50US: c.Median.LaunchP50US, LaunchP99US: c.Median.LaunchP99US,
-			ReceiveP50US: c.Median.ReceiveP50US, ReceiveP99US: c.Median.ReceiveP99US}
+		cell := Cell{Key: c.Key, Name: compare.Label(c.Key), WallS: c.Median.WallS, MinWallS: c.MinWallS, MaxWallS: c.MaxWallS,
+			CPUS: c.Median.CPUS, Slowdown: cmp.Slowdown(c.Key), KernelsPerS: c.KernelsPerS}
+		if c.Median.Latencies() {
+			cell.LaunchP50US, cell.LaunchP99US = opt(c.Median.LaunchP50US), opt(c.Median.LaunchP99US)
+			cell.ReceiveP50US, cell.ReceiveP99US = opt(c.Median.ReceiveP50US), opt(c.Median.ReceiveP99US)
+		}
 		if e, ok := cmp.Lookup(c.Key); ok {
 			cell.Fastest = e.Fastest
 		}
-		if cell.KernelsPerS == 0 && c.Median.WallS > 0 {
+		// Files of older builds left kernels/s out; the built-in loop
+		// launches a kernel per step. An apps program's steps are its
+		// own loop's, whose kernels nobody counted.
+		if cell.KernelsPerS == 0 && c.Median.WallS > 0 && kind != results.KindApps {
 			cell.KernelsPerS = float64(c.Median.Steps) / c.Median.WallS
 		}
 		kernelS := f.Config.KernelUS / 1e6
@@ -227,17 +205,20 @@ func buildExperiment(idx int, ri ResultsInput) (Experiment, []Trace, []VM, error
 		if len(c.Agent) > 0 {
 			snap, err := agentapi.ParseSnapshot(c.Agent)
 			if err != nil {
-				return exp, nil, nil, fmt.Errorf("%s: cell %s: agent snapshot: %w", ri.Path, KeyLabel(c.Key), err)
+				return exp, nil, nil, fmt.Errorf("%s: cell %s: agent snapshot: %w", ri.Path, compare.Label(c.Key), err)
 			}
-			src := fmt.Sprintf("%s [%s]", ri.Path, KeyLabel(c.Key))
+			src := fmt.Sprintf("%s [%s]", ri.Path, compare.Label(c.Key))
 			vms = append(vms, vmsOf(src, snap)...)
 		}
 	}
 	fillUtilDrops(exp.Cells, cmp.Reference)
 	exp.Latency = latencyTable(exp.Cells, cmp.Reference)
-	exp.Verdict = verdict(exp.Cells, f, cmp.Reference)
+	exp.Verdict = verdict(exp.Cells, f, cmp)
 	return exp, traces, vms, nil
 }
+
+// opt is a measured value for a field that is nil when not measured.
+func opt(x float64) *float64 { return &x }
 
 // meanKernelS is the mean launch-to-completion time of the steps whose
 // completion the device reported.
@@ -287,12 +268,10 @@ func fillUtilDrops(cells []Cell, ref string) {
 			continue
 		}
 		b := baselineFor(cells, *c, ref)
-		if b == nil {
-			continue
+		if b == nil || b.GPUUtil <= 0 || c.GPUUtil <= 0 {
+			continue // nothing measured to compare
 		}
-		if b.GPUUtil > 0 {
-			c.GPUUtilDrop = math.Max(0, 1-c.GPUUtil/b.GPUUtil)
-		}
+		c.GPUUtilDrop = opt(math.Max(0, 1-c.GPUUtil/b.GPUUtil))
 	}
 }
 
@@ -322,17 +301,21 @@ func mostContended(cells []Cell, ref string) (results.Key, bool) {
 	return best, found
 }
 
+// latencyTable is Table II for the most contended setting; nil where
+// none of its cells recorded latencies.
 func latencyTable(cells []Cell, ref string) *LatencyTable {
 	set, ok := mostContended(cells, ref)
 	if !ok {
 		return nil
 	}
-	t := &LatencyTable{Setting: SettingLabel(set)}
+	t := &LatencyTable{Setting: compare.Label(set)}
 	var cycles []float64
+	measured := false
 	for _, c := range cells {
 		if Setting(c.Key) != set {
 			continue
 		}
+		measured = measured || c.LaunchP50US != nil
 		row := LatencyRow{Mode: c.Mode, LaunchUS: c.LaunchP50US, LaunchP99US: c.LaunchP99US,
 			ReceiveUS: c.ReceiveP50US, ReceiveP99US: c.ReceiveP99US, Slowdown: c.Slowdown}
 		if b := baselineFor(cells, c, ref); b != nil {
@@ -344,17 +327,18 @@ func latencyTable(cells []Cell, ref string) *LatencyTable {
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	if len(cycles) > 0 {
-		t.CycleUS = median(cycles)
-	} else {
+	if !measured {
+		return nil
+	}
+	if len(cycles) == 0 {
 		// No baseline: judge against the contended cells' own cycle.
 		for _, c := range cells {
 			if Setting(c.Key) == set && c.KernelsPerS > 0 {
 				cycles = append(cycles, 1e6/c.KernelsPerS)
 			}
 		}
-		t.CycleUS = median(cycles)
 	}
+	t.CycleUS = median(cycles)
 	for i := range t.Rows {
 		// Classed on the p99: a descheduled vCPU delays a few steps by
 		// whole slices, which the paper's averages show and a median
@@ -365,20 +349,27 @@ func latencyTable(cells []Cell, ref string) *LatencyTable {
 	return t
 }
 
-// latencyClass puts a latency in the paper's words.
-func latencyClass(us, cycleUS float64) string {
+// latencyClass puts a latency in the paper's words; "" where the latency
+// or the cycle it is judged against was not measured.
+func latencyClass(us *float64, cycleUS float64) string {
 	switch {
-	case cycleUS <= 0:
-		return "unknown"
-	case us < negligibleCycleFrac*cycleUS:
+	case us == nil || cycleUS <= 0:
+		return ""
+	case *us < negligibleCycleFrac*cycleUS:
 		return "negligible"
-	case us < lowCycleFrac*cycleUS:
+	case *us < lowCycleFrac*cycleUS:
 		return "low"
 	}
 	return "high"
 }
 
-func verdict(cells []Cell, f *results.File, ref string) Verdict {
+// verdict judges the workload from the cells: sync-intensive by the
+// reference's kernel rate, vulnerable by the worst slowdown, and the best
+// mode of the most contended setting with its margin over the runner-up
+// (cmp's rows, as the bottom line ranks them). Where no cell counted
+// kernels, sync intensity, and so vulnerability, is not judged.
+func verdict(cells []Cell, f *results.File, cmp compare.Table) Verdict {
+	ref := cmp.Reference
 	var v Verdict
 	for _, c := range cells {
 		if c.Scenario == ref {
@@ -387,7 +378,7 @@ func verdict(cells []Cell, f *results.File, ref string) Verdict {
 			continue
 		}
 		if c.Slowdown > v.WorstSlowdown {
-			v.WorstSlowdown, v.WorstCell = c.Slowdown, KeyLabel(c.Key)
+			v.WorstSlowdown, v.WorstCell = c.Slowdown, c.Name
 		}
 	}
 	if v.KernelsPerS == 0 {
@@ -408,49 +399,57 @@ func verdict(cells []Cell, f *results.File, ref string) Verdict {
 		v.SyncsPerKernel = 1
 	}
 	if set, ok := mostContended(cells, ref); ok {
-		var best, worst *Cell
-		for i := range cells {
-			c := &cells[i]
-			if Setting(c.Key) != set {
-				continue
-			}
-			if best == nil || c.WallS < best.WallS {
-				best = c
-			}
-			if worst == nil || c.WallS > worst.WallS {
-				worst = c
+		for _, r := range cmp.Rows {
+			if r.Key == set {
+				v.BestMode, v.RunnerUp, v.BestModeMargin = r.Best, r.Next, r.Margin
 			}
 		}
-		if best != nil && best.WallS > 0 {
-			v.BestMode, v.BestModeVsWorst = best.Mode, worst.WallS/best.WallS
-		}
 	}
-	v.SyncIntensive = v.KernelsPerS >= syncIntensiveKPS && v.SyncsPerKernel != 0 && v.SyncsPerKernel >= 0.5
-	if v.SyncsPerKernel == 0 {
-		// Unknown waits: judge on the launch rate alone.
-		v.SyncIntensive = v.KernelsPerS >= syncIntensiveKPS
+	worst := ""
+	if v.WorstSlowdown > 0 {
+		worst = fmt.Sprintf("worst slowdown %.2fx (%s) against the fastest %s cell", v.WorstSlowdown, v.WorstCell, ref)
 	}
-	v.Vulnerable = v.SyncIntensive && v.WorstSlowdown >= vulnerableSlowdown
 	syncs := "waits per kernel unknown"
 	if v.SyncsPerKernel > 0 {
 		syncs = fmt.Sprintf("%.1f waits per kernel", v.SyncsPerKernel)
 	}
+	if v.KernelsPerS > 0 {
+		intensive := v.KernelsPerS >= syncIntensiveKPS && (v.SyncsPerKernel == 0 || v.SyncsPerKernel >= 0.5)
+		vulnerable := intensive && v.WorstSlowdown >= vulnerableSlowdown
+		v.SyncIntensive, v.Vulnerable = &intensive, &vulnerable
+	}
 	switch {
-	case v.Vulnerable:
+	case v.SyncIntensive == nil:
+		v.Why = "sync intensity not measured: no run counted kernels (a program or command timed whole), so vulnerability is not judged"
+		if worst != "" {
+			v.Why += "; " + worst
+		}
+	case *v.Vulnerable:
 		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s >= %d, %s) and hurt: up to %.2fx slower (%s) than the fastest %s cell",
 			v.KernelsPerS, syncIntensiveKPS, syncs, v.WorstSlowdown, v.WorstCell, ref)
-	case v.SyncIntensive && v.WorstSlowdown == 0:
+	case *v.SyncIntensive && v.WorstSlowdown == 0:
 		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s), so exposed to vCPU discontinuity; no %s cell to measure a slowdown against", v.KernelsPerS, syncs, ref)
-	case v.SyncIntensive:
-		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s) but not hurt here: worst slowdown %.2fx (against the fastest %s cell) < %.1fx",
-			v.KernelsPerS, syncs, v.WorstSlowdown, ref, vulnerableSlowdown)
+	case *v.SyncIntensive:
+		v.Why = fmt.Sprintf("sync-intensive (%.0f kernels/s, %s) but not hurt here: %s < %.1fx", v.KernelsPerS, syncs, worst, vulnerableSlowdown)
 	default:
 		v.Why = fmt.Sprintf("not sync-intensive: %.0f kernels/s < %d; CPU sharing delays few launches and waits", v.KernelsPerS, syncIntensiveKPS)
 	}
-	if v.BestMode != "" {
-		v.Why += fmt.Sprintf("; fastest mode under contention: %s (%.2fx faster than the slowest)", v.BestMode, v.BestModeVsWorst)
+	switch {
+	case v.RunnerUp != "":
+		v.Why += fmt.Sprintf("; fastest mode under contention: %s, %s ahead of the runner-up %s", v.BestMode, fmtPct(v.BestModeMargin), v.RunnerUp)
+	case v.BestMode != "":
+		v.Why += fmt.Sprintf("; the only mode under contention: %s", v.BestMode)
 	}
+	v.Hybrid = cmp.HybridNote()
 	return v
+}
+
+// fmtPct prints a share as bottom lines do: "6.6%", "23%".
+func fmtPct(x float64) string {
+	if x < 0.1 {
+		return fmt.Sprintf("%.1f%%", 100*x)
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 // vmsOf turns a snapshot's targets into ranked-to-be VM rows.

@@ -8,8 +8,10 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
-// Version is the format version of the report's JSON.
-const Version = 1
+// Version is the format version of the report's JSON. 2: a quantity no
+// run measured is left out rather than written as 0, the verdict's
+// margin is over the runner-up, and cells are named by compare.Label.
+const Version = 2
 
 // Report is everything a renderer draws.
 type Report struct {
@@ -32,7 +34,11 @@ type Report struct {
 	GPUSeries []GPUSeries `json:"-"`
 }
 
-// Experiment is one results file.
+// Experiment is one results file. Throughout the model, a quantity that
+// no run measured is left out (omitted from the JSON, not shown by the
+// renderers) rather than given as 0: apps times whole programs and counts
+// no kernels, a --workload-cmd has no step timeline, a setting without a
+// reference has no slowdown.
 type Experiment struct {
 	Source string `json:"source"`
 	// Kind is the command that wrote the file (results.KindRun...).
@@ -40,8 +46,8 @@ type Experiment struct {
 	Workload string          `json:"workload"`
 	Machine  results.Machine `json:"machine"`
 	Backend  string          `json:"backend"`
-	Device   string          `json:"device"`
-	Steps    int             `json:"steps"`
+	Device   string          `json:"device,omitempty"` // "": a program that picks its own (apps)
+	Steps    int             `json:"steps,omitempty"`  // of the built-in loop; 0: not set
 	Reps     int             `json:"reps"`
 	Cells    []Cell          `json:"cells"`
 	// Reference is the scenario whose fastest cell per vCPU count (and
@@ -62,9 +68,14 @@ type Experiment struct {
 	Verdict Verdict       `json:"verdict"`
 }
 
-// Cell is one cell of an experiment with its derived figures.
+// Cell is one cell of an experiment with its derived figures; what was
+// not measured is nil (or, for quantities a measurement never makes 0,
+// 0) and left out of the JSON.
 type Cell struct {
 	results.Key
+	// Name is compare.Label of the key: the one name every output gives
+	// the cell.
+	Name     string  `json:"name"`
 	WallS    float64 `json:"wall_s"`
 	MinWallS float64 `json:"min_wall_s"`
 	MaxWallS float64 `json:"max_wall_s"`
@@ -72,69 +83,93 @@ type Cell struct {
 	// Slowdown is the cell's median time over its reference's
 	// (Experiment.SlowdownIs; 0 without a reference), as compare
 	// defines it for every output.
-	Slowdown float64 `json:"slowdown"`
+	Slowdown float64 `json:"slowdown,omitempty"`
 	// Fastest marks the fastest mode of the cell's setting.
-	Fastest     bool    `json:"fastest,omitempty"`
-	KernelsPerS float64 `json:"kernels_per_s"`
+	Fastest bool `json:"fastest,omitempty"`
+	// KernelsPerS: 0 where the run counted no kernels (apps, a
+	// --workload-cmd).
+	KernelsPerS float64 `json:"kernels_per_s,omitempty"`
 	// GPUUtil is the share of wall time a kernel was running on each of
 	// the runner's streams (one per runner vCPU): kernels per second per
-	// stream times the mean kernel time. GPUUtilDrop is 1 - GPUUtil / that
-	// of the same mode's reference-scenario cell.
-	GPUUtil      float64 `json:"gpu_util"`
-	GPUUtilDrop  float64 `json:"gpu_util_drop"`
-	LaunchP50US  float64 `json:"launch_p50_us"`
-	LaunchP99US  float64 `json:"launch_p99_us"`
-	ReceiveP50US float64 `json:"receive_p50_us"`
-	ReceiveP99US float64 `json:"receive_p99_us"`
+	// stream times the mean kernel time; 0 where either is unknown.
+	// GPUUtilDrop is 1 - GPUUtil / that of the same mode's
+	// reference-scenario cell, nil where there is none to compare.
+	GPUUtil     float64  `json:"gpu_util,omitempty"`
+	GPUUtilDrop *float64 `json:"gpu_util_drop,omitempty"`
+	// Latencies: nil where the run recorded none (results.Result.Latencies).
+	LaunchP50US  *float64 `json:"launch_p50_us,omitempty"`
+	LaunchP99US  *float64 `json:"launch_p99_us,omitempty"`
+	ReceiveP50US *float64 `json:"receive_p50_us,omitempty"`
+	ReceiveP99US *float64 `json:"receive_p99_us,omitempty"`
 }
 
-// Label names a cell the way the figures do.
-func (k Cell) Label() string { return KeyLabel(k.Key) }
+// Label names the cell: compare.Label, as every output does.
+func (k Cell) Label() string { return k.Name }
 
 // LatencyTable is Table II: per wait mode, the median delay between the
 // host deciding to launch and the launch, and between a kernel's
 // completion and the host noticing it, under the setting named by Setting,
 // next to the same mode's baseline; and the mode's slowdown there (the
 // cells' one slowdown).
+//
+// It is drawn only where the setting's cells recorded latencies.
 type LatencyTable struct {
 	Setting string `json:"setting"`
 	// CycleUS is the baseline's mean step length: latencies are judged
-	// against it, as the paper judges 30 ms against NAMD's 4.5 ms cycle.
-	CycleUS float64      `json:"cycle_us"`
+	// against it, as the paper judges 30 ms against NAMD's 4.5 ms cycle;
+	// 0 (omitted) where no cell counted its steps, and then no latency
+	// is classed.
+	CycleUS float64      `json:"cycle_us,omitempty"`
 	Rows    []LatencyRow `json:"rows"`
 }
 
 // LatencyRow is one wait mode in Table II. The classes are judged on the
-// p99.
+// p99; a latency that was not measured is nil, and its class "".
 type LatencyRow struct {
-	Mode                 string  `json:"mode"`
-	LaunchUS             float64 `json:"launch_p50_us"`
-	LaunchP99US          float64 `json:"launch_p99_us"`
-	LaunchBaselineUS     float64 `json:"launch_baseline_p50_us"`
-	LaunchBaselineP99US  float64 `json:"launch_baseline_p99_us"`
-	LaunchClass          string  `json:"launch_class"`
-	ReceiveUS            float64 `json:"receive_p50_us"`
-	ReceiveP99US         float64 `json:"receive_p99_us"`
-	ReceiveBaselineUS    float64 `json:"receive_baseline_p50_us"`
-	ReceiveBaselineP99US float64 `json:"receive_baseline_p99_us"`
-	ReceiveClass         string  `json:"receive_class"`
-	Slowdown             float64 `json:"slowdown"`
+	Mode                 string   `json:"mode"`
+	LaunchUS             *float64 `json:"launch_p50_us,omitempty"`
+	LaunchP99US          *float64 `json:"launch_p99_us,omitempty"`
+	LaunchBaselineUS     *float64 `json:"launch_baseline_p50_us,omitempty"`
+	LaunchBaselineP99US  *float64 `json:"launch_baseline_p99_us,omitempty"`
+	LaunchClass          string   `json:"launch_class,omitempty"`
+	ReceiveUS            *float64 `json:"receive_p50_us,omitempty"`
+	ReceiveP99US         *float64 `json:"receive_p99_us,omitempty"`
+	ReceiveBaselineUS    *float64 `json:"receive_baseline_p50_us,omitempty"`
+	ReceiveBaselineP99US *float64 `json:"receive_baseline_p99_us,omitempty"`
+	ReceiveClass         string   `json:"receive_class,omitempty"`
+	Slowdown             float64  `json:"slowdown,omitempty"`
 }
 
 // Verdict says whether a workload is vulnerable to CPU sharing and why.
+// SyncIntensive and Vulnerable are nil where no run counted kernels
+// (apps times whole programs): the rate that decides them was not
+// measured.
 type Verdict struct {
-	SyncIntensive bool    `json:"sync_intensive"`
-	Vulnerable    bool    `json:"vulnerable"`
-	KernelsPerS   float64 `json:"kernels_per_s"` // baseline, best mode
+	SyncIntensive *bool   `json:"sync_intensive,omitempty"`
+	Vulnerable    *bool   `json:"vulnerable,omitempty"`
+	KernelsPerS   float64 `json:"kernels_per_s,omitempty"` // baseline, best mode
 	// SyncsPerKernel is waits per kernel launched (0: unknown).
-	SyncsPerKernel float64 `json:"syncs_per_kernel"`
-	WorstSlowdown  float64 `json:"worst_slowdown"`
+	SyncsPerKernel float64 `json:"syncs_per_kernel,omitempty"`
+	WorstSlowdown  float64 `json:"worst_slowdown,omitempty"`
 	WorstCell      string  `json:"worst_cell,omitempty"`
-	// BestMode is the fastest wait mode under the most contended setting.
-	BestMode        string  `json:"best_mode,omitempty"`
-	BestModeVsWorst float64 `json:"best_mode_speedup,omitempty"`
-	Why             string  `json:"why"`
+	// BestMode is the fastest wait mode under the most contended setting,
+	// RunnerUp the second; BestModeMargin is RunnerUp's time over
+	// BestMode's, less 1 (the margin that decides between them).
+	BestMode       string  `json:"best_mode,omitempty"`
+	RunnerUp       string  `json:"runner_up,omitempty"`
+	BestModeMargin float64 `json:"best_mode_margin,omitempty"`
+	Why            string  `json:"why"`
+	// Hybrid says, where hybrid is not the best mode of a setting, by how
+	// much and why (compare.Table.HybridNote): the verdict's last sentence.
+	Hybrid string `json:"hybrid,omitempty"`
 }
+
+// IsVulnerable reports whether the verdict found the workload vulnerable
+// (false where it could not judge).
+func (v Verdict) IsVulnerable() bool { return v.Vulnerable != nil && *v.Vulnerable }
+
+// Judged reports whether the verdict could judge vulnerability at all.
+func (v Verdict) Judged() bool { return v.Vulnerable != nil }
 
 // Recommendation actions.
 const (

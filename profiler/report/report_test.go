@@ -55,25 +55,25 @@ func TestSlowdownUtilDropAndTableII(t *testing.T) {
 	for _, c := range e.Cells {
 		got[c.Label()] = c
 	}
-	c := got["shared1 while1 2 vCPU spin"]
+	c := got["shared1 2 vCPUs 1 x while1 spin"]
 	if c.Slowdown != 3 {
 		t.Errorf("slowdown = %v, want 3 (3 s over the 1 s baseline)", c.Slowdown)
 	}
-	if want := 0.5; got["baseline 2 vCPU spin"].GPUUtil != want {
-		t.Errorf("baseline util = %v, want %v (1000 kernels/s x 0.5 ms)", got["baseline 2 vCPU spin"].GPUUtil, want)
+	if want := 0.5; got["baseline 2 vCPUs spin"].GPUUtil != want {
+		t.Errorf("baseline util = %v, want %v (1000 kernels/s x 0.5 ms)", got["baseline 2 vCPUs spin"].GPUUtil, want)
 	}
-	if d := c.GPUUtilDrop; d < 0.666 || d > 0.667 {
+	if d := c.GPUUtilDrop; d == nil || *d < 0.666 || *d > 0.667 {
 		t.Errorf("util drop = %v, want 2/3", d)
 	}
 	// One reference per vCPU count: the fastest baseline cell (spin, 1 s),
 	// for block's cells too.
-	if s := got["baseline 2 vCPU block"].Slowdown; s != 1.2 {
+	if s := got["baseline 2 vCPUs block"].Slowdown; s != 1.2 {
 		t.Errorf("baseline block slowdown = %v, want 1.2 (1.2 s over spin's 1 s)", s)
 	}
-	if s := got["shared1 while1 2 vCPU block"].Slowdown; s != 1.5 {
+	if s := got["shared1 2 vCPUs 1 x while1 block"].Slowdown; s != 1.5 {
 		t.Errorf("shared1 block slowdown = %v, want 1.5 (1.5 s over spin's 1 s, not over block's own baseline)", s)
 	}
-	if !got["shared1 while1 2 vCPU block"].Fastest || got["shared1 while1 2 vCPU spin"].Fastest {
+	if !got["shared1 2 vCPUs 1 x while1 block"].Fastest || got["shared1 2 vCPUs 1 x while1 spin"].Fastest {
 		t.Errorf("shared1: block (1.5 s) is the fastest mode, spin (3 s) is not")
 	}
 	if e.Reference != "baseline" || !strings.Contains(e.BottomLine, "shared1 2 vCPUs 1 x while1: block, 100% ahead of spin") {
@@ -81,11 +81,11 @@ func TestSlowdownUtilDropAndTableII(t *testing.T) {
 	}
 	// The verdict's "up to" is the worst cell's slowdown as the table shows
 	// it, a cell that shares CPUs (a slow mode alone is not harm).
-	if v := e.Verdict; v.WorstSlowdown != 3 || v.WorstCell != "shared1 while1 2 vCPU spin" || !strings.Contains(v.Why, "up to 3.00x slower") {
+	if v := e.Verdict; v.WorstSlowdown != 3 || v.WorstCell != "shared1 2 vCPUs 1 x while1 spin" || !strings.Contains(v.Why, "up to 3.00x slower") {
 		t.Errorf("verdict worst %v (%s): %s", v.WorstSlowdown, v.WorstCell, v.Why)
 	}
 	tab := e.Latency
-	if tab == nil || tab.Setting != "shared1 while1 2 vCPU" {
+	if tab == nil || tab.Setting != "shared1 2 vCPUs 1 x while1" {
 		t.Fatalf("Table II = %+v, want it under shared1 (the most contended)", tab)
 	}
 	// Cycle: the median baseline step, 1 ms and 1.2 ms -> 1.1 ms.
@@ -100,11 +100,11 @@ func TestSlowdownUtilDropAndTableII(t *testing.T) {
 		rows["block"].LaunchClass != "negligible" || rows["block"].ReceiveClass != "high" {
 		t.Errorf("classes = %+v", rows)
 	}
-	if rows["spin"].ReceiveBaselineP99US != 3 {
+	if p := rows["spin"].ReceiveBaselineP99US; p == nil || *p != 3 {
 		t.Errorf("baseline column = %+v", rows["spin"])
 	}
 	v := e.Verdict
-	if !v.SyncIntensive || !v.Vulnerable || v.WorstSlowdown != 3 || v.BestMode != "block" {
+	if v.SyncIntensive == nil || !*v.SyncIntensive || !v.IsVulnerable() || v.WorstSlowdown != 3 || v.BestMode != "block" || v.RunnerUp != "spin" {
 		t.Errorf("verdict = %+v", v)
 	}
 	if !strings.Contains(v.Why, "3.00x") || !strings.Contains(v.Why, "1000 kernels/s") {
@@ -116,8 +116,8 @@ func TestLatencyClass(t *testing.T) {
 	for _, tc := range []struct {
 		us, cycle float64
 		want      string
-	}{{10, 1000, "negligible"}, {49, 1000, "negligible"}, {50, 1000, "low"}, {499, 1000, "low"}, {500, 1000, "high"}, {1, 0, "unknown"}} {
-		if got := latencyClass(tc.us, tc.cycle); got != tc.want {
+	}{{10, 1000, "negligible"}, {49, 1000, "negligible"}, {50, 1000, "low"}, {499, 1000, "low"}, {500, 1000, "high"}, {1, 0, ""}} {
+		if got := latencyClass(&tc.us, tc.cycle); got != tc.want {
 			t.Errorf("latencyClass(%v, %v) = %s, want %s", tc.us, tc.cycle, got, tc.want)
 		}
 	}
@@ -131,7 +131,7 @@ func TestVerdictNotSyncIntensive(t *testing.T) {
 	}
 	r := build(t, Inputs{Results: []ResultsInput{{"r.json", file(slow("baseline", 10), slow("shared1", 25))}}})
 	v := r.Experiments[0].Verdict
-	if v.SyncIntensive || v.Vulnerable {
+	if v.SyncIntensive == nil || *v.SyncIntensive || v.IsVulnerable() {
 		t.Errorf("1 kernel/s judged sync-intensive: %+v", v)
 	}
 	if !strings.HasPrefix(v.Why, "not sync-intensive: 1 kernels/s") {
@@ -139,7 +139,7 @@ func TestVerdictNotSyncIntensive(t *testing.T) {
 	}
 	// Sync-intensive but unhurt.
 	r = build(t, Inputs{Results: []ResultsInput{{"r.json", file(cell("baseline", "spin", 1, 1, 1), cell("shared1", "spin", 1.05, 1, 1))}}})
-	if v := r.Experiments[0].Verdict; !v.SyncIntensive || v.Vulnerable {
+	if v := r.Experiments[0].Verdict; v.SyncIntensive == nil || !*v.SyncIntensive || !v.Judged() || v.IsVulnerable() {
 		t.Errorf("1.05x judged %+v", v)
 	}
 }
@@ -147,7 +147,7 @@ func TestVerdictNotSyncIntensive(t *testing.T) {
 func TestNoBaseline(t *testing.T) {
 	r := build(t, Inputs{Results: []ResultsInput{{"r.json", file(cell("shared1", "spin", 2, 1, 1))}}})
 	c := r.Experiments[0].Cells[0]
-	if c.Slowdown != 0 || c.GPUUtilDrop != 0 {
+	if c.Slowdown != 0 || c.GPUUtilDrop != nil {
 		t.Errorf("without a baseline: %+v", c)
 	}
 	if r.Experiments[0].Latency != nil {
@@ -218,7 +218,7 @@ func TestAgentSnapshotInResultsCell(t *testing.T) {
 	c := cell("shared1", "spin", 2, 1, 1)
 	c.Agent = []byte(`{"targets":[{"name":"runner","kind":"pid","threads":[{"tid":1,"vcpu":0,"run_seconds":1,"steal_fraction":0.3}]}],"extra":1}`)
 	r := build(t, Inputs{Results: []ResultsInput{{"r.json", file(c)}}})
-	if len(r.VMs) != 1 || r.VMs[0].Source != "r.json [shared1 while1 2 vCPU spin]" || r.VMs[0].StealPct != 30 {
+	if len(r.VMs) != 1 || r.VMs[0].Source != "r.json [shared1 2 vCPUs 1 x while1 spin]" || r.VMs[0].StealPct != 30 {
 		t.Errorf("VMs = %+v", r.VMs)
 	}
 	c.Agent = []byte(`{"nope": true}`)

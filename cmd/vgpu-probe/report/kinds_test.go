@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // envStandin makes this test binary the GPU program that `apps` runs
@@ -162,7 +162,7 @@ func checkSameSlowdowns(t *testing.T, path string, f *results.File) {
 		if c.Key.Scenario != e.Reference && c.Slowdown <= 0 {
 			t.Errorf("%+v: no slowdown", c.Key)
 		}
-		label := model.KeyLabel(c.Key)
+		label := compare.Label(c.Key)
 		want := "-"
 		if c.Slowdown > 0 {
 			want = fmt.Sprintf("%.2f", c.Slowdown)

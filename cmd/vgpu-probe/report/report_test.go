@@ -78,7 +78,7 @@ func TestReportResultsEveryFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Latency (Table II)", "Verdict:", "hybridsync stats", "shared1 while1 1 vCPU spin"} {
+	for _, want := range []string{"Latency (Table II)", "Verdict:", "hybridsync stats", "shared1 1 vCPU 1 x while1 spin"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q", want)
 		}

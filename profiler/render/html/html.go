@@ -27,6 +27,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 //go:embed report.css
@@ -36,15 +37,18 @@ var css string
 var pageSrc string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"us":    report.FormatUS,
-	"ratio": ratio,
-	"pct":   func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
-	"f1":    func(x float64) string { return fmt.Sprintf("%.1f", x) },
-	"f0":    func(x float64) string { return fmt.Sprintf("%.0f", x) },
-	"f3":    func(x float64) string { return fmt.Sprintf("%.3f", x) },
-	"add1":  func(i int) int { return i + 1 },
-	"lower": strings.ToLower,
-	"slug":  func(s string) string { return strings.NewReplacer(" ", "-", ".", "-").Replace(strings.ToLower(s)) },
+	"us":      report.FormatUS,
+	"latency": report.Latency,
+	"pair":    report.Pair,
+	"verdict": report.VerdictWord,
+	"ratio":   ratio,
+	"pct":     func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
+	"f1":      func(x float64) string { return fmt.Sprintf("%.1f", x) },
+	"f0":      func(x float64) string { return fmt.Sprintf("%.0f", x) },
+	"f3":      func(x float64) string { return fmt.Sprintf("%.3f", x) },
+	"add1":    func(i int) int { return i + 1 },
+	"lower":   strings.ToLower,
+	"slug":    func(s string) string { return strings.NewReplacer(" ", "-", ".", "-").Replace(strings.ToLower(s)) },
 }).Parse(pageSrc))
 
 func ratio(x float64) string {
@@ -64,6 +68,53 @@ type Figure struct {
 type experimentView struct {
 	report.Experiment
 	Figures []Figure
+	// Setup is the meta line's parts about how it ran: only what the
+	// file records.
+	Setup []string
+	// Columns are the optional columns some cell measured
+	// (report.MeasuredColumns), Rows the cells' values in them.
+	Columns []string
+	Rows    []cellRow
+}
+
+// cellRow is one cell of the cells' table.
+type cellRow struct {
+	report.Cell
+	Values []string
+}
+
+// view of e: its figures, and its cells' table with only the columns
+// some cell measured.
+func newExperimentView(e report.Experiment, figs []Figure) experimentView {
+	v := experimentView{Experiment: e, Figures: figs, Setup: []string{e.Backend + " backend"}}
+	if e.Device != "" {
+		v.Setup = append(v.Setup, "device "+e.Device)
+	}
+	if e.Machine.CPUs > 0 {
+		v.Setup = append(v.Setup, fmt.Sprintf("%d CPUs", e.Machine.CPUs))
+	}
+	if e.Machine.Kernel != "" {
+		v.Setup = append(v.Setup, "kernel "+e.Machine.Kernel)
+	}
+	if e.Machine.GPU != "" {
+		v.Setup = append(v.Setup, e.Machine.GPU)
+	}
+	if e.Steps > 0 {
+		v.Setup = append(v.Setup, fmt.Sprintf("%d steps", e.Steps))
+	}
+	v.Setup = append(v.Setup, fmt.Sprintf("median of %d", e.Reps))
+	cols := report.MeasuredColumns(e.Cells)
+	for _, c := range cols {
+		v.Columns = append(v.Columns, c.Name)
+	}
+	for _, c := range e.Cells {
+		row := cellRow{Cell: c}
+		for _, col := range cols {
+			row.Values = append(row.Values, strings.ReplaceAll(col.Text(c, e.Reference), "-", "–"))
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	return v
 }
 
 type view struct {
@@ -82,7 +133,7 @@ func Render(w io.Writer, r *report.Report) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", e.Source, err)
 		}
-		v.Experiments = append(v.Experiments, experimentView{Experiment: e, Figures: figs})
+		v.Experiments = append(v.Experiments, newExperimentView(e, figs))
 	}
 	figs, err := gpuFigures(r)
 	if err != nil {
@@ -178,7 +229,7 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 				continue
 			}
 			switch {
-			case report.SettingLabel(t.Key) == contended:
+			case compare.Label(report.Setting(t.Key)) == contended:
 				hot = t
 			case t.Key.Scenario == "baseline":
 				base = t
@@ -235,8 +286,8 @@ func experimentFigures(idx int, e report.Experiment, traces []report.Trace) ([]F
 		}
 	}
 	if strip != nil {
-		p, err = onCPUStrip("Timeline: "+report.KeyLabel(strip.Key), *strip)
-		if err := addFig(figure(id("strip"), "Sync waits, kernels and on-CPU intervals of "+report.KeyLabel(strip.Key)+" (like the paper's Figs. 7-9); the Perfetto trace (--format perfetto) shows every cell.", p, err)); err != nil {
+		p, err = onCPUStrip("Timeline: "+compare.Label(strip.Key), *strip)
+		if err := addFig(figure(id("strip"), "Sync waits, kernels and on-CPU intervals of "+compare.Label(strip.Key)+" (like the paper's Figs. 7-9); the Perfetto trace (--format perfetto) shows every cell.", p, err)); err != nil {
 			return nil, err
 		}
 	}
@@ -303,7 +354,7 @@ func gpuTimeSeries(e report.Experiment, traces []report.Trace) ([]string, []plot
 	var names []string
 	var sets []plotter.XYs
 	for _, t := range traces {
-		if contended != "" && report.SettingLabel(t.Key) != contended {
+		if contended != "" && compare.Label(report.Setting(t.Key)) != contended {
 			continue
 		}
 		if len(t.Steps) == 0 {

@@ -42,9 +42,10 @@ func TestSettingLines(t *testing.T) {
 		k    results.Key
 		want string
 	}{
-		{results.Key{Scenario: "baseline", VCPUs: 2}, "baseline\n2 vCPU"},
-		{results.Key{Scenario: "shared1", Corunner: "while1", VCPUs: 4}, "shared1\nwhile1\n4 vCPU"},
-		{results.Key{Scenario: "shared2", Corunner: "while1", Corunners: 2, VCPUs: 12}, "shared2\nwhile1 x2\n12 vCPU"},
+		{results.Key{Scenario: "baseline", VCPUs: 2}, "baseline\n2 vCPUs"},
+		{results.Key{Scenario: "shared1", Corunner: "while1", VCPUs: 4}, "shared1\n4 vCPUs\nwhile1"},
+		{results.Key{Scenario: "shared2", Corunner: "while1", Corunners: 2, VCPUs: 12}, "shared2\n12 vCPUs\n2 x while1"},
+		{results.Key{Program: "torch", Scenario: "while1x4", Corunner: "while1", Corunners: 1, VCPUs: 4}, "torch while1x4"},
 		{results.Key{Scenario: "shared1", Corunner: "stress-ng --cpu 4"}, "shared1\nstress-ng --cpu 4"},
 	} {
 		if got := settingLines(tc.k); got != tc.want {

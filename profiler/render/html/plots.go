@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // Plot sizes: wide enough for a dozen settings' labels, small enough for
@@ -104,6 +105,9 @@ func groupedBars(title, ylabel string, cells []report.Cell, withBaseline bool, v
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(l)
 	}
+	if !(ymax > 0) {
+		return nil, nil // no cell measured it: no plot of zeros
+	}
 	names := make([]string, len(settings))
 	for i, s := range settings {
 		names[i] = settingLines(s)
@@ -135,21 +139,28 @@ func roundUp(x float64) float64 {
 	return 10 * e
 }
 
-// settingLines names a setting on up to three short lines, scenario,
-// co-runner and vCPUs, so that a dozen bar groups' labels fit side by
-// side (fitXLabels tilts them when they do not).
+// settingLines names a setting (compare.Label) on up to three short
+// lines, the program and scenario, the vCPUs, the co-runners and
+// threshold, so that a dozen bar groups' labels fit side by side
+// (fitXLabels tilts them when they do not).
 func settingLines(k results.Key) string {
-	w := strings.Fields(report.SettingLabel(k))
-	var vcpus []string
-	if n := len(w); n >= 3 && w[n-1] == "vCPU" {
-		vcpus, w = []string{w[n-2] + " vCPU"}, w[:n-2]
+	parts := compare.LabelParts(k)
+	n := 0
+	if k.Program != "" {
+		n++
 	}
-	lines := w[:min(len(w), 1)]
-	if len(w) > 1 {
-		// A co-runner of several words ("while1 x2") stays on one line.
-		lines = append(lines, strings.Join(w[1:], " "))
+	if k.Scenario != "" {
+		n++
 	}
-	return strings.Join(append(lines, vcpus...), "\n")
+	n = max(1, min(n, len(parts)))
+	lines := []string{strings.Join(parts[:n], " ")}
+	if rest := parts[n:]; len(rest) > 0 {
+		lines = append(lines, rest[0])
+		if len(rest) > 1 {
+			lines = append(lines, strings.Join(rest[1:], " "))
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // cdfLine is one sample set of a CDF plot and its style: a palette

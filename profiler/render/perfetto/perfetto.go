@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
 // Event is one trace event. Fields follow the Trace Event Format; ts and
@@ -113,7 +114,7 @@ func (b *builder) slice(pid, tid int, name, cat string, startNs, endNs int64, ar
 }
 
 func (b *builder) cell(pid int, tr report.Trace, multi bool) {
-	label := report.KeyLabel(tr.Key)
+	label := compare.Label(tr.Key)
 	if multi {
 		label = fmt.Sprintf("#%d %s", tr.Experiment+1, label)
 	}

@@ -38,37 +38,59 @@ func Render(w io.Writer, r *report.Report) error {
 }
 
 func experiment(w io.Writer, e report.Experiment) {
-	fmt.Fprintf(w, "\n== %s: workload %s on %s (%s backend, device %s), %d steps, median of %d\n",
-		e.Source, e.Workload, e.Machine.Hostname, e.Backend, e.Device, e.Steps, e.Reps)
+	fmt.Fprintf(w, "\n== %s: workload %s on %s (%s)\n", e.Source, e.Workload, e.Machine.Hostname, strings.Join(setup(e), ", "))
 	fmt.Fprintf(w, "vs ref: %s (%s); * the fastest mode of its setting\n", e.SlowdownIs, e.References)
 	tw := table(w)
-	fmt.Fprintln(tw, "cell\twall s\tvs ref\tkernels/s\tGPU util\tutil drop\tlaunch p50\tlaunch p99\trecv p50\trecv p99\tcpu s\t")
+	cols := report.MeasuredColumns(e.Cells)
+	head := []string{"cell", "wall s", "vs ref"}
+	for _, c := range cols {
+		head = append(head, c.Name)
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "cpu s"), "\t")+"\t")
 	for _, c := range e.Cells {
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.0f\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.3f\t\n", c.Label(), c.WallS, vsRef(c), c.KernelsPerS,
-			100*c.GPUUtil, pct(c.GPUUtilDrop, c.Scenario != e.Reference && c.Slowdown > 0),
-			report.FormatUS(c.LaunchP50US), report.FormatUS(c.LaunchP99US), report.FormatUS(c.ReceiveP50US), report.FormatUS(c.ReceiveP99US), c.CPUS)
+		row := []string{c.Label(), fmt.Sprintf("%.3f", c.WallS), vsRef(c)}
+		for _, col := range cols {
+			row = append(row, col.Text(c, e.Reference))
+		}
+		row = append(row, fmt.Sprintf("%.3f", c.CPUS))
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
 	if t := e.Latency; t != nil {
-		fmt.Fprintf(w, "\nLatency (Table II) under %s; classes (on the p99) against a %s step cycle\n", t.Setting, report.FormatUS(t.CycleUS))
+		against := "classes (on the p99) against a " + report.FormatUS(t.CycleUS) + " step cycle"
+		if t.CycleUS <= 0 {
+			against = "not classed: no step cycle was measured"
+		}
+		fmt.Fprintf(w, "\nLatency (Table II) under %s; %s\n", t.Setting, against)
 		tw := table(w)
 		fmt.Fprintf(tw, "mode\tinvoking kernel p50 / p99\t(%[1]s)\treceiving kernel p50 / p99\t(%[1]s)\tvs ref\t\n", e.Reference)
 		for _, row := range t.Rows {
-			fmt.Fprintf(tw, "%s\t%s: %s / %s\t(%s / %s)\t%s: %s / %s\t(%s / %s)\t%s\t\n", row.Mode,
-				row.LaunchClass, report.FormatUS(row.LaunchUS), report.FormatUS(row.LaunchP99US),
-				report.FormatUS(row.LaunchBaselineUS), report.FormatUS(row.LaunchBaselineP99US),
-				row.ReceiveClass, report.FormatUS(row.ReceiveUS), report.FormatUS(row.ReceiveP99US),
-				report.FormatUS(row.ReceiveBaselineUS), report.FormatUS(row.ReceiveBaselineP99US), ratio(row.Slowdown))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Mode,
+				report.Latency(row.LaunchClass, row.LaunchUS, row.LaunchP99US), report.Pair(row.LaunchBaselineUS, row.LaunchBaselineP99US),
+				report.Latency(row.ReceiveClass, row.ReceiveUS, row.ReceiveP99US), report.Pair(row.ReceiveBaselineUS, row.ReceiveBaselineP99US),
+				ratio(row.Slowdown))
 		}
 		tw.Flush()
 	}
 	v := e.Verdict
-	word := "not vulnerable"
-	if v.Vulnerable {
-		word = "VULNERABLE"
+	fmt.Fprintf(w, "\nVerdict: %s: %s\n", report.VerdictWord(v), v.Why)
+	if v.Hybrid != "" {
+		fmt.Fprintln(w, v.Hybrid)
 	}
-	fmt.Fprintf(w, "\nVerdict: %s: %s\n", word, v.Why)
 	compare.WriteConclusion(w, e.Scenarios, e.BottomLine, e.Warnings)
+}
+
+// setup is what the header says of how the experiment ran: only what
+// its file records.
+func setup(e report.Experiment) []string {
+	parts := []string{e.Backend + " backend"}
+	if e.Device != "" {
+		parts = append(parts, "device "+e.Device)
+	}
+	if e.Steps > 0 {
+		parts = append(parts, fmt.Sprintf("%d steps", e.Steps))
+	}
+	return append(parts, fmt.Sprintf("median of %d", e.Reps))
 }
 
 // vsRef is a cell's slowdown, "-" without one, and a * when it is the
@@ -126,13 +148,6 @@ func ratio(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", x)
-}
-
-func pct(x float64, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 func dash(s string) string {
