@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
@@ -107,6 +108,9 @@ func (a *AdviseConfig) config() (*Config, error) {
 		return nil, errors.New("--max-time must be positive")
 	case a.CPUs < 1:
 		return nil, errors.New("--cpus must be positive")
+	}
+	if online, err := corunner.Online(); err == nil && a.CPUs > len(online) {
+		return nil, fmt.Errorf("--cpus %d: this process may use %d CPUs (%v)", a.CPUs, len(online), online)
 	}
 	alone, contended := a.settings()
 	arms := slices.Clone(adviseArms)

@@ -245,12 +245,14 @@ func TestAdviseBadInput(t *testing.T) {
 		out     string
 		max     int
 		want    string
+		cpus    int
 	}{
-		{"no command", nil, "", 3, "no command"},
-		{"not found", []string{"no-such-program-here"}, "", 3, "not found in PATH"},
-		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (none, exit status 3: broken)"},
-		{"no reps", []string{"true"}, "", 0, "--max-reps"},
-		{"out not empty", []string{"true"}, filepath.Dir(full), 3, "not empty"},
+		{"no command", nil, "", 3, "no command", 1},
+		{"not found", []string{"no-such-program-here"}, "", 3, "not found in PATH", 1},
+		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (none, exit status 3: broken)", 1},
+		{"no reps", []string{"true"}, "", 0, "--max-reps", 1},
+		{"more CPUs than there are", []string{"true"}, "", 3, "--cpus 4096: this process may use", 4096},
+		{"out not empty", []string{"true"}, filepath.Dir(full), 3, "not empty", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := tc.out
@@ -258,7 +260,7 @@ func TestAdviseBadInput(t *testing.T) {
 				out = filepath.Join(parent, "out")
 			}
 			var stdout, stderr bytes.Buffer
-			_, err := Advise(context.Background(), &AdviseConfig{Command: tc.command, CPUs: 1, CPU: -1, Parts: parts, MinReps: 1,
+			_, err := Advise(context.Background(), &AdviseConfig{Command: tc.command, CPUs: tc.cpus, CPU: -1, Parts: parts, MinReps: 1,
 				MaxReps: tc.max, MaxTime: time.Minute, Out: out, Stdout: &stdout, Stderr: &stderr})
 			if err == nil || !errors.As(err, new(BadInput)) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error %v, want one line of bad input with %q", err, tc.want)

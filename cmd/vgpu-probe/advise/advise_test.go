@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -136,10 +138,10 @@ func build(t *testing.T) (bin string) {
 // every run must give: exit 0, one line on stdout that is a
 // recommendation, every way run under both settings, the results
 // document report reads, the advice; it returns the line and the runs.
-func advise(t *testing.T, bin string, env []string, argv ...string) (string, []suite.Run) {
+func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) (string, []suite.Run) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "advice")
-	cmd := exec.Command(bin, append([]string{"advise", "--max-reps", "3", "--min-reps", "3", "--out", out, "--"}, argv...)...)
+	cmd := exec.Command(bin, append([]string{"advise", "--cpu", cpu, "--max-reps", "3", "--min-reps", "3", "--out", out, "--"}, argv...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -182,17 +184,30 @@ func advise(t *testing.T, bin string, env []string, argv ...string) (string, []s
 	return line, runs
 }
 
+// cpu is the i-th CPU from the last that this process may use (the
+// last where there are fewer).
+func cpu(t *testing.T, i int) string {
+	online, err := corunner.Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(online[max(0, len(online)-1-i)])
+}
+
 // After make, advise needs nothing else: it finds the library, the shim
-// and the launcher beside the binary.
+// and the launcher beside the binary. It runs beside the next test, each
+// on a CPU of its own (CI has 2), to keep the two short.
 func TestAfterMake(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
-	advise(t, bin, nil, "sleep", "0.2")
+	advise(t, bin, nil, cpu(t, 0), "sleep", "0.2")
 }
 
 // A CUDA program on the stand-in driver and runtime (libhybridsync's
 // tests'): the library engages in its ways and writes its stats where
 // the runs say.
 func TestCUDAStandin(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dir := t.TempDir()
 	td := filepath.Join(built.root, "libhybridsync", "testdata")
@@ -208,7 +223,7 @@ func TestCUDAStandin(t *testing.T) {
 			t.Fatalf("%q: %v\n%s", s, err, out)
 		}
 	}
-	_, runs := advise(t, bin, []string{"LD_LIBRARY_PATH=" + dir}, filepath.Join(dir, "rtapp"), "300", "1")
+	_, runs := advise(t, bin, []string{"LD_LIBRARY_PATH=" + dir}, cpu(t, 1), filepath.Join(dir, "rtapp"), "300", "1")
 	stats := 0
 	for _, r := range runs {
 		if r.Stats != "" {
