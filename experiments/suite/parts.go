@@ -23,12 +23,16 @@ const BlocksyncPath = "lib/vgpu-probe/blocksync.so"
 
 // prefixes are where the parts of a build or an install are, for the
 // binary exe: the build tree beside it (`make` builds ./vgpu-probe and
-// build/...), and the prefix above its bin/ (`make install`), for the
-// path as run and for the file a link to it names.
+// build/...), and the prefix of a bin/ it is in (`make install`), for
+// the path as run and for the file a link to it names.
 func prefixes(exe string) []string {
 	var out []string
 	add := func(dir string) {
-		for _, p := range []string{filepath.Join(dir, "build"), filepath.Dir(dir)} {
+		ps := []string{filepath.Join(dir, "build")}
+		if filepath.Base(dir) == "bin" {
+			ps = append(ps, filepath.Dir(dir))
+		}
+		for _, p := range ps {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
