@@ -354,8 +354,8 @@ func (t Table) References() string {
 }
 
 // Label is the one name of a cell, or with its mode "" of a setting, that
-// every output uses: run's and bench's tables and conclusions, and every
-// format of report (tables, plots, traces, verdicts). It is LabelParts
+// every output uses: run's table and conclusion, and every format of
+// report (tables, plots, traces, verdicts). It is LabelParts
 // joined by spaces: "shared1 2 vCPUs 1 x while1 hybrid".
 func Label(k results.Key) string { return strings.Join(LabelParts(k), " ") }
 
@@ -527,7 +527,7 @@ func (t Table) Scenarios() []string {
 	return out
 }
 
-// WriteConclusion writes what run's and bench's tables have under them:
+// WriteConclusion writes what run's table has under it:
 // the scenarios defined, the bottom line, the note on hybrid
 // (HybridNote) and the warnings.
 func (t Table) WriteConclusion(w io.Writer) error {

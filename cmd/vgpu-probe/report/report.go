@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,9 +21,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
-	"github.com/vgpu-probe/vgpu-probe/input"
-	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
+	"github.com/vgpu-probe/vgpu-probe/profiler/load"
 	"github.com/vgpu-probe/vgpu-probe/profiler/promsource"
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/html"
 	jsonr "github.com/vgpu-probe/vgpu-probe/profiler/render/json"
@@ -147,7 +145,7 @@ func (o *Options) complete() error {
 	if len(o.Results) == 0 && len(o.Agents) == 0 && len(o.Stats) == 0 && len(o.NVML) == 0 && o.Prometheus == "" {
 		return fmt.Errorf("nothing to report: give RESULTS.json, --agent URL, --prometheus URL, --stats FILE or --nvml FILE")
 	}
-	if n := countStdin(o.Results, o.Stats, o.NVML); n > 1 {
+	if n := load.CountStdin(o.Results, o.Stats, o.NVML); n > 1 {
 		return fmt.Errorf("- (stdin) given %d times: it can be read once", n)
 	}
 	if o.Timeline < 0 || o.Timeout <= 0 {
@@ -200,7 +198,14 @@ func (o *Options) completePrometheus() error {
 // malformed inputs and agents that do not answer are bad input (exit 2);
 // the output file is only created, whole, once the report is rendered.
 func Run(ctx context.Context, o *Options) error {
-	in, err := load(ctx, o)
+	lo := load.Options{Results: o.Results, Stats: o.Stats, NVML: o.NVML, Agents: o.Agents, Prometheus: o.Prometheus,
+		Range: o.promRange, Match: o.promMatch, Timeout: o.Timeout, Client: o.HTTPClient, In: o.In, Err: o.Err,
+		Now: o.Now(), ParseResults: parseResults}
+	// Timelines only feed the plots and the trace.
+	if o.Format == "html" || o.Format == "perfetto" {
+		lo.Timeline = o.Timeline
+	}
+	in, err := load.Inputs(ctx, lo)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Interrupted, not bad input: main exits 128+signal.
@@ -229,65 +234,6 @@ func Run(ctx context.Context, o *Options) error {
 	return os.Chmod(o.Output, 0o644)
 }
 
-// nvmlFiles returns the --nvml files and the NVML samples that `vgpu-probe
-// run` left beside each results file, each once.
-func (o *Options) nvmlFiles() []string {
-	files := slices.Clone(o.NVML)
-	for _, p := range o.Results {
-		if p == stdin {
-			continue
-		}
-		found, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "nvml-*.json"))
-		for _, f := range found {
-			if !slices.Contains(files, f) {
-				files = append(files, f)
-			}
-		}
-	}
-	return files
-}
-
-// stdin is the input name that reads standard input.
-const stdin = "-"
-
-func countStdin(lists ...[]string) int {
-	n := 0
-	for _, l := range lists {
-		for _, p := range l {
-			if p == stdin {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// parseAll reads each of paths (bounded, interruptible by ctx) and parses
-// it with parse.
-func parseAll[T any](ctx context.Context, o *Options, paths []string, parse func(string, []byte) (T, error)) ([]T, error) {
-	var out []T
-	for _, p := range paths {
-		b, err := readInput(ctx, o, p)
-		if err != nil {
-			return nil, err
-		}
-		v, err := parse(p, b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// readInput reads a regular file, or stdin for "-".
-func readInput(ctx context.Context, o *Options, path string) ([]byte, error) {
-	if path == stdin {
-		return input.ReadFrom(ctx, "- (stdin)", o.In)
-	}
-	return input.ReadFile(ctx, path)
-}
-
 // parseResults parses a results file, or the raw runs.jsonl that `apps`
 // writes as it goes (its runs become the results document apps writes at
 // its end, so that an interrupted or older apps run reports too).
@@ -311,63 +257,4 @@ func parseResults(name string, b []byte) (model.ResultsInput, error) {
 	}
 	// Parsed as any results file: the runs' numbers get the same checks.
 	return model.ParseResults(name, doc)
-}
-
-func parseNVML(name string, b []byte) (model.NVMLInput, error) {
-	s, err := nvml.ParseSeries(name, b)
-	return model.NVMLInput{Path: name, Series: s}, err
-}
-
-func load(ctx context.Context, o *Options) (model.Inputs, error) {
-	in := model.Inputs{Now: o.Now()}
-	var err error
-	if in.Results, err = parseAll(ctx, o, o.Results, parseResults); err != nil {
-		return in, err
-	}
-	if in.Stats, err = parseAll(ctx, o, o.Stats, model.ParseStats); err != nil {
-		return in, err
-	}
-	if in.NVML, err = parseAll(ctx, o, o.nvmlFiles(), parseNVML); err != nil {
-		return in, err
-	}
-	// Timelines only feed the plots and the trace; the table and JSON
-	// need the snapshot alone.
-	wantTimeline := o.Timeline > 0 && (o.Format == "html" || o.Format == "perfetto")
-	for _, u := range o.Agents {
-		c, err := agentapi.New(u, o.HTTPClient)
-		if err != nil {
-			return in, err
-		}
-		snap, err := c.Snapshot(ctx)
-		if err != nil {
-			return in, err
-		}
-		if err := model.CheckSnapshot(snap); err != nil {
-			return in, fmt.Errorf("agent %s: snapshot: %w", c.URL(), err)
-		}
-		a := model.AgentInput{URL: c.URL(), Snapshot: snap, Timelines: map[string][]agentapi.OffCPU{}}
-		if wantTimeline {
-			for _, t := range snap.Targets {
-				evs, err := c.Timeline(ctx, t.Name, o.Timeline)
-				if err != nil {
-					// An agent too old to serve timelines still
-					// ranks its VMs; say what is missing on stderr.
-					fmt.Fprintf(o.Err, "vgpu-probe: %v (the report goes on without it)\n", err)
-					continue
-				}
-				a.Timelines[t.Name] = evs
-			}
-		}
-		in.Agents = append(in.Agents, a)
-	}
-	if o.Prometheus != "" {
-		fleet, err := promsource.Load(ctx, promsource.Options{URL: o.Prometheus, Range: o.promRange, Match: o.promMatch,
-			Timeout: o.Timeout, Client: o.HTTPClient, Now: in.Now})
-		if err != nil {
-			return in, err
-		}
-		in.Agents = append(in.Agents, fleet...)
-		in.Notes = append(in.Notes, promsource.WindowNotes(fleet, o.promRange)...)
-	}
-	return in, nil
 }
