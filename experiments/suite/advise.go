@@ -194,6 +194,9 @@ func Advise(ctx context.Context, a *AdviseConfig) (*Advice, error) {
 func (a *AdviseConfig) repeat(ctx context.Context, c *Config, work string) ([]Run, int, error) {
 	p := c.Programs[0]
 	arms := slices.Clone(c.Arms)
+	if n := ompEnvNote(arms); n != "" {
+		fmt.Fprintln(a.Stderr, "advise:", n)
+	}
 	bar := progress.New(a.Stderr)
 	bar.Begin(a.MaxReps * len(arms) * len(c.Contention))
 	finished := false

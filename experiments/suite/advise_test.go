@@ -177,8 +177,11 @@ func adviseParts(t *testing.T) Parts {
 // and, as its result line is the same in every run and so every ratio is
 // 1, decides at the minimum that no way is better: one line on stdout,
 // the runs, the results document report reads and the advice in the
-// output directory, nothing else beside it.
+// output directory, nothing else beside it; an OpenMP wait setting in
+// the environment is noted.
 func TestAdviseSameEveryWay(t *testing.T) {
+	// The launcher's way starts without it: the log says so.
+	t.Setenv("OMP_WAIT_POLICY", "ACTIVE")
 	words := []string{"sh", "-c", `echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
 	parent := t.TempDir()
 	out := filepath.Join(parent, "advice")
@@ -190,6 +193,9 @@ func TestAdviseSameEveryWay(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "advise: OMP_WAIT_POLICY=ACTIVE set here: every arm but") {
+		t.Error("no note of the OpenMP setting the launcher's way goes without")
+	}
 	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "No way is measurably better here than as it is (noise ±1.0% alone, ±1.0% beside a busy neighbour; 3 repetitions)") {
 		t.Errorf("stdout: %q, want one line: no way better, after 3 repetitions", stdout.String())
