@@ -117,7 +117,7 @@ type Advice struct {
 // score, and decided when that way is also the lowest-scoring of the
 // ways not excluded, or when every way is excluded.
 func Decide(ways []Way, aaAlone, aaContended *Paired) Advice {
-	a := Advice{NoiseAlone: Noise(aaAlone), NoiseContended: Noise(aaContended), Decided: true}
+	a := Advice{NoiseAlone: Noise(aaAlone), NoiseContended: Noise(aaContended)}
 	best, bestOpen := -1, -1
 	for _, w := range ways {
 		v := WayVerdict{Arm: w.Arm, Alone: w.Alone, Contended: w.Contended, Failed: w.Failed,
