@@ -129,7 +129,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
+	var sig interrupted
+	switch {
+	case err != nil && errors.Is(err, context.Canceled) && errors.As(context.Cause(ctx), &sig):
+		fmt.Fprintf(stderr, "vgpu-probe: stopped: %v\n", sig)
+	case err != nil:
 		fmt.Fprintf(stderr, "vgpu-probe: %v\n", err)
 	}
 	return exitCode(err, context.Cause(ctx))
