@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,8 +159,16 @@ func watchLibvirt(t *testing.T) (*bpfload.Probe, *monitor.Monitor) {
 	}
 	m := monitor.New(p, monitor.Options{Log: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, src) }()
-	t.Cleanup(func() { cancel(); <-done })
+	// Run has returned before the probe closes: the cleanups run last
+	// first.
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Run(ctx) })
+	events := src.Run(ctx)
+	wg.Go(func() {
+		for ev := range events {
+			m.Apply(ev)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return p, m
 }

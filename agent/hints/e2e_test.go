@@ -29,16 +29,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
-// staticSource reports one target once.
-type staticSource struct{ t targets.Target }
-
-func (s staticSource) Run(ctx context.Context) <-chan targets.Event {
-	ch := make(chan targets.Event, 1)
-	ch <- targets.Event{Kind: targets.Added, Target: s.t}
-	go func() { <-ctx.Done(); close(ch) }()
-	return ch
-}
-
 type sample struct{ at, remaining, slice int64 }
 
 // e2eSeconds: VGPU_PROBE_HINTS_SECONDS runs the measurement longer (the
@@ -170,10 +160,14 @@ func runE2E(t *testing.T, scenario string) {
 		pub.OnEvent(ev)
 	}}
 	m := monitor.New(probe, mo)
-	src := Tee(staticSource{targets.Target{Kind: targets.KindPID, Name: name,
-		Threads: []targets.Thread{{TID: tid, VCPU: -1}}}}, pub)
+	// The publisher first, then the monitor, as agent/assembly applies a
+	// change of the targets.
+	ev := targets.Event{Kind: targets.Added, Target: targets.Target{Kind: targets.KindPID, Name: name,
+		Threads: []targets.Thread{{TID: tid, VCPU: -1}}}}
+	pub.Apply(ev)
+	m.Apply(ev)
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, src) }()
+	go func() { defer close(done); m.Run(ctx) }()
 	go pub.Run(ctx)
 	if err := m.WaitTargets(ctx, 1); err != nil {
 		t.Fatal(err)

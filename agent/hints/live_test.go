@@ -2,7 +2,6 @@ package hints
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -144,20 +143,16 @@ func TestLiveArrayIsolation(t *testing.T) {
 	defer pub.Close()
 	const nobody = 65534
 	a, b := startPeer(t, 0), startPeer(t, nobody)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	for _, pr := range []*peer{a, b} {
 		if err := probe.Watch(uint32(pr.pid)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	src := Tee(multiSource{
+	for _, tg := range []targets.Target{
 		{Kind: targets.KindPID, Name: "a", Threads: []targets.Thread{{TID: a.pid, VCPU: -1}}},
 		{Kind: targets.KindPID, Name: "b", Threads: []targets.Thread{{TID: b.pid, VCPU: -1}}},
-	}, pub)
-	ch := src.Run(ctx)
-	for range 2 {
-		<-ch
+	} {
+		pub.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	}
 	pa, pb := pub.Path("a"), pub.Path("b")
 	pub.mu.Lock()
@@ -259,16 +254,4 @@ func TestLiveArrayIsolation(t *testing.T) {
 	default:
 		t.Error("the refresh was not told that a live block came back")
 	}
-}
-
-// multiSource reports its targets once each.
-type multiSource []targets.Target
-
-func (s multiSource) Run(ctx context.Context) <-chan targets.Event {
-	ch := make(chan targets.Event, len(s))
-	for _, t := range s {
-		ch <- targets.Event{Kind: targets.Added, Target: t}
-	}
-	go func() { <-ctx.Done(); close(ch) }()
-	return ch
 }

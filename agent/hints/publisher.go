@@ -51,10 +51,10 @@ const RefreshEvery = 20 * time.Millisecond
 // every thread's live block (all in live arrays): the refresh then only
 // keeps the estimate blocks fresh (their publish time, and a contention
 // that ages out after 500 ms), and the estimate's lessons come with the
-// records. At RefreshEvery the refresh's wake-ups were much of the
-// agent's CPU (docs/tried.md: "A 20 ms refresh while BPF writes every
-// live block"); 100 ms
-// still leaves 150 ms of the readers' limit for a late refresh.
+// records. It is longer than RefreshEvery because that period's wake-ups
+// would be much of the agent's CPU (docs/tried.md: "A 20 ms refresh while
+// BPF writes every live block"), and it leaves 150 ms of the readers'
+// limit for a late refresh.
 const RefreshMappedEvery = 100 * time.Millisecond
 
 // threadPageSlots: a local target's page holds at least this many thread
@@ -209,27 +209,6 @@ func New(opts Options) (*Publisher, error) {
 // directory.
 func (p *Publisher) Path(target string) string {
 	return filepath.Join(p.opts.Dir, hintpage.FileName(target))
-}
-
-// Tee passes src's events on and applies them to the publisher first.
-func Tee(src targets.Source, p *Publisher) targets.Source { return tee{src, p} }
-
-type tee struct {
-	src targets.Source
-	p   *Publisher
-}
-
-func (t tee) Run(ctx context.Context) <-chan targets.Event {
-	in := t.src.Run(ctx)
-	out := make(chan targets.Event)
-	go func() {
-		defer close(out)
-		for ev := range in {
-			t.p.Apply(ev)
-			out <- ev
-		}
-	}()
-	return out
 }
 
 // Apply creates, updates or removes the page of a target.

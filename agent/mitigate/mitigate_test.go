@@ -219,10 +219,10 @@ func TestApplyRestore(t *testing.T) {
 	}
 }
 
-// Through a re-scanning source: a thread that appears gets the slice, one
-// that exits is dropped without an error, and the target going restores
-// nothing but raises nothing either.
-func TestSourceFollowsThreads(t *testing.T) {
+// Following a re-scanning source: a thread that appears gets the slice,
+// one that exits is dropped without an error, and the target going
+// restores nothing but raises nothing either.
+func TestFollowsThreads(t *testing.T) {
 	m := newMitigator(t)
 	c := startChild(t)
 	base := runtimeOf(t, c.cmd.Process.Pid)
@@ -231,11 +231,12 @@ func TestSourceFollowsThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	events := m.Source(src).Run(ctx)
+	events := src.Run(ctx)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		for range events {
+		for ev := range events {
+			m.Apply(ev)
 		}
 	}()
 	defer func() { cancel(); <-drained }()

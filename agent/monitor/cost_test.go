@@ -190,7 +190,8 @@ func watchPingPong(b *testing.B, p Probe, spinUS int, opts Options) (*Monitor, [
 	m := New(p, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	go m.Run(ctx, src)
+	follow(ctx, m, src)
+	go m.Run(ctx)
 	if err := m.WaitTargets(ctx, 1); err != nil {
 		b.Fatal(err)
 	}

@@ -138,20 +138,12 @@ func New(p Probe, opts Options) *Monitor {
 	}
 }
 
-// Run consumes the sources, samples counters and records switch events
-// until ctx is done. It stops the event reader (Probe.StopEvents) and
-// waits for it before it returns, so that the probe can be closed then
+// Run samples counters and records switch events until ctx is done; the
+// targets come from Apply. It stops the event reader (Probe.StopEvents)
+// and waits for it before it returns, so that the probe can be closed then
 // with no OnEvent still using it.
-func (m *Monitor) Run(ctx context.Context, sources ...targets.Source) {
+func (m *Monitor) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, s := range sources {
-		ch := s.Run(ctx)
-		wg.Go(func() {
-			for ev := range ch {
-				m.Apply(ev)
-			}
-		})
-	}
 	readerDone := make(chan struct{})
 	go func() { defer close(readerDone); m.readEvents() }()
 	m.mu.Lock()
@@ -497,15 +489,15 @@ func monoNow() uint64 { return bpfload.MonoNow() }
 // thread must reach its page within microseconds) the reader runs on a
 // thread of its own at a real-time priority, and calls OnEvent from that
 // thread, so nothing stands between the kernel's wake-up and the page
-// write. As an ordinary thread the reader waits for a CPU like any other
-// task: on a loaded host the switch-in reached the page milliseconds late
+// write; an ordinary thread would wait for a CPU like any other task,
+// and on a loaded host bring the switch-in to the page milliseconds late
 // at the p99 (docs/tried.md: "The hint reader as an ordinary thread"; at
-// real-time priority: docs/BENCHMARKS.md, "Accuracy and visibility"). It is on whenever OnEvent is
-// set because it costs no CPU time: the reader does the same work at
-// either priority, only sooner, and it runs once per switch-in of a
-// watched thread. What it changes is whom that work preempts: at any
-// real-time priority it preempts an ordinary thread on its CPU at once,
-// a watched one included; the BPF programs do not wake it again for the
+// real-time priority: docs/BENCHMARKS.md, "Accuracy and visibility"). It
+// is on whenever OnEvent is set because it costs no CPU time: the reader
+// does the same work at either priority, only sooner, and it runs once
+// per switch-in of a watched thread. What it changes is whom that work
+// preempts: at any real-time priority it preempts an ordinary thread on
+// its CPU at once, a watched one included; the BPF programs do not wake it again for the
 // switch-in that ends such a short preemption (QUIET_OFF_NS in
 // bpf/sched.bpf.c), and the publisher does not count its own process as
 // a co-runner. Priority 1 keeps it below every real-time kernel thread.

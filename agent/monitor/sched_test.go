@@ -127,7 +127,7 @@ func TestBusyPairOnOneCPU(t *testing.T) {
 	m := New(p, Options{Log: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go m.Run(ctx) // no sources: targets come from Apply; Run reads events
+	go m.Run(ctx) // targets come from Apply; Run reads events
 	ca, cb := stoppedPair(t, m)
 	a, b := ca.Process.Pid, cb.Process.Pid
 	k0 := map[int]schedStat{a: readSchedstat(t, a), b: readSchedstat(t, b)}
@@ -514,7 +514,8 @@ func TestQuotaIsRunLength(t *testing.T) {
 	m := New(p, Options{Log: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go m.Run(ctx, src)
+	follow(ctx, m, src)
+	go m.Run(ctx)
 	if err := m.WaitTargets(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -549,4 +550,14 @@ func deref(p *float64) any {
 		return "inf"
 	}
 	return *p
+}
+
+// follow applies src's events to m until ctx ends, as agent/assembly
+// applies its sources' to the monitor.
+func follow(ctx context.Context, m *Monitor, src targets.Source) {
+	go func() {
+		for ev := range src.Run(ctx) {
+			m.Apply(ev)
+		}
+	}()
 }
