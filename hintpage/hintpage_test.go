@@ -16,7 +16,7 @@ func newPage(t testing.TB, n int, flags uint32) (*Writer, []byte) {
 	t.Helper()
 	words := make([]uint64, Size(n)/8)
 	b := unsafeBytes(words)
-	w, err := Init(b, n, flags)
+	w, err := initWriter(b, n, flags)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestLiveBlockSeparate(t *testing.T) {
 	if estimateOf(got) != estimateOf(s) || liveOf(got) != liveOf(l) {
 		t.Fatalf("got %+v", got)
 	}
-	if SlotOffset(1) != HeaderSize+SlotSize || LiveBodyOffset+LiveBodySize != offQuotaEnd+8 {
+	if LiveBodyOffset+LiveBodySize != offQuotaEnd+8 {
 		t.Fatal("offsets")
 	}
 }

@@ -23,9 +23,9 @@ type Writer struct {
 	unmap func() error
 }
 
-// Init writes the header of a page with n slots into b (at least Size(n)
+// initWriter writes the header of a page with n slots into b (at least Size(n)
 // bytes, zeroed) and returns a writer over it.
-func Init(b []byte, n int, flags uint32) (*Writer, error) {
+func initWriter(b []byte, n int, flags uint32) (*Writer, error) {
 	if n <= 0 || n > MaxSlots {
 		return nil, fmt.Errorf("hint page: %d slots: want 1 to %d", n, MaxSlots)
 	}
@@ -209,7 +209,7 @@ func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error)
 		return nil, fmt.Errorf("mmap: %w", err)
 	}
 	clear(b[:Size(n)]) // stale slots of an earlier run must not look fresh
-	w, err := Init(b, n, flags)
+	w, err := initWriter(b, n, flags)
 	if err != nil {
 		unix.Munmap(b)
 		return nil, err
@@ -283,9 +283,6 @@ func (w *Writer) LiveSeq(i int) uint32 {
 	}
 	return w.m.u32(HeaderSize + i*SlotSize + offLiveSeq)
 }
-
-// SlotOffset is the byte offset of slot i in the page file.
-func SlotOffset(i int) int { return HeaderSize + i*SlotSize }
 
 // DevIno identifies the page file (to find its mappings in
 // /proc/PID/maps); 0, 0 for an in-memory page.

@@ -429,7 +429,7 @@ func (p *Probe) Corunners() (map[uint32][]Corunner, error) {
 	)
 	it := p.maps.Corunners.Iterate()
 	for it.Next(&k, &v) {
-		out[k.Tid] = append(out[k.Tid], Corunner{TGID: k.Tgid, Comm: CString(v.Comm[:]), Count: v.Count, WaitedNs: v.WaitedNs})
+		out[k.Tid] = append(out[k.Tid], Corunner{TGID: k.Tgid, Comm: cString(v.Comm[:]), Count: v.Count, WaitedNs: v.WaitedNs})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("iterating corunners: %w", err)
@@ -507,8 +507,8 @@ func (p *Probe) Close() error {
 	return errors.Join(errs...)
 }
 
-// CString converts a NUL-terminated C char array (as bpf2go types it).
-func CString(b []int8) string {
+// cString converts a NUL-terminated C char array (as bpf2go types it).
+func cString(b []int8) string {
 	buf := make([]byte, 0, len(b))
 	for _, c := range b {
 		if c == 0 {

@@ -31,8 +31,8 @@ var (
 // has reports whether c is in s.
 func (s CapSet) has(c capability) bool { return s&(1<<c.bit) != 0 }
 
-// EffectiveCaps returns this process's effective capability set.
-func EffectiveCaps() (CapSet, error) {
+// effectiveCaps returns this process's effective capability set.
+func effectiveCaps() (CapSet, error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData // version 3: capabilities 0-31, then 32-63
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
@@ -114,7 +114,7 @@ func names(cs []capability) string {
 func (c *Config) checkCaps() error {
 	get := c.Capabilities
 	if get == nil {
-		get = EffectiveCaps
+		get = effectiveCaps
 	}
 	have, err := get()
 	if err != nil {

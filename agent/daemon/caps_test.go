@@ -89,10 +89,10 @@ func TestRunRefusesMissingCapability(t *testing.T) {
 	}
 }
 
-// EffectiveCaps reads this process's set: root in a test has CAP_BPF or
+// effectiveCaps reads this process's set: root in a test has CAP_BPF or
 // CAP_SYS_ADMIN; anyone else, whatever it has, gets no error.
 func TestEffectiveCaps(t *testing.T) {
-	s, err := EffectiveCaps()
+	s, err := effectiveCaps()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ import (
 const rescan = 2 * time.Second
 
 // Config is what the agent does, as its flags say it, and its
-// dependencies. Run expects a Config whose values the command has
-// checked (a positive Window, a HOST:PORT Listen, a Mitigate that parses).
+// dependencies. Run expects a Config that Validate accepted (a positive
+// Window, a HOST:PORT Listen, a Mitigate that parses).
 type Config struct {
 	Listen     string
 	PIDs       []int

@@ -84,7 +84,7 @@ func TestPagesStayWithQEMU(t *testing.T) {
 	}
 
 	a = startPagesAgent(t, bin, dir)
-	beat = q.waitBeat(a, last)
+	q.waitBeat(a, last)
 	q.same("after a restart")
 
 	a.cmd.Process.Signal(syscall.SIGKILL)

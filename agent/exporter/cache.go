@@ -162,7 +162,7 @@ func encode(fams []*dto.MetricFamily, k cacheKey) ([]byte, error) {
 // ServeHTTP negotiates the format as promhttp does (the text format, or
 // protobuf for a Prometheus that asks for it) and gzips when asked.
 func (c *metricsCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	k := cacheKey{format: expfmt.Negotiate(r.Header), gzip: acceptsGzip(r.Header)}
+	k := cacheKey{format: expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...), gzip: acceptsGzip(r.Header)}
 	b, err := c.body(k)
 	if err != nil {
 		http.Error(w, "collecting metrics: "+err.Error(), http.StatusInternalServerError)

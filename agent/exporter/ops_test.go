@@ -160,20 +160,20 @@ func TestConnCapCountsLiveHeap(t *testing.T) {
 }
 
 func TestGoMemLimit(t *testing.T) {
-	if got := GoMemLimit(256 << 20); got != 128<<20 {
-		t.Errorf("GoMemLimit(256 MiB) = %d MiB, want 128", got>>20)
+	if got := goMemLimit(256 << 20); got != 128<<20 {
+		t.Errorf("goMemLimit(256 MiB) = %d MiB, want 128", got>>20)
 	}
-	if got := GoMemLimit(0); got != 0 {
-		t.Errorf("GoMemLimit(no limit) = %d", got)
+	if got := goMemLimit(0); got != 0 {
+		t.Errorf("goMemLimit(no limit) = %d", got)
 	}
 }
 
 // TestLimitMemoryInCgroup runs this test binary in a real memory cgroup
-// of 256 MiB: LimitMemory finds the limit and sets the Go runtime's to
+// of 256 MiB: limitMemory finds the limit and sets the Go runtime's to
 // half of it; GOMEMLIMIT in the environment wins.
 func TestLimitMemoryInCgroup(t *testing.T) {
 	if os.Getenv("VGPU_LIMIT_MEMORY_CHILD") == "1" {
-		mem := LimitMemory(zerolog.Nop())
+		mem := limitMemory(zerolog.Nop())
 		fmt.Printf("%d %d\n", mem, debug.SetMemoryLimit(-1))
 		return
 	}

@@ -90,7 +90,7 @@ func connCap(nofile, mem, live uint64, open int) int {
 	return int(n)
 }
 
-// GoMemLimit is the Go runtime's soft memory limit for a cgroup memory
+// goMemLimit is the Go runtime's soft memory limit for a cgroup memory
 // limit of mem bytes: half of it, the same half the connection cap shares
 // out between the connections and the rest of the live heap. The other
 // half is for what the runtime does not count (socket buffers of 20,000
@@ -98,23 +98,23 @@ func connCap(nofile, mem, live uint64, open int) int {
 // runtime's own overshoot: at three quarters, 202 targets, 20,000
 // connections, timeline readers and scrapers peaked at 209 MiB of a 256
 // MiB cgroup (make bench-agent-http BENCH=memory). 0: no limit.
-func GoMemLimit(mem uint64) int64 {
+func goMemLimit(mem uint64) int64 {
 	if mem == 0 {
 		return 0
 	}
 	return int64(mem / 2)
 }
 
-// LimitMemory sets the Go runtime's memory limit from this process's
-// cgroup memory limit (GoMemLimit), unless GOMEMLIMIT is set in the
+// limitMemory sets the Go runtime's memory limit from this process's
+// cgroup memory limit (goMemLimit), unless GOMEMLIMIT is set in the
 // environment; it returns the limit it found (0: none).
-func LimitMemory(log zerolog.Logger) uint64 {
+func limitMemory(log zerolog.Logger) uint64 {
 	mem := memoryLimit()
 	if env := os.Getenv("GOMEMLIMIT"); env != "" {
 		log.Info().Str("GOMEMLIMIT", env).Uint64("memory_limit", mem).Msg("Go memory limit from the environment")
 		return mem
 	}
-	if l := GoMemLimit(mem); l > 0 {
+	if l := goMemLimit(mem); l > 0 {
 		debug.SetMemoryLimit(l)
 		log.Info().Uint64("memory_limit", mem).Int64("go_memory_limit", l).Msg("Go memory limit from the cgroup's")
 	}
@@ -150,7 +150,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		if err != nil {
 			return err
 		}
-		mem := LimitMemory(o.Log)
+		mem := limitMemory(o.Log)
 		cs.max = ConnCap(n, mem)
 		cs.size = func(open int) int { return connCap(n, mem, liveHeap(), open) }
 		o.Log.Info().Uint64("file_limit", n).Uint64("memory_limit", mem).Int("max_connections", cs.max).
@@ -180,7 +180,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		WebConfigFile:      &o.WebConfigFile,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- web.Serve(cs.listener(ln), srv, flags, NewSlogLogger(o.Log)) }()
+	go func() { errc <- web.Serve(cs.listener(ln), srv, flags, newSlogLogger(o.Log)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP: %w", err)

@@ -8,9 +8,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// NewSlogLogger is a log/slog logger writing to log, for libraries that
+// newSlogLogger is a log/slog logger writing to log, for libraries that
 // want one (exporter-toolkit).
-func NewSlogLogger(log zerolog.Logger) *slog.Logger { return slog.New(slogHandler{log: log}) }
+func newSlogLogger(log zerolog.Logger) *slog.Logger { return slog.New(slogHandler{log: log}) }
 
 // slogHandler is a slog.Handler over zerolog: levels map to the nearest
 // zerolog level, attributes become fields, groups prefix their keys.

@@ -38,10 +38,10 @@ type Mappers struct {
 	Unread int
 }
 
-// ScanMaps reads /proc/PID/maps (under proc, normally "/proc") of every
+// scanMaps reads /proc/PID/maps (under proc, normally "/proc") of every
 // process but this one and reports which of files each maps, matching
 // the dev and inode fields of each line against the files' identities.
-func ScanMaps(proc string, files []FileID) (Mappers, error) {
+func scanMaps(proc string, files []FileID) (Mappers, error) {
 	m := Mappers{By: map[FileID][]int{}}
 	if len(files) == 0 {
 		return m, nil
@@ -195,7 +195,7 @@ func users(proc string, files []pageFile) []string {
 	for i, f := range files {
 		ids[i] = f.id
 	}
-	m, err := ScanMaps(proc, ids)
+	m, err := scanMaps(proc, ids)
 	for i, f := range files {
 		if pids := m.By[f.id]; len(pids) > 0 {
 			why[i] = "mapped by process " + strconv.Itoa(pids[0])

@@ -110,7 +110,7 @@ func runMapping(t *testing.T, path string) *exec.Cmd {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	id := idOf(t, path)
 	for range 500 {
-		m, _ := ScanMaps("/proc", []FileID{id})
+		m, _ := scanMaps("/proc", []FileID{id})
 		if slices.Contains(m.By[id], cmd.Process.Pid) {
 			return cmd
 		}
@@ -142,7 +142,7 @@ func holdForWriting(t *testing.T, path string) *exec.Cmd {
 	return nil
 }
 
-// ScanMaps finds another process's mapping of a file by its identity
+// scanMaps finds another process's mapping of a file by its identity
 // and never reports this process's own.
 func TestScanMaps(t *testing.T) {
 	dir := t.TempDir()
@@ -159,7 +159,7 @@ func TestScanMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mine)
-	m, err := ScanMaps("/proc", []FileID{id, {Dev: id.Dev, Ino: id.Ino + 1}})
+	m, err := scanMaps("/proc", []FileID{id, {Dev: id.Dev, Ino: id.Ino + 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

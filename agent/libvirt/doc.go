@@ -18,7 +18,7 @@
 // lists the domains again and emits Removed for those gone or restarted and
 // Added for new ones. Added is also sent again, for a domain already added,
 // when its pinning or bandwidth changed live (found by listing again every
-// WithRefresh interval: go-libvirt drops libvirt's "tunable" events, it does
+// DefaultRefresh: go-libvirt drops libvirt's "tunable" events, it does
 // not decode their typed parameters): consumers treat Added as add-or-replace,
 // keyed by Domain.UUID.
 //

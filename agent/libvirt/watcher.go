@@ -52,8 +52,8 @@ const (
 // Option changes a Watcher's defaults.
 type Option func(*Watcher)
 
-// WithTimeout bounds connecting to libvirtd (dial and handshake).
-func WithTimeout(d time.Duration) Option {
+// withTimeout bounds connecting to libvirtd (dial and handshake).
+func withTimeout(d time.Duration) Option {
 	return func(w *Watcher) {
 		if d > 0 {
 			w.timeout = d
@@ -61,9 +61,9 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithRefresh sets how often the domains are listed again to pick up live
+// withRefresh sets how often the domains are listed again to pick up live
 // changes of pinning and bandwidth (default DefaultRefresh).
-func WithRefresh(d time.Duration) Option {
+func withRefresh(d time.Duration) Option {
 	return func(w *Watcher) {
 		if d > 0 {
 			w.refresh = d
@@ -71,8 +71,8 @@ func WithRefresh(d time.Duration) Option {
 	}
 }
 
-// WithMaxBackoff caps the wait between reconnect attempts.
-func WithMaxBackoff(d time.Duration) Option {
+// withMaxBackoff caps the wait between reconnect attempts.
+func withMaxBackoff(d time.Duration) Option {
 	return func(w *Watcher) {
 		if d > 0 {
 			w.maxBackoff = d

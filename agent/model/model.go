@@ -283,12 +283,12 @@ func Analyze(in Input) Thread {
 		t.PreemptionsPerSecond = float64(d.Kernel.Involuntary) / w
 		t.StealFraction = math.Min(1, ns2s(d.Kernel.RunDelayNs)/w)
 	}
-	exp, ok := ExpectedSlice(tr, in.Quota)
+	exp, ok := expectedSlice(tr, in.Quota)
 	t.Contended = ok
 	if ok {
 		rem := exp
 		if t.OnCPU {
-			rem = RemainingSlice(exp, &in.Cur.Traced, in.NowNs)
+			rem = remainingSlice(exp, &in.Cur.Traced, in.NowNs)
 		}
 		e, r := exp.Seconds()*1e6, rem.Seconds()*1e6
 		t.ExpectedSliceUS, t.RemainingSliceUS = &e, &r
@@ -296,14 +296,14 @@ func Analyze(in Input) Thread {
 	return t
 }
 
-// ExpectedSlice is how long the thread can expect to run once it is on
+// expectedSlice is how long the thread can expect to run once it is on
 // CPU, from the window's traced counters d: the median run length that
 // ended in a preemption, capped by the bandwidth quota per period (the
 // configured one, and the on-CPU time between throttles seen in the
 // window). ok is false when nothing preempted the thread while it was
 // traced in the window (nothing else is runnable on its CPUs and no quota
 // throttled it): the slice is then infinite.
-func ExpectedSlice(d *Traced, q Quota) (exp time.Duration, ok bool) {
+func expectedSlice(d *Traced, q Quota) (exp time.Duration, ok bool) {
 	if d.Preemptions == 0 || d.Slice.Count() == 0 {
 		return 0, false
 	}
@@ -317,10 +317,10 @@ func ExpectedSlice(d *Traced, q Quota) (exp time.Duration, ok bool) {
 	return exp, true
 }
 
-// RemainingSlice is what is left of the expected slice now: all of it when
+// remainingSlice is what is left of the expected slice now: all of it when
 // the thread is off CPU (it gets a fresh slice when it runs), the rest
 // after the time since its switch-in otherwise, never below 0.
-func RemainingSlice(exp time.Duration, cur *Traced, nowNs uint64) time.Duration {
+func remainingSlice(exp time.Duration, cur *Traced, nowNs uint64) time.Duration {
 	if !cur.OnCPU || cur.SwitchInNs == 0 || nowNs < cur.SwitchInNs {
 		return exp
 	}

@@ -54,7 +54,7 @@ func TestQuantile(t *testing.T) {
 func TestExpectedSliceInfiniteWhenUncontended(t *testing.T) {
 	var d Counters
 	d.Traced.Run[Bucket(5e6)] = 10
-	if _, ok := ExpectedSlice(&d.Traced, Quota{}); ok {
+	if _, ok := expectedSlice(&d.Traced, Quota{}); ok {
 		t.Fatal("thread never preempted has a finite slice")
 	}
 	th := Analyze(Input{TID: 1, Cur: &d, Start: &Counters{}, WindowStart: &Counters{}, Watched: time.Second, Window: time.Second, Tracing: true})
@@ -69,23 +69,23 @@ func TestExpectedAndRemainingSlice(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		cur.Slice[Bucket(4e6)]++
 	}
-	exp, ok := ExpectedSlice(&cur, Quota{})
+	exp, ok := expectedSlice(&cur, Quota{})
 	if !ok || exp < 3500*time.Microsecond || exp > 4500*time.Microsecond {
 		t.Fatalf("expected slice %v ok=%v, want ~4ms", exp, ok)
 	}
 	// The quota caps it.
-	if capped, _ := ExpectedSlice(&cur, Quota{PeriodUS: 100000, QuotaUS: 2000}); capped != 2*time.Millisecond {
+	if capped, _ := expectedSlice(&cur, Quota{PeriodUS: 100000, QuotaUS: 2000}); capped != 2*time.Millisecond {
 		t.Fatalf("quota 2ms: expected slice %v", capped)
 	}
 	cur.OnCPU, cur.SwitchInNs = true, 1_000_000_000
-	if rem := RemainingSlice(4*time.Millisecond, &cur, 1_001_000_000); rem != 3*time.Millisecond {
+	if rem := remainingSlice(4*time.Millisecond, &cur, 1_001_000_000); rem != 3*time.Millisecond {
 		t.Fatalf("1ms into a 4ms slice: remaining %v", rem)
 	}
-	if rem := RemainingSlice(4*time.Millisecond, &cur, 1_010_000_000); rem != 0 {
+	if rem := remainingSlice(4*time.Millisecond, &cur, 1_010_000_000); rem != 0 {
 		t.Fatalf("past the slice: remaining %v", rem)
 	}
 	cur.OnCPU = false
-	if rem := RemainingSlice(4*time.Millisecond, &cur, 1_010_000_000); rem != 4*time.Millisecond {
+	if rem := remainingSlice(4*time.Millisecond, &cur, 1_010_000_000); rem != 4*time.Millisecond {
 		t.Fatalf("off CPU: remaining %v, want the whole slice", rem)
 	}
 }

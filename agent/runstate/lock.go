@@ -54,7 +54,7 @@ func Acquire(dir, name, what string) (*Lock, error) {
 		}
 		pid := strconv.Itoa(os.Getpid()) + "\n"
 		if _, err := f.WriteAt([]byte(pid), 0); err == nil {
-			err = f.Truncate(int64(len(pid)))
+			_ = f.Truncate(int64(len(pid)))
 		}
 		// A lock whose pid could not be written (a full /run) still
 		// excludes others; they just cannot name its owner.
