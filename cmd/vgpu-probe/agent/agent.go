@@ -7,7 +7,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/daemon"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover"
-	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
@@ -104,61 +102,9 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	return cmd
 }
 
-// Validate checks the flags alone (no system access).
-func (o *Options) Validate() error {
-	if len(o.PIDs) == 0 && len(o.Cgroups) == 0 && o.LibvirtURI == "" && !o.Discover {
-		return usage.Errorf("nothing to watch: give --discover, --libvirt-uri, --pid or --cgroup")
-	}
-	if o.Once < 0 {
-		return usage.Errorf("--once %v: must be positive", o.Once)
-	}
-	if o.JSON && o.Once == 0 {
-		return usage.Errorf("--json needs --once DURATION (the server serves JSON at /api/v1/snapshot)")
-	}
-	if o.Window <= 0 {
-		return usage.Errorf("--window %v: must be positive", o.Window)
-	}
-	if o.TraceEvery < 0 || (o.TraceEvery > 0 && o.TraceWindow <= 0) {
-		return usage.Errorf("--trace-every %v --trace-window %v: want a period of 0 (always attached) or a positive period and window", o.TraceEvery, o.TraceWindow)
-	}
-	if o.TraceEvery > 0 && o.TraceEvery > o.Window {
-		return usage.Errorf("--trace-every %v is longer than --window %v: some windows would hold no trace", o.TraceEvery, o.Window)
-	}
-	if o.Once == 0 {
-		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-			return usage.Errorf("--listen %q: want HOST:PORT", o.Listen)
-		}
-	}
-	if o.Mitigate != "" {
-		if _, err := mitigate.Parse(o.Mitigate); err != nil {
-			return usage.Errorf("%v", err)
-		}
-	}
-	if err := o.validateWeb(); err != nil {
-		return err
-	}
-	for _, p := range o.PIDs {
-		if p <= 0 {
-			return usage.Errorf("--pid %d: not a process id", p)
-		}
-	}
-	return nil
-}
-
-// validateWeb reads --web.config.file and the certificate files it names,
-// so that a bad one fails at start, before any eBPF is loaded.
-func (o *Options) validateWeb() error {
-	if o.WebConfigFile == "" {
-		return nil
-	}
-	if o.Once > 0 {
-		return usage.Errorf("--web.config.file configures the server: it has no use with --once")
-	}
-	if err := exporter.ValidateWebConfig(o.WebConfigFile); err != nil {
-		return usage.Errorf("--web.config.file %s: %v", o.WebConfigFile, err)
-	}
-	return nil
-}
+// Validate checks the flags alone (daemon.Config.Validate): a bad one is
+// bad input.
+func (o *Options) Validate() error { return usage.Wrap(o.Config.Validate()) }
 
 // Run checks the flags and runs the agent; what was asked and cannot be
 // done (a missing target, a capability the process lacks) is bad input.

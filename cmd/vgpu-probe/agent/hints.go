@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +51,7 @@ eval "set -- $(vgpu-probe agent hints-args --dir DIR VM)" and pass "$@".`,
 			if !filepath.IsAbs(dir) {
 				return usage.Errorf("--dir %q: want an absolute path (QEMU opens it)", dir)
 			}
-			line := shellJoin(hintpage.QEMUArgs(dir, args[0]))
+			line := hintpage.QEMUArgsLine(dir, args[0])
 			if proxmox {
 				line = "args: " + line
 			}
@@ -64,27 +63,4 @@ eval "set -- $(vgpu-probe agent hints-args --dir DIR VM)" and pass "$@".`,
 	cmd.Flags().BoolVar(&proxmox, "proxmox", false, "print Proxmox VE's args: line")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{"dir": complete.Dirs})
 	return cmd
-}
-
-// shellJoin joins args into one line that a POSIX shell reads back as
-// the same words: an argument made only of characters no shell treats
-// specially is written as it is, any other in single quotes, with each
-// single quote in it written as quote, backslash, quote, quote (close,
-// an escaped quote, reopen).
-func shellJoin(args []string) string {
-	var b strings.Builder
-	for i, a := range args {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(shellQuote(a))
-	}
-	return b.String()
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -4,12 +4,8 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +19,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
-	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // Options are bench's flags.
@@ -53,10 +47,8 @@ type Options struct {
 
 	Out, Err io.Writer
 
-	// Resolved by complete.
-	modes      []hybridsync.Mode
-	profile    simdev.Profile
-	mitigation *mitigate.Config
+	// run is the matrix the flags make (complete).
+	run bench.Options
 }
 
 // Contention settings: what shares the benchmark's CPU.
@@ -124,91 +116,54 @@ statistics (one file per cell process).`,
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
 	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
 	f.StringVar(&o.OutDir, "out", "", "directory for results.json, the results document `vgpu-probe report` reads (default results/bench-TIMESTAMP)")
-	addMitigateFlag(f, o)
-	addThresholdFlags(f, o)
+	f.StringVar(&o.Mitigate, "mitigate", "", "give each benchmark cell's threads (not the co-runner's) a short EEVDF slice, as the agent's --mitigate does: "+mitigate.Usage+" (needs Linux 6.12+)")
+	f.StringSliceVar(&o.Thresholds, "threshold", []string{workload.ThresholdGuest},
+		"where the wait takes the remaining time slice from: hints (the agent's hint page), guest (the guest-only estimate), static (the paper's fixed 10 ms); overrides HYBRIDSYNC_HINTS and HYBRIDSYNC_MAX_SPIN_US in the cells")
+	f.StringVar(&o.HintsPage, "hints-page", "", "with --threshold hints: read this page (a running agent's, or the guest's "+
+		"/dev/shm/vgpu-probe-hints) instead of publishing one in-process (which needs root)")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"device":     complete.One(workload.Devices()...),
 		"modes":      complete.List(hybridsync.Modes()...),
 		"contention": complete.List(contentions...),
 		"threshold":  complete.List(workload.Thresholds...),
 		"mitigate":   complete.Mitigate,
-		"profile":    cobra.FixedCompletions([]string{profileMixed}, cobra.ShellCompDirectiveDefault),
+		"profile":    cobra.FixedCompletions([]string{bench.ProfileMixed}, cobra.ShellCompDirectiveDefault),
 		"hints-page": complete.AnyFile,
 		"out":        complete.Dirs,
 	})
 	return cmd
 }
 
-// complete validates the flags and resolves them.
+// complete checks the flags and makes the matrix of them (bench.Options.Check).
 func (o *Options) complete() error {
-	if o.Steps <= 0 || o.Reps <= 0 {
-		return fmt.Errorf("--steps and --reps must be positive")
-	}
 	if o.HostUS < 0 || o.KernelUS <= 0 || o.JitterPct < 0 || o.JitterPct >= 100 {
 		return fmt.Errorf("--host-us must be >= 0, --kernel-us > 0, --jitter in [0, 100)")
 	}
-	var err error
-	if o.modes, err = workload.ParseModes(o.Modes); err != nil {
+	modes, err := workload.ParseModes(o.Modes)
+	if err != nil {
 		return fmt.Errorf("--modes: %w", err)
 	}
-	for _, c := range o.Contention {
-		if !slices.Contains(contentions, c) {
-			return fmt.Errorf("--contention: unknown setting %q (want %s)", c, strings.Join(contentions, ", "))
-		}
-	}
-	if !slices.Contains(workload.Devices(), o.Device) {
-		return fmt.Errorf("--device: unknown device %q (want %s)", o.Device, strings.Join(workload.Devices(), ", "))
-	}
-	if o.CapQuota <= 0 || o.CapQuota > o.CapPeriod {
-		return fmt.Errorf("--cap-quota must be positive and at most --cap-period")
-	}
-	cpus, err := corunner.Online()
-	if err != nil {
-		return err
-	}
-	if o.CPU < 0 {
-		o.CPU = cpus[len(cpus)-1]
-	} else if !slices.Contains(cpus, o.CPU) {
-		return fmt.Errorf("--cpu %d: not one this process may use (%v)", o.CPU, cpus)
-	}
-	if err := o.parseMitigate(); err != nil {
-		return err
-	}
-	if err := o.parseThresholds(); err != nil {
-		return err
-	}
-	return o.resolveProfile()
-}
-
-// profileMixed is the --profile of simdev.Mixed; any other value is a file.
-const profileMixed = "mixed"
-
-func (o *Options) resolveProfile() error {
-	switch o.Profile {
-	case "":
-		o.profile = simdev.Fixed("kernel", time.Duration(o.KernelUS*1e3), o.JitterPct/100)
-	case profileMixed:
-		o.profile = simdev.Mixed
-	default:
-		b, err := os.ReadFile(o.Profile)
+	o.run = bench.Options{Device: o.Device, Modes: modes, Contentions: o.Contention, Thresholds: o.Thresholds,
+		Steps: o.Steps, Reps: o.Reps, HostWork: time.Duration(o.HostUS * 1e3), CapQuota: o.CapQuota,
+		CapPeriod: o.CapPeriod, CPU: o.CPU, HintsPage: o.HintsPage}
+	if o.Mitigate != "" {
+		cfg, err := mitigate.Parse(o.Mitigate)
 		if err != nil {
-			return fmt.Errorf("--profile: %w", err)
+			return err
 		}
-		if o.profile, err = simdev.ParseProfile(string(b)); err != nil {
-			return fmt.Errorf("--profile %s: %w", o.Profile, err)
-		}
+		o.run.Mitigation = &cfg
 	}
-	return nil
+	if err := o.run.Check(); err != nil {
+		return err
+	}
+	o.run.Profile, err = bench.ParseProfile(o.Profile, time.Duration(o.KernelUS*1e3), o.JitterPct/100)
+	return err
 }
 
 func run(ctx context.Context, o *Options) error {
 	bar := progress.New(o.Err)
-	bo := bench.Options{
-		Device: o.Device, Modes: o.modes, Contentions: o.Contention, Thresholds: o.Thresholds,
-		Steps: o.Steps, Reps: o.Reps, HostWork: time.Duration(o.HostUS * 1e3), Profile: o.profile,
-		CapQuota: o.CapQuota, CapPeriod: o.CapPeriod, CPU: o.CPU, HintsPage: o.HintsPage,
-		Mitigation: o.mitigation, Progress: bar,
-	}
+	bo := o.run
+	bo.Progress = bar
 	rows, err := bench.Run(ctx, bo)
 	bar.Finish(err == nil)
 	// Interrupted, bench still prints the cells it finished; main exits
@@ -217,43 +172,18 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil && !interrupted {
 		return err
 	}
-	if err := o.print(rows, interrupted); err != nil {
+	if err := bench.Print(o.Out, rows, o.JSON, interrupted); err != nil {
 		return err
 	}
 	if len(rows) > 0 {
-		if err := o.write(bo, rows, interrupted); err != nil {
+		path, err := bench.WriteResults(o.OutDir, bench.ResultsFile(bo, o.Profile, o.Mitigate, rows, interrupted))
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(o.Err, "results: %s\n", path)
 	}
 	if interrupted {
 		return fmt.Errorf("interrupted after %d of %d cells; everything it started was stopped and removed", len(rows), bo.Cells())
 	}
 	return nil
-}
-
-// write stores the rows as the results document, DIR/results.json, and
-// says where on stderr.
-func (o *Options) write(bo bench.Options, rows []bench.Row, interrupted bool) error {
-	dir := o.OutDir
-	if dir == "" {
-		dir = filepath.Join("results", "bench-"+time.Now().UTC().Format("20060102-150405"))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	path := filepath.Join(dir, results.Name)
-	if err := results.Write(path, bench.ResultsFile(bo, o.Profile, o.Mitigate, rows, interrupted)); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	fmt.Fprintf(o.Err, "results: %s\n", path)
-	return nil
-}
-
-func (o *Options) print(rows []bench.Row, interrupted bool) error {
-	if !o.JSON {
-		return bench.PrintTable(o.Out, rows)
-	}
-	enc := json.NewEncoder(o.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(bench.Doc{Results: rows, Interrupted: interrupted})
 }

@@ -28,14 +28,14 @@ func TestFlags(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.modes) != 2 || got.modes[1].String() != "block" || got.Contention[1] != "cap+while1" || got.Reps != 5 || !got.JSON {
+	if len(got.run.Modes) != 2 || got.run.Modes[1].String() != "block" || got.Contention[1] != "cap+while1" || got.Reps != 5 || !got.JSON {
 		t.Errorf("options %+v", got)
 	}
-	if len(got.profile.Kernels) != 3 {
-		t.Errorf("mixed profile has %d kernels", len(got.profile.Kernels))
+	if len(got.run.Profile.Kernels) != 3 {
+		t.Errorf("mixed profile has %d kernels", len(got.run.Profile.Kernels))
 	}
-	if got.CPU < 0 {
-		t.Errorf("default cpu not resolved: %d", got.CPU)
+	if got.run.CPU < 0 {
+		t.Errorf("default cpu not resolved: %d", got.run.CPU)
 	}
 }
 

@@ -5,9 +5,7 @@
 package vmjob
 
 import (
-	"fmt"
-	"os"
-	"strings"
+	"errors"
 
 	"github.com/spf13/cobra"
 
@@ -24,40 +22,14 @@ func NewCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if spec == "" {
-				spec = fromCmdline()
-			}
-			if spec == "" {
-				return usage.Errorf("no job: give --job or boot with %s= on the kernel command line", job.CmdlineKey)
-			}
-			j, err := job.ParseCmdlineValue(spec)
-			if err != nil {
+			err := job.RunFrom(spec, port)
+			if errors.Is(err, job.ErrBadJob) {
 				return usage.Wrap(err)
 			}
-			if port == "" {
-				if port, err = job.FindPort(job.PortName); err != nil {
-					return err
-				}
-			}
-			f, err := os.OpenFile(port, os.O_RDWR, 0)
-			if err != nil {
-				return fmt.Errorf("job port: %w", err)
-			}
-			defer f.Close()
-			return job.RunGuest(j, f)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&spec, "job", "", "the job, as on the kernel command line (default: read /proc/cmdline)")
 	cmd.Flags().StringVar(&port, "port", "", "the virtio-serial port device (default: the one named "+job.PortName+")")
 	return cmd
-}
-
-func fromCmdline() string {
-	b, _ := os.ReadFile("/proc/cmdline")
-	for _, f := range strings.Fields(string(b)) {
-		if v, ok := strings.CutPrefix(f, job.CmdlineKey+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
