@@ -227,7 +227,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	sum := suite.Summarized(runs, o.Names(), o.Contention, o.Arms)
 	sum.CPU, sum.Reps, sum.Out = o.CPU, o.Reps, out
-	sum.Write(filepath.Join(out, "summary.json"))
+	if err := sum.Write(filepath.Join(out, "summary.json")); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
 	doc := filepath.Join(out, results.Name)
 	if werr := results.Write(doc, suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod, results.ThisMachine())); werr != nil {
 		return fmt.Errorf("write results: %w", werr)

@@ -511,6 +511,28 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestSummaryUnwritable: a summary.json that cannot be written (a
+// directory is in its place) fails the command in one line, and leaves
+// no partial file.
+func TestSummaryUnwritable(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.MkdirAll(filepath.Join(out, "summary.json", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(context.Background(), "--program", standin(t, "ok", "--work", "1000"),
+		"--arms", "cuda-default", "--contention", "none", "--reps", "1", "--timeout", "2m", "--out", out)
+	if err == nil || errors.Is(err, usage.ErrBadInput) || !strings.Contains(err.Error(), "write summary") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v, want one line saying the summary was not written", err)
+	}
+	t.Log(err)
+	es, _ := os.ReadDir(out)
+	for _, e := range es {
+		if e.Name() != "runs.jsonl" && e.Name() != "stats" && e.Name() != "summary.json" {
+			t.Errorf("left in --out: %s", e.Name())
+		}
+	}
+}
+
 // TestTimeout: a run past --timeout is killed with its process group,
 // recorded as timed out, and left out like any failure.
 func TestTimeout(t *testing.T) {
