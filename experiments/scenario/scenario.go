@@ -48,8 +48,8 @@ func Names() []string {
 	return n
 }
 
-// Lookup returns the scenario called name.
-func Lookup(name string) (Scenario, error) {
+// lookup returns the scenario called name.
+func lookup(name string) (Scenario, error) {
 	for _, s := range Table {
 		if s.Name == name {
 			return s, nil
@@ -103,7 +103,7 @@ func (m Matrix) Validate(cpus int) error {
 		return fmt.Errorf("want at least one scenario, vCPU count and mode")
 	}
 	for _, s := range m.Scenarios {
-		if _, err := Lookup(s); err != nil {
+		if _, err := lookup(s); err != nil {
 			return err
 		}
 	}
@@ -152,7 +152,7 @@ func firstDup[T comparable](list []T) (T, bool) {
 
 func (m Matrix) needsCorunner() bool {
 	for _, s := range m.Scenarios {
-		if sc, _ := Lookup(s); sc.Corunner {
+		if sc, _ := lookup(s); sc.Corunner {
 			return true
 		}
 	}
@@ -191,7 +191,7 @@ func (m Matrix) Groups() []Group {
 	}
 	for _, v := range m.VCPUs {
 		for _, name := range order {
-			sc, err := Lookup(name)
+			sc, err := lookup(name)
 			if err != nil {
 				continue // Validate reports it
 			}

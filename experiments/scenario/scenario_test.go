@@ -20,7 +20,7 @@ func TestTableI(t *testing.T) {
 		{Baseline, false, false, 64, 32}, // Table I: 8, 16, 32 for 16, 32, 64
 		{Baseline, false, false, 1, 1},   // never zero vCPUs
 	} {
-		s, err := Lookup(tc.name)
+		s, err := lookup(tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +28,7 @@ func TestTableI(t *testing.T) {
 			t.Errorf("%s: %+v, runner vCPUs for %d: %d", tc.name, s, tc.vcpus, s.RunnerVCPUs(tc.vcpus))
 		}
 	}
-	if _, err := Lookup("shared3"); err == nil || !strings.Contains(err.Error(), "shared1, shared2, baseline") {
+	if _, err := lookup("shared3"); err == nil || !strings.Contains(err.Error(), "shared1, shared2, baseline") {
 		t.Errorf("unknown scenario: %v", err)
 	}
 }

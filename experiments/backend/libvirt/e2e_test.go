@@ -401,7 +401,7 @@ func TestE2EInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	prefix := Prefix(cmd.Process.Pid)
+	prefix := namePrefix(cmd.Process.Pid)
 	deadline := time.Now().Add(2 * time.Minute)
 	for len(running(t, l, prefix)) < 2 {
 		if time.Now().After(deadline) {

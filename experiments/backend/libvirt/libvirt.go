@@ -115,8 +115,8 @@ func (*Backend) Name() string { return "libvirt" }
 // CanIsolate: <cputune> quotas work wherever libvirt runs.
 func (*Backend) CanIsolate() error { return nil }
 
-// Prefix starts the name of every domain a run with this pid makes.
-func Prefix(pid int) string { return fmt.Sprintf("vgpu-probe-run-%d-", pid) }
+// namePrefix starts the name of every domain a run with this pid makes.
+func namePrefix(pid int) string { return fmt.Sprintf("vgpu-probe-run-%d-", pid) }
 
 // DomainName returns the name of the domain whose QEMU has pid, for the
 // agent, which finds domains by name.
@@ -208,7 +208,7 @@ func (b *Backend) Create(ctx context.Context, t backend.Topology, co backend.Loa
 		}
 	}()
 	sweep(l)
-	if e.dir, err = os.MkdirTemp("", Prefix(os.Getpid())+"*"); err != nil {
+	if e.dir, err = os.MkdirTemp("", namePrefix(os.Getpid())+"*"); err != nil {
 		return nil, err
 	}
 	// QEMU runs as its own user and creates the sockets here.
@@ -217,7 +217,7 @@ func (b *Backend) Create(ctx context.Context, t backend.Topology, co backend.Loa
 	}
 	b.mu.Lock()
 	b.seq++
-	base := fmt.Sprintf("%s%d-", Prefix(os.Getpid()), b.seq)
+	base := fmt.Sprintf("%s%d-", namePrefix(os.Getpid()), b.seq)
 	b.mu.Unlock()
 	if e.runner, err = e.boot(ctx, img, base+vmimages.RoleGPURunner, t.Runner, t.Period, job.Job{Kind: job.Serve}, true); err != nil {
 		return nil, err

@@ -44,7 +44,7 @@ func lastCPU(t *testing.T) []int {
 // ours lists the running domains this process made.
 func ours(t *testing.T, l *lv.Libvirt) []string {
 	t.Helper()
-	return running(t, l, Prefix(os.Getpid()))
+	return running(t, l, namePrefix(os.Getpid()))
 }
 
 // running lists the running domains named prefix*.
@@ -69,7 +69,7 @@ func checkClean(t *testing.T, l *lv.Libvirt) {
 	if n := ours(t, l); len(n) > 0 {
 		t.Errorf("domains left behind: %v", n)
 	}
-	if d, _ := filepath.Glob(filepath.Join(os.TempDir(), Prefix(os.Getpid())+"*")); len(d) > 0 {
+	if d, _ := filepath.Glob(filepath.Join(os.TempDir(), namePrefix(os.Getpid())+"*")); len(d) > 0 {
 		t.Errorf("files left behind: %v", d)
 	}
 }

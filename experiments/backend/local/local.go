@@ -106,7 +106,7 @@ func (b Backend) Create(ctx context.Context, t backend.Topology, co backend.Load
 		if err := CanIsolate(); err != nil {
 			return nil, err
 		}
-		sweepOnce.Do(func() { SweepStale() })
+		sweepOnce.Do(func() { sweepStale() })
 		quota := time.Duration(math.Round(float64(t.Period) * vm.QuotaCPUs))
 		g, err := cgroup.Create(CgroupPrefix()+vm.Name, quota, t.Period)
 		if err != nil {
@@ -309,12 +309,12 @@ func (Backend) CanIsolate() error { return CanIsolate() }
 
 var _ backend.IsolationChecker = Backend{}
 
-// SweepStale removes the cgroups that a run killed without a chance to
+// sweepStale removes the cgroups that a run killed without a chance to
 // clean up (SIGKILL, a crash) left behind: vgpu-probe-run-PID-* whose PID
 // is no longer running. Their processes died with that run (they are
 // killed with their parent), so any member left is a stray and is killed.
 // It returns what it removed.
-func SweepStale() []string {
+func sweepStale() []string {
 	var removed []string
 	dir := cgroupParent()
 	ents, err := os.ReadDir(dir)

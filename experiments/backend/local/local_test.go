@@ -259,7 +259,7 @@ func TestSweepStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Remove()
-	removed := SweepStale()
+	removed := sweepStale()
 	if len(removed) != 1 || removed[0] != stale.Path {
 		t.Errorf("swept %v, want only %s", removed, stale.Path)
 	}
