@@ -101,7 +101,7 @@ func (a *AdviseConfig) settings() (alone, contended string) {
 func (a *AdviseConfig) config() (*Config, error) {
 	switch {
 	case len(a.Command) == 0 || a.Command[0] == "":
-		return nil, errors.New("no command: vgpu-probe advise [flags] -- CMD ARGS...")
+		return nil, errors.New("no command: give it after --, as in vgpu-probe advise [flags] -- CMD ARGS")
 	case a.MaxReps < 1 || a.MinReps < 1:
 		return nil, errors.New("--min-reps and --max-reps must be positive")
 	case a.MaxTime <= 0:

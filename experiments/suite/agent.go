@@ -60,7 +60,7 @@ func (a *Agent) check(programs []Program) error {
 		return nil
 	}
 	if a.Mitigation == nil {
-		return errors.New("--mitigate-arms: which arms keep the slice of --mitigate: add --mitigate slice=...")
+		return errors.New("--mitigate-arms: which arms keep the slice of --mitigate: add --mitigate slice=DURATION")
 	}
 	if len(a.MitigatedArms) == 0 {
 		return errors.New("--mitigate-arms: name the arms that keep the slice")
