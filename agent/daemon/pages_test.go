@@ -244,10 +244,14 @@ func (q *qemuPage) try() bool {
 	return ok
 }
 
+// find waits up to 10 s for QEMU to map the page: it may still be setting
+// up its devices when its threads are there (a loaded CI machine saw it).
 func (q *qemuPage) find() {
 	q.t.Helper()
-	if !q.try() {
-		q.t.Fatalf("QEMU %d maps no %s", q.pid, q.path)
+	for end := time.Now().Add(10 * time.Second); !q.try(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			q.t.Fatalf("QEMU %d maps no %s", q.pid, q.path)
+		}
 	}
 }
 
