@@ -7,7 +7,7 @@ import (
 )
 
 // Arm is how a thread's waits go during one epoch (the C library's default
-// mode; ArmChooser chooses).
+// mode; armChooser chooses).
 type Arm int
 
 const (
@@ -42,7 +42,7 @@ func (a Arm) String() string {
 	return "model"
 }
 
-// Epoch is the answer to a thread's report: its next epochs, which the
+// epochPlan is the answer to a thread's report: its next epochs, which the
 // caller runs back to back and reports together when the last one ends.
 // A report crosses from C into Go, which wakes the Go runtime's threads on
 // the program's CPU; on a contended CPU they wait behind the co-runner, so
@@ -50,9 +50,9 @@ func (a Arm) String() string {
 // much to pay per epoch (docs/BENCHMARKS.md, "What the library's parts
 // cost"). So an exploration's four epochs are one
 // report, and so is the run of epochs of the arm it chose.
-type Epoch struct {
+type epochPlan struct {
 	// Arms[:N]: the arm of each epoch, in order. Each lasts Len ns.
-	Arms [PlanMax]Arm
+	Arms [planMax]Arm
 	N    int
 	Len  int64
 	// MinWaits: an epoch that has made fewer waits when its time is up
@@ -62,22 +62,24 @@ type Epoch struct {
 	MaxLen   int64
 	// Quiet: while the thread's CPU is free, the caller may skip its
 	// reports for up to this many ns as long as the thread's run delay
-	// (schedstat) grows by under 1% of the time, or by under QuietPerRun
-	// per scheduling-in: a looser form of SchedSignal's rule (2% and
-	// sharedDelayPerRun), so that whatever it would call contention
-	// reaches it. 0: report at the end of the last epoch.
+	// (schedstat) grows by under QuietFrac of the time, or by under
+	// QuietPerRun per scheduling-in (0: that test is off): a looser form
+	// of SchedSignal's rule (sharedDelayFrac and sharedDelayPerRun), so
+	// that whatever it would call contention reaches it. 0: report at the
+	// end of the last epoch.
 	Quiet, QuietPerRun int64
+	QuietFrac          float64
 }
 
-// PlanMax is the most epochs one answer plans.
-const PlanMax = 4
+// planMax is the most epochs one answer plans.
+const planMax = 4
 
 // EpochDone is what the caller measured of one epoch it ran.
 type EpochDone struct {
 	Waits     uint64 // waits made in it, complete or not
 	Wall, CPU int64  // its length, and the thread's CPU time in it (ns)
 	// Blockable: how long its waits lasted beyond the least that
-	// blocking in one costs (10 µs, libhybridsync/lib/wait.c), summed:
+	// blocking in one costs (Plan.BlockCost), summed:
 	// the most that blocking in them could give back (ns).
 	Blockable int64
 	// EventWaits: of Waits, those on an event (the only waits the policy
@@ -85,7 +87,7 @@ type EpochDone struct {
 	EventWaits uint64
 }
 
-// ArmChooser picks, per thread, the arm that takes its waits, and checks
+// armChooser picks, per thread, the arm that takes its waits, and checks
 // the choice against what it costs, so that a wrong model cannot keep
 // losing.
 //
@@ -112,7 +114,7 @@ type EpochDone struct {
 // to maxExploit), keeping the worse arm's share of the time under 1%
 // (2*gap/(4+exploitPerGap*gap)). Within tieGap the arm with less CPU per
 // wait wins. The contention verdict is taken at each report: after an
-// exploration, and after the chosen arm's run (Epoch).
+// exploration, and after the chosen arm's run (epochPlan).
 //
 // A wrong choice of the policy arm can cost more than a program ever
 // loses to CUDA's default (where blocking is much slower), and one
@@ -136,9 +138,9 @@ type EpochDone struct {
 // the explorations against the device arm too.
 //
 // The zero value is not usable; Syncers make theirs.
-type ArmChooser struct {
+type armChooser struct {
 	cont    ContentionSource
-	quiet   int64                            // Epoch.Quiet in the free regime
+	quiet   int64                            // epochPlan.Quiet in the free regime
 	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
 	mitig   MitigationSource                 // nil: no thread is known to be mitigated
 	team    TeamSource                       // nil: no thread is known to have a team
@@ -171,7 +173,7 @@ const (
 	epochLen   = 50_000_000
 	exploreLen = 25_000_000
 	// minEpochWaits: an exploring epoch with fewer waits is extended,
-	// up to maxEpoch (Epoch.MinWaits).
+	// up to maxEpoch (epochPlan.MinWaits).
 	minEpochWaits = 8
 	maxEpoch      = 500_000_000
 	// exitCheck: epochs of the chosen arm per report while the CPU looks
@@ -200,7 +202,7 @@ const (
 	// into Go, which wakes the Go runtime's threads on the program's CPU
 	// (libhybridsync/lib/wait.c), so not every few ms; and while the
 	// thread's run delay stays flat the C side checks it alone
-	// (Epoch.Quiet), calling Go at least every freeQuiet, since a report
+	// (epochPlan.Quiet), calling Go at least every freeQuiet, since a report
 	// every freeReport cost a program measurably even on a free CPU
 	// (docs/tried.md: "Reports into Go every 20 ms on a free CPU"). freeQuiet bounds how
 	// late contention that shows only in steal time (a VM's) is noticed.
@@ -275,7 +277,7 @@ type armThread struct {
 	// policyWon: the last exploration, on its own, favoured the policy.
 	policyWon bool
 	// teamUntil: the thread runs the device arm until then, a team of
-	// other threads having been seen spinning (ArmChooser.teamed);
+	// other threads having been seen spinning (armChooser.teamed);
 	// teamRuns: its runs since the team was first seen.
 	teamUntil int64
 	teamRuns  int
@@ -289,8 +291,8 @@ type armThread struct {
 	blockableNs, wallNs float64
 }
 
-func newArmChooser(cont ContentionSource) *ArmChooser {
-	o := &ArmChooser{cont: cont}
+func newArmChooser(cont ContentionSource) *armChooser {
+	o := &armChooser{cont: cont}
 	// Only a verdict drawn from the thread's run delay can be checked
 	// without Go (the hint page's and a fixed one cannot).
 	if _, ok := cont.(*SchedSignal); ok {
@@ -305,13 +307,13 @@ func newArmChooser(cont ContentionSource) *ArmChooser {
 // Report takes what thread tid measured of the epochs it was last told to
 // run (done, in order; its first report has none), at now, and returns
 // its next epochs.
-func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
+func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
 	t := o.threads.get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started {
 		t.started, t.policy = true, ArmPolicy
-		return o.run(t, Epoch{Len: samplePeriod}, ArmModel)
+		return o.run(t, epochPlan{Len: samplePeriod}, ArmModel)
 	}
 	t.track(o.cont.Contention(tid, now), now)
 	o.record(t, done)
@@ -346,7 +348,7 @@ func (o *ArmChooser) Report(tid int, done []EpochDone, now int64) Epoch {
 // (with a report every 0.4 s, the stand-in team of teamScan ran 11.7 ms
 // per step with the library, median of five runs, 4.0 ms under CUDA's
 // default in the same rounds).
-func (o *ArmChooser) teamed(t *armThread) Epoch {
+func (o *armChooser) teamed(t *armThread) epochPlan {
 	t.left = 0
 	o.teamX.Add(1)
 	n := min(o.span(epochLen)*minExploit<<min(t.teamRuns, 10), teamMaxRun)
@@ -354,11 +356,11 @@ func (o *ArmChooser) teamed(t *armThread) Epoch {
 		n = o.span(epochLen) * exitCheck
 	}
 	t.teamRuns++
-	return o.run(t, Epoch{Len: n}, ArmDevice)
+	return o.run(t, epochPlan{Len: n}, ArmDevice)
 }
 
 // mitigated: the hint page says the agent gave thread tid a short slice.
-func (o *ArmChooser) mitigated(tid int) bool {
+func (o *armChooser) mitigated(tid int) bool {
 	if o.mitig == nil {
 		return false
 	}
@@ -388,7 +390,7 @@ func (t *armThread) track(c Contention, now int64) {
 
 // record counts the epochs done, adds an exploration's to its sums, and
 // decides when it is complete.
-func (o *ArmChooser) record(t *armThread, done []EpochDone) {
+func (o *armChooser) record(t *armThread, done []EpochDone) {
 	for i, d := range done[:min(len(done), len(t.plan))] {
 		a := t.plan[i]
 		o.epochs[a].Add(1)
@@ -415,7 +417,7 @@ func (o *ArmChooser) record(t *armThread, done []EpochDone) {
 }
 
 // run sets e's arms and t's plan to arms.
-func (o *ArmChooser) run(t *armThread, e Epoch, arms ...Arm) Epoch {
+func (o *armChooser) run(t *armThread, e epochPlan, arms ...Arm) epochPlan {
 	e.N = copy(e.Arms[:], arms)
 	t.plan = append(t.plan[:0], arms...)
 	return e
@@ -430,8 +432,8 @@ func (o *ArmChooser) run(t *armThread, e Epoch, arms ...Arm) Epoch {
 // in one process").
 // The share is measured in either arm, so a thread whose waits grow long
 // returns to the model at its next report.
-func (o *ArmChooser) free(t *armThread) Epoch {
-	e := Epoch{Len: freeReport, Quiet: o.quiet}
+func (o *armChooser) free(t *armThread) epochPlan {
+	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: sharedDelayFrac / 2}
 	// A throttle is contention whatever the delay per run (a thread that
 	// sleeps often spreads one refill's wait over many wake-ups), so
 	// under a quota only the fraction counts.
@@ -451,13 +453,13 @@ func (o *ArmChooser) free(t *armThread) Epoch {
 // exploit: the chosen arm for its remaining epochs, as one; while the
 // CPU looks free again, for at most exitCheck of them, so that the regime
 // can end on time.
-func (o *ArmChooser) exploit(t *armThread) Epoch {
+func (o *armChooser) exploit(t *armThread) epochPlan {
 	k := t.left
 	if t.freeSince != 0 {
 		k = min(k, exitCheck)
 	}
 	t.left -= k
-	return o.run(t, Epoch{Len: o.span(epochLen) * int64(k)}, t.best)
+	return o.run(t, epochPlan{Len: o.span(epochLen) * int64(k)}, t.best)
 }
 
 // begin starts an exploration: four epochs, ABBA or BAAB in turn (the
@@ -466,7 +468,7 @@ func (o *ArmChooser) exploit(t *armThread) Epoch {
 // that waits on events, of the policy's two ways (ArmPolicy,
 // ArmBlocking); mitigated: the thread has the agent's short slice, which
 // the decision at its end weighs.
-func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
+func (o *armChooser) begin(t *armThread, mitigated bool) epochPlan {
 	o.explorations.Add(1)
 	if mitigated {
 		o.mitigatedX.Add(1)
@@ -482,7 +484,7 @@ func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 	for i, x := range explore {
 		a[i] = t.pair[x^t.order]
 	}
-	return o.run(t, Epoch{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch}, a[:]...)
+	return o.run(t, epochPlan{Len: o.span(exploreLen), MinWaits: minEpochWaits, MaxLen: maxEpoch}, a[:]...)
 }
 
 // span is d rounded to whole periods of the process's CPU quota, if it
@@ -492,7 +494,7 @@ func (o *ArmChooser) begin(t *armThread, mitigated bool) Epoch {
 // up to 20% per epoch, which no order of the arms averages out. Whole
 // periods hold the same quota each. The nearest, not the next: an
 // exploring epoch of the worse arm costs its length (20 ms, not 40).
-func (o *ArmChooser) span(d int64) int64 {
+func (o *armChooser) span(d int64) int64 {
 	if p := o.period(); p > 0 {
 		return max((d+p/2)/p, 1) * p
 	}
@@ -500,7 +502,7 @@ func (o *ArmChooser) span(d int64) int64 {
 }
 
 // period is the process's CPU quota period (ns), 0 without one.
-func (o *ArmChooser) period() int64 {
+func (o *armChooser) period() int64 {
 	if o.quota == nil {
 		return 0
 	}
@@ -511,7 +513,7 @@ func (o *ArmChooser) period() int64 {
 // arm and how long to keep it. mitigated: blocking wakes at once (the
 // agent's short slice), so the arm that blocks more wins ties and the
 // policy needs no confirmation.
-func (o *ArmChooser) decide(t *armThread, mitigated bool) {
+func (o *armChooser) decide(t *armThread, mitigated bool) {
 	var rate, cpuPer [arms]float64 // this exploration's alone
 	for _, a := range t.pair {
 		if t.wall[a] <= 0 || t.waits[a] <= 0 {
@@ -559,7 +561,7 @@ func (o *ArmChooser) decide(t *armThread, mitigated bool) {
 
 // keep makes best the thread's arm for a run that grows with the gap it
 // won by and doubles with the streak.
-func (o *ArmChooser) keep(t *armThread, best Arm, gap float64) {
+func (o *armChooser) keep(t *armThread, best Arm, gap float64) {
 	t.left = min(max(int(gap*exploitPerGap), minExploit)<<t.streak, maxExploit)
 	t.best, t.decided = best, true
 	o.chosen[best].Add(1)
@@ -592,7 +594,7 @@ func better(pair [2]Arm, rate, cpuPer [arms]float64, mitigated bool, tie float64
 	return b, gap
 }
 
-// ArmStats is what ArmChooser did, for the stats file.
+// ArmStats is what armChooser did, for the stats file.
 type ArmStats struct {
 	// Epochs and Seconds spent in each arm ("model", "device", "policy",
 	// "blocking");
@@ -623,7 +625,7 @@ type ArmStats struct {
 	// that blocking could have given back (EpochDone.Blockable).
 	BlockableShare float64 `json:"blockable_share"`
 	// QuietChecks: reports skipped because the thread's CPU stayed free
-	// (Epoch.Quiet); counted by the caller, which sets it.
+	// (epochPlan.Quiet); counted by the caller, which sets it.
 	QuietChecks uint64 `json:"quiet_checks"`
 	// Reports made into Go, and the wall time their callers spent in
 	// them (total and longest); counted by the caller, which sets them.
@@ -638,7 +640,7 @@ type ArmStats struct {
 }
 
 // Stats returns the totals so far (epochs still running are not counted).
-func (o *ArmChooser) Stats() ArmStats {
+func (o *armChooser) Stats() ArmStats {
 	st := ArmStats{Epochs: map[string]uint64{}, Seconds: map[string]float64{}, Chosen: map[string]uint64{},
 		Explorations: o.explorations.Load(), Settled: o.settled.Load(), Deferred: o.deferred.Load(),
 		Mitigated: o.mitigatedX.Load(), Team: o.teamX.Load(), Rates: map[string]float64{}}

@@ -18,7 +18,7 @@ func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.L
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
 // it runs the plans o gives as the C library does (wait.c).
 type world struct {
-	o         *ArmChooser
+	o         *armChooser
 	rate, cpu [arms]float64
 	waitShare float64 // of each epoch's wall time, inside waits
 	events    bool    // its waits are on events
@@ -27,7 +27,7 @@ type world struct {
 	now       int64
 	waits     float64 // completed, total
 	byArm     [arms]float64
-	e         Epoch
+	e         epochPlan
 	reports   int
 }
 
@@ -113,7 +113,7 @@ func TestArmChooserFreeShortWaitsOnDevice(t *testing.T) {
 }
 
 // TestArmChooserQuietOnlyFromRunDelay: a free thread may skip its reports
-// (Epoch.Quiet) only where the verdict comes from its run delay, which the
+// (epochPlan.Quiet) only where the verdict comes from its run delay, which the
 // caller can check without Go; never once contended.
 func TestArmChooserQuietOnlyFromRunDelay(t *testing.T) {
 	sw := &switchable{}
@@ -171,10 +171,10 @@ func done(n uint64) []EpochDone {
 
 // plans runs o's plans from a thread's first report, each epoch lasting
 // its Len with waits[arm] waits, and returns the first n.
-func plans(o *ArmChooser, waits [arms]uint64, n int) []Epoch {
+func plans(o *armChooser, waits [arms]uint64, n int) []epochPlan {
 	now := int64(1e9)
 	e := o.Report(1, nil, now)
-	got := []Epoch{e}
+	got := []epochPlan{e}
 	for len(got) < n {
 		var d []EpochDone
 		for _, a := range e.Arms[:e.N] {
@@ -209,7 +209,7 @@ func TestArmChooserEpochsFitQuota(t *testing.T) {
 
 // TestArmChooserOneReportPerPlan: on a contended CPU a thread reports once
 // per exploration and once per run of the chosen arm, not per epoch
-// (Epoch says why), and only exploring epochs wait for enough waits to
+// (epochPlan says why), and only exploring epochs wait for enough waits to
 // give a rate.
 func TestArmChooserOneReportPerPlan(t *testing.T) {
 	w := newWorld(FixedContention(ContentionShared), 9)

@@ -306,6 +306,14 @@ func (h *HintSource) Contention(tid int, now int64) Contention {
 	return ContentionUnknown
 }
 
+// observeRunDelay hands a caller's reading of the thread's run delay to
+// the fallback contention source, where that takes one.
+func (h *HintSource) observeRunDelay(tid int, now int64, rd RunDelay) {
+	if o, ok := h.cont.(runDelayObserver); ok {
+		o.observeRunDelay(tid, now, rd)
+	}
+}
+
 // Team implements TeamSource from the fallback contention source, where
 // that can tell (a SchedSignal): the page knows the thread's CPU only.
 func (h *HintSource) Team(tid int, now int64) (team, known bool) {

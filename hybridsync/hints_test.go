@@ -68,7 +68,7 @@ func TestHintSourceThreadPage(t *testing.T) {
 
 // TestHintSourceMitigation: the page's mitigation slice for the calling
 // thread; none where the slot says 0, where it is stale, where there is
-// no slot; and ArmChooser finds it through the source it is given.
+// no slot; and armChooser finds it through the source it is given.
 func TestHintSourceMitigation(t *testing.T) {
 	w, path := newHintPage(t, 2, 0)
 	now := Now()
@@ -93,7 +93,7 @@ func TestHintSourceMitigation(t *testing.T) {
 		t.Error("stale slot: mitigated")
 	}
 	if newArmChooser(h).mitig == nil {
-		t.Error("ArmChooser does not see the hint source's mitigation")
+		t.Error("armChooser does not see the hint source's mitigation")
 	}
 }
 

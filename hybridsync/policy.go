@@ -116,7 +116,7 @@ func (paper) wait(c *call) error {
 // blocked waiter's wake-up preempts the co-runner at once) makes blocking
 // the better bet under contention; this policy needs no reading of it,
 // since on a shared CPU it blocks at once already. The mitigation prices
-// blocking where a choice is left: the ArmChooser's, between this policy
+// blocking where a choice is left: the armChooser's, between this policy
 // and the device's own wait.
 type hybrid struct{}
 

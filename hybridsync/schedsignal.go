@@ -120,6 +120,23 @@ func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
 	if !ok {
 		return
 	}
+	g.sampleWith(t, now, delay, runs)
+}
+
+// observeRunDelay takes the run delay thread tid's caller read at now, in
+// place of a reading of its own, when a sample is due (Contention's rule):
+// one reading of the thread's schedstat per decision.
+func (g *SchedSignal) observeRunDelay(tid int, now int64, rd RunDelay) {
+	t := g.thread(tid)
+	if now-t.last.Load() >= samplePeriod && t.busy.CompareAndSwap(false, true) {
+		g.sampleWith(t, now, rd.Delay, rd.Runs)
+		t.busy.Store(false)
+	}
+}
+
+// sampleWith folds the thread's schedstat (delay, runs) at now, and the
+// cgroups' throttled time, into its verdicts.
+func (g *SchedSignal) sampleWith(t *threadSched, now, delay, runs int64) {
 	thr := g.cg.throttled(now)
 	if prev := t.last.Load(); prev > 1 {
 		judge(t, now, schedWindow{dt: now - prev, delay: delay - t.delay.Load(), runs: runs - t.runs.Load(),

@@ -49,7 +49,7 @@ type Syncer struct {
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
-	chooser   *ArmChooser
+	chooser   *armChooser
 }
 
 // New returns a Syncer for cfg.
@@ -79,13 +79,6 @@ func New(cfg Config) *Syncer {
 
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }
-
-// Epoch reports the epochs thread tid ran to the ArmChooser and
-// returns its next ones; see ArmChooser.Report. The C library calls it from
-// its own wait path in the default mode.
-func (s *Syncer) Epoch(tid int, done []EpochDone, now int64) Epoch {
-	return s.chooser.Report(tid, done, now)
-}
 
 // Dict returns the timing dictionary.
 func (s *Syncer) Dict() *Dict { return s.dict }

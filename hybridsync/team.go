@@ -30,7 +30,7 @@ import (
 // library, which blocked its event waits (docs/tried.md, "Blocking beside a
 // spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's
 // waits spinning, so neither of CUDA's modes does that to such a program.
-// ArmChooser cannot see it by comparing epochs either: the team's phase
+// armChooser cannot see it by comparing epochs either: the team's phase
 // outlives the epoch that changed it, so the device arm is scored in the
 // state the blocking arm left, and a single exploration can put a team
 // that was in step out of step for the rest of the run.
@@ -48,7 +48,7 @@ import (
 // for its work, in short runs between sleeps, and is woken on demand,
 // which takes its co-runner's CPU at once: it does not count; nor does a
 // thread on the waiter's own CPU, which gains from the waiter's blocks. A scan reads two files per thread:
-// ArmChooser asks only at its reports on a contended CPU, at most a few a
+// armChooser asks only at its reports on a contended CPU, at most a few a
 // second.
 //
 // The zero value is ready to use.

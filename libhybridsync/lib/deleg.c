@@ -6,11 +6,12 @@
 struct fast hs_fast[HS_FAST_SLOTS];
 atomic_ulong hs_fast_lost;
 atomic_int hs_delegating;
-_Atomic int64_t hs_short_ns;
+_Atomic int64_t hs_short_ns, hs_done_at_start_ns;
 
-void hs_delegate_mode(int on, int64_t short_wait_ns)
+void hs_delegate_mode(int on, int64_t short_ns, int64_t done_at_start_ns)
 {
-	atomic_store(&hs_short_ns, short_wait_ns);
+	atomic_store(&hs_short_ns, short_ns);
+	atomic_store(&hs_done_at_start_ns, done_at_start_ns);
 	atomic_store(&hs_delegating, on);
 }
 

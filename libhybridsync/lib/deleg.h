@@ -51,7 +51,10 @@ struct fast {
 extern struct fast hs_fast[HS_FAST_SLOTS];
 extern atomic_ulong hs_fast_lost;
 extern atomic_int hs_delegating;     /* the default mode is configured */
-extern _Atomic int64_t hs_short_ns; /* a delegated wait ending later than this after its launch is long */
+/* hybridsync.Delegation: a delegated wait ending later than short_ns after
+ * its launch is long, unless it returned within done_at_start_ns of its
+ * start (it found the work all but complete: its time says nothing). */
+extern _Atomic int64_t hs_short_ns, hs_done_at_start_ns;
 
 /* hs_fast_slot finds (or, with create, claims) the kernel's slot; NULL
  * when its probe window is full, which only loses counts. */
@@ -90,13 +93,6 @@ static inline struct fast *hs_delegated(uint64_t kernel)
 	return f && atomic_load_explicit(&f->on, memory_order_relaxed) ? f : NULL;
 }
 
-/* HS_DONE_AT_START_NS: a CUDA wait that returned within this of its start
- * found the work (all but) complete. Delegated waits skip the query that
- * used to tell (it is a driver call; the runtime's own wait follows
- * anyway), so such a wait says nothing about the kernel's timing: an event
- * recorded long before its wait would otherwise end the delegation. */
-#define HS_DONE_AT_START_NS 2000
-
 /* hs_delegated_check ends the delegation of w's kernel when its wait,
  * which started at start and returned at end, completed later after the
  * launch than a short wait does. */
@@ -104,17 +100,17 @@ static inline void hs_delegated_check(struct fast *f, const struct hs_wait *w, i
 {
 	if (f == NULL || w->launched <= 0)
 		return;
-	if (end - start > HS_DONE_AT_START_NS &&
+	if (end - start > atomic_load_explicit(&hs_done_at_start_ns, memory_order_relaxed) &&
 	    end - w->launched > atomic_load_explicit(&hs_short_ns, memory_order_relaxed))
 		atomic_store_explicit(&f->on, 0, memory_order_relaxed);
 }
 
-/* hs_delegate_mode (Go) turns delegation on (the default mode) with the
- * policy's short-wait bound; hs_delegate_set (wait.c) sets one kernel's
+/* hs_delegate_mode (Go) turns delegation and plans on (the default mode)
+ * with Go's bounds (hybridsync.Delegation); hs_delegate_set (wait.c) sets one kernel's
  * delegation as the policy learns whether its waits are short;
  * hs_fast_get reads slot i (1 and its kernel and counts when used);
  * hs_fast_reset clears counts and delegations for a new configuration. */
-void hs_delegate_mode(int on, int64_t short_wait_ns);
+void hs_delegate_mode(int on, int64_t short_ns, int64_t done_at_start_ns);
 void hs_delegate_set(uint64_t kernel, int on);
 int hs_fast_get(int i, uint64_t *kernel, unsigned long *n, unsigned long *deleg);
 void hs_fast_reset(void);

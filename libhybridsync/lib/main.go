@@ -3,15 +3,16 @@
 // files are layered, each calling only the ones below it:
 //
 //	api.c, interpose.c  entry points: the public hs_* API, the LD_PRELOAD hooks
-//	wait.c              the policy core: one wait, and the thread's epochs
+//	wait.c              the wait runner: one wait, and the thread's plan, as Go decided
 //	deleg.c, life.c,    which waits go to CUDA's own; initialisation;
 //	schedstat.c,        the thread's run delay; the C side's stats and
 //	stats.c             the stats file at exit
-//	main.go (here)      Go: configuration, the hybridsync policy, the stats
+//	main.go (here)      Go: configuration, the hybridsync engine's verdicts, the stats
 //	libhybridsync/hscore          the C core: CUDA, its waits, the launch registry
 //
-// The policy core calls the functions exported here, which run the
-// hybridsync primitive over the C core.
+// The wait runner calls the functions exported here, which run the
+// hybridsync engine over the C core: every choice of how a wait goes is
+// hybridsync's (engine.go), and the C side executes it.
 package main
 
 /*
@@ -110,6 +111,7 @@ func configEnv(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 //
 //export hsgo_check_config
 func hsgo_check_config(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+	intoGo.other.Add(1)
 	if err := hybridsync.CheckEnv(configEnv(mode, maxSpinUS, stats, logLevel)); err != nil {
 		setErr(errbuf, errlen, err.Error())
 		return -3
@@ -122,6 +124,7 @@ func hsgo_check_config(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel
 //
 //export hsgo_init
 func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+	intoGo.other.Add(1)
 	cfg, err := hybridsync.ConfigFromEnv(configEnv(mode, maxSpinUS, stats, logLevel))
 	if err != nil {
 		setErr(errbuf, errlen, err.Error())
@@ -139,7 +142,8 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	defer initMu.Unlock()
 	C.hs_fast_reset()
 	s := hybridsync.New(cfg.Config)
-	C.hs_delegate_mode(boolInt(s.Mode() == hybridsync.ModeHybrid), hybridsync.ShortWait)
+	d := s.Delegation()
+	C.hs_delegate_mode(boolInt(d.On), C.int64_t(d.Short), C.int64_t(d.DoneAtStart))
 	current.Store(&lib{s: s, statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	if cfg.Notice != "" {
@@ -163,6 +167,9 @@ func logf(level C.int, format string, args ...any) {
 //
 //export hsgo_sync
 func hsgo_sync(w *C.struct_hs_wait, pending C.int, shortWaits *C.int) C.int {
+	if k := int(w.kind); k >= 0 && k < len(intoGo.waits) {
+		intoGo.waits[k].Add(1)
+	}
 	*shortWaits = -1
 	l := current.Load()
 	if l == nil {
@@ -182,41 +189,44 @@ func hsgo_sync(w *C.struct_hs_wait, pending C.int, shortWaits *C.int) C.int {
 	return C.int(hscore.CodeOf(err))
 }
 
-// The plan's size and the arms' numbers in C (wait.h) and in Go must agree:
-// each term is a constant that does not convert to uint when negative, so
-// a difference either way fails the build.
+// The plan's size and the routes' numbers in C (wait.h) and in Go must
+// agree: each term is a constant that does not convert to uint when
+// negative, so a difference either way fails the build.
 const (
-	_ = uint(len(C.struct_hs_plan{}.arms)-hybridsync.PlanMax) + uint(hybridsync.PlanMax-len(C.struct_hs_plan{}.arms))
-	_ = uint(C.HS_ARM_MODEL-int(hybridsync.ArmModel)) + uint(int(hybridsync.ArmModel)-C.HS_ARM_MODEL)
-	_ = uint(C.HS_ARM_DEVICE-int(hybridsync.ArmDevice)) + uint(int(hybridsync.ArmDevice)-C.HS_ARM_DEVICE)
-	_ = uint(C.HS_ARM_POLICY-int(hybridsync.ArmPolicy)) + uint(int(hybridsync.ArmPolicy)-C.HS_ARM_POLICY)
-	_ = uint(C.HS_ARM_BLOCKING-int(hybridsync.ArmBlocking)) + uint(int(hybridsync.ArmBlocking)-C.HS_ARM_BLOCKING)
+	_ = uint(len(C.struct_hs_plan{}.steps)-len(hybridsync.Plan{}.Steps)) + uint(len(hybridsync.Plan{}.Steps)-len(C.struct_hs_plan{}.steps))
+	_ = uint(C.HS_ROUTE_DEVICE-int(hybridsync.RouteDevice)) + uint(int(hybridsync.RouteDevice)-C.HS_ROUTE_DEVICE)
+	_ = uint(C.HS_ROUTE_MODEL-int(hybridsync.RouteModel)) + uint(int(hybridsync.RouteModel)-C.HS_ROUTE_MODEL)
+	_ = uint(C.HS_ROUTE_POLICY-int(hybridsync.RoutePolicy)) + uint(int(hybridsync.RoutePolicy)-C.HS_ROUTE_POLICY)
+	_ = uint(C.HS_ROUTE_SHADOW-int(hybridsync.RouteShadow)) + uint(int(hybridsync.RouteShadow)-C.HS_ROUTE_SHADOW)
 )
 
 // hsgo_epoch reports the n epochs the calling thread ran (wait.c), at now,
-// and sets its next ones in plan: a struct hs_epoch_done[n] and a struct
-// hs_plan (wait.h), passed untyped because cgo declares exported functions
-// before the preamble's types.
+// with its run delay and schedulings-in as read then (ok 0: none read),
+// and sets its next plan: a struct hs_epoch_done[n] and a struct hs_plan
+// (wait.h), passed untyped because cgo declares exported functions before
+// the preamble's types.
 //
 //export hsgo_epoch
-func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now C.int64_t, planArg unsafe.Pointer) {
+func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok C.int, planArg unsafe.Pointer) {
+	intoGo.reports.Add(1)
 	done, plan := (*C.struct_hs_epoch_done)(doneArg), (*C.struct_hs_plan)(planArg)
-	l := current.Load()
-	if l == nil {
-		// Shut down meanwhile: the waits go to CUDA (wait.c).
-		*plan = C.struct_hs_plan{n: 1, len: 1_000_000_000}
-		return
+	p := hybridsync.DevicePlan() // not configured (shut down meanwhile)
+	if l := current.Load(); l != nil {
+		var d [len(hybridsync.Plan{}.Steps)]hybridsync.EpochDone
+		for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
+			d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable),
+				EventWaits: uint64(x.event_waits)}
+		}
+		p = l.s.Report(unix.Gettid(), d[:min(int(n), len(d))], int64(now),
+			hybridsync.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
 	}
-	var d [hybridsync.PlanMax]hybridsync.EpochDone
-	for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
-		d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable),
-			EventWaits: uint64(x.event_waits)}
-	}
-	e := l.s.Epoch(unix.Gettid(), d[:min(int(n), len(d))], int64(now))
-	*plan = C.struct_hs_plan{n: C.int(e.N), len: C.int64_t(e.Len), max_len: C.int64_t(e.MaxLen),
-		min_waits: C.ulong(e.MinWaits), quiet: C.int64_t(e.Quiet), quiet_per_run: C.int64_t(e.QuietPerRun)}
-	for i := range e.N {
-		plan.arms[i] = C.int(e.Arms[i])
+	*plan = C.struct_hs_plan{n: C.int(p.N), len: C.int64_t(p.Len), extend: C.int64_t(p.Extend), max_len: C.int64_t(p.MaxLen),
+		min_waits: C.ulong(p.MinWaits), quiet: C.int64_t(p.Quiet), quiet_frac: C.double(p.QuietFrac),
+		quiet_per_run: C.int64_t(p.QuietPerRun), block_cost: C.int64_t(p.BlockCost)}
+	for i := range min(p.N, len(p.Steps)) {
+		st := p.Steps[i]
+		plan.steps[i] = C.struct_hs_step{blocking: boolInt(st.Blocking), event: C.int(st.Event), other: C.int(st.Other),
+			event_unswitched: C.int(st.EventUnswitched), other_unswitched: C.int(st.OtherUnswitched)}
 	}
 }
 
@@ -229,6 +239,7 @@ func boolInt(b bool) C.int {
 
 //export hsgo_kernel
 func hsgo_kernel(name *C.char) C.uint64_t {
+	intoGo.other.Add(1)
 	if name == nil || *name == 0 {
 		return 0
 	}
@@ -253,7 +264,8 @@ type statsDoc struct {
 	PID     int  `json:"pid"`
 	Engaged bool `json:"engaged"`
 	hybridsync.Stats
-	OpenMP *openMP `json:"openmp"`
+	OpenMP    *openMP    `json:"openmp"`
+	Crossings *crossings `json:"crossings"`
 }
 
 func statsJSON(l *lib) ([]byte, error) {
@@ -269,7 +281,7 @@ func statsJSON(l *lib) ([]byte, error) {
 		st.Outcomes.EventBlocks = uint64(C.hs_event_blocks(&blockNs))
 		st.Outcomes.EventBlockSeconds = float64(blockNs) / 1e9
 	}
-	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats()})
+	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats(), Crossings: crossingStats()})
 }
 
 // addFast merges the waits the C fast path counted (already complete when
@@ -311,6 +323,7 @@ func addFast(st *hybridsync.Stats) {
 //
 //export hsgo_stats_json
 func hsgo_stats_json(buf *C.char, n C.size_t) C.long {
+	intoGo.other.Add(1)
 	l := current.Load()
 	if l == nil {
 		return -4
@@ -355,6 +368,7 @@ func writeStats(l *lib) error {
 //
 //export hsgo_write_unengaged
 func hsgo_write_unengaged(reason *C.char) {
+	intoGo.other.Add(1)
 	path := cgetenv(hybridsync.EnvStats)
 	if path == "" {
 		return
@@ -370,6 +384,7 @@ func hsgo_write_unengaged(reason *C.char) {
 
 //export hsgo_write_stats
 func hsgo_write_stats() C.int {
+	intoGo.other.Add(1)
 	l := current.Load()
 	if l == nil {
 		return -4
@@ -383,6 +398,7 @@ func hsgo_write_stats() C.int {
 
 //export hsgo_shutdown
 func hsgo_shutdown() C.int {
+	intoGo.other.Add(1)
 	initMu.Lock()
 	l := current.Swap(nil)
 	initMu.Unlock()

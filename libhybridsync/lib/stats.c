@@ -1,6 +1,8 @@
 /* The C side's share of the stats: see stats.h. Calls life.h (the state
  * and the last error) and Go, which writes the file. */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "_cgo_export.h"
 #include "core.h"
@@ -47,6 +49,46 @@ unsigned long hs_reports(int64_t *ns, int64_t *max_ns)
 	*ns = atomic_load(&report_ns);
 	*max_ns = atomic_load(&report_max_ns);
 	return atomic_load(&reports);
+}
+
+__thread struct hs_wait_counts *hs_my_counts __attribute__((tls_model("initial-exec")));
+static _Atomic(struct hs_wait_counts *) counts_list;
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+
+/* A thread that exits leaves its block to the next that claims one. */
+static void counts_release(void *p) { atomic_store(&((struct hs_wait_counts *)p)->free, 1); }
+static void counts_init(void) { pthread_key_create(&counts_key, counts_release); }
+
+struct hs_wait_counts *hs_wait_counts_claim(void)
+{
+	pthread_once(&counts_once, counts_init);
+	struct hs_wait_counts *c = NULL;
+	for (struct hs_wait_counts *p = atomic_load(&counts_list); p && !c; p = p->next) {
+		int one = 1;
+		if (atomic_compare_exchange_strong(&p->free, &one, 0))
+			c = p;
+	}
+	if (c == NULL) {
+		if ((c = calloc(1, sizeof *c)) == NULL)
+			return NULL;
+		c->next = atomic_load(&counts_list);
+		while (!atomic_compare_exchange_weak(&counts_list, &c->next, c))
+			;
+	}
+	pthread_setspecific(counts_key, c);
+	hs_my_counts = c;
+	return c;
+}
+
+unsigned long hs_waits_counted(int kind, int path)
+{
+	if (kind < 0 || kind >= 3 || path < 0 || path >= HS_PATHS)
+		return 0;
+	unsigned long n = 0;
+	for (struct hs_wait_counts *p = atomic_load(&counts_list); p; p = p->next)
+		n += atomic_load_explicit(&p->n[kind][path], memory_order_relaxed);
+	return n;
 }
 
 /* The stats file at exit: only in the process that initialised (a forked

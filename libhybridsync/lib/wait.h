@@ -1,7 +1,7 @@
-/* The policy core (wait.c): one wait, from an entry point to its end.
- * Called by the entry points, api.c and interpose.c; calls down into
- * life.h, deleg.h, schedstat.h, stats.h, the C core (core.h) and Go
- * (hsgo_sync, hsgo_epoch), and never back up. */
+/* The wait runner (wait.c): one wait, from an entry point to its end, as
+ * Go's verdicts say. Called by the entry points, api.c and interpose.c;
+ * calls down into life.h, deleg.h, schedstat.h, stats.h, the C core
+ * (core.h) and Go (hsgo_sync, hsgo_epoch), and never back up. */
 #ifndef HS_WAIT_H
 #define HS_WAIT_H
 #include "core.h"
@@ -35,19 +35,28 @@ struct hs_cuda_wait {
 void hs_wait_begin(struct hs_cuda_wait *c, int kind, void *handle, int flags);
 void hs_wait_end(struct hs_cuda_wait *c);
 
-/* The arms of a thread's epochs in the default mode: hybridsync.Arm's
- * values, which Go hands over as plain ints (hsgo_epoch); main.go fails to
- * compile if the two disagree. */
-enum { HS_ARM_MODEL = 0, HS_ARM_DEVICE = 1, HS_ARM_POLICY = 2, HS_ARM_BLOCKING = 3 };
+/* How a wait goes (hybridsync.Route's values, which Go hands over as plain
+ * ints; main.go fails to compile if the two disagree): the device's own
+ * wait; the model (the device's for an unknown or delegated kernel, else
+ * the policy); the policy (hsgo_sync); a shadow event's blocking wait. */
+enum { HS_ROUTE_DEVICE = 0, HS_ROUTE_MODEL = 1, HS_ROUTE_POLICY = 2, HS_ROUTE_SHADOW = 3 };
 
-/* A thread's epochs in the default mode (hybridsync.Epoch, EpochDone):
- * the plan Go gives, and what each epoch of it measured. */
+/* A thread's plan in the default mode (hybridsync.Plan, Step, EpochDone):
+ * what Go decided, which the epoch runner executes, and what each epoch of
+ * it measured. */
 #define HS_PLAN_MAX 4
+struct hs_step {
+	int blocking; /* the context in blocking-sync mode for the epoch */
+	int event, other, event_unswitched, other_unswitched; /* HS_ROUTE_* */
+};
 struct hs_plan {
-	int n, arms[HS_PLAN_MAX];
-	int64_t len, max_len;
+	int n;
+	struct hs_step steps[HS_PLAN_MAX];
+	int64_t len, extend, max_len;
 	unsigned long min_waits;
-	int64_t quiet, quiet_per_run;
+	int64_t quiet;
+	double quiet_frac;
+	int64_t quiet_per_run, block_cost;
 };
 struct hs_epoch_done {
 	unsigned long waits, event_waits;
