@@ -63,10 +63,12 @@ type epochPlan struct {
 	// Quiet: while the thread's CPU is free, the caller may skip its
 	// reports for up to this many ns as long as the thread's run delay
 	// (schedstat) grows by under QuietFrac of the time, or by under
-	// QuietPerRun per scheduling-in (0: that test is off): a looser form
-	// of SchedSignal's rule (sharedDelayFrac and sharedDelayPerRun), so
-	// that whatever it would call contention reaches it. 0: report at the
-	// end of the last epoch.
+	// QuietPerRun per scheduling-in (0: that test is off): SchedSignal's
+	// own rule (schedWindow.shared's thresholds), so a window the caller
+	// lets pass is one the signal would call free, and every report it
+	// makes is one the signal may judge otherwise. Throttling and steal,
+	// which only the signal reads, wait for the report at the latest
+	// freeQuiet on. 0: report at the end of the last epoch.
 	Quiet, QuietPerRun int64
 	QuietFrac          float64
 }
@@ -433,12 +435,12 @@ func (o *armChooser) run(t *armThread, e epochPlan, arms ...Arm) epochPlan {
 // The share is measured in either arm, so a thread whose waits grow long
 // returns to the model at its next report.
 func (o *armChooser) free(t *armThread) epochPlan {
-	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: sharedDelayFrac / 2}
+	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: sharedDelayFrac}
 	// A throttle is contention whatever the delay per run (a thread that
 	// sleeps often spreads one refill's wait over many wake-ups), so
 	// under a quota only the fraction counts.
 	if o.quiet > 0 && o.period() == 0 {
-		e.QuietPerRun = sharedDelayPerRun / 2
+		e.QuietPerRun = sharedDelayPerRun
 	}
 	arm := ArmModel
 	if t.shortWaits() {

@@ -132,8 +132,11 @@ func TestArmChooserQuietOnlyFromRunDelay(t *testing.T) {
 		if e.Quiet != tc.want || e.Arms[0] != ArmModel {
 			t.Errorf("%s, free: %+v, want the model arm and quiet %d", tc.name, e, tc.want)
 		}
-		if want := min(tc.want, sharedDelayPerRun/2); e.QuietPerRun != want {
+		if want := min(tc.want, sharedDelayPerRun); e.QuietPerRun != want {
 			t.Errorf("%s, free, no quota: quiet below %d ns of run delay per run, want %d", tc.name, e.QuietPerRun, want)
+		}
+		if want := sharedDelayFrac; tc.want > 0 && e.QuietFrac != want {
+			t.Errorf("%s, free: quiet below %g of the time in run delay, want SchedSignal's %g", tc.name, e.QuietFrac, want)
 		}
 	}
 	// Under a quota, a throttle spread over many wake-ups must reach Go.
