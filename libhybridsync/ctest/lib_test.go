@@ -706,7 +706,7 @@ func TestPreloadChecksOutcomes(t *testing.T) {
 		t.Fatalf("sharing CPU %d with a busy loop: outcomes %+v; want explorations and epochs of both arms", cpu, o)
 	}
 	// An exploration's epochs, and the run of the arm it chose, are
-	// reported into Go together (hybridsync.Epoch): fewer reports than
+	// reported into Go together (hybridsync.Plan): fewer reports than
 	// epochs once one exploration is done.
 	if epochs := o.Epochs["model"] + o.Epochs["device"] + o.Epochs["policy"] + o.Epochs["blocking"]; o.Reports == 0 || o.Reports >= epochs {
 		t.Errorf("%d reports for %d epochs; want one per plan of epochs", o.Reports, epochs)

@@ -1,8 +1,8 @@
 /* The public C API (include/hybridsync.h): the hs_* entry points, and
  * nothing else. Each checks its arguments and the process state, then
- * makes one call down: a wait into the policy core (wait.h), the rest into
+ * makes one call down: a wait into the wait runner (wait.h), the rest into
  * the library's life (life.h), the launch registry (core.h) or Go. The
- * layers below, in order: wait.c (policy core, with the epoch engine);
+ * layers below, in order: wait.c (the wait runner, with the thread's plan);
  * deleg.c, schedstat.c, stats.c and life.c; Go (main.go, the hybridsync
  * policy); the C core (libhybridsync/hscore: CUDA, the launch registry). */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The delegation table: see deleg.h. Written by the policy core (counts,
+/* The delegation table: see deleg.h. Written by the wait runner (counts,
  * an ended delegation) and by Go (the mode, a kernel's delegation); read
  * by both. Calls nothing. */
 #include "deleg.h"

@@ -1,6 +1,6 @@
 /* The delegation table (deleg.c): per kernel, whether its waits are left
  * to the device (CUDA's own synchronize), and the counts of waits that
- * never reached the Go policy. A leaf: it calls nothing. The policy core
+ * never reached the Go policy. A leaf: it calls nothing. The wait runner
  * (wait.c) reads it on every wait, so the lookups are inline here, and
  * records the policy's verdicts that hsgo_sync returns; Go (hsgo_init, the
  * stats) sets and reads it through deleg.c. */
@@ -22,24 +22,23 @@
  * Nor do short waits, in the default mode: once the policy has learned
  * that a kernel's waits are short (hs_delegate_set, from Go), they go to
  * CUDA's own synchronize, with the context's own schedule, as if the
- * library were not there. The policy core times them (to the wait's return
+ * library were not there. The wait runner times them (to the wait's return
  * from the kernel's launch, or its event's record, or for a stream wait
  * the wait's start: see core.c): one that ends later than the policy's
  * short-wait bound ends the delegation, and that kernel's next waits go
  * through the policy again, which learns its new timing. On real PyTorch
  * and launch-bound programs a policy that spun for such waits itself cost
  * a launch-bound loop a large share of its CPU, and under a co-runner
- * blocking for them lost to CUDA's default (docs/BENCHMARKS.md, "What we
- * tried that did not work, and why": "Every wait through the Go
- * policy").
+ * blocking for them lost to CUDA's default (docs/tried.md: "Every wait
+ * through the Go policy").
  *
- * Calls into Go are kept off the per-wait path for a second reason: every
- * call from a C thread into Go wakes the Go runtime's monitor thread,
- * which then takes the call's P back and wakes another thread to hand it
- * to: 5-10 context switches per call, on the program's own CPU when it is
- * pinned (stepbench on the stand-in, one CPU: 5900 context switches a
- * second with a call per 16 waits). A wait with no known kernel goes to
- * CUDA too. */
+ * Calls into Go are kept off these waits for a second reason: a call from
+ * a C thread into Go wakes the Go runtime's threads, the more the longer
+ * the thread ran in C since its last call (up to 5 context switches and
+ * 20-30 µs a call after 1 ms in C: libhybridsync/crossing's benchmarks),
+ * on the program's own CPU when it is pinned. So Go's verdict on a
+ * kernel's waits is kept here, and read with no call. A wait with no known
+ * kernel goes to CUDA too (hybridsync.RouteModel). */
 struct fast {
 	_Atomic uint64_t id; /* kernel id + 1, so that kernel 0 has a slot */
 	atomic_ulong n;      /* already complete */

@@ -21,7 +21,7 @@
  * program that links libhybridsync.a links it explicitly, and these CUDA
  * names would collide with libcudart_static's.
  *
- * An entry point, as api.c is: a hook calls down into the policy core
+ * An entry point, as api.c is: a hook calls down into the wait runner
  * (wait.h) for a wait, and into the C core (core.h: the launch registry,
  * the real functions) for the rest; nothing below calls back into it. */
 #define _GNU_SOURCE

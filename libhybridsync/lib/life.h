@@ -1,6 +1,6 @@
 /* The library's life (life.c): initialisation, from hs_init or on first
  * use, shutdown, and the last error. Called by the public API (api.c), the
- * policy core (wait.c, on every wait: hs_lib_ready is inline) and the stats
+ * wait runner (wait.c, on every wait: hs_lib_ready is inline) and the stats
  * at exit (stats.c); calls down into the C core (loading CUDA) and Go
  * (hsgo_init, hsgo_shutdown). */
 #ifndef HS_LIFE_H

@@ -1,4 +1,4 @@
-/* The calling thread's run delay and CPU time, for the epoch engine
+/* The calling thread's run delay and CPU time, for the wait runner
  * (wait.c): see schedstat.h. Calls only the kernel. */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* The calling thread's scheduler accounting (schedstat.c), read by the
- * policy core's epoch engine once per check or epoch, never per wait.
+ * wait runner once per check or report, never per wait.
  * A leaf: system calls only. */
 #ifndef HS_SCHEDSTAT_H
 #define HS_SCHEDSTAT_H

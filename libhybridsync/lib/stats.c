@@ -9,7 +9,7 @@
 #include "life.h"
 #include "stats.h"
 
-static atomic_ulong quiet_checks; /* reports skipped by the epoch engine's still_free */
+static atomic_ulong quiet_checks; /* reports skipped by the wait runner's still_free */
 /* Reports made into Go, and the wall time the calling thread spent in
  * them: a crossing wakes the Go runtime's threads, which on a contended
  * CPU can wait behind the co-runner. */

@@ -1,4 +1,4 @@
-/* The C side's share of the stats (stats.c): counters the epoch engine
+/* The C side's share of the stats (stats.c): counters the wait runner
  * (wait.c) adds to and Go reads into the stats document, and the stats
  * file at exit, which Go writes (hsgo_write_stats, hsgo_write_unengaged:
  * one writer, main.go). */
