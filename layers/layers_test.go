@@ -40,7 +40,7 @@ var layerOf = map[string]string{
 	"vmimages":      base, // guest images (experiments' libvirt backend, agent tests)
 	"cgroups":       base, // a process's cgroups and a cgroup's CPU quota (hybridsync, agent)
 	"proctree":      base, // a process's children, descendants, group and CPU in /proc (agent, apps, tests)
-	"results":       base, // results.json, its Result/Step, the atomic writer, compare
+	"results":       base, // results.json, its Result/Step, the one writer, compare, apptable (apps' runs and paired table), stats
 	"nvml":          base, // the NVML sampler and its file (agent, run, report)
 	"input":         base, // bounded reading and number checks of inputs
 	"layers":        base, // this test

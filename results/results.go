@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/input"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Version is the format version this build writes and the newest it reads.
@@ -31,6 +32,40 @@ type File struct {
 	Machine Machine   `json:"machine"`
 	Config  Config    `json:"config"`
 	Cells   []Cell    `json:"cells"`
+	// Bench and Apps are what a command adds beside the cells, in
+	// results.json and in what --json prints alike: bench's table as it
+	// prints it, and apps' and advise's runs with their table (which
+	// vgpu-probe report computes again from the runs).
+	Bench *BenchPart        `json:"bench,omitempty"`
+	Apps  *apptable.Summary `json:"apps,omitempty"`
+}
+
+// BenchPart is bench's part of its results document.
+type BenchPart struct {
+	Rows []BenchRow `json:"results"`
+	// Interrupted: a signal ended the run; Rows are the cells that
+	// finished every repetition before it.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// BenchRow is one cell of bench's table: medians over its repetitions.
+type BenchRow struct {
+	Contention   string  `json:"contention"`
+	Mode         string  `json:"mode"`
+	Threshold    string  `json:"threshold"`
+	WallS        float64 `json:"wall_s"`
+	CPUS         float64 `json:"cpu_s"`
+	Steps        int     `json:"steps"`
+	ReceiveP50US float64 `json:"receive_p50_us"`
+	ReceiveP99US float64 `json:"receive_p99_us"`
+	LaunchP50US  float64 `json:"launch_p50_us"`
+	LaunchP99US  float64 `json:"launch_p99_us"`
+	// CorunnerShare is the busy-loop co-runner's CPU time over the cell's
+	// wall time (median over repetitions), where the setting has one: 0.5
+	// is a fair share, less is what the program (or a mitigation) took.
+	CorunnerShare float64 `json:"corunner_cpu_share,omitempty"`
+	// Reps are the repetitions, which the cells keep.
+	Reps []Result `json:"-"`
 }
 
 // Machine describes where the run happened.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 func TestMain(m *testing.M) {
@@ -134,5 +138,74 @@ func TestVersionStamped(t *testing.T) {
 	}
 	if got, want := versionString(nil, false), version+" (commit unknown)"; got != want {
 		t.Errorf("no build info: %q, want %q", got, want)
+	}
+}
+
+// TestReportComputesAppsTable: report computes apps' table, paired ratios
+// and A/A column included, from runs.jsonl files (compressed or not) and
+// from an apps results document, with the same numbers apps --from
+// prints for the same runs taken together.
+func TestReportComputesAppsTable(t *testing.T) {
+	dir := filepath.Join("..", "..", "docs", "bench", "2026-11-27-h200-gromacs-current")
+	a, b := filepath.Join(dir, "alone-aa.runs.jsonl"), filepath.Join(dir, "cap.runs.jsonl")
+	tmp := t.TempDir()
+	// b compressed, as docs/bench keeps most runs.
+	raw, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(raw)
+	zw.Close()
+	bz := filepath.Join(tmp, "cap.runs.jsonl.gz")
+	if err := os.WriteFile(bz, z.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	var from results.File
+	if err := json.Unmarshal([]byte(exec("apps", "--from", a+","+b, "--json")), &from); err != nil || from.Apps == nil || len(from.Apps.Results) == 0 {
+		t.Fatalf("apps --from --json: %v", err)
+	}
+	rows := func(args ...string) []apptable.Row {
+		t.Helper()
+		var rep struct {
+			Apps []struct {
+				Rows []apptable.Row `json:"rows"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal([]byte(exec(append([]string{"report", "--format", "json"}, args...)...)), &rep); err != nil || len(rep.Apps) != 1 {
+			t.Fatalf("report %v: %v, %d tables", args, err, len(rep.Apps))
+		}
+		return rep.Apps[0].Rows
+	}
+	want, _ := json.Marshal(from.Apps.Results)
+	aa := false
+	for _, r := range from.Apps.Results {
+		aa = aa || (r.AAPaired != nil && r.HSVsDefaultPaired != nil)
+	}
+	if !aa {
+		t.Fatalf("no row with the paired and A/A ratios: %s", want)
+	}
+	doc := filepath.Join(tmp, results.Name)
+	if err := results.Write(doc, &from); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{a, bz}, {doc}} {
+		if got, _ := json.Marshal(rows(args...)); !bytes.Equal(got, want) {
+			t.Errorf("report %v:\n%s\napps --from:\n%s", args, got, want)
+		}
+	}
+	// The text is apps --from's table.
+	table := exec("apps", "--from", a+","+b)
+	if text := exec("report", a, bz); !strings.Contains(text, table) {
+		t.Errorf("report's text lacks apps --from's table:\n%s\n%s", table, text)
 	}
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
-	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // Options is one benchmark matrix.
@@ -55,33 +55,9 @@ type Progress interface {
 // Cells is how many cells (rows) the matrix has.
 func (o *Options) Cells() int { return len(o.Contentions) * len(o.Thresholds) * len(o.Modes) }
 
-// Row is one cell of the output: medians over the repetitions.
-type Row struct {
-	Contention   string  `json:"contention"`
-	Mode         string  `json:"mode"`
-	Threshold    string  `json:"threshold"`
-	WallS        float64 `json:"wall_s"`
-	CPUS         float64 `json:"cpu_s"`
-	Steps        int     `json:"steps"`
-	ReceiveP50US float64 `json:"receive_p50_us"`
-	ReceiveP99US float64 `json:"receive_p99_us"`
-	LaunchP50US  float64 `json:"launch_p50_us"`
-	LaunchP99US  float64 `json:"launch_p99_us"`
-	// CorunnerShare is the busy-loop co-runner's CPU time over the cell's
-	// wall time (median over repetitions), where the setting has one: 0.5
-	// is a fair share, less is what the program (or a mitigation) took.
-	CorunnerShare float64 `json:"corunner_cpu_share,omitempty"`
-	// Reps are the repetitions, for the results document (ResultsFile).
-	Reps []results.Result `json:"-"`
-}
-
-// Doc is bench's JSON output.
-type Doc struct {
-	Results []Row `json:"results"`
-	// Interrupted: a signal ended the run; Results are the cells that
-	// finished every repetition before it.
-	Interrupted bool `json:"interrupted,omitempty"`
-}
+// Row is one cell of the output (results.BenchRow): medians over the
+// repetitions.
+type Row = results.BenchRow
 
 // run is one Run's state: what it started, for the cells to use.
 type run struct {

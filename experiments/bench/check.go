@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -84,28 +82,21 @@ func (o *Options) Check() error {
 	return nil
 }
 
-// Print writes rows as PrintTable's table, or as a Doc in JSON.
-func Print(w io.Writer, rows []Row, asJSON, interrupted bool) error {
+// Print writes rows as PrintTable's table, or with asJSON f, the results
+// document (results.Encode), which carries them as its bench part.
+func Print(w io.Writer, rows []Row, f *results.File, asJSON bool) error {
 	if !asJSON {
 		return PrintTable(w, rows)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(Doc{Results: rows, Interrupted: interrupted})
+	return results.Encode(w, f)
 }
 
-// WriteResults writes f as DIR/results.json (dir "" is
-// results/bench-TIMESTAMP, made here) and returns its path.
+// WriteResults writes f as DIR/results.json (dir "" is results.DefaultDir)
+// and returns its path.
 func WriteResults(dir string, f *results.File) (string, error) {
-	if dir == "" {
-		dir = filepath.Join("results", "bench-"+time.Now().UTC().Format("20060102-150405"))
+	dir, err := results.OutDir(dir, results.KindBench, f.Created)
+	if err != nil {
+		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	path := filepath.Join(dir, results.Name)
-	if err := results.Write(path, f); err != nil {
-		return "", fmt.Errorf("write results: %w", err)
-	}
-	return path, nil
+	return results.WriteDoc(dir, f)
 }

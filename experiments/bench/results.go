@@ -53,6 +53,7 @@ func ResultsFile(o Options, profile, mitigation string, rows []Row, interrupted 
 		}
 		f.Cells = append(f.Cells, c)
 	}
+	f.Bench = &results.BenchPart{Rows: rows, Interrupted: interrupted}
 	compare.SetSlowdowns(f)
 	return f
 }

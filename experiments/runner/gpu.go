@@ -10,6 +10,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/vgpu-probe/vgpu-probe/nvml"
+	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 // SampleGPUs records NVML samples (lib is the NVML library) every so
@@ -33,7 +34,7 @@ func SampleGPUs(ctx context.Context, lib gonvml.Interface, every time.Duration, 
 			fmt.Fprintf(log, "vgpu-probe: GPU samples: %v\n", err)
 			return
 		}
-		path := filepath.Join(dir, "nvml-"+time.Now().UTC().Format("20060102-150405")+".json")
+		path := filepath.Join(dir, "nvml-"+results.Stamp(time.Now())+".json")
 		if err := nvml.WriteSeries(path, ser); err != nil {
 			fmt.Fprintf(log, "vgpu-probe: write GPU samples: %v\n", err)
 			return

@@ -219,7 +219,7 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 // resuming, else a new one.
 func (o *Options) start() (*results.File, error) {
 	if o.OutDir != "" {
-		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		if _, err := results.OutDir(o.OutDir, results.KindRun, time.Now()); err != nil {
 			return nil, err
 		}
 		if err := CheckOut(o.OutDir, o.Resume, o.Config); err != nil {
@@ -249,10 +249,8 @@ func (o *Options) write(f *results.File) error {
 	if o.OutDir == "" {
 		return nil
 	}
-	if err := results.Write(filepath.Join(o.OutDir, ResultsName), f); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
+	_, err := results.WriteDoc(o.OutDir, f)
+	return err
 }
 
 func union[T comparable](a, b []T) []T {

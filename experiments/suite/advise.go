@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // AdviseHelp is `vgpu-probe advise`'s help.
@@ -49,10 +50,10 @@ The parts are found beside the binary (build/lib, build/bin from make in
 the source tree; PREFIX/lib, PREFIX/bin from make install), or given with
 --lib, --blocksync and --launcher. A program that fails as it is, on the
 first run, stops it with an error; one that fails in another way leaves
-that way out. Results go to --out (default $XDG_STATE_HOME/vgpu-probe, or
-~/.local/state/vgpu-probe, advise-TIMESTAMP): runs.jsonl, summary.json,
-advice.json, and results.json for vgpu-probe report; nothing is left there
-on failure.`
+that way out. Results go to --out (default results/advise-TIMESTAMP in the
+working directory, the time in UTC, as run, bench and apps write):
+runs.jsonl, summary.json, advice.json, and results.json for vgpu-probe
+report, which shows the paired table; nothing is left there on failure.`
 
 // AdviseConfig is one advise: the command and its bounds.
 type AdviseConfig struct {
@@ -62,7 +63,7 @@ type AdviseConfig struct {
 	Parts
 	MinReps, MaxReps int
 	MaxTime          time.Duration
-	Out              string // "": DefaultAdviseOut
+	Out              string // "": results.DefaultDir(results.KindAdvise, ...)
 	Table            bool   // print apps' table before the line
 	Stdout, Stderr   io.Writer
 }
@@ -77,17 +78,6 @@ func (e BadInput) Unwrap() error { return e.Err }
 // adviseArms are the arms advise runs, the A/A control among the ways,
 // so that its distance in time from cuda-default is like theirs.
 var adviseArms = []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
-
-// DefaultAdviseOut is advise's default output directory: under the
-// user's state directory, outside any source tree it is run in.
-func DefaultAdviseOut(now time.Time) string {
-	base := os.Getenv("XDG_STATE_HOME")
-	if base == "" || !filepath.IsAbs(base) {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(base, "vgpu-probe", "advise-"+now.Format("20060102-150405"))
-}
 
 // settings returns the settings alone and beside the busy loop.
 func (a *AdviseConfig) settings() (alone, contended string) {
@@ -137,7 +127,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*Advice, error) {
 	}
 	out := a.Out
 	if out == "" {
-		out = DefaultAdviseOut(time.Now())
+		out = results.DefaultDir(results.KindAdvise, time.Now())
 	}
 	if out, err = filepath.Abs(out); err != nil {
 		return nil, BadInput{fmt.Errorf("--out: %w", err)}
@@ -168,7 +158,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*Advice, error) {
 			runs[i].Stats = filepath.Join(out, strings.TrimPrefix(runs[i].Stats, work))
 		}
 	}
-	if err := writeAdvice(work, runs, c, &adv); err != nil {
+	if err := writeAdvice(work, out, runs, c, &adv); err != nil {
 		return nil, err
 	}
 	// MkdirTemp made it private; results directories are not.
@@ -181,7 +171,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*Advice, error) {
 	}
 	a.summary(&adv)
 	if a.Table {
-		Summarized(runs, c.Names(), c.Contention, c.Arms).Print(a.Stdout, io.Discard, false)
+		apptable.Summarized(runs, c.Names(), c.Contention, c.Arms).Print(a.Stdout, io.Discard, nil)
 	}
 	fmt.Fprintf(a.Stderr, "advise: results in %s (vgpu-probe report %s)\n", out, filepath.Join(out, results.Name))
 	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), a.CPUs, reps))
@@ -276,8 +266,8 @@ func adviceOf(runs []Run, c *Config) Advice {
 		if arm == "cuda-default" || arm == "cuda-default-again" {
 			continue
 		}
-		w := Way{Arm: arm, Alone: paired(of(arm, alone), of("cuda-default", alone)),
-			Contended: paired(of(arm, contended), of("cuda-default", contended))}
+		w := Way{Arm: arm, Alone: apptable.Pair(of(arm, alone), of("cuda-default", alone)),
+			Contended: apptable.Pair(of(arm, contended), of("cuda-default", contended))}
 		for _, r := range runs {
 			if r.Arm == arm && !r.OK() {
 				w.Failed = r.Error
@@ -285,8 +275,8 @@ func adviceOf(runs []Run, c *Config) Advice {
 		}
 		ways = append(ways, w)
 	}
-	return Decide(ways, paired(of("cuda-default-again", alone), of("cuda-default", alone)),
-		paired(of("cuda-default-again", contended), of("cuda-default", contended)))
+	return Decide(ways, apptable.Pair(of("cuda-default-again", alone), of("cuda-default", alone)),
+		apptable.Pair(of("cuda-default-again", contended), of("cuda-default", contended)))
 }
 
 // status is a repetition's progress line: the lead way's medians and
@@ -338,8 +328,8 @@ func (a *AdviseConfig) runWith(c *Config) map[string]string {
 }
 
 // writeAdvice writes the runs, the summary, the results document and
-// the advice into dir.
-func writeAdvice(dir string, runs []Run, c *Config, adv *Advice) error {
+// the advice into dir, which becomes out.
+func writeAdvice(dir, out string, runs []Run, c *Config, adv *Advice) error {
 	var jl []byte
 	for _, r := range runs {
 		b, _ := json.Marshal(r)
@@ -348,20 +338,12 @@ func writeAdvice(dir string, runs []Run, c *Config, adv *Advice) error {
 	if err := os.WriteFile(filepath.Join(dir, RunsName), jl, 0o644); err != nil {
 		return err
 	}
-	sum := Summarized(runs, c.Names(), c.Contention, c.Arms)
-	sum.CPU, sum.Reps, sum.Out = c.CPU, c.Reps, dir
-	if err := sum.Write(filepath.Join(dir, "summary.json")); err != nil {
-		return err
-	}
 	doc := ResultsFile(runs, c.Names(), c.Contention, c.Arms, c.Reps, 0, 0, results.ThisMachine())
-	if err := results.Write(filepath.Join(dir, results.Name), doc); err != nil {
+	doc.Apps.CPU, doc.Apps.Out = c.CPU, out
+	if _, err := WriteResults(dir, doc); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(adv, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "advice.json"), append(b, '\n'), 0o644)
+	return results.WriteJSON(filepath.Join(dir, "advice.json"), adv)
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]`)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"math"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestDecide(t *testing.T) {
 			quietAA, busyAA, "hybridsync", false, []string{"LD_PRELOAD=/l/libhybridsync.so"}},
 		{"a way that failed", []Way{{"hybridsync", same, faster, "exit status 1"}},
 			quietAA, busyAA, "", true, []string{"No way is measurably better"}},
-		{"too few repetitions", []Way{{"hybridsync", &Paired{0.7, [2]float64{0.69, 0.71}, 0.5, 2}, same, ""}},
+		{"too few repetitions", []Way{{"hybridsync", &Paired{Median: 0.7, CI: [2]float64{0.69, 0.71}, Level: 0.5, N: 2}, same, ""}},
 			quietAA, busyAA, "", false, []string{"still open"}},
 		{"no A/A control", []Way{{"hybridsync", same, faster, ""}}, nil, nil, "", false, []string{"noise ±?% alone"}},
 		{"an A/A bias widens the band", []Way{{"hybridsync", same, iv(0.94, 0.955, 0.97), ""}},
@@ -207,7 +208,7 @@ func TestAdviseSameEveryWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := ParseRuns(RunsName, b)
+	runs, err := apptable.ParseRuns(RunsName, b)
 	if err != nil {
 		t.Fatal(err)
 	}

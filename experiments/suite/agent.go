@@ -134,16 +134,3 @@ func (c *Config) watch(p Program, pid int, contention string) (stop func(), err 
 	}
 	return func() { c.feed.Unwatch(pageName(p)) }, nil
 }
-
-// AgentSettings are the agent settings (Run.Agent) of runs, each once, in
-// the order first seen: tables of runs made under different settings are
-// not comparable.
-func AgentSettings(runs []Run) []string {
-	var out []string
-	for _, r := range runs {
-		if !slices.Contains(out, r.Agent) {
-			out = append(out, r.Agent)
-		}
-	}
-	return out
-}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"math"
 	"os"
 	"path/filepath"
@@ -217,7 +218,7 @@ func TestSettingOnNCPUs(t *testing.T) {
 
 	// The table and the results document name the settings and the arms.
 	var table bytes.Buffer
-	if err := PrintTable(&table, Summarize(runs, c.Names(), settings, arms)); err != nil {
+	if err := apptable.PrintTable(&table, apptable.Summarize(runs, c.Names(), settings, arms)); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
@@ -352,11 +353,11 @@ func TestLimitOnNCPUs(t *testing.T) {
 	add("while1x2", "cuda-blocking", 1.8, 1.5)
 	add("nonex4", "cuda-default", 0.8, 2)
 	add("while1x4", "cuda-default", 1.6, 2)
-	_, settings, arms := Present(runs)
+	_, settings, arms := apptable.Present(runs)
 	if want := []string{"none", "while1", "nonex2", "while1x2", "nonex4", "while1x4"}; !slices.Equal(settings, want) {
 		t.Fatalf("settings %v, want %v", settings, want)
 	}
-	rows := Summarize(runs, []string{"p"}, settings, arms)
+	rows := apptable.Summarize(runs, []string{"p"}, settings, arms)
 	if len(rows) != 6 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -376,7 +377,7 @@ func TestLimitOnNCPUs(t *testing.T) {
 		t.Errorf("4 CPUs, no cuda-blocking alone: limit %+v, ratio %v", four.Limit, *four.Arms[0].Ratio)
 	}
 	var b bytes.Buffer
-	if err := PrintTable(&b, rows); err != nil {
+	if err := apptable.PrintTable(&b, rows); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")

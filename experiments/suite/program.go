@@ -16,6 +16,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Arms: how a program is run (ArmsHelp says what each does).
@@ -34,8 +36,8 @@ import (
 // Arms are the arms run unless asked otherwise; every program has them.
 var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
 
-// AllArms are the arms that can be asked for.
-var AllArms = append(slices.Clone(Arms), "hybridsync-linked", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run")
+// AllArms are the arms that can be asked for, in the table's order.
+var AllArms = slices.Clone(apptable.ArmOrder)
 
 // Program is one program of the suite.
 type Program struct {

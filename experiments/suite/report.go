@@ -1,8 +1,6 @@
 package suite
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
-	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // RunsName is the file Run writes its runs to, one JSON line each, as
@@ -97,141 +94,17 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 	return runs, nil
 }
 
-// Summary is the JSON output and summary.json.
-type Summary struct {
-	CPU  int `json:"cpu"`
-	Reps int `json:"reps"`
-	// Agent is the runs' agent setting (Run.Agent); "" none.
-	Agent    string `json:"agent,omitempty"`
-	Results  []Row  `json:"results"`
-	Failures []Run  `json:"failures"`
-	Out      string `json:"out"`
-	runs     int
-}
+// The runs and their table are results/apptable': report computes the same
+// table from the same rows.
+type (
+	Run       = apptable.Run
+	Row       = apptable.Row
+	ArmResult = apptable.ArmResult
+	Paired    = apptable.Paired
+	Limit     = apptable.Limit
+	Summary   = apptable.Summary
+)
 
-// Summarized returns runs' table (Summarize) and failed runs.
-func Summarized(runs []Run, programs, contentions, arms []string) Summary {
-	s := Summary{Results: Summarize(runs, programs, contentions, arms), Failures: []Run{}, runs: len(runs)}
-	if a := AgentSettings(runs); len(a) == 1 {
-		s.Agent = a[0]
-	}
-	for _, r := range runs {
-		if !r.OK() {
-			s.Failures = append(s.Failures, r)
-		}
-	}
-	return s
-}
-
-// Write writes the summary as JSON to path, whole or not at all.
-func (s Summary) Write(path string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return results.WriteAtomic(path, append(b, '\n'))
-}
-
-// Print prints the table, or the JSON, to w, and lists the failed runs on
-// log, which make it return an error.
-func (s Summary) Print(w, log io.Writer, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(s); err != nil {
-			return err
-		}
-	} else {
-		if err := PrintTable(w, s.Results); err != nil {
-			return err
-		}
-		// The table's ratios have their own reference; say which.
-		fmt.Fprintln(log, "apps: an arm's ratio is its median wall time per step over the program's fastest arm alone on as many CPUs (contention none, or nonexN for the settings xN), [min-max] over its runs")
-	}
-	for _, r := range s.Failures {
-		fmt.Fprintf(log, "apps: FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
-	}
-	if len(s.Failures) > 0 {
-		return fmt.Errorf("%d of %d runs failed (left out of the medians)", len(s.Failures), s.runs)
-	}
-	return nil
-}
-
-// ReadRuns reads runs.jsonl files of earlier runs, taken together.
-// Repetitions pair runs of one file only: each file's are numbered after
-// the previous files' (two files' repetition 0 ran at different times,
-// perhaps on different machines).
-func ReadRuns(paths []string) ([]Run, error) {
-	var runs []Run
-	offset := 0
-	for _, path := range paths {
-		rs, err := readRuns(path)
-		if err != nil {
-			return nil, err
-		}
-		next := offset
-		for i := range rs {
-			rs[i].Rep += offset
-			next = max(next, rs[i].Rep+1)
-		}
-		offset = next
-		runs = append(runs, rs...)
-	}
-	return runs, nil
-}
-
-// Present returns what runs hold: programs in the order they first
-// appear, settings and arms in their usual order (settings by their
-// number of CPUs, then as corunner.Contentions).
-func Present(runs []Run) (programs, contentions, arms []string) {
-	armSet := map[string]bool{}
-	for _, r := range runs {
-		if !slices.Contains(programs, r.Program) {
-			programs = append(programs, r.Program)
-		}
-		if !slices.Contains(contentions, r.Contention) {
-			contentions = append(contentions, r.Contention)
-		}
-		armSet[r.Arm] = true
-	}
-	sortSettings(contentions)
-	return programs, contentions, slices.DeleteFunc(slices.Clone(AllArms), func(a string) bool { return !armSet[a] })
-}
-
-// readRuns reads one runs.jsonl; a line that is not a run is an error
-// naming the file and line.
-func readRuns(path string) ([]Run, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return scanRuns(path, f)
-}
-
-// ParseRuns parses the bytes of a runs.jsonl (name is what errors call
-// it); a line that is not a run is an error naming it.
-func ParseRuns(name string, b []byte) ([]Run, error) {
-	return scanRuns(name, bytes.NewReader(b))
-}
-
-func scanRuns(name string, rd io.Reader) ([]Run, error) {
-	var runs []Run
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var r Run
-		if err := json.Unmarshal(line, &r); err != nil || r.Program == "" || r.Arm == "" || r.Contention == "" {
-			return nil, fmt.Errorf("%s:%d: not a run of vgpu-probe apps", name, n)
-		}
-		runs = append(runs, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return runs, nil
-}
+// AgentSettings are the agent settings of runs (apptable.AgentSettings):
+// tables of runs made under different settings are not comparable.
+func AgentSettings(rs []Run) []string { return apptable.AgentSettings(rs) }

@@ -2,13 +2,15 @@ package suite
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // ResultsFile is runs as the results document that run and bench write
@@ -18,7 +20,8 @@ import (
 // runs a repetition. Cells compare by wall time per step
 // (results.Config.PerStep), each program against its own cells of the
 // setting none on as many vCPUs. Failed runs are left out and counted in
-// a note. It is dated by the last run's start; capQuota and capPeriod,
+// a note. Its apps part is the runs' table (apptable.Summarized): the
+// caller notes the CPU and the output directory. It is dated by the last run's start; capQuota and capPeriod,
 // where known (0: not), are noted.
 func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration, m results.Machine) *results.File {
 	var scenarios []string
@@ -74,8 +77,25 @@ func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, cap
 			}
 		}
 	}
+	sum := apptable.Summarized(runs, programs, contentions, arms)
+	sum.Reps = reps
+	f.Apps = &sum
 	compare.SetSlowdowns(f)
 	return f
+}
+
+// SummaryName is the file beside results.json that holds its apps part
+// alone (the table, the failed runs and the runs).
+const SummaryName = "summary.json"
+
+// WriteResults writes doc (ResultsFile's) into dir as results.json and
+// its apps part as summary.json, each whole or not at all, and returns
+// the path of results.json.
+func WriteResults(dir string, doc *results.File) (string, error) {
+	if err := results.WriteJSON(filepath.Join(dir, SummaryName), doc.Apps); err != nil {
+		return "", fmt.Errorf("write summary: %w", err)
+	}
+	return results.WriteDoc(dir, doc)
 }
 
 // cellOf is one cell from its good runs: each a repetition, the median

@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Contention settings. Each of corunner.Contentions (none, while1, cap,
@@ -76,29 +76,15 @@ func settingOf(name string) setting {
 
 // Alone reports whether the setting called name runs the program alone
 // (none, or nonexN): the reference of the settings on as many CPUs.
-func Alone(name string) bool { return settingOf(name).Base == "none" }
+func Alone(name string) bool { return apptable.Alone(name) }
 
 // aloneOn is the name of the setting alone on n CPUs.
-func aloneOn(n int) string {
-	if n == 1 {
-		return "none"
-	}
-	return fmt.Sprintf("nonex%d", n)
-}
+func aloneOn(n int) string { return apptable.AloneOn(n) }
 
 // sortSettings sorts setting names by their number of CPUs, then in the
-// order of corunner.Contentions; unknown names last, as they are.
-func sortSettings(names []string) {
-	rank := func(n string) int {
-		if i := slices.Index(corunner.Contentions, settingOf(n).Base); i >= 0 {
-			return i
-		}
-		return len(corunner.Contentions)
-	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(settingOf(a).CPUs, settingOf(b).CPUs), cmp.Compare(rank(a), rank(b)))
-	})
-}
+// order of corunner.Contentions (apptable.SettingOrder); unknown names
+// last, as they are.
+func sortSettings(names []string) { apptable.SortSettings(names) }
 
 // checkSettings checks the names of --contention: each a setting, once.
 func checkSettings(names []string) error {

@@ -6,6 +6,8 @@
 package load
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -161,6 +163,9 @@ func parseAll[T any](ctx context.Context, o Options, paths []string, parse func(
 		if err != nil {
 			return nil, err
 		}
+		if b, err = gunzip(ctx, p, b); err != nil {
+			return nil, err
+		}
 		v, err := parse(p, b)
 		if err != nil {
 			return nil, err
@@ -173,4 +178,25 @@ func parseAll[T any](ctx context.Context, o Options, paths []string, parse func(
 func parseNVML(name string, b []byte) (report.NVMLInput, error) {
 	s, err := nvml.ParseSeries(name, b)
 	return report.NVMLInput{Path: name, Series: s}, err
+}
+
+// gunzip returns b decompressed where it is gzip's (results and
+// runs.jsonl kept compressed, as docs/bench keeps them), bounded as any
+// input; else b.
+func gunzip(ctx context.Context, name string, b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	out, err := input.ReadFrom(ctx, name, zr)
+	if err != nil {
+		return nil, err
+	}
+	if err := zr.Close(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
 }

@@ -6,12 +6,14 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
@@ -97,6 +99,7 @@ func Build(in Inputs) (*Report, error) {
 		r.Traces = append(r.Traces, traces...)
 		r.VMs = append(r.VMs, vms...)
 	}
+	r.Apps = appsTables(in.Results)
 	for _, a := range in.Agents {
 		r.Sources = append(r.Sources, a.URL)
 		if a.Snapshot.Time.After(latest) {
@@ -147,6 +150,38 @@ func Build(in Inputs) (*Report, error) {
 		r.Notes = append(r.Notes, "no NVML samples: GPU utilisation is derived from kernel times (kernels/s x mean kernel time), not measured")
 	}
 	return r, nil
+}
+
+// appsTables computes apps' table (apptable.Table) of the inputs that
+// carry runs, those of one agent setting together, in the order the
+// settings first appear: runs made with and without the agent are not
+// comparable, so they are never paired or taken into one median.
+func appsTables(ins []ResultsInput) []AppsTable {
+	var tables []AppsTable
+	var files [][][]apptable.Run
+	for _, ri := range ins {
+		a := ri.File.Apps
+		if a == nil || len(a.Runs) == 0 {
+			continue
+		}
+		agent := strings.Join(apptable.AgentSettings(a.Runs), "; ")
+		i := slices.IndexFunc(tables, func(t AppsTable) bool { return t.Agent == agent })
+		if i < 0 {
+			i = len(tables)
+			tables = append(tables, AppsTable{Agent: agent})
+			files = append(files, nil)
+		}
+		tables[i].Sources = append(tables[i].Sources, ri.Path)
+		files[i] = append(files[i], a.Runs)
+	}
+	for i := range tables {
+		s := apptable.Table(apptable.Combine(files[i]))
+		tables[i].Rows = s.Results
+		if len(s.Failures) > 0 {
+			tables[i].Failures = s.Failures
+		}
+	}
+	return tables
 }
 
 // Setting is a key without its mode: what the co-runners and isolation

@@ -6,6 +6,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/nvml"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Version is the format version of the report's JSON. 2: a quantity no
@@ -19,6 +20,11 @@ type Report struct {
 	Generated   time.Time    `json:"generated"`
 	Sources     []string     `json:"sources"`
 	Experiments []Experiment `json:"experiments,omitempty"`
+	// Apps are apps' tables (apptable), computed here from the runs that
+	// apps' and advise's results files and runs.jsonl files carry: the
+	// files of one agent setting taken together, as apps --from FILE,...
+	// takes them, so the paired ratios are the same numbers.
+	Apps []AppsTable `json:"apps,omitempty"`
 	// VMs are ranked by Score, most interfered with first.
 	VMs   []VM        `json:"vms,omitempty"`
 	Sync  []SyncStats `json:"sync,omitempty"`
@@ -32,6 +38,15 @@ type Report struct {
 	AgentTraces []AgentTrace `json:"-"`
 	// GPUSeries are the NVML recordings as read.
 	GPUSeries []GPUSeries `json:"-"`
+}
+
+// AppsTable is the table of the runs of some inputs taken together.
+type AppsTable struct {
+	Sources []string `json:"sources"`
+	// Agent is the runs' agent setting (apps --with-agent); "" none.
+	Agent    string         `json:"agent,omitempty"`
+	Rows     []apptable.Row `json:"rows"`
+	Failures []apptable.Run `json:"failures,omitempty"`
 }
 
 // Experiment is one results file. Throughout the model, a quantity that

@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 func TestMain(m *testing.M) {
@@ -160,7 +161,7 @@ func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := suite.ParseRuns(suite.RunsName, b)
+	runs, err := apptable.ParseRuns(suite.RunsName, b)
 	if err != nil {
 		t.Fatal(err)
 	}

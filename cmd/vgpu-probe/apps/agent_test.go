@@ -109,10 +109,7 @@ func TestWithAgent(t *testing.T) {
 			t.Errorf("page %s left behind", a.Hints)
 		}
 	}
-	var sum suite.Summary
-	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := decodeApps(t, stdout)
 	const want = "hints mitigate=slice=100µs"
 	if sum.Agent != want {
 		t.Errorf("summary agent %q, want %q", sum.Agent, want)

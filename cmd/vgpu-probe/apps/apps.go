@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Options are apps' flags: the suite's matrix, and where its programs
@@ -157,8 +158,8 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.BoolVar(&o.ContendAtStart, "contend-at-start", false, "put each setting in place before the program starts, not at its ready line (hybridsync-run measures contention at the start)")
 	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
-	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP)")
-	f.BoolVar(&o.JSON, "json", false, "print JSON instead of a table")
+	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP, UTC)")
+	f.BoolVar(&o.JSON, "json", false, "print the results document (results.json, with the table as its apps part) instead of the table")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time limit of one run")
 	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
@@ -210,9 +211,9 @@ func (o *Options) complete() error {
 }
 
 func run(ctx context.Context, o *Options) error {
-	out := o.OutDir
-	if out == "" {
-		out = filepath.Join("results", "apps-"+time.Now().Format("20060102-150405"))
+	out, err := results.OutDir(o.OutDir, results.KindApps, time.Now())
+	if err != nil {
+		return err
 	}
 	o.Log = o.Err
 	if a := o.Agent.String(); a != "" {
@@ -225,33 +226,39 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	sum := suite.Summarized(runs, o.Names(), o.Contention, o.Arms)
-	sum.CPU, sum.Reps, sum.Out = o.CPU, o.Reps, out
-	if err := sum.Write(filepath.Join(out, "summary.json")); err != nil {
-		return fmt.Errorf("write summary: %w", err)
+	doc := suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod, results.ThisMachine())
+	doc.Apps.CPU, doc.Apps.Out = o.CPU, out
+	path, err := suite.WriteResults(out, doc)
+	if err != nil {
+		return err
 	}
-	doc := filepath.Join(out, results.Name)
-	if werr := results.Write(doc, suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod, results.ThisMachine())); werr != nil {
-		return fmt.Errorf("write results: %w", werr)
-	}
-	err = sum.Print(o.Out, o.Err, o.JSON)
-	fmt.Fprintf(o.Err, "apps: raw runs in %s, results in %s\n", filepath.Join(out, suite.RunsName), doc)
+	err = doc.Apps.Print(o.Out, o.Err, encoder(o.JSON, doc))
+	fmt.Fprintf(o.Err, "apps: raw runs in %s, results in %s\n", filepath.Join(out, suite.RunsName), path)
 	return err
 }
 
+// encoder prints doc with --json (results.Encode), nil without.
+func encoder(asJSON bool, doc *results.File) func(io.Writer) error {
+	if !asJSON {
+		return nil
+	}
+	return func(w io.Writer) error { return results.Encode(w, doc) }
+}
+
 // summarizeFrom prints the table of the runs in o.From, earlier runs
-// taken together.
+// taken together (with --json their results document, of no machine).
 func summarizeFrom(o *Options) error {
-	runs, err := suite.ReadRuns(o.From)
+	runs, err := apptable.ReadRuns(o.From)
 	if err != nil {
 		return usage.Errorf("--from: %v", err)
 	}
 	if len(runs) == 0 {
 		return usage.Errorf("--from: no runs in %s", strings.Join(o.From, ", "))
 	}
-	if a := suite.AgentSettings(runs); len(a) > 1 {
+	if a := apptable.AgentSettings(runs); len(a) > 1 {
 		return usage.Errorf("--from: runs made under different agent settings (%q): give the files of one setting", a)
 	}
-	programs, contentions, arms := suite.Present(runs)
-	return suite.Summarized(runs, programs, contentions, arms).Print(o.Out, o.Err, o.JSON)
+	programs, contentions, arms := apptable.Present(runs)
+	doc := suite.ResultsFile(runs, programs, contentions, arms, 0, 0, 0, results.Machine{})
+	return doc.Apps.Print(o.Out, o.Err, encoder(o.JSON, doc))
 }

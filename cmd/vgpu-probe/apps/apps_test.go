@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 func TestMain(m *testing.M) {
@@ -205,7 +206,7 @@ func readInfos(t *testing.T, dir string) []infoFile {
 
 func mustReadRuns(t *testing.T, path string) []suite.Run {
 	t.Helper()
-	runs, err := suite.ReadRuns([]string{path})
+	runs, err := apptable.ReadRuns([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +249,19 @@ func checkNothingLeft(t *testing.T) {
 	}
 }
 
+// decodeApps decodes what apps --json printed: the results document,
+// nothing but its fields, with its apps part.
+func decodeApps(t *testing.T, stdout string) suite.Summary {
+	t.Helper()
+	var doc results.File
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil || doc.Apps == nil || doc.Kind != results.KindApps {
+		t.Fatalf("--json: not a results document with an apps part (%v):\n%s", err, stdout)
+	}
+	return *doc.Apps
+}
+
 func execute(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	var o, e bytes.Buffer
 	cmd := NewCmd(nil)
@@ -282,12 +296,7 @@ func TestRunMatrix(t *testing.T) {
 	}
 	checkNothingLeft(t)
 
-	var sum suite.Summary
-	dec := json.NewDecoder(strings.NewReader(stdout))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sum); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
+	sum := decodeApps(t, stdout)
 	if len(sum.Results) != len(contention) || len(sum.Failures) != 0 {
 		t.Fatalf("%d rows, %d failures, want %d and 0: %s", len(sum.Results), len(sum.Failures), len(contention), stdout)
 	}
@@ -581,10 +590,7 @@ func TestInProcess(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	checkNothingLeft(t)
-	var sum suite.Summary
-	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
+	sum := decodeApps(t, stdout)
 	for _, row := range sum.Results {
 		d, bl := row.HSVsDefaultPaired, row.HSVsBestCUDAPaired
 		if d == nil || bl == nil || d.N != 8 || math.Abs(d.Median-1/1.1) > 1e-6 || math.Abs(bl.Median-1/1.1) > 1e-6 || row.Best != "hybridsync" {
@@ -648,10 +654,7 @@ func TestAAArm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var sum suite.Summary
-	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
+	sum := decodeApps(t, stdout)
 	want := map[string]int{"ab": 12, "plain": 3} // rounds, repetitions
 	for _, row := range sum.Results {
 		aa := row.AAPaired
@@ -871,8 +874,8 @@ func TestFrom(t *testing.T) {
 		t.Errorf("table:\n%s", stdout)
 	}
 	stdout, _, err = execute(context.Background(), "--from", a, "--json")
-	var sum suite.Summary
-	if err != nil || json.Unmarshal([]byte(stdout), &sum) != nil || len(sum.Results) != 2 || sum.Results[1].HSVsDefaultPaired == nil || math.Abs(sum.Results[1].HSVsDefaultPaired.Median-0.75) > 1e-9 {
+	var doc results.File
+	if err != nil || json.Unmarshal([]byte(stdout), &doc) != nil || doc.Apps == nil || len(doc.Apps.Results) != 2 || doc.Apps.Results[1].HSVsDefaultPaired == nil || math.Abs(doc.Apps.Results[1].HSVsDefaultPaired.Median-0.75) > 1e-9 {
 		t.Errorf("--json: %v %s", err, stdout)
 	}
 

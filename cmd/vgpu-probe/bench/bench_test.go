@@ -61,17 +61,23 @@ func TestRunJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	disturbed := w.Stop()
+	// --json prints the results document, nothing but its fields; its
+	// bench part is the table's rows (read here as maps, to count their
+	// fields; the outer Bench shadows the document's own).
 	var doc struct {
-		Results []map[string]any `json:"results"`
+		results.File
+		Bench struct {
+			Results []map[string]any `json:"results"`
+		} `json:"bench"`
 	}
 	dec := json.NewDecoder(&out)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatal(err)
+	if err := dec.Decode(&doc); err != nil || doc.Kind != results.KindBench || len(doc.Cells) == 0 {
+		t.Fatalf("--json: %v, kind %q, %d cells", err, doc.Kind, len(doc.Cells))
 	}
 	want := []string{"contention", "mode", "threshold", "wall_s", "cpu_s", "steps", "receive_p50_us", "receive_p99_us", "launch_p50_us", "launch_p99_us"}
 	wall := map[string]float64{}
-	for _, r := range doc.Results {
+	for _, r := range doc.Bench.Results {
 		n := len(want)
 		if r["contention"] == "while1" {
 			n++ // corunner_cpu_share: the co-runner's CPU share in the cell
@@ -89,8 +95,8 @@ func TestRunJSON(t *testing.T) {
 		}
 		wall[r["contention"].(string)+"/"+r["mode"].(string)] = r["wall_s"].(float64)
 	}
-	if len(doc.Results) != 3*len(bytes.Split([]byte(contention), []byte(","))) {
-		t.Fatalf("%d rows", len(doc.Results))
+	if len(doc.Bench.Results) != 3*len(bytes.Split([]byte(contention), []byte(","))) {
+		t.Fatalf("%d rows", len(doc.Bench.Results))
 	}
 	var misses []string
 	if wall["while1/spin"] < 1.2*wall["none/spin"] {
@@ -102,8 +108,8 @@ func TestRunJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Kind != results.KindBench || len(f.Cells) != len(doc.Results) {
-		t.Fatalf("results.json: kind %q, %d cells, want bench and %d", f.Kind, len(f.Cells), len(doc.Results))
+	if f.Kind != results.KindBench || len(f.Cells) != len(doc.Bench.Results) {
+		t.Fatalf("results.json: kind %q, %d cells, want bench and %d", f.Kind, len(f.Cells), len(doc.Bench.Results))
 	}
 	fastest := math.Inf(1)
 	for _, c := range f.Cells {

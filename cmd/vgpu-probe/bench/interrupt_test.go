@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/bench"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -62,16 +61,17 @@ func TestInterrupt(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
 				t.Errorf("exit %v, want %d (stderr %q)", err, tc.code, stderr.String())
 			}
-			var doc bench.Doc
+			var f0 results.File
 			dec := json.NewDecoder(&stdout)
 			dec.DisallowUnknownFields()
-			if err := dec.Decode(&doc); err != nil {
-				t.Fatalf("stdout is not the JSON document: %v\n%s", err, stdout.String())
+			if err := dec.Decode(&f0); err != nil || f0.Bench == nil {
+				t.Fatalf("stdout is not the results document with a bench part: %v\n%s", err, stdout.String())
 			}
-			if !doc.Interrupted || len(doc.Results) == 0 || len(doc.Results) >= 3 {
-				t.Errorf("interrupted %v with %d cells, want true with 1 or 2 of 3", doc.Interrupted, len(doc.Results))
+			doc := f0.Bench
+			if !doc.Interrupted || len(doc.Rows) == 0 || len(doc.Rows) >= 3 || len(f0.Cells) != len(doc.Rows) {
+				t.Errorf("interrupted %v with %d cells (%d in the document), want true with 1 or 2 of 3", doc.Interrupted, len(doc.Rows), len(f0.Cells))
 			}
-			for _, r := range doc.Results {
+			for _, r := range doc.Rows {
 				if r.WallS <= 0 || r.Steps != 400 {
 					t.Errorf("finished cell %+v is not a measurement", r)
 				}
@@ -80,8 +80,8 @@ func TestInterrupt(t *testing.T) {
 			// the run was cut short.
 			if f, err := results.Read(filepath.Join(out, results.Name)); err != nil {
 				t.Error(err)
-			} else if len(f.Cells) != len(doc.Results) || !strings.Contains(strings.Join(f.Config.Notes, " "), "interrupted") {
-				t.Errorf("results.json: %d cells (stdout %d), notes %q", len(f.Cells), len(doc.Results), f.Config.Notes)
+			} else if len(f.Cells) != len(doc.Rows) || !strings.Contains(strings.Join(f.Config.Notes, " "), "interrupted") {
+				t.Errorf("results.json: %d cells (stdout %d), notes %q", len(f.Cells), len(doc.Rows), f.Config.Notes)
 			}
 			if !strings.Contains(stderr.String(), "interrupted after") || strings.Contains(stderr.String(), "context canceled") {
 				t.Errorf("stderr %q does not say it was interrupted, or says it as Go's error", stderr.String())

@@ -30,6 +30,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/render/text"
 	model "github.com/vgpu-probe/vgpu-probe/profiler/report"
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Renderers by --format.
@@ -78,12 +79,17 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 		Long: `report joins what vgpu-probe measured and says what it means.
 
 For experimenters: report RESULTS.json (the results.json of vgpu-probe
-run, bench or apps, or apps' runs.jsonl) gives the slowdown of each cell against one reference
+run, bench, apps or advise, or apps' runs.jsonl, either gzip-compressed or not) gives the slowdown of each cell against one reference
 per vCPU count (the fastest cell of the baseline, or for bench and apps of
 the setting none, whatever its mode), GPU utilisation and its drop,
 kernels per second, kernel launch and receive latency (the paper's
 Table II), a verdict on whether the workload is vulnerable, and the best
-mode of each setting with its margin over the next.
+mode of each setting with its margin over the next. Of apps' and
+advise's runs (their results.json or runs.jsonl) it also computes apps'
+table, the files of one agent setting taken together as apps --from
+takes them: per arm the ratio to the fastest arm alone, and the paired
+ratios by repetition with order-statistics intervals, the A/A control
+(cuda-default-again over cuda-default) among them.
 
 For operators: report --agent URL (repeat for several hosts) reads live
 agents and ranks their VMs by interference, with a recommendation per VM
@@ -101,6 +107,7 @@ plots), perfetto (a trace for ui.perfetto.dev). With -o the output is
 written atomically: a failed report never leaves a partial file.`,
 		Example: `  vgpu-probe report results.json
   vgpu-probe report results.json --format html -o report.html
+  vgpu-probe report docs/bench/2026-11-27-h200-gromacs-current/alone-aa.runs.jsonl
   vgpu-probe report results.json --format perfetto -o trace.json
   vgpu-probe report --agent http://gpu-host-1:9477 --agent http://gpu-host-2:9477
   vgpu-probe report --prometheus http://prometheus:9090 --range 6h --match '{job="gpu-hosts"}'
@@ -242,11 +249,11 @@ func parseResults(name string, b []byte) (model.ResultsInput, error) {
 	if err == nil {
 		return in, nil
 	}
-	runs, rerr := suite.ParseRuns(name, b)
+	runs, rerr := apptable.ParseRuns(name, b)
 	if rerr != nil || len(runs) == 0 {
 		return in, err
 	}
-	programs, contentions, arms := suite.Present(runs)
+	programs, contentions, arms := apptable.Present(runs)
 	reps := 0
 	for _, r := range runs {
 		reps = max(reps, r.Rep+1)

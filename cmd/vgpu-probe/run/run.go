@@ -5,7 +5,6 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -178,7 +177,7 @@ func (o *Options) Complete() error {
 		o.VCPUs = scenario.ScaledVCPUs(len(cpus))
 	}
 	if !o.outGiven {
-		o.OutDir = filepath.Join("results", "run-"+time.Now().UTC().Format("20060102-150405"))
+		o.OutDir = results.DefaultDir(results.KindRun, time.Now())
 	}
 	modes, err := workload.ParseModes(o.Modes)
 	if err != nil {
@@ -357,9 +356,7 @@ func (o *Options) print(f *results.File) error {
 	if !o.JSON {
 		return runner.PrintTable(o.Out, f)
 	}
-	enc := json.NewEncoder(o.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(f)
+	return results.Encode(o.Out, f)
 }
 
 // sampleGPUs is whether the run samples GPUs with NVML: where one is used

@@ -27,6 +27,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
@@ -117,17 +118,30 @@ func newExperimentView(e report.Experiment, figs []Figure) experimentView {
 	return v
 }
 
+// appsView is an apps table as text cells (apptable.Columns).
+type appsView struct {
+	report.AppsTable
+	Head  []string
+	Cells [][]string
+}
+
 type view struct {
 	*report.Report
 	CSS         template.CSS
 	Experiments []experimentView
+	Apps        []appsView
+	AppsNote    string
 	GPUFigures  []Figure
 	VMFigures   []Figure
 }
 
 // Render writes r as an HTML page.
 func Render(w io.Writer, r *report.Report) error {
-	v := view{Report: r, CSS: template.CSS(css)}
+	v := view{Report: r, CSS: template.CSS(css), AppsNote: apptable.TableNote}
+	for _, t := range r.Apps {
+		head, cells := apptable.Columns(t.Rows)
+		v.Apps = append(v.Apps, appsView{AppsTable: t, Head: head, Cells: cells})
+	}
 	for i, e := range r.Experiments {
 		figs, err := experimentFigures(i, e, r.Traces)
 		if err != nil {

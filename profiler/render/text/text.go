@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/vgpu-probe/vgpu-probe/profiler/report"
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
 )
 
@@ -18,6 +19,9 @@ func Render(w io.Writer, r *report.Report) error {
 	fmt.Fprintf(bw, "vgpu-probe report, %s\n", r.Generated.Format("2006-01-02 15:04:05 UTC"))
 	for _, e := range r.Experiments {
 		experiment(bw, e)
+	}
+	for _, t := range r.Apps {
+		appsTable(bw, t)
 	}
 	if len(r.VMs) > 0 {
 		vms(bw, r.VMs)
@@ -35,6 +39,20 @@ func Render(w io.Writer, r *report.Report) error {
 		}
 	}
 	return bw.err
+}
+
+// appsTable is apps' table, as apps --from prints it, of the runs of
+// t's sources taken together.
+func appsTable(w io.Writer, t report.AppsTable) {
+	fmt.Fprintf(w, "\n== apps table of %s", strings.Join(t.Sources, ", "))
+	if t.Agent != "" {
+		fmt.Fprintf(w, " (agent: %s)", t.Agent)
+	}
+	fmt.Fprintln(w, "\n"+apptable.TableNote)
+	apptable.PrintTable(w, t.Rows)
+	for _, r := range t.Failures {
+		fmt.Fprintf(w, "FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
+	}
 }
 
 func experiment(w io.Writer, e report.Experiment) {

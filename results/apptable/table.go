@@ -1,4 +1,4 @@
-package suite
+package apptable
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/stats"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // Run is one run of one program in one arm under one contention setting:
@@ -227,8 +227,8 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 	limits := map[ref]*Limit{}
 	for _, p := range programs {
 		for _, c := range contentions {
-			n := settingOf(c).CPUs
-			rk, none := ref{p, n}, aloneOn(n)
+			n := SettingCPUs(c)
+			rk, none := ref{p, n}, AloneOn(n)
 			if _, done := limits[rk]; done {
 				continue
 			}
@@ -252,7 +252,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 			if !cells[key{p, c, ""}] {
 				continue
 			}
-			rk := ref{p, settingOf(c).CPUs}
+			rk := ref{p, SettingCPUs(c)}
 			row := Row{Program: p, Contention: c, Limit: limits[rk]}
 			wall := map[string]float64{}
 			for _, a := range arms {
@@ -302,14 +302,14 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 					row.HSVsDefault = ptr(hs / d)
 					row.HSNotSlower = ptr(hs <= d)
 				}
-				row.setPaired(paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-default"}]),
-					paired(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-blocking"}]))
+				row.setPaired(Pair(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-default"}]),
+					Pair(by[key{p, c, "hybridsync"}], by[key{p, c, "cuda-blocking"}]))
 			}
 			if slices.Contains(arms, "cuda-default-again") {
-				row.AAPaired = paired(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
+				row.AAPaired = Pair(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
 			}
 			for _, a := range pairedArms {
-				if pr := paired(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && slices.Contains(arms, a) {
+				if pr := Pair(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && slices.Contains(arms, a) {
 					if row.VsDefaultPaired == nil {
 						row.VsDefaultPaired = map[string]*Paired{}
 					}
@@ -325,10 +325,10 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 
 func ptr[T any](v T) *T { return &v }
 
-// paired returns the median of one arm's time per step (hybridsync's,
+// Pair returns the median of one arm's time per step (hybridsync's,
 // or the A/A arm's) over the other arm's, by repetition, and within one
 // by round (nil when none has good runs of both).
-func paired(hs, other []Run) *Paired {
+func Pair(hs, other []Run) *Paired {
 	type pair struct{ rep, round int }
 	byRep := map[pair]float64{}
 	for _, r := range other {
@@ -425,11 +425,25 @@ func medianSteps(rs []Run) int {
 // limit (which bound applies, T and 2C) and, under contention, each
 // arm's time per step over it; last the failed runs.
 func PrintTable(w io.Writer, rows []Row) error {
-	if len(rows) == 0 {
+	head, cells := Columns(rows)
+	if len(head) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"program", "contention"}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, cols := range cells {
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+// Columns returns PrintTable's table as text: the header and a row of
+// cells per row (report's HTML draws the same); nothing for no rows.
+func Columns(rows []Row) (head []string, cells [][]string) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	head = []string{"program", "contention"}
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
@@ -443,7 +457,6 @@ func PrintTable(w io.Writer, rows []Row) error {
 		head = append(head, "vs default paired [CI]")
 	}
 	head = append(head, "limit", "arms / limit", "co-runner CPU", "failed")
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		cols := []string{r.Program, r.Contention}
 		failed := 0
@@ -470,9 +483,9 @@ func PrintTable(w io.Writer, rows []Row) error {
 			cols = append(cols, vsDefaultCol(r))
 		}
 		cols = append(cols, limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
-		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+		cells = append(cells, cols)
 	}
-	return tw.Flush()
+	return head, cells
 }
 
 // limitCol is the limit: the bound that applies, then T and 2C, and on

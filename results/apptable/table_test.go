@@ -1,4 +1,4 @@
-package suite
+package apptable
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
 func near(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) < 1e-9 }
@@ -34,7 +32,7 @@ func TestSummarize(t *testing.T) {
 	// q has only hybridsync alone: its reference.
 	add("q", "none", "hybridsync", []float64{3, 1}, []float64{1, 1})
 
-	rows := Summarize(runs, []string{"p", "q"}, []string{"none", "while1"}, Arms)
+	rows := Summarize(runs, []string{"p", "q"}, []string{"none", "while1"}, defaultArms)
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want 3 (q was not run beside while1)", len(rows))
 	}
@@ -111,7 +109,7 @@ func TestSummarizePerStep(t *testing.T) {
 		{Program: "p", Contention: "while1", Arm: "cuda-blocking", WallS: 2, CPUS: 0.5, Steps: 800},
 		{Program: "p", Contention: "while1", Arm: "hybridsync", WallS: 2.5, CPUS: 1, Steps: 1000},
 	}
-	rows := Summarize(runs, []string{"p"}, []string{"while1"}, Arms)
+	rows := Summarize(runs, []string{"p"}, []string{"while1"}, defaultArms)
 	r := rows[0]
 	if !near(r.Arms[0].Ratio, 2.1) || !near(r.Arms[1].Ratio, 1.25) || !near(r.Arms[2].Ratio, 1.25) {
 		t.Errorf("ratios %v %v %v, want 2.1 1.25 1.25", *r.Arms[0].Ratio, *r.Arms[1].Ratio, *r.Arms[2].Ratio)
@@ -190,7 +188,7 @@ func TestLimit(t *testing.T) {
 	add("nolimit", "none", "cuda-default", 1, 1)
 	add("nolimit", "while1", "cuda-default", 2, 0.5)
 
-	rows := Summarize(runs, []string{"cpu", "gpu", "nolimit"}, []string{"none", "while1"}, Arms)
+	rows := Summarize(runs, []string{"cpu", "gpu", "nolimit"}, []string{"none", "while1"}, defaultArms)
 	cpu, cpuW1, gpu, gpuW1, nl := rows[0].Limit, rows[1], rows[2].Limit, rows[3], rows[4]
 	if cpu == nil || cpu.Bound != "2C" || math.Abs(cpu.TUS-400) > 1e-6 || math.Abs(cpu.TwoCUS-810) > 1e-6 || math.Abs(cpu.US-810) > 1e-6 || cpuW1.Limit != cpu {
 		t.Errorf("CPU-bound limit %+v (while1's %+v)", cpu, cpuW1.Limit)
@@ -260,7 +258,7 @@ func TestOthersCPUShare(t *testing.T) {
 	add("while1", "cuda-default", 0.3, 0.15, 0.3)   // half each
 	add("while1", "cuda-blocking", 0.3, 0.06, 0.27) // the co-runner 70%
 	runs = append(runs, Run{Program: "p", Contention: "while1", Arm: "hybridsync", Steps: 100, WallS: 0.3, CPUS: 0.1})
-	rows := Summarize(runs, []string{"p"}, []string{"none", "while1"}, Arms)
+	rows := Summarize(runs, []string{"p"}, []string{"none", "while1"}, defaultArms)
 	w := rows[1].Arms
 	if !near(w[0].OthersCPUShare, 0.5) || !near(w[1].OthersCPUShare, 0.7) || w[2].OthersCPUShare != nil {
 		t.Errorf("shares %v %v %v; want 0.5, 0.7 and none", w[0].OthersCPUShare, w[1].OthersCPUShare, w[2].OthersCPUShare)
@@ -269,47 +267,6 @@ func TestOthersCPUShare(t *testing.T) {
 	if !strings.HasSuffix(lines[1], " - 0") || !strings.HasSuffix(lines[2], " 50% / 70% / - 0") {
 		t.Errorf("co-runner column:\n%s\n%s", lines[1], lines[2])
 	}
-}
-
-// TestSummarizeSlowdownIsTheReports: the table's ratio of every cell is
-// the slowdown the results document (and so `report`) gives it, here
-// where blocking is the fastest arm alone.
-func TestSummarizeSlowdownIsTheReports(t *testing.T) {
-	var runs []Run
-	for i, w := range []float64{2.0, 2.2, 1.9} {
-		for j, a := range Arms {
-			for k, c := range []string{"none", "while1"} {
-				wall := w * (1 + 0.1*float64(j)) * (1 + float64(k))
-				if a == "cuda-blocking" {
-					wall *= 0.8
-				}
-				runs = append(runs, Run{Program: "p", Contention: c, Arm: a, Rep: i, WallS: wall, CPUS: 1, Steps: 1000 + 10*i})
-			}
-		}
-	}
-	contentions := []string{"none", "while1"}
-	rows := Summarize(runs, []string{"p"}, contentions, Arms)
-	f := ResultsFile(runs, []string{"p"}, contentions, Arms, 3, 0, 0, results.Machine{})
-	for _, row := range rows {
-		for _, a := range row.Arms {
-			var slow float64
-			for _, c := range f.Cells {
-				if c.Key.Scenario == row.Contention && c.Key.Mode == a.Arm {
-					slow = c.Slowdown
-				}
-			}
-			if !near(a.Ratio, slow) {
-				t.Errorf("%s %s: table ratio %v, results slowdown %v", row.Contention, a.Arm, ptrVal(a.Ratio), slow)
-			}
-		}
-	}
-}
-
-func ptrVal(p *float64) float64 {
-	if p == nil {
-		return math.NaN()
-	}
-	return *p
 }
 
 // TestSummarizeAA: the A/A arm is paired with cuda-default by repetition,
@@ -352,3 +309,6 @@ func TestSummarizeOnlyCellsRun(t *testing.T) {
 		t.Errorf("rows %q, want p/none and q/while1 (a failed run's cell included)", got)
 	}
 }
+
+// defaultArms are apps' default arms.
+var defaultArms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
