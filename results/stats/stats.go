@@ -1,4 +1,4 @@
-// Package stats is the statistics the experiments' tables report: the
+// Package stats is the statistics the tables of bench, apps and report give: the
 // median and a confidence interval for it that assumes nothing of the
 // distribution.
 package stats
