@@ -28,6 +28,7 @@ type thread struct {
 	state        uint8
 	cpu          uint16
 	outThrottled bool   // the last switch-out was a quota throttle
+	throttledIn  uint64 // the switch-in that ended the last throttled interval
 	slice        uint64 // EWMA of involuntary run lengths ended by another task, 0 until the first
 	lastShared   uint64 // last switch-out to another task
 	lastThrottl  uint64 // last switch-out by the bandwidth quota
@@ -75,22 +76,30 @@ const quietOffNs = 100_000
 
 // learn takes one completed off-CPU interval: the thread ran run ns until
 // in-off, was off for off ns, came back at in; other is the process that
-// took the CPU if it was preempted (0: the idle task). self is the
-// publisher's own process (its event reader, its refresh), which is not a
-// co-runner.
+// took the CPU if it was preempted (0: the idle task), own the thread's
+// own process. self is the publisher's own process (its event reader, its
+// refresh), which is not a co-runner; nor, for a thread target (not a
+// vCPU), is the thread's own process: the program's other threads (the
+// GPU driver's helper woken at a completion, a runtime's) take its CPU
+// for moments, and counted, one such preemption in contendedFor read as
+// a shared CPU and made the library block at once beside no co-runner.
+// A vCPU's own process is its VM, whose other vCPUs on the same physical
+// CPU do compete for it.
 //
 // A thread whose live block the BPF programs write into its target's
 // array sends a record only for the intervals this learns from (teaches
 // in bpf/sched.bpf.c mirrors the cases below, and must change with them):
 // off > 0 and throttled; preempted with other == 0; preempted by another
-// process than self with off >= quietOffNs. Its other switch-ins reach
-// the publisher through observe only.
-func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, self uint32, cpu uint32, tick uint64) {
+// process than self with off >= quietOffNs (a thread target's own
+// process among them, which teaches nothing here). Its other switch-ins
+// reach the publisher through observe only.
+func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, own, self uint32, cpu uint32, tick uint64) {
 	if off > 0 && off <= in {
 		t.switchOut = in - off
 		switch {
 		case throttled:
 			t.lastThrottl = t.switchOut
+			t.throttledIn = in
 			if tick > 0 && run >= minRunNs {
 				// Throttled while running on: at a tick. A throttle
 				// right at a switch-in (overdrawn) says nothing.
@@ -101,6 +110,17 @@ func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, se
 			// quota (a second switch-out in one throttled period,
 			// which the programs count once).
 			t.lastThrottl = t.switchOut
+		case preempted && run < minRunNs && in-off-run == t.throttledIn:
+			// The same second switch-out with another task next: a
+			// throttled task goes back in to finish in the kernel
+			// and is held at its return to user space (since Linux
+			// 6.18), which the programs do not count again. Its off
+			// time is the throttle's rest (ms), whoever ran next (a
+			// softirq thread, an unrelated process); read as a
+			// co-runner's turn, it made a quota alone look shared.
+			t.lastThrottl = t.switchOut
+		case preempted && other == own && t.tid != 0:
+			// The program's own thread (see above).
 		case preempted && other != self && off >= quietOffNs:
 			t.lastShared = t.switchOut
 			if run >= minRunNs {

@@ -136,24 +136,58 @@ func TestQuotaOffCPU(t *testing.T) {
 func TestLearnWhoTookTheCPU(t *testing.T) {
 	const self = 42
 	th := running(0)
-	th.learn(10_000_000, 30_000, 4_000_000, true, false, self, self, 1, tick4ms)
-	th.learn(20_000_000, 50_000, 4_000_000, true, false, 77, self, 1, tick4ms)
+	th.learn(10_000_000, 30_000, 4_000_000, true, false, self, 1, self, 1, tick4ms)
+	th.learn(20_000_000, 50_000, 4_000_000, true, false, 77, 1, self, 1, tick4ms)
 	if th.lastShared != 0 || th.slice != 0 {
 		t.Fatalf("shared %d slice %d after the agent's and a short preemption", th.lastShared, th.slice)
 	}
-	th.learn(30_000_000, 5_000_000, 4_000_000, true, false, 0, self, 1, tick4ms)
+	th.learn(30_000_000, 5_000_000, 4_000_000, true, false, 0, 1, self, 1, tick4ms)
 	if th.lastShared != 0 || th.lastThrottl != 25_000_000 {
 		t.Fatalf("preempted to idle: shared %d throttled %d", th.lastShared, th.lastThrottl)
 	}
-	th.learn(40_000_000, 4_000_000, 3_000_000, true, false, 77, self, 1, tick4ms)
+	th.learn(40_000_000, 4_000_000, 3_000_000, true, false, 77, 1, self, 1, tick4ms)
 	if th.lastShared != 36_000_000 || th.slice != 3_000_000 {
 		t.Fatalf("a co-runner's turn: shared %d slice %d", th.lastShared, th.slice)
 	}
 	// A throttle at a tick feeds the phase; one right at a switch-in does not.
-	th.learn(60_000_000+20_000+8_000_000, 8_000_000, 9_000_000, true, true, 0, self, 1, tick4ms)
-	th.learn(80_000_000+3_000_000+8_000_000, 8_000_000, 30_000, true, true, 0, self, 1, tick4ms)
+	th.learn(60_000_000+20_000+8_000_000, 8_000_000, 9_000_000, true, true, 0, 1, self, 1, tick4ms)
+	th.learn(80_000_000+3_000_000+8_000_000, 8_000_000, 30_000, true, true, 0, 1, self, 1, tick4ms)
 	if th.throttles.n != 1 {
 		t.Fatalf("%d throttle phases, want 1", th.throttles.n)
+	}
+}
+
+// Under a quota alone, the records of a 6.18 kernel's throttle and of the
+// program's own threads: neither is a co-runner's turn. The throttle is
+// two switch-outs: one counted as a throttle, back in for a few µs, then
+// held for the rest of the period with whatever task runs next.
+func TestLearnQuotaAlone(t *testing.T) {
+	const self, own, ksoftirqd = 42, 1000, 14
+	th := running(0)
+	th.tid = own
+	th.learn(10_000_000, 2_000, 100_000, true, true, own, own, self, 1, tick4ms)
+	th.learn(10_000_000+3_000+8_800_000, 8_800_000, 3_000, true, false, ksoftirqd, own, self, 1, tick4ms)
+	if th.lastShared != 0 || th.lastThrottl != 10_003_000 {
+		t.Fatalf("a throttle's second switch-out: shared %d throttled %d", th.lastShared, th.lastThrottl)
+	}
+	th.learn(30_000_000, 150_000, 120_000, true, false, own, own, self, 1, tick4ms)
+	if th.lastShared != 0 || th.slice != 0 {
+		t.Fatalf("the program's own thread: shared %d slice %d", th.lastShared, th.slice)
+	}
+	if s := th.render(30_000_000, env{quotaUS: 10_000, periodUS: 20_000}); s.Contention != hintpage.ContThrottled {
+		t.Fatalf("contention %d, want throttled", s.Contention)
+	}
+	// A co-runner's turn after a throttled run of its own is one.
+	th.learn(40_000_000, 150_000, 3_000, true, false, 77, own, self, 1, tick4ms)
+	if th.lastShared != 40_000_000-150_000 {
+		t.Fatalf("a co-runner after a run: shared %d", th.lastShared)
+	}
+	// In a vCPU slot (tid 0) the VM's own process is its other vCPUs.
+	v := running(0)
+	v.tid = 0
+	v.learn(30_000_000, 2_000_000, 3_000_000, true, false, own, own, self, 1, tick4ms)
+	if v.lastShared != 28_000_000 {
+		t.Fatalf("another vCPU of the VM: shared %d", v.lastShared)
 	}
 }
 

@@ -525,7 +525,7 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 		return
 	}
 	p.applied++
-	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, p.self, ev.Cpu, p.tick)
+	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, ev.Tgid, p.self, ev.Cpu, p.tick)
 	if ok {
 		t.observe(st, p.self)
 	}
