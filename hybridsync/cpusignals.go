@@ -101,17 +101,22 @@ func parentDir(d string) string {
 	return d[:i]
 }
 
-// stealReader follows steal time per CPU from /proc/stat: in a VM, the
-// time the host ran something else on the physical CPU behind a vCPU. The
-// counters tick in 10 ms units, so the rate is smoothed over about 100 ms
-// instead of judged per sampling window.
+// stealReader follows steal and idle time per CPU from /proc/stat: steal,
+// in a VM, the time the host ran something else on the physical CPU
+// behind a vCPU; idle, the time nothing at all wanted the CPU. The
+// counters tick in 10 ms units, so the rates are smoothed over about
+// 100 ms instead of judged per sampling window.
 type stealReader struct {
 	mu     sync.Mutex
 	readAt int64
-	ticks  []int64   // last counter per CPU
-	frac   []float64 // smoothed steal fraction per CPU
-	none   bool      // no steal column: not worth reading again
+	ticks  []cpuTicks // last counters per CPU
+	frac   []cpuFrac  // smoothed fractions per CPU
+	none   bool       // no steal column: not worth reading again
 }
+
+type cpuTicks struct{ steal, idle int64 }
+
+type cpuFrac struct{ steal, idle float64 }
 
 const (
 	stealPeriod = 25_000_000
@@ -121,19 +126,27 @@ const (
 
 // fraction returns the recent steal fraction of the CPU the caller runs on.
 func (r *stealReader) fraction(now int64) float64 {
+	steal, _ := r.fractions(now)
+	return steal
+}
+
+// fractions returns the recent steal and idle fractions of the CPU the
+// caller runs on; idle is -1 where /proc/stat cannot be read.
+func (r *stealReader) fractions(now int64) (steal, idle float64) {
 	var cpu, node uint32
 	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0); e != 0 {
-		return 0
+		return 0, -1
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.none && now-r.readAt >= stealPeriod {
 		r.refresh(now)
 	}
-	if int(cpu) < len(r.frac) {
-		return r.frac[cpu]
+	if int(cpu) < len(r.frac) && !r.none && r.readAt != 0 {
+		f := r.frac[cpu]
+		return f.steal, f.idle
 	}
-	return 0
+	return 0, -1
 }
 
 func (r *stealReader) refresh(now int64) {
@@ -158,15 +171,23 @@ func (r *stealReader) refresh(now int64) {
 			r.none = true // a kernel without the steal column
 			return
 		}
-		ticks, _ := strconv.ParseInt(f[8], 10, 64)
+		var t cpuTicks
+		t.steal, _ = strconv.ParseInt(f[8], 10, 64)
+		idle, _ := strconv.ParseInt(f[4], 10, 64)
+		iowait, _ := strconv.ParseInt(f[5], 10, 64)
+		t.idle = idle + iowait
 		for len(r.ticks) <= cpu {
-			r.ticks = append(r.ticks, 0)
-			r.frac = append(r.frac, 0)
+			r.ticks = append(r.ticks, cpuTicks{})
+			// Until measured, a CPU is taken to be idle: no evidence
+			// holds a shared verdict (judge).
+			r.frac = append(r.frac, cpuFrac{idle: 1})
 		}
 		if !first && dt > 0 {
-			x := float64(ticks-r.ticks[cpu]) * (1e9 / userHZ) / float64(dt)
-			r.frac[cpu] += (x - r.frac[cpu]) / 4
+			rate := func(d int64) float64 { return float64(d) * (1e9 / userHZ) / float64(dt) }
+			fr := &r.frac[cpu]
+			fr.steal += (rate(t.steal-r.ticks[cpu].steal) - fr.steal) / 4
+			fr.idle += (min(rate(t.idle-r.ticks[cpu].idle), 1) - fr.idle) / 4
 		}
-		r.ticks[cpu] = ticks
+		r.ticks[cpu] = t
 	}
 }

@@ -50,10 +50,17 @@ func (f procFile) read(buf []byte) (int, error) {
 // readSchedstat reads run_delay and timeslices from /proc/.../schedstat
 // ("run_time run_delay timeslices").
 func readSchedstat(f procFile) (delay, runs int64, ok bool) {
+	_, delay, runs, ok = readSchedstatRun(f)
+	return delay, runs, ok
+}
+
+// readSchedstatRun is readSchedstat with the thread's time on the CPU
+// (the file's first field), from the same read.
+func readSchedstatRun(f procFile) (run, delay, runs int64, ok bool) {
 	var buf [96]byte
 	n, err := f.read(buf[:])
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	var v [3]int64
 	rest := buf[:n]
@@ -62,11 +69,11 @@ func readSchedstat(f procFile) (delay, runs int64, ok bool) {
 		field, rest = nextField(rest)
 		x, err := strconv.ParseInt(string(field), 10, 64)
 		if err != nil || x < 0 {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		v[i] = x
 	}
-	return v[1], v[2], true
+	return v[0], v[1], v[2], true
 }
 
 // nextField returns the first space-separated field of b and what follows.

@@ -66,3 +66,84 @@ func TestJudgeLateThrottle(t *testing.T) {
 		t.Error("no quota: a window waiting 3 ms of 4 was not judged shared")
 	}
 }
+
+// TestJudgeHoldsWhileAsleep: a thread that blocks beside a busy co-runner
+// is woken promptly, so its windows after the first show little run
+// delay; while it mostly sleeps and its CPU is never idle, they hold the
+// shared verdict. A window in which it was runnable most of the time, or
+// in which its CPU was idle, releases it once sharedHold has passed. A
+// thread alone never reads shared, whether it sleeps or spins.
+func TestJudgeHoldsWhileAsleep(t *testing.T) {
+	const win = 4_000_000
+	contended := schedWindow{dt: win, cpu: 500_000, delay: 2_000_000, runs: 4, idle: 0}
+	asleepBusy := schedWindow{dt: win, cpu: 800_000, delay: 200_000, runs: 5, idle: 0}   // woken promptly, 40 µs a run
+	asleepIdle := schedWindow{dt: win, cpu: 800_000, delay: 20_000, runs: 5, idle: 0.7}  // alone: its CPU idles while it sleeps
+	awake := schedWindow{dt: win, cpu: 3_900_000, delay: 50_000, runs: 1, idle: 0}       // spinning, and it got the CPU
+	unknown := schedWindow{dt: win, cpu: -1, delay: 200_000, runs: 5, idle: 0}           // the thread's CPU time not read
+	unknownIdle := schedWindow{dt: win, cpu: 800_000, delay: 200_000, runs: 5, idle: -1} // /proc/stat not read
+	for _, tc := range []struct {
+		name   string
+		after  schedWindow
+		shared bool // still shared a second after the contended window
+	}{
+		{"asleep, CPU busy", asleepBusy, true},
+		{"asleep, CPU idle", asleepIdle, false},
+		{"runnable", awake, false},
+		{"CPU time not known", unknown, false},
+		{"idle not known", unknownIdle, false},
+	} {
+		var th threadSched
+		now := int64(1e9)
+		judge(&th, now, contended, 0)
+		if now >= th.sharedTo.Load() {
+			t.Fatalf("%s: the contended window was not judged shared", tc.name)
+		}
+		for range 250 {
+			now += win
+			judge(&th, now, tc.after, 0)
+		}
+		if got := now < th.sharedTo.Load(); got != tc.shared {
+			t.Errorf("%s: shared %v a second later, want %v", tc.name, got, tc.shared)
+		}
+	}
+	// Alone, from the start: no window is shared, and none holds.
+	for _, w := range []schedWindow{asleepIdle, awake} {
+		var th threadSched
+		now := int64(1e9)
+		for range 100 {
+			now += win
+			judge(&th, now, w, 0)
+			if now < th.sharedTo.Load() {
+				t.Fatalf("alone (%+v): judged shared", w)
+			}
+		}
+	}
+	// Under a quota the windows judged together hold it alike.
+	var th threadSched
+	now := int64(1e9)
+	judge(&th, now, contended, 20_000_000)
+	for range 20 {
+		now += win
+		judge(&th, now, contended, 20_000_000)
+	}
+	for range 250 {
+		now += win
+		judge(&th, now, asleepBusy, 20_000_000)
+	}
+	if now >= th.sharedTo.Load() {
+		t.Error("under a quota: a sleeping thread's windows on a busy CPU released the verdict")
+	}
+}
+
+// TestWindowAdd: CPU time adds up unless either window lacks it.
+func TestWindowAdd(t *testing.T) {
+	a := schedWindow{dt: 1, cpu: 2, delay: 3, runs: 4, idle: 0.5}
+	if s := a.add(a); s.cpu != 4 || s.dt != 2 || s.idle != 0.5 {
+		t.Errorf("sum %+v", s)
+	}
+	b := a
+	b.cpu = -1
+	if s := a.add(b); s.cpu != -1 {
+		t.Errorf("sum with an unknown CPU time: %+v", s)
+	}
+}

@@ -3,6 +3,8 @@ package hybridsync
 import (
 	"strconv"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // SchedSignal tells whether a thread competes for its CPU from the kernel's
@@ -19,7 +21,16 @@ import (
 //
 // Each thread is sampled at most every samplePeriod, on its own waits; the
 // decision holds for a while after the last evidence (hysteresis), because
-// blocking under contention hides most of the evidence that led to it.
+// blocking under contention hides most of the evidence that led to it: a
+// thread that sleeps beside a busy co-runner is owed the CPU when it
+// wakes (EEVDF runs a waking sleeper at once), so its run delay per
+// scheduling-in falls to tens of µs though the co-runner still wants the
+// CPU. So a shared verdict is released only by a window that can show the
+// CPU free: one in which the thread was runnable (running or waiting to)
+// most of the time, or in which its CPU was idle for a share of the time
+// (/proc/stat), which it never is beside a busy co-runner. A window in
+// which the thread mostly slept while its CPU stayed busy holds the
+// verdict (judge).
 //
 // The zero value is ready to use.
 type SchedSignal struct {
@@ -52,6 +63,15 @@ const (
 	// physical CPU (a VM on a quiet host shows well under 1%).
 	stealShared   = 0.05
 	throttledHold = 250_000_000
+	// awakeFree: a window in which the thread was runnable at least this
+	// share of the time judges the CPU as it is; idleFree: a smoothed
+	// idle fraction of its CPU at least this says nothing else wanted the
+	// CPU while the thread slept. Alone, a thread that mostly sleeps
+	// leaves its CPU idle about as long as it sleeps (more than half the
+	// time, where the first does not apply); beside a busy co-runner the
+	// CPU is never idle.
+	awakeFree = 0.5
+	idleFree  = 0.1
 )
 
 // threadSched is one thread's last sample. busy serialises samplers (the
@@ -61,7 +81,7 @@ type threadSched struct {
 	stat atomic.Pointer[procFile] // its schedstat
 
 	last                 atomic.Int64 // time of the last sample, 0: none
-	delay, runs          atomic.Int64 // schedstat at the last sample
+	run, delay, runs     atomic.Int64 // schedstat at the last sample (run -1: not known)
 	throttled            atomic.Int64 // cgroup throttled time at the last sample
 	sharedTo, throttleTo atomic.Int64 // verdicts hold until these times
 
@@ -116,32 +136,46 @@ func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
 		f = &pf
 		t.stat.Store(f)
 	}
-	delay, runs, ok := readSchedstat(*f)
+	run, delay, runs, ok := readSchedstatRun(*f)
 	if !ok {
 		return
 	}
-	g.sampleWith(t, now, delay, runs)
+	g.sampleWith(t, now, run, delay, runs)
 }
 
 // observeRunDelay takes the run delay thread tid's caller read at now, in
 // place of a reading of its own, when a sample is due (Contention's rule):
-// one reading of the thread's schedstat per decision.
+// one reading of the thread's schedstat per decision. Its time on the CPU
+// comes from the thread's CPU clock where tid is the calling thread (the
+// C library reports from the thread itself), else it is not known.
 func (g *SchedSignal) observeRunDelay(tid int, now int64, rd RunDelay) {
 	t := g.thread(tid)
 	if now-t.last.Load() >= samplePeriod && t.busy.CompareAndSwap(false, true) {
-		g.sampleWith(t, now, rd.Delay, rd.Runs)
+		run := int64(-1)
+		var ts unix.Timespec
+		if tid == unix.Gettid() && unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) == nil {
+			run = ts.Nano()
+		}
+		g.sampleWith(t, now, run, rd.Delay, rd.Runs)
 		t.busy.Store(false)
 	}
 }
 
-// sampleWith folds the thread's schedstat (delay, runs) at now, and the
-// cgroups' throttled time, into its verdicts.
-func (g *SchedSignal) sampleWith(t *threadSched, now, delay, runs int64) {
+// sampleWith folds the thread's schedstat (time on the CPU, -1 if not
+// known; delay, runs) at now, and the cgroups' throttled time, into its
+// verdicts.
+func (g *SchedSignal) sampleWith(t *threadSched, now, run, delay, runs int64) {
 	thr := g.cg.throttled(now)
 	if prev := t.last.Load(); prev > 1 {
-		judge(t, now, schedWindow{dt: now - prev, delay: delay - t.delay.Load(), runs: runs - t.runs.Load(),
-			throttled: thr - t.throttled.Load(), steal: g.steal.fraction(now)}, g.cg.period.Load())
+		w := schedWindow{dt: now - prev, cpu: -1, delay: delay - t.delay.Load(), runs: runs - t.runs.Load(),
+			throttled: thr - t.throttled.Load()}
+		if last := t.run.Load(); run >= 0 && last >= 0 {
+			w.cpu = run - last
+		}
+		w.steal, w.idle = g.steal.fractions(now)
+		judge(t, now, w, g.cg.period.Load())
 	}
+	t.run.Store(run)
 	t.delay.Store(delay)
 	t.runs.Store(runs)
 	t.throttled.Store(thr)
@@ -161,6 +195,10 @@ func (g *SchedSignal) sampleWith(t *threadSched, now, delay, runs int64) {
 // and then waits). Steal cannot tell a host quota from
 // another vCPU: it counts as a competitor, which errs towards blocking,
 // CUDA's better mode under contention.
+//
+// A window that does not show contention releases a shared verdict only
+// if it could have shown it (schedWindow.inconclusive); otherwise it
+// holds the verdict as fresh evidence would.
 func judge(t *threadSched, now int64, w schedWindow, period int64) {
 	t.sumDt.Add(w.dt)
 	t.sumDelay.Add(w.delay)
@@ -176,21 +214,43 @@ func judge(t *threadSched, now int64, w schedWindow, period int64) {
 		}
 		w, t.pending = t.pending, schedWindow{}
 	}
-	if w.shared() {
+	switch {
+	case w.shared():
+		t.sharedTo.Store(now + sharedHold)
+	case t.sharedTo.Load() > now-w.dt && w.inconclusive():
+		// Shared when the window began, and nothing in it says otherwise.
 		t.sharedTo.Store(now + sharedHold)
 	}
 }
 
-// schedWindow is what one thread's counters did between two samples (ns).
+// schedWindow is what one thread's counters did between two samples (ns):
+// its time on the CPU (cpu, -1: not known), its run delay, the times it
+// was scheduled in, its cgroups' throttled time; and its CPU's smoothed
+// steal and idle fractions at the end (idle -1: not known).
 type schedWindow struct {
-	dt, delay, runs, throttled int64
-	steal                      float64 // smoothed steal fraction of its CPU
+	dt, cpu, delay, runs, throttled int64
+	steal, idle                     float64
 }
 
-// add returns w and the window after it as one (steal: the later's).
+// add returns w and the window after it as one (steal, idle: the later's).
 func (w schedWindow) add(next schedWindow) schedWindow {
-	return schedWindow{dt: w.dt + next.dt, delay: w.delay + next.delay, runs: w.runs + next.runs,
-		throttled: w.throttled + next.throttled, steal: next.steal}
+	cpu := w.cpu + next.cpu
+	if w.cpu < 0 || next.cpu < 0 {
+		cpu = -1
+	}
+	return schedWindow{dt: w.dt + next.dt, cpu: cpu, delay: w.delay + next.delay, runs: w.runs + next.runs,
+		throttled: w.throttled + next.throttled, steal: next.steal, idle: next.idle}
+}
+
+// inconclusive: a window that shows no contention but could not have
+// shown the contention a sleeping thread hides: the thread was runnable
+// less than awakeFree of the time while its CPU was busy (idle under
+// idleFree). Where either is not known, the window is taken as it is.
+func (w schedWindow) inconclusive() bool {
+	if w.cpu < 0 || w.idle < 0 || w.dt <= 0 {
+		return false
+	}
+	return float64(w.cpu+w.delay) < awakeFree*float64(w.dt) && w.idle < idleFree
 }
 
 func (w schedWindow) shared() bool {
