@@ -131,7 +131,8 @@ func (r *stealReader) fraction(now int64) float64 {
 }
 
 // fractions returns the recent steal and idle fractions of the CPU the
-// caller runs on; idle is -1 where /proc/stat cannot be read.
+// caller runs on; idle is -1 where /proc/stat cannot be read or has not
+// been read twice yet.
 func (r *stealReader) fractions(now int64) (steal, idle float64) {
 	var cpu, node uint32
 	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0); e != 0 {
@@ -178,15 +179,20 @@ func (r *stealReader) refresh(now int64) {
 		t.idle = idle + iowait
 		for len(r.ticks) <= cpu {
 			r.ticks = append(r.ticks, cpuTicks{})
-			// Until measured, a CPU is taken to be idle: no evidence
-			// holds a shared verdict (judge).
-			r.frac = append(r.frac, cpuFrac{idle: 1})
+			r.frac = append(r.frac, cpuFrac{idle: -1}) // idle: not measured yet
 		}
 		if !first && dt > 0 {
 			rate := func(d int64) float64 { return float64(d) * (1e9 / userHZ) / float64(dt) }
 			fr := &r.frac[cpu]
 			fr.steal += (rate(t.steal-r.ticks[cpu].steal) - fr.steal) / 4
-			fr.idle += (min(rate(t.idle-r.ticks[cpu].idle), 1) - fr.idle) / 4
+			// The first rate is taken as it is: smoothed from a guess,
+			// the idle fraction would take 100s of ms to become true.
+			idle := min(rate(t.idle-r.ticks[cpu].idle), 1)
+			if fr.idle < 0 {
+				fr.idle = idle
+			} else {
+				fr.idle += (idle - fr.idle) / 4
+			}
 		}
 		r.ticks[cpu] = t
 	}
