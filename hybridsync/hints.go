@@ -291,11 +291,30 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 // contention. Its answers count as used, and its fallbacks by reason, as
 // Remaining's do: a policy that blocks at once on a shared CPU asks this
 // far more often than how much slice is left.
+//
+// On a thread's own page (a local target, not a vCPU's), "shared" is
+// checked against the fallback source, which reads the same thread's
+// accounting: the page says shared after any other task's turn of 100 µs
+// in the last 500 ms, which other work on the machine (a build, another
+// program's tests) gives most of the time, while the policy's "shared"
+// (block at once) is for a CPU that a competitor keeps wanting
+// (SchedSignal: run delay, and a CPU that never idles while the thread
+// sleeps). Where the fallback says free or throttled, that is the
+// answer: under a CPU quota on a busy machine, blocking at once for every
+// such turn ran behind sleeping until the predicted completion
+// (docs/BENCHMARKS.md, "Hints as the threshold in the NAMD-like bench"). A vCPU's
+// page stays as it is: inside a guest, the host's contention shows only
+// on the page (and as steal).
 func (h *HintSource) Contention(tid int, now int64) Contention {
 	var s hintpage.Slot
 	if _, ok := h.slot(tid, now, &s); ok {
 		if c, known := hintContention(s.Contention); known {
 			h.used.Add(1)
+			if c == ContentionShared && h.cont != nil && !h.calibrate.Load() {
+				if own := h.cont.Contention(tid, now); own == ContentionFree || own == ContentionThrottled {
+					return own
+				}
+			}
 			return c
 		}
 		h.fallbacks[fbUnknown].Add(1)

@@ -105,19 +105,52 @@ func TestHintSourceCountsContention(t *testing.T) {
 	now := Now()
 	s := runningSlot(77, now)
 	w.Publish(0, &s)
-	h := NewHintSource(path, nil, fixedContention(ContentionThrottled))
+	h := NewHintSource(path, nil, fixedContention(ContentionUnknown))
 	for range 3 {
 		if c := h.Contention(77, now); c != ContentionShared {
 			t.Fatalf("Contention = %v, want shared", c)
 		}
 	}
+	if st := h.Stats(); st.Used != 3 {
+		t.Fatalf("stats %+v, want 3 used", st)
+	}
+	h = NewHintSource(path, nil, fixedContention(ContentionThrottled))
 	s.Contention = hintpage.ContUnknown
 	w.Publish(0, &s)
 	if c := h.Contention(77, now); c != ContentionThrottled {
 		t.Fatalf("Contention of an unknown slot = %v, want the fallback's", c)
 	}
-	if st := h.Stats(); st.Used != 3 || st.Fallbacks["unknown"] != 1 {
-		t.Fatalf("stats %+v, want 3 used and 1 unknown", st)
+	if st := h.Stats(); st.Used != 0 || st.Fallbacks["unknown"] != 1 {
+		t.Fatalf("stats %+v, want 0 used and 1 unknown", st)
+	}
+}
+
+// TestHintSourceSharedChecked: on a thread's page, "shared" stands where
+// the thread's own accounting agrees or cannot tell, and gives way where
+// it says free or throttled; on a vCPU's page it stands.
+func TestHintSourceSharedChecked(t *testing.T) {
+	w, path := newHintPage(t, 1, 0)
+	now := Now()
+	s := runningSlot(77, now)
+	w.Publish(0, &s)
+	for _, own := range []Contention{ContentionShared, ContentionUnknown, ContentionFree, ContentionThrottled} {
+		want := own
+		if own == ContentionUnknown {
+			want = ContentionShared
+		}
+		h := NewHintSource(path, nil, fixedContention(own))
+		if c := h.Contention(77, now); c != want {
+			t.Errorf("page shared, the thread's own %v: %v, want %v", own, c, want)
+		}
+	}
+	vw, vpath := newHintPage(t, 64, hintpage.FlagVCPU)
+	vs := runningSlot(0, now)
+	for cpu := range 64 {
+		vw.Publish(cpu, &vs)
+	}
+	h := NewHintSource(vpath, nil, fixedContention(ContentionFree))
+	if c := h.Contention(77, now); c != ContentionShared {
+		t.Errorf("vCPU page shared, the guest thread's own free: %v, want shared", c)
 	}
 }
 
