@@ -430,12 +430,13 @@ const spunExcess = 0.02
 // under a quota, more of hybrid's timeline waits kept the CPU (spin or
 // mixed: on it for a fifth of the wait or more) than the best mode's, the
 // cause is its contention signal: hybrid blocks at once only while the
-// signal, drawn from the thread's run delay per scheduling-in (schedstat)
-// and its cgroup's throttling, says the CPU is shared; the scheduler
-// wakes a blocked thread promptly, so some windows read free and the
-// waits after them spin or sleep-then-spin, and a spin beside a busy
-// co-runner can lose the CPU for the co-runner's whole slice
-// (docs/experiments.md, "What the bottom line says of hybrid").
+// signal, drawn from the thread's run delay per scheduling-in (schedstat),
+// its CPU's idle time and its cgroup's throttling, says the CPU is
+// shared; before its first window that shows contention, and once the
+// CPU idles (a co-runner held back by its quota), the waits spin or
+// sleep-then-spin, and a spin beside a busy co-runner can lose the CPU
+// for the co-runner's whole slice (docs/experiments.md, "What the bottom
+// line says of hybrid").
 // Otherwise the run recorded no cause, and the sentence says so. "" where
 // hybrid is best wherever it ran.
 func (t Table) HybridNote() string {
@@ -470,7 +471,7 @@ func (t Table) HybridNote() string {
 	var clauses []string
 	if len(spun) > 0 {
 		clauses = append(clauses, strings.Join(spun, ", ")+
-			": it blocks at once only while its contention signal (the thread's run delay per scheduling-in, from schedstat, and its cgroup's throttling) says the CPU is shared, the scheduler wakes a blocked thread promptly, so some windows read free and the waits after them spin, and a spin beside a busy co-runner can lose the CPU for the co-runner's whole slice")
+			": it blocks at once only while its contention signal (the thread's run delay per scheduling-in, from schedstat, its CPU's idle time and its cgroup's throttling) says the CPU is shared, its waits spin before the first window that shows contention and once the CPU idles (a co-runner held back by its quota), and a spin beside a busy co-runner can lose the CPU for the co-runner's whole slice")
 	}
 	if len(spread) > 0 {
 		clauses = append(clauses, strings.Join(spread, ", ")+
