@@ -124,12 +124,6 @@ const (
 	userHZ = 100
 )
 
-// fraction returns the recent steal fraction of the CPU the caller runs on.
-func (r *stealReader) fraction(now int64) float64 {
-	steal, _ := r.fractions(now)
-	return steal
-}
-
 // fractions returns the recent steal and idle fractions of the CPU the
 // caller runs on; idle is -1 where /proc/stat cannot be read or has not
 // been read twice yet.
