@@ -140,7 +140,7 @@ clean:
 -include profiler/Makefile.inc
 -include vmimages/Makefile.inc
 
-# What `vgpu-probe advise` finds beside the binary (experiments/suite,
+# What `vgpu-probe advise` finds beside the binary (experiments/apps/suite,
 # FindParts): the library and the launcher where `make lib` puts them,
 # without the static archive and the package files, and CUDA's
 # blocking-sync shim (experiments/apps/blocksync.c, which needs no CUDA

@@ -10,7 +10,7 @@ for p in gcc make pkg-config cmake python3; do
 	command -v "$p" >/dev/null 2>&1 || need+=("$p")
 done
 # python3-numpy: the suite's user-loop programs' host work
-# (experiments/apps/test_userloop.py, run by experiments/suite's tests).
+# (experiments/apps/test_userloop.py, run by experiments/apps/suite's tests).
 python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
 if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -q --no-install-recommends "${need[@]}"

@@ -3,7 +3,7 @@
 // cpu.cfs_quota_us and cpu.cfs_period_us). The library (to tell a quota's
 // waits from a competitor's), the agent (a target's limit, a co-runner's
 // cgroup, its own memory limit) and the experiments (to check the limit
-// they set) all read them here; experiments/cgroup makes cgroups.
+// they set) all read them here; experiments/cpucap makes cgroups.
 package cgroups
 
 import (

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
@@ -234,10 +234,10 @@ func TestSchedSignalThrottled(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a cgroup with a CPU quota (CI runs as root)")
 	}
-	if _, err := cgroup.Detect(); err != nil {
+	if _, err := cpucap.Detect(); err != nil {
 		t.Skipf("no usable cgroup CPU controller: %v", err)
 	}
-	g, err := cgroup.Create(fmt.Sprintf("hybridsync-test-%d", os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
+	g, err := cpucap.Create(fmt.Sprintf("hybridsync-test-%d", os.Getpid()), 10*time.Millisecond, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

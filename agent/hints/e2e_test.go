@@ -24,7 +24,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
@@ -129,7 +129,7 @@ func runE2E(t *testing.T, scenario string) {
 			t.Fatal(err)
 		}
 	case "cap":
-		g, err := cgroup.Create("vgpu-probe-hints-e2e", 10*time.Millisecond, 20*time.Millisecond)
+		g, err := cpucap.Create("vgpu-probe-hints-e2e", 10*time.Millisecond, 20*time.Millisecond)
 		if err != nil {
 			t.Skipf("no cgroup CPU bandwidth control: %v", err)
 		}

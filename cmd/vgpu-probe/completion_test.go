@@ -13,9 +13,9 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/report"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"

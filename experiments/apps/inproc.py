@@ -64,7 +64,7 @@ ARMS = ["cuda-default", "cuda-blocking", "hybridsync"]
 # context is switched to blocking-sync. APPS_INPROC_ARMS=a,b,... picks
 # others than ARMS, as for the C programs (loop.h, experiments/apps/diag/arms.sh).
 # The same table as loop.h's, ARMS its default arms and the suite's
-# product arms (experiments/suite.Arms): libhybridsync/ctest's
+# product arms (experiments/apps/suite.Arms): libhybridsync/ctest's
 # TestInProcessArmTablesAgree checks all three.
 ARM_SETUP = {"cuda-default": (0, False), "cuda-blocking": (0, True), "hybridsync": (HOOK_ALL, False),
              "hooks-observe": (HOOK_OBSERVE, False), "cuda-default-again": (0, False)}

@@ -17,7 +17,7 @@
 // (waits alone would see no records, a configuration no program runs);
 // cuda-default-again, the default arm once more, an A/A control.
 // The arm table below is also inproc.py's, and its first arms are the
-// suite's product arms (experiments/suite.Arms): libhybridsync/ctest's
+// suite's product arms (experiments/apps/suite.Arms): libhybridsync/ctest's
 // TestInProcessArmTablesAgree checks that the three agree.
 // APPS_INPROC_UNMITIGATED=a,b,... names arms that run without the agent's
 // short slice (vgpu-probe apps --mitigate-arms): see inproc_unmitigate.

@@ -1,5 +1,5 @@
 """Tests of userloop's host work, calibration and preparer thread, which
-need NumPy and not torch or a GPU (experiments/suite's
+need NumPy and not torch or a GPU (experiments/apps/suite's
 TestUserLoopHostWork runs them: python3 -m unittest test_userloop)."""
 import contextlib
 import io

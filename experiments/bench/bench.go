@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -162,7 +162,7 @@ func (r *run) runContention(ctx context.Context, contention string) ([]Row, erro
 // runCell runs one cell; with a mitigation its process is started from a
 // thread with the slice, so that the cell and every thread it makes
 // (CUDA's included) have it from the start, and only for the cell's life.
-func (r *run) runCell(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
+func (r *run) runCell(ctx context.Context, cell workload.Cell, cg *cpucap.Group) (results.Result, error) {
 	if r.feed == nil {
 		return r.runOne(ctx, cell, cg)
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -38,7 +38,7 @@ const cellName = "bench-cell"
 
 // setQuota records the contention setting's bandwidth limit, which the
 // page reports.
-func (r *run) setQuota(cg *cgroup.Group) {
+func (r *run) setQuota(cg *cpucap.Group) {
 	r.quotaUS, r.periodUS = 0, 0
 	if cg != nil {
 		r.quotaUS, r.periodUS = r.CapQuota.Microseconds(), r.CapPeriod.Microseconds()
@@ -60,7 +60,7 @@ func (r *run) hintCell(cell workload.Cell) workload.Cell {
 // runOne runs a cell, watched by the in-process publisher when it reads
 // hints from it: the cell's loop thread becomes the page's only thread
 // (with the mitigator's slice in its slot, if any) before its loop starts.
-func (r *run) runOne(ctx context.Context, cell workload.Cell, cg *cgroup.Group) (results.Result, error) {
+func (r *run) runOne(ctx context.Context, cell workload.Cell, cg *cpucap.Group) (results.Result, error) {
 	if r.feed == nil || !r.feed.Hints() || cell.Threshold != workload.ThresholdHints {
 		return workload.RunCell(ctx, cell, cg)
 	}

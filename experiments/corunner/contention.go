@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 )
 
 // Contentions are the CPU contention settings that bench and apps measure
@@ -32,7 +32,7 @@ func ValidContention(name string) bool {
 // Setting is a contention setting in place: the cgroup the program must be
 // put in (nil without a cap) and the co-runner (nil without one).
 type Setting struct {
-	Group *cgroup.Group
+	Group *cpucap.Group
 	co    *Process
 }
 
@@ -60,7 +60,7 @@ func SetupOn(name string, cpus []int, cgName string, quota, period time.Duration
 	}
 	s := &Setting{}
 	if Capped(name) {
-		g, err := cgroup.Create(cgName, time.Duration(len(cpus))*quota, period)
+		g, err := cpucap.Create(cgName, time.Duration(len(cpus))*quota, period)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (the cap settings need root)", name, err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/local"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
@@ -204,7 +204,7 @@ func leftovers(t *testing.T, marker string) []string {
 			left = append(left, fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
 		}
 	}
-	for _, dir := range []string{cgroup.Root, filepath.Join(cgroup.Root, "cpu")} {
+	for _, dir := range []string{cpucap.Root, filepath.Join(cpucap.Root, "cpu")} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), local.CgroupPrefix()) {

@@ -13,8 +13,8 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -71,7 +71,7 @@ func init() { reexec.Register("workload-cell", cellMain) }
 // RunCell runs c in a child process, in cg when not nil, and returns its
 // result with the CPU time the whole process used. The child starts its
 // loop only once it is in the cgroup. Cancelling ctx kills it.
-func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (results.Result, error) {
+func RunCell(ctx context.Context, c Cell, cg *cpucap.Group) (results.Result, error) {
 	return RunCellStarted(ctx, c, cg, nil)
 }
 
@@ -79,7 +79,7 @@ func RunCell(ctx context.Context, c Cell, cg *cgroup.Group) (results.Result, err
 // child's pid before the loop begins (the loop runs on the child's main
 // thread, whose tid is the pid): a hint publisher watches it from its
 // first step.
-func RunCellStarted(ctx context.Context, c Cell, cg *cgroup.Group, started func(pid int) error) (results.Result, error) {
+func RunCellStarted(ctx context.Context, c Cell, cg *cpucap.Group, started func(pid int) error) (results.Result, error) {
 	if _, ok := devices[c.Device]; !ok {
 		return results.Result{}, fmt.Errorf("unknown device %q (want one of %v)", c.Device, Devices())
 	}
@@ -129,7 +129,7 @@ func RunCellStarted(ctx context.Context, c Cell, cg *cgroup.Group, started func(
 }
 
 // place puts the child in cg and tells started about it.
-func place(pid int, cg *cgroup.Group, started func(int) error) error {
+func place(pid int, cg *cpucap.Group, started func(int) error) error {
 	if cg != nil {
 		if err := cg.Add(pid); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
@@ -60,10 +60,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 // the loop runs, its CPU time is measured, and the cap slows a spinning
 // wait (which needs the CPU) far more than a blocking one.
 func TestRunCellInCgroup(t *testing.T) {
-	var cg *cgroup.Group
+	var cg *cpucap.Group
 	if os.Geteuid() == 0 {
-		if _, err := cgroup.Detect(); err == nil {
-			g, err := cgroup.Create(fmt.Sprintf("vgpu-probe-test-cell-%d", os.Getpid()), 5*time.Millisecond, 20*time.Millisecond)
+		if _, err := cpucap.Detect(); err == nil {
+			g, err := cpucap.Create(fmt.Sprintf("vgpu-probe-test-cell-%d", os.Getpid()), 5*time.Millisecond, 20*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 )
 
 // The suite's in-process harnesses (experiments/apps/loop.h --inproc, and
@@ -163,7 +163,7 @@ func TestInProcessArmsChosen(t *testing.T) {
 // TestInProcessArmTablesAgree: the in-process arms are listed three times,
 // once per language that runs them: loop.h's table (the C programs, its
 // hook sets from hybridsync.h), inproc.py's (the Python programs) and
-// the suite's product arms (Go, experiments/suite), which must be the
+// the suite's product arms (Go, experiments/apps/suite), which must be the
 // harnesses' default arms. Each arm must mean the same everywhere: the
 // same hooks, the same schedule.
 func TestInProcessArmTablesAgree(t *testing.T) {
@@ -222,7 +222,7 @@ print(json.dumps({"default": len(inproc.ARMS), "hooks": [inproc.HOOK_OBSERVE, in
 		t.Fatalf("inproc.py's table: %v: %q", err, r.stdout)
 	}
 	if c.Default > len(c.Order) || !slices.Equal(c.Order[:c.Default], py.Order) || !slices.Equal(py.Order, suite.Arms) {
-		t.Errorf("default arms: loop.h %v, inproc.py %q, experiments/suite %q", c.Order[:min(c.Default, len(c.Order))], py.Order, suite.Arms)
+		t.Errorf("default arms: loop.h %v, inproc.py %q, experiments/apps/suite %q", c.Order[:min(c.Default, len(c.Order))], py.Order, suite.Arms)
 	}
 	if !maps.Equal(c.Arms, py.Arms) || c.Hooks != py.Hooks {
 		t.Errorf("arms (hooks, blocking): loop.h %v, inproc.py %v; hook sets (observe, all): hybridsync.h %v, inproc.py %v", c.Arms, py.Arms, c.Hooks, py.Hooks)

@@ -2,7 +2,7 @@
 // a GPU program on this VM (as it is, CUDA's blocking-sync mode,
 // libhybridsync, hybridsync-run), measured alone and beside a busy
 // neighbour, in one line. The measurement and the decision are
-// experiments/suite's (advise.go, decide.go).
+// experiments/apps/suite's (advise.go, decide.go).
 package advise
 
 import (
@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 )
 
 // NewCmd returns the advise command; runF replaces the run in tests.

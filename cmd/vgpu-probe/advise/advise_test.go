@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )

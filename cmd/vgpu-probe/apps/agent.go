@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 )
 
 // agentFlags are --with-agent and what it does.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 

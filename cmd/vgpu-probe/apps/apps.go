@@ -2,7 +2,7 @@
 // CuPy, nvcc-built CUDA) under CUDA's default wait, CUDA's blocking-sync
 // mode and LD_PRELOAD=libhybridsync.so, each under the contention settings
 // of bench, interleaved, with one ratio table at the end. The suite itself
-// is experiments/suite.
+// is experiments/apps/suite.
 package apps
 
 import (
@@ -19,8 +19,8 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )

@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
@@ -219,7 +219,7 @@ func canCap(t *testing.T) bool {
 		t.Log("not root: the cap settings are not tested (CI runs as root)")
 		return false
 	}
-	if _, err := cgroup.Detect(); err != nil {
+	if _, err := cpucap.Detect(); err != nil {
 		t.Logf("no cgroup cpu controller: the cap settings are not tested: %v", err)
 		return false
 	}
@@ -242,7 +242,7 @@ func checkNothingLeft(t *testing.T) {
 			t.Errorf("child process left behind: %s: %.80s", s, b)
 		}
 	}
-	for _, d := range []string{filepath.Join(cgroup.Root, fmt.Sprintf("vgpu-probe-apps-%d", me)), filepath.Join(cgroup.Root, "cpu", fmt.Sprintf("vgpu-probe-apps-%d", me))} {
+	for _, d := range []string{filepath.Join(cpucap.Root, fmt.Sprintf("vgpu-probe-apps-%d", me)), filepath.Join(cpucap.Root, "cpu", fmt.Sprintf("vgpu-probe-apps-%d", me))} {
 		if _, err := os.Stat(d); err == nil {
 			t.Errorf("cgroup left behind: %s", d)
 		}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -47,7 +47,7 @@ func TestFlags(t *testing.T) {
 func TestRunJSON(t *testing.T) {
 	contention := "none,while1"
 	if os.Geteuid() == 0 {
-		if _, err := cgroup.Detect(); err == nil {
+		if _, err := cpucap.Detect(); err == nil {
 			contention += ",cap"
 		}
 	}

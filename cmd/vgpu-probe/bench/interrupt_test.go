@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
@@ -35,7 +35,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	// The cap+while1 setting adds a cgroup, where one can be made.
 	contention := "while1"
-	if _, err := cgroup.Detect(); err == nil && os.Geteuid() == 0 {
+	if _, err := cpucap.Detect(); err == nil && os.Geteuid() == 0 {
 		contention = "cap+while1"
 	}
 	for _, tc := range []struct {
@@ -90,7 +90,7 @@ func TestInterrupt(t *testing.T) {
 				t.Errorf("processes %v left running", left)
 			}
 			name := "vgpu-probe-bench-" + strconv.Itoa(cmd.Process.Pid)
-			for _, dir := range []string{cgroup.Root, filepath.Join(cgroup.Root, "cpu")} {
+			for _, dir := range []string{cpucap.Root, filepath.Join(cpucap.Root, "cpu")} {
 				if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 					t.Errorf("cgroup %s left in %s", name, dir)
 				}

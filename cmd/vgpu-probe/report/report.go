@@ -20,7 +20,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/suite"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/profiler/load"
 	"github.com/vgpu-probe/vgpu-probe/profiler/promsource"

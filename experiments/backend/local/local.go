@@ -32,8 +32,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
@@ -57,7 +57,7 @@ func CgroupPrefix() string { return fmt.Sprintf("vgpu-probe-run-%d-", os.Getpid(
 // CanIsolate reports whether this process can create CPU bandwidth
 // cgroups, and if not, why.
 func CanIsolate() error {
-	if _, err := cgroup.Detect(); err != nil {
+	if _, err := cpucap.Detect(); err != nil {
 		return fmt.Errorf("%w: %v", backend.ErrNoIsolation, err)
 	}
 	if err := unix.Access(cgroupParent(), unix.W_OK); err != nil {
@@ -67,17 +67,17 @@ func CanIsolate() error {
 }
 
 func cgroupParent() string {
-	if v, _ := cgroup.Detect(); v == cgroup.V1 {
-		return filepath.Join(cgroup.Root, "cpu")
+	if v, _ := cpucap.Detect(); v == cpucap.V1 {
+		return filepath.Join(cpucap.Root, "cpu")
 	}
-	return cgroup.Root
+	return cpucap.Root
 }
 
 // env is a created topology.
 type env struct {
 	topo      backend.Topology
 	inherit   func(start func() error) error // Backend.Inherit
-	groups    map[string]*cgroup.Group       // by VM name; only VMs with a quota
+	groups    map[string]*cpucap.Group       // by VM name; only VMs with a quota
 	corunners []*vmProc
 	builtin   []*corunner.Process
 	once      sync.Once
@@ -92,7 +92,7 @@ func (b Backend) Create(ctx context.Context, t backend.Topology, co backend.Load
 	if co.Cmd == "" && len(t.Corunners) > 0 && !corunner.Valid(co.Kind) {
 		return nil, fmt.Errorf("unknown co-runner %q (want one of %v)", co.Kind, corunner.Kinds)
 	}
-	e := &env{topo: t, groups: map[string]*cgroup.Group{}, inherit: b.Inherit}
+	e := &env{topo: t, groups: map[string]*cpucap.Group{}, inherit: b.Inherit}
 	ok := false
 	defer func() {
 		if !ok {
@@ -108,7 +108,7 @@ func (b Backend) Create(ctx context.Context, t backend.Topology, co backend.Load
 		}
 		sweepOnce.Do(func() { sweepStale() })
 		quota := time.Duration(math.Round(float64(t.Period) * vm.QuotaCPUs))
-		g, err := cgroup.Create(CgroupPrefix()+vm.Name, quota, t.Period)
+		g, err := cpucap.Create(CgroupPrefix()+vm.Name, quota, t.Period)
 		if err != nil {
 			return nil, fmt.Errorf("%w: VM %s: %v", backend.ErrNoIsolation, vm.Name, err)
 		}
@@ -321,7 +321,7 @@ func sweepStale() []string {
 	if err != nil {
 		return nil
 	}
-	v, _ := cgroup.Detect()
+	v, _ := cpucap.Detect()
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), "vgpu-probe-run-")
 		if !ok || !e.IsDir() {
@@ -335,7 +335,7 @@ func sweepStale() []string {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 			continue // that run is still going
 		}
-		g := &cgroup.Group{Path: filepath.Join(dir, e.Name()), Version: v}
+		g := &cpucap.Group{Path: filepath.Join(dir, e.Name()), Version: v}
 		killMembers(g)
 		if g.Remove() == nil {
 			removed = append(removed, g.Path)
@@ -348,7 +348,7 @@ var sweepOnce sync.Once
 
 // killMembers kills every process in g: a group made by this package holds
 // only processes it started.
-func killMembers(g *cgroup.Group) {
+func killMembers(g *cpucap.Group) {
 	b, err := os.ReadFile(filepath.Join(g.Path, "cgroup.procs"))
 	if err != nil {
 		return

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -174,16 +174,16 @@ func TestSharedIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Destroy()
-	v, _ := cgroup.Detect()
+	v, _ := cpucap.Detect()
 	dir := func(vm string) string {
-		if v == cgroup.V1 {
-			return filepath.Join(cgroup.Root, "cpu", CgroupPrefix()+vm)
+		if v == cpucap.V1 {
+			return filepath.Join(cpucap.Root, "cpu", CgroupPrefix()+vm)
 		}
-		return filepath.Join(cgroup.Root, CgroupPrefix()+vm)
+		return filepath.Join(cpucap.Root, CgroupPrefix()+vm)
 	}
 	for _, vm := range []string{"runner", "co1"} {
 		var limit string
-		if v == cgroup.V1 {
+		if v == cpucap.V1 {
 			q, _ := os.ReadFile(filepath.Join(dir(vm), "cpu.cfs_quota_us"))
 			p, _ := os.ReadFile(filepath.Join(dir(vm), "cpu.cfs_period_us"))
 			limit = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
@@ -249,12 +249,12 @@ func TestSweepStale(t *testing.T) {
 			break
 		}
 	}
-	stale, err := cgroup.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", dead), 0, 0)
+	stale, err := cpucap.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", dead), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stale.Remove()
-	live, err := cgroup.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", os.Getppid()), 0, 0)
+	live, err := cpucap.Create(fmt.Sprintf("vgpu-probe-run-%d-runner", os.Getppid()), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

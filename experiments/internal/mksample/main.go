@@ -27,8 +27,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/cgroup"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -150,7 +150,7 @@ func run(o options) error {
 				return err
 			}
 			if sc == "shared2" {
-				cg, err := cgroup.Create(fmt.Sprintf("vgpu-probe-mksample-%d", os.Getpid()), o.quota, o.period)
+				cg, err := cpucap.Create(fmt.Sprintf("vgpu-probe-mksample-%d", os.Getpid()), o.quota, o.period)
 				if err != nil {
 					co.Stop()
 					return err

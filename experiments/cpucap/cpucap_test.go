@@ -1,4 +1,4 @@
-package cgroup
+package cpucap
 
 import (
 	"fmt"

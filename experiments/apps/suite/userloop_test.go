@@ -3,7 +3,6 @@ package suite
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,7 +22,7 @@ func TestUserLoopHostWork(t *testing.T) {
 		t.Skipf("%s has no NumPy (%s): experiments/apps/test_userloop.py not run (CI installs python3-numpy)", python, lines[len(lines)-1])
 	}
 	cmd := exec.Command(python, "-m", "unittest", "test_userloop")
-	cmd.Dir = filepath.Join("..", "apps")
+	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python3 -m unittest test_userloop: %v\n%s", err, out)

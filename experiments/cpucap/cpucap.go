@@ -1,8 +1,8 @@
-// Package cgroup creates CPU-bandwidth-limited cgroups for experiments, on
+// Package cpucap creates CPU-bandwidth-limited cgroups for experiments, on
 // cgroup v2 (the unified hierarchy at /sys/fs/cgroup, as on most current
 // distributions) and on cgroup v1 (the cpu controller mounted at
 // /sys/fs/cgroup/cpu). Everything it creates it can remove again.
-package cgroup
+package cpucap
 
 import (
 	"errors"

@@ -10,7 +10,7 @@
 #   go build -o DIR/vgpu-probe ./cmd/vgpu-probe
 #   go test -c -o DIR/monitor.test ./agent/monitor
 #   go test -c -o DIR/hints.test ./agent/hints
-#   sudo BIN=DIR agent/bench-hints-device.sh [SECONDS]
+#   sudo BIN=DIR agent/perf/hints-cost.sh [SECONDS]
 set -euo pipefail
 dir=${BIN:-build/agent-bench}
 secs=${1:-8}
@@ -25,10 +25,10 @@ trap 'rm -rf "$hints"; [ -n "$co" ] && kill $co 2>/dev/null || true' EXIT
 timeout 3 "$dir/vgpu-probe" agent --pid $$ --hints "$hints" --listen 127.0.0.1:19478 2>&1 | grep -iE 'hint pages' | head -2 || true
 echo "live array socket: $(find "$hints" -maxdepth 1 -name '*.sock' | wc -l) (0 after the agent exits: it removes it)"
 echo "== agent cost, pair alone"
-BIN=$dir bash "$here/bench-agent.sh" "$secs" 30 --hints "$hints"
+BIN=$dir bash "$here/agent-cost.sh" "$secs" 30 --hints "$hints"
 echo "== agent cost, pair beside a busy loop on CPU $cpu"
 taskset -c "$cpu" sh -c 'while :; do :; done' & co=$!
-BIN=$dir bash "$here/bench-agent.sh" "$secs" 30 --hints "$hints"
+BIN=$dir bash "$here/agent-cost.sh" "$secs" 30 --hints "$hints"
 kill $co; co=
 echo "== end-to-end (VGPU_PROBE_HINTS_SECONDS=$secs)"
 VGPU_PROBE_HINTS_SECONDS=$secs "$dir/hints.test" -test.run EndToEnd -test.v -test.count=1 2>&1 | grep -E 'e2e_test|^(---|PASS|FAIL|ok)'

@@ -297,7 +297,7 @@ func TestLauncherArm(t *testing.T) {
 // lib` fills it in for build/bin) beside an empty library: the program
 // gets the library preloaded.
 func TestRealLauncher(t *testing.T) {
-	tmpl, err := os.ReadFile(filepath.Join("..", "..", "libhybridsync", "hybridsync-run.in"))
+	tmpl, err := os.ReadFile(filepath.Join("..", "..", "..", "libhybridsync", "hybridsync-run.in"))
 	if err != nil {
 		t.Skipf("no launcher template: %v", err)
 	}

@@ -28,7 +28,7 @@ func appsPy(t *testing.T, script string, env []string, args ...string) (string, 
 		t.Skip("python3 not found: experiments/apps/" + script + " not run (CI installs python3)")
 	}
 	cmd := exec.Command(python, append([]string{script}, args...)...)
-	cmd.Dir = filepath.Join("..", "apps")
+	cmd.Dir = ".."
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"}, env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -76,7 +76,7 @@ func TestGromacsParseLog(t *testing.T) {
 	}
 	// A log cut before the end (mdrun died): one line naming what is
 	// missing, exit 2.
-	b, err := os.ReadFile(filepath.Join("..", "apps", "testdata", "mdrun-water5.log"))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "mdrun-water5.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestGromacsDryRun(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("build --dry-run printed %d commands, want configure, build, install, pack:\n%s", len(lines), out)
 	}
-	include, _ := filepath.Abs(filepath.Join("..", "apps", "gromacs-link.cmake"))
+	include, _ := filepath.Abs(filepath.Join("..", "gromacs-link.cmake"))
 	for _, want := range []string{"cmake -S " + src + " -B /o/build -G Ninja", "-DGMX_GPU=CUDA", "-DCMAKE_CUDA_ARCHITECTURES=90",
 		"-DGMX_FFT_LIBRARY=fftpack", "-DBUILD_SHARED_LIBS=OFF", "-DGMX_USE_HDF5=OFF", "-DGMX_HWLOC=OFF", "-DGMX_MPI=OFF",
 		"-DGMX_EXTERNAL_BLAS=OFF", "-DGMX_EXTERNAL_LAPACK=OFF", "-DCMAKE_PREFIX_PATH=" + hs, "-DCMAKE_PROJECT_INCLUDE=" + include} {
@@ -191,7 +191,7 @@ func TestGromacsBadInput(t *testing.T) {
 // that each have a linked build, so every arm, hybridsync-linked too,
 // can run them; a program of several OpenMP threads runs on as many CPUs.
 func TestGromacsSuite(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "apps", "gromacs.json"))
+	b, err := os.ReadFile(filepath.Join("..", "gromacs.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +202,11 @@ func TestGromacsSuite(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not found: the suite's programs cannot be resolved (CI installs python3)")
 	}
-	c := Config{Programs: ps, Dir: filepath.Join("..", "apps"), Arms: AllArms, Contention: []string{"none"}, Reps: 1, CPU: -1,
+	c := Config{Programs: ps, Dir: "..", Arms: AllArms, Contention: []string{"none"}, Reps: 1, CPU: -1,
 		Timeout: 1, CapQuota: 1, CapPeriod: 1}
 	// Any existing files: the arms that preload need them to exist, the
 	// launcher's to be executable.
-	c.Lib = filepath.Join("..", "apps", "gromacs.py")
+	c.Lib = filepath.Join("..", "gromacs.py")
 	c.Blocksync = c.Lib
 	if c.Launcher, err = exec.LookPath("true"); err != nil {
 		t.Fatal(err)

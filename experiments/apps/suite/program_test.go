@@ -69,7 +69,7 @@ func TestCommittedSuite(t *testing.T) {
 		if file == "suite.json" {
 			want = append(slices.Clone(want), "torch_omp4")
 		}
-		b, err := os.ReadFile(filepath.Join("..", "apps", file))
+		b, err := os.ReadFile(filepath.Join("..", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestCommittedSuite(t *testing.T) {
 			if script == "inproc.py" && len(words) > 2 {
 				script = words[2] + ".py"
 			}
-			if _, err := os.Stat(filepath.Join("..", "apps", script)); err != nil {
+			if _, err := os.Stat(filepath.Join("..", script)); err != nil {
 				t.Errorf("%s: %s: %v", file, p.Name, err)
 			}
 		}

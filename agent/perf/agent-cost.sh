@@ -12,7 +12,7 @@
 # curl.
 #
 #   make bench-agent-process              # builds, then runs this
-#   BIN=dir agent/bench-agent.sh SECONDS SPIN_US [agent flags...]
+#   BIN=dir agent/perf/agent-cost.sh SECONDS SPIN_US [agent flags...]
 #
 # BIN holds vgpu-probe and monitor.test (`go test -c ./agent/monitor`,
 # whose TestMain turns into the ping-pong pair when asked).
