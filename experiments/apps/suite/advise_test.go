@@ -62,6 +62,10 @@ func TestDecide(t *testing.T) {
 		{"no A/A control", []Way{{"hybridsync", same, faster, ""}}, nil, nil, "", false, []string{"noise ±?% alone"}},
 		{"an A/A bias widens the band", []Way{{"hybridsync", same, iv(0.94, 0.955, 0.97), ""}},
 			quietAA, iv(1.03, 1.04, 1.05), "", false, []string{"±5.0% beside"}},
+		{"a bimodal default: a wide A/A interval, a way below all of it", []Way{{"hybridsync-run", same, iv(0.41, 0.54, 0.63), ""}},
+			quietAA, iv(0.64, 1.0, 1.35), "hybridsync-run", true, []string{"46% faster than as it is beside a busy neighbour [37%, 59%], the same alone (±2.0%)"}},
+		{"below 1 but within what two runs of one arm differ by", []Way{{"hybridsync", same, iv(0.88, 0.92, 0.96), ""}},
+			quietAA, iv(0.85, 1.0, 1.15), "", true, []string{"No way is measurably better here than as it is (noise ±2.0% alone, ±30% beside"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Decide(tc.ways, tc.aa, tc.aaC)
@@ -82,6 +86,26 @@ func TestDecide(t *testing.T) {
 				t.Errorf("line %q: more than one line", line)
 			}
 		})
+	}
+}
+
+// GROMACS with four OpenMP threads on the GPU machine, as advise ran it
+// (docs/bench/2026-11-29-h200-advise): beside the busy loops the command
+// as it is runs in one of two modes, 4x apart, so its A/A interval spans
+// both, while the launcher's runs all lie below it.
+func TestAdviseBimodalDefault(t *testing.T) {
+	runs, err := apptable.ReadRuns([]string{"../../../docs/bench/2026-11-29-h200-advise/gromacs-ntomp4-runs.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Arms: []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"},
+		Contention: []string{"nonex4", "while1x4"}}
+	a := adviceOf(runs, c)
+	if a.Arm != "hybridsync-run" || !a.Decided {
+		t.Errorf("advice %q decided %v, want hybridsync-run decided (%+v)", a.Arm, a.Decided, a.Ways)
+	}
+	if a.NoiseContended < 0.5 {
+		t.Errorf("contended noise %.2f: the fixture's A/A interval spans both modes", a.NoiseContended)
 	}
 }
 

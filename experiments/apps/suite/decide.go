@@ -33,13 +33,13 @@ type Way struct {
 }
 
 // Standing is a way's standing against the command as it is in one
-// setting, decided by its interval against the setting's noise band
-// 1 ± noise.
+// setting, decided by its interval against the setting's A/A ratio
+// (standing).
 type Standing string
 
 const (
 	Open   Standing = "open"   // the interval straddles an edge of the band, or its level is under 75%
-	Better Standing = "better" // all of it below the band: faster
+	Better Standing = "better" // all of it below 1 - max(1%, A/A bias), its median below the A/A interval: faster
 	Same   Standing = "same"   // all of it within the band
 	Worse  Standing = "worse"  // all of it above the band: slower
 )
@@ -60,14 +60,35 @@ func Noise(aa *Paired) float64 {
 	return max(MinNoise, hi-lo, hi-1, 1-lo)
 }
 
-// standing places the interval of p against the band 1 ± noise.
-func standing(p *Paired, noise float64) Standing {
+// Bias is how far the A/A interval lies from 1 (0 where it holds 1):
+// a shift that two runs of one arm show by their order or their place in
+// time, which a way's own interval cannot see. Without an A/A ratio it is
+// +Inf.
+func Bias(aa *Paired) float64 {
+	if aa == nil {
+		return math.Inf(1)
+	}
+	return max(0, aa.CI[0]-1, 1-aa.CI[1])
+}
+
+// standing places the interval of p against the setting's A/A ratio aa.
+// Same and worse read it against the band 1 ± Noise: a way is the same
+// as the command as it is when its interval is no wider a spread than
+// two runs of one arm show. Better needs less than the band: the way's
+// interval already holds the spread of the runs it is paired with (a
+// bimodal program's A/A interval spans both modes, far wider than a way
+// that leaves the slow mode behind), so it is better when its whole
+// interval is below 1 by more than MinNoise and the A/A bias, and its
+// median below the A/A interval: faster than two runs of one arm ever
+// were apart.
+func standing(p, aa *Paired) Standing {
+	noise := Noise(aa)
 	if p == nil || p.Level < minLevel || math.IsInf(noise, 1) {
 		return Open
 	}
 	lo, hi := p.CI[0], p.CI[1]
 	switch {
-	case hi < 1-noise:
+	case hi < 1-max(MinNoise, Bias(aa)) && p.Median < aa.CI[0]:
 		return Better
 	case lo > 1+noise:
 		return Worse
@@ -121,7 +142,7 @@ func Decide(ways []Way, aaAlone, aaContended *Paired) Advice {
 	best, bestOpen := -1, -1
 	for _, w := range ways {
 		v := WayVerdict{Arm: w.Arm, Alone: w.Alone, Contended: w.Contended, Failed: w.Failed,
-			AloneIs: standing(w.Alone, a.NoiseAlone), ContendedIs: standing(w.Contended, a.NoiseContended), Score: math.Inf(1)}
+			AloneIs: standing(w.Alone, aaAlone), ContendedIs: standing(w.Contended, aaContended), Score: math.Inf(1)}
 		if w.Alone != nil && w.Contended != nil {
 			v.Score = math.Sqrt(w.Alone.Median * w.Contended.Median)
 		}
