@@ -337,6 +337,15 @@ func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
 	return o.begin(t, o.mitigated(tid))
 }
 
+// contended: thread tid is in the contended regime (track), as of its
+// last report.
+func (o *armChooser) contended(tid int) bool {
+	t := o.threads.get(tid)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.regime
+}
+
 // teamed: the device arm, nothing explored, while other threads of the
 // process spin on other contended CPUs (an OpenMP team at its barrier,
 // which a blocking arm would put out of step, teamScan), and for teamHold

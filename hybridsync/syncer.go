@@ -50,6 +50,7 @@ type Syncer struct {
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
 	chooser   *armChooser
+	bt        blocktimeLive // libomp's blocktime, adapted live (blocktime.go)
 }
 
 // New returns a Syncer for cfg.

@@ -382,6 +382,31 @@ type ompStats struct {
 	Env                map[string]string `json:"env"`
 	HybridsyncRun      bool              `json:"hybridsync_run"`
 	SetByHybridsyncRun []string          `json:"set_by_hybridsync_run"`
+	BlocktimeLive      *ompLive          `json:"blocktime_live"`
+}
+
+// ompLive is the openmp object's blocktime_live: libomp's blocktime as
+// the library adapted it while the program ran.
+type ompLive struct {
+	Active     bool   `json:"active"`
+	Why        string `json:"why"`
+	Threads    uint64 `json:"threads"`
+	OriginalMS *int64 `json:"original_ms"`
+	CurrentMS  *int64 `json:"current_ms"`
+	Changes    uint64 `json:"changes"`
+}
+
+func (l *ompLive) String() string {
+	if l == nil {
+		return "<no blocktime_live>"
+	}
+	ms := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	return fmt.Sprintf("{active %v why %q threads %d original %s current %s changes %d}", l.Active, l.Why, l.Threads, ms(l.OriginalMS), ms(l.CurrentMS), l.Changes)
 }
 
 // openmpOf runs prog (its args after it) with the stats file asked for and
@@ -643,4 +668,140 @@ func TestLauncherMeasuresContention(t *testing.T) {
 	}
 	got, _ = run("auto")
 	t.Logf("alone on CPUs %s the launcher set GOMP_SPINCOUNT=%q (a busy machine may make it bound the spin)", list, got["GOMP_SPINCOUNT"])
+}
+
+// liveDoc is the part of the stats file TestBlocktimeLive reads.
+type liveDoc struct {
+	OpenMP *ompStats `json:"openmp"`
+	Sched  struct {
+		Seconds  float64 `json:"seconds"`
+		RunDelay float64 `json:"run_delay_seconds"`
+	} `json:"sched"`
+	Outcomes *struct {
+		Explorations uint64 `json:"explorations"`
+		Team         uint64 `json:"team"`
+	} `json:"outcomes"`
+}
+
+// contended: the library's signal put the waiting thread in the contended
+// regime at some report (it explored, or saw a spinning team there).
+func (d liveDoc) contended() bool {
+	return d.Outcomes != nil && (d.Outcomes.Explorations > 0 || d.Outcomes.Team > 0)
+}
+
+// liveRun runs prog (ompbarrier) under the library for steps steps, two
+// threads pinned to cpus, per step a 3 ms kernel waited on after 8 parallel regions (the
+// master spins in CUDA's wait, the worker at libomp's barrier), and
+// returns its stats. The program exits 1 if its regions summed wrong.
+func liveRun(t *testing.T, prog string, cpus [2]int, steps int, env ...string) liveDoc {
+	t.Helper()
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	path := filepath.Join(t.TempDir(), "stats.json")
+	env = append([]string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "HYBRIDSYNC_OPENMP=auto", "OMP_NUM_THREADS=2",
+		fmt.Sprintf("OMP_PLACES={%d},{%d}", cpus[0], cpus[1]), "OMP_PROC_BIND=true", "OMPBARRIER_CUDA=3000"}, env...)
+	args := []string{"-c", fmt.Sprintf("%d,%d", cpus[0], cpus[1]), prog, strconv.Itoa(steps), "8", "10", "10", "0"}
+	_, stderr, code, err := ompRun(3*time.Minute, env, "taskset", args...)
+	if err != nil || code != 0 {
+		t.Fatalf("%s under the library: %v (exit %d; 1 with FAIL: a wrong result)\n%s", prog, err, code, stderr)
+	}
+	if !strings.Contains(stderr, "ompbarrier threads 2 step_us") {
+		t.Fatalf("%s: no result line:\n%s", prog, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("stats file: %v\n%s", err, stderr)
+	}
+	var d liveDoc
+	if err := json.Unmarshal(b, &d); err != nil || d.OpenMP == nil || d.OpenMP.BlocktimeLive == nil {
+		t.Fatalf("stats: %v, want an openmp object with blocktime_live:\n%s", err, b)
+	}
+	return d
+}
+
+// TestBlocktimeLive: a program on LLVM's libomp with the library
+// preloaded. Beside a busy loop on each of its CPUs the library sets its
+// blocktime to 0 (kmp_set_blocktime, on the thread that waits on the GPU
+// and forks the regions) and the program's result stays right; alone on
+// free CPUs it changes nothing; with KMP_BLOCKTIME set by the user, or
+// OMP_WAIT_POLICY, never; a KMP_BLOCKTIME hybridsync-run set may be
+// adapted; libgomp has no such call, which the stats say. Judged on the
+// library's stats, not on timing; a run whose CPUs did not look as meant
+// (the busy loops did not contend, or a busy machine contended the free
+// run) is run again, up to three times.
+func TestBlocktimeLive(t *testing.T) {
+	llvm := needLLVMOpenMP(t)
+	cpus := twoCPUs(t)
+	const attempts = 3
+
+	t.Run("beside busy loops", func(t *testing.T) {
+		stop := busyLoops(t, cpus)
+		defer stop()
+		var d liveDoc
+		for i := range attempts {
+			d = liveRun(t, llvm, cpus, 300)
+			if d.Sched.Seconds > 0 && d.Sched.RunDelay >= 0.1*d.Sched.Seconds {
+				break
+			}
+			t.Logf("attempt %d: the master waited for its CPU %.2f s of %.2f s: not contended, run again", i+1, d.Sched.RunDelay, d.Sched.Seconds)
+		}
+		l := d.OpenMP.BlocktimeLive
+		t.Logf("beside a busy loop on CPUs %v: %v; master's run delay %.2f s of %.2f s", cpus, l, d.Sched.RunDelay, d.Sched.Seconds)
+		if d.OpenMP.Runtime != "libomp" || !l.Active || l.Threads < 1 || l.Changes < 1 || l.CurrentMS == nil || *l.CurrentMS != 0 ||
+			l.OriginalMS == nil || *l.OriginalMS <= 0 {
+			t.Errorf("runtime %s, %v: want libomp, active, its blocktime (libomp's default, over 0) set to 0 at least once", d.OpenMP.Runtime, l)
+		}
+	})
+
+	t.Run("alone", func(t *testing.T) {
+		for i := range attempts {
+			d := liveRun(t, llvm, cpus, 300)
+			l := d.OpenMP.BlocktimeLive
+			if d.contended() {
+				t.Logf("attempt %d: the machine contended the program's CPUs (%+v; %v): run again", i+1, *d.Outcomes, l)
+				continue
+			}
+			t.Logf("alone on CPUs %v: %v", cpus, l)
+			if !l.Active || l.Threads < 1 || l.Changes != 0 || l.OriginalMS == nil || l.CurrentMS == nil || *l.CurrentMS != *l.OriginalMS {
+				t.Errorf("%v: want active, its blocktime read and never changed", l)
+			}
+			return
+		}
+		t.Skipf("the program's CPUs were contended in each of %d runs (a busy machine): nothing judged alone", attempts)
+	})
+
+	t.Run("the user's KMP_BLOCKTIME beside busy loops", func(t *testing.T) {
+		stop := busyLoops(t, cpus)
+		defer stop()
+		// Fewer steps: beside the busy loops libomp's 200 ms spin makes
+		// each step several times longer.
+		for _, env := range [][]string{{"KMP_BLOCKTIME=200"}, {"OMP_WAIT_POLICY=active"}} {
+			d := liveRun(t, llvm, cpus, 60, env...)
+			l := d.OpenMP.BlocktimeLive
+			name, _, _ := strings.Cut(env[0], "=")
+			if l.Active || l.Changes != 0 || l.Threads != 0 || !strings.Contains(l.Why, name+" set by the user") {
+				t.Errorf("%v: %v, want inactive, never changed, and why naming %s", env, l, name)
+			}
+		}
+	})
+
+	t.Run("hybridsync-run's KMP_BLOCKTIME", func(t *testing.T) {
+		// HYBRIDSYNC_OPENMP=bounded (ompRun's): the launcher sets
+		// KMP_BLOCKTIME=0, which the library may adapt; the program
+		// starts with 0, so 0 is also what it goes back to.
+		o := openmpOf(t, nil, launcher(), llvm, "50", "2", "5", "5")
+		l := o.BlocktimeLive
+		if l == nil || !l.Active || !slices.Contains(o.SetByHybridsyncRun, "KMP_BLOCKTIME") || l.OriginalMS == nil || *l.OriginalMS != 0 ||
+			*l.CurrentMS != 0 {
+			t.Errorf("%+v, %v: want active, from the launcher's 0", o, l)
+		}
+	})
+
+	t.Run("libgomp", func(t *testing.T) {
+		gnu := needGNUOpenMP(t)
+		so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+		o := openmpOf(t, []string{"LD_PRELOAD=" + so}, gnu, "50", "2", "5", "5")
+		if l := o.BlocktimeLive; l == nil || l.Active || l.Changes != 0 || !strings.HasPrefix(l.Why, "libgomp: ") {
+			t.Errorf("libgomp: %v, want inactive and why naming libgomp", l)
+		}
+	})
 }

@@ -22,6 +22,7 @@ package main
 #include <string.h>
 #include "core.h"
 #include "deleg.h"
+#include "omplive.h"
 #include "stats.h"
 #include "wait.h"
 */
@@ -142,6 +143,12 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	defer initMu.Unlock()
 	C.hs_fast_reset()
 	s := hybridsync.New(cfg.Config)
+	// libomp's blocktime, adapted live where the program runs it and the
+	// user left it alone (hybridsync/blocktime.go): decided here, set by
+	// each reporting thread (omplive.c).
+	bt, why := hybridsync.BlocktimeLive(clookupEnv, C.hs_omp_live_resolve() != 0, ompRuntime())
+	s.EnableBlocktime(bt, why)
+	C.hs_omp_live_set(boolInt(s.BlocktimeStats().Active))
 	d := s.Delegation()
 	C.hs_delegate_mode(boolInt(d.On), C.int64_t(d.Short), C.int64_t(d.DoneAtStart))
 	current.Store(&lib{s: s, statsPath: cfg.StatsPath})
@@ -202,27 +209,31 @@ const (
 
 // hsgo_epoch reports the n epochs the calling thread ran (wait.c), at now,
 // with its run delay and schedulings-in as read then (ok 0: none read),
-// and sets its next plan: a struct hs_epoch_done[n] and a struct hs_plan
-// (wait.h), passed untyped because cgo declares exported functions before
-// the preamble's types.
+// and its libomp blocktime (ms; -1: none it can set now, omplive.h), and
+// sets its next plan, with the blocktime to set (-1: leave it): a struct
+// hs_epoch_done[n] and a struct hs_plan (wait.h), passed untyped because
+// cgo declares exported functions before the preamble's types.
 //
 //export hsgo_epoch
-func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok C.int, planArg unsafe.Pointer) {
+func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok C.int, blocktime C.int, planArg unsafe.Pointer) {
 	intoGo.reports.Add(1)
 	done, plan := (*C.struct_hs_epoch_done)(doneArg), (*C.struct_hs_plan)(planArg)
 	p := hybridsync.DevicePlan() // not configured (shut down meanwhile)
+	bt := -1
 	if l := current.Load(); l != nil {
 		var d [len(hybridsync.Plan{}.Steps)]hybridsync.EpochDone
 		for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
 			d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable),
 				EventWaits: uint64(x.event_waits)}
 		}
-		p = l.s.Report(unix.Gettid(), d[:min(int(n), len(d))], int64(now),
+		tid := unix.Gettid()
+		p = l.s.Report(tid, d[:min(int(n), len(d))], int64(now),
 			hybridsync.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
+		bt = l.s.Blocktime(tid, int64(now), int(blocktime))
 	}
 	*plan = C.struct_hs_plan{n: C.int(p.N), len: C.int64_t(p.Len), extend: C.int64_t(p.Extend), max_len: C.int64_t(p.MaxLen),
 		min_waits: C.ulong(p.MinWaits), quiet: C.int64_t(p.Quiet), quiet_frac: C.double(p.QuietFrac),
-		quiet_per_run: C.int64_t(p.QuietPerRun), block_cost: C.int64_t(p.BlockCost)}
+		quiet_per_run: C.int64_t(p.QuietPerRun), block_cost: C.int64_t(p.BlockCost), blocktime: C.int(bt)}
 	for i := range min(p.N, len(p.Steps)) {
 		st := p.Steps[i]
 		plan.steps[i] = C.struct_hs_step{blocking: boolInt(st.Blocking), event: C.int(st.Event), other: C.int(st.Other),
@@ -281,7 +292,8 @@ func statsJSON(l *lib) ([]byte, error) {
 		st.Outcomes.EventBlocks = uint64(C.hs_event_blocks(&blockNs))
 		st.Outcomes.EventBlockSeconds = float64(blockNs) / 1e9
 	}
-	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats(), Crossings: crossingStats()})
+	bt := l.s.BlocktimeStats()
+	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats(&bt), Crossings: crossingStats()})
 }
 
 // addFast merges the waits the C fast path counted (already complete when
@@ -373,7 +385,7 @@ func hsgo_write_unengaged(reason *C.char) {
 	if path == "" {
 		return
 	}
-	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason), OpenMP: openMPStats()})
+	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason), OpenMP: openMPStats(&hybridsync.BlocktimeStats{Why: "the library did not start"})})
 	if err == nil {
 		err = hscore.WriteStats(path, b)
 	}

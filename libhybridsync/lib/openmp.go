@@ -98,6 +98,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unsafe"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // openMP is the stats' "openmp" object: which OpenMP runtime the program
@@ -117,20 +119,19 @@ type openMP struct {
 	// SetByHybridsyncRun: those of Env that hybridsync-run set (and that
 	// still have the value it gave them).
 	SetByHybridsyncRun []string `json:"set_by_hybridsync_run"`
+	// BlocktimeLive: libomp's blocktime as the library adapts it while
+	// the program runs (hybridsync/blocktime.go).
+	BlocktimeLive *hybridsync.BlocktimeStats `json:"blocktime_live,omitempty"`
 }
 
 // ompWaitEnv are the variables that set an OpenMP runtime's waits.
 var ompWaitEnv = []string{"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"}
 
-// envRunSet is what hybridsync-run sets: NAME=VALUE of each variable it
-// set, separated by blanks (empty: it set none, the user's stood).
-const envRunSet = "HYBRIDSYNC_RUN_SET"
-
-func openMPStats() *openMP {
+// ompRuntimes returns the OpenMP runtimes loaded, by name (libgomp,
+// libomp, libiomp5), and their files, in load order.
+func ompRuntimes() (names, paths []string) {
 	var f C.struct_hs_omp_found
 	C.hs_omp_find(&f)
-	o := &openMP{Runtime: "none", Env: map[string]string{}, SetByHybridsyncRun: []string{}}
-	var names []string
 	for i := range int(f.n) {
 		path := C.GoString(&f.paths[i][0])
 		name := "libgomp"
@@ -141,8 +142,26 @@ func openMPStats() *openMP {
 			}
 		}
 		names = append(names, name)
-		o.Libraries = append(o.Libraries, path)
+		paths = append(paths, path)
 	}
+	return names, paths
+}
+
+// ompRuntime is the stats' runtime: the names joined by "+", or "none".
+func ompRuntime() string {
+	names, _ := ompRuntimes()
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, "+")
+}
+
+// openMPStats makes the stats' openmp object, with the live adaptation's
+// stats bt.
+func openMPStats(bt *hybridsync.BlocktimeStats) *openMP {
+	o := &openMP{Runtime: "none", Env: map[string]string{}, SetByHybridsyncRun: []string{}, BlocktimeLive: bt}
+	names, paths := ompRuntimes()
+	o.Libraries = paths
 	if len(names) > 0 {
 		o.Runtime = strings.Join(names, "+")
 	}
@@ -151,14 +170,10 @@ func openMPStats() *openMP {
 			o.Env[k] = v
 		}
 	}
-	run, ok := clookupEnv(envRunSet)
-	o.HybridsyncRun = ok
-	if ok {
-		for _, kv := range strings.Fields(run) {
-			k, v, ok := strings.Cut(kv, "=")
-			if cur, set := o.Env[k]; ok && set && cur == v {
-				o.SetByHybridsyncRun = append(o.SetByHybridsyncRun, k)
-			}
+	_, o.HybridsyncRun = clookupEnv(hybridsync.EnvRunSet)
+	for _, k := range ompWaitEnv {
+		if v, set := o.Env[k]; set && hybridsync.SetByRun(clookupEnv, k, v) {
+			o.SetByHybridsyncRun = append(o.SetByHybridsyncRun, k)
 		}
 	}
 	return o

@@ -9,7 +9,8 @@
  * from Go (the plan, hybridsync.Delegation), and what the runner measures
  * goes back with the next report. Calls, in that order: core.h (the
  * registry), life.h (initialise on first use), schedstat.h, stats.h, Go's
- * hsgo_epoch at a plan's end, deleg.h, core.h (query, CUDA's wait) and Go
+ * hsgo_epoch at a plan's end (and omplive.h around it: libomp's
+ * blocktime, as Go's answer says), deleg.h, core.h (query, CUDA's wait) and Go
  * (hsgo_sync); nothing calls back up into it but Go's Sync, through
  * core.h's waits. */
 #define _GNU_SOURCE
@@ -22,6 +23,7 @@
 #include "core.h"
 #include "deleg.h"
 #include "life.h"
+#include "omplive.h"
 #include "schedstat.h"
 #include "stats.h"
 #include "wait.h"
@@ -137,13 +139,17 @@ static void log_report(const struct hs_plan *ran, int n)
 
 /* report hands the plan's epochs and the thread's run delay (read at now,
  * the one reading of it this decision uses) to Go, and takes the next
- * plan. */
+ * plan; in the same call, where the program runs libomp, Go says what
+ * the thread's blocktime should be (omplive.h), which the thread sets. */
 static void report(int64_t now)
 {
 	struct hs_plan ran = epoch.plan;
 	if (epoch.delay_at != now)
 		read_delay(now);
-	hsgo_epoch(epoch.step, epoch.done, now, epoch.delay, epoch.runs, epoch.delay_ok, &epoch.plan);
+	int bt = hs_omp_blocktime();
+	hsgo_epoch(epoch.step, epoch.done, now, epoch.delay, epoch.runs, epoch.delay_ok, bt, &epoch.plan);
+	if (bt >= 0)
+		hs_omp_set_blocktime(epoch.plan.blocktime);
 	if (hs_log_enabled(HS_LOG_DEBUG))
 		log_report(&ran, epoch.step);
 	hs_count_report(hs_now() - now);
@@ -151,7 +157,7 @@ static void report(int64_t now)
 	/* Go's plans are valid; this only keeps the runner within its
 	 * arrays: every wait CUDA's own for a second. */
 	if (epoch.plan.n < 1 || epoch.plan.n > HS_PLAN_MAX || epoch.plan.len <= 0)
-		epoch.plan = (struct hs_plan){.n = 1, .len = 1000000000};
+		epoch.plan = (struct hs_plan){.n = 1, .len = 1000000000, .blocktime = -1};
 	epoch.quiet_until = epoch.plan.quiet > 0 ? now + epoch.plan.quiet : 0;
 }
 

@@ -1,6 +1,6 @@
 /* The wait runner (wait.c): one wait, from an entry point to its end, as
  * Go's verdicts say. Called by the entry points, api.c and interpose.c;
- * calls down into life.h, deleg.h, schedstat.h, stats.h, the C core
+ * calls down into life.h, deleg.h, schedstat.h, stats.h, omplive.h, the C core
  * (core.h) and Go (hsgo_sync, hsgo_epoch), and never back up. */
 #ifndef HS_WAIT_H
 #define HS_WAIT_H
@@ -57,6 +57,9 @@ struct hs_plan {
 	int64_t quiet;
 	double quiet_frac;
 	int64_t quiet_per_run, block_cost;
+	/* libomp's blocktime (ms) for the thread to set now, -1: leave it
+	 * (hybridsync.Syncer.Blocktime, omplive.h). */
+	int blocktime;
 };
 struct hs_epoch_done {
 	unsigned long waits, event_waits;

@@ -9,6 +9,9 @@
  *   ompbarrier threads T step_us S cpu_us C
  * S the wall time per step and C the process's CPU time per step (all
  * threads), both over the steps after the first tenth (start-up left out).
+ * Every region also sums an integer over its iterations; a total other
+ * than the one the steps make exits 1 (the runtime's result, whatever
+ * its waits).
  * OMPBARRIER_CUDA=KERNEL_US: each step also launches one kernel of that
  * length (the CUDA stand-in's runtime) before its parallel work and waits
  * for it after with cudaEventSynchronize, as GROMACS waits for its
@@ -80,6 +83,7 @@ int main(int argc, char **argv)
 	/* One chunk per thread and region. */
 	long chunk_n = (long)(work_us * per_us);
 	double acc = 0;
+	long total = 0;
 	int warm = steps / 10;
 	int64_t t0 = 0;
 	double c0 = 0;
@@ -95,10 +99,14 @@ int main(int argc, char **argv)
 		acc = spin_work(serial_n, acc);
 		for (int r = 0; r < regions; r++) {
 			double part = 0;
-#pragma omp parallel for schedule(static) reduction(+ : part)
-			for (int k = 0; k < threads; k++)
+			long sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : part, sum)
+			for (int k = 0; k < threads; k++) {
 				part += spin_work(chunk_n, k + r);
+				sum += k + 1;
+			}
 			acc += part * 1e-12;
+			total += sum;
 		}
 		if (cuda)
 			CHECK(cudaEventSynchronize(ev) == 0, "cudaEventSynchronize");
@@ -106,6 +114,7 @@ int main(int argc, char **argv)
 	double wall = (now_ns() - t0) / 1e9, cpu = cpu_seconds() - c0;
 	int n = steps - warm;
 	sink = acc;
+	CHECK(total == (long)steps * regions * threads * (threads + 1) / 2, "wrong result: regions summed %ld", total);
 	fprintf(stderr, "ompbarrier threads %d step_us %.1f cpu_us %.1f\n", threads, wall / n * 1e6, cpu / n * 1e6);
 	return 0;
 }

@@ -1,0 +1,179 @@
+package hybridsync
+
+import (
+	"strings"
+	"sync/atomic"
+)
+
+// libomp's blocktime, adapted while the program runs. LLVM's OpenMP
+// runtime (and Intel's build of it) has kmp_set_blocktime(ms), which sets
+// how long the calling thread's team, and the teams it forks later, spin
+// at a barrier before they sleep (KMP_BLOCKTIME, 200 ms by default). On
+// CPUs shared with a busy neighbour a long spin burns the slice the
+// team's other threads need (openmp.go); alone it is what makes the next
+// parallel region start at once. GNU libgomp has no such call: it reads
+// GOMP_SPINCOUNT once, in its constructor, which only the launcher
+// (hybridsync-run, OpenMPEnv) reaches.
+//
+// So where the program runs libomp, the C library asks at each report of
+// a thread (a call into Go it makes anyway, at a plan's end: engine.go)
+// what that thread's blocktime should be, and sets it there, on the
+// thread itself, between parallel regions (only there does the call set
+// the teams the thread forks). The thread that waits on the device is the
+// one that forks the regions in an OpenMP program (its master), so the
+// signal the blocktime follows is that thread's: while it is in the
+// contended regime (armChooser: entered at the first shared or throttled
+// verdict, left after regimeExit of free ones), blocktime 0, the
+// runtime's sleep at once; otherwise the blocktime the thread had at its
+// first look. The regime's hysteresis errs towards 0, whose cost alone
+// is a fraction of what a long spin costs on shared CPUs
+// (docs/libhybridsync.md, "OpenMP waits and hybridsync-run"); and a
+// change is made at most once per blocktimeMinGap, the time one verdict
+// of the contention signal lasts.
+
+// blocktimeMinGap: a thread's blocktime changes at most once in this
+// long (sharedHold: a shared verdict of the signal lasts as long).
+const blocktimeMinGap = sharedHold
+
+// blocktimeLive is a Syncer's live adaptation of libomp's blocktime.
+type blocktimeLive struct {
+	on      atomic.Bool
+	why     atomic.Pointer[string]
+	threads threadSlots[blocktimeThread]
+	looked  atomic.Uint64 // threads that made their first look
+	changes atomic.Uint64
+	first   atomic.Int64 // the first thread that looked (0: none)
+}
+
+// blocktimeThread is one thread's blocktime: at its first look
+// (original), as last set (current), and when it was last changed.
+type blocktimeThread struct {
+	seen              atomic.Bool
+	original, current atomic.Int64
+	changed           atomic.Int64
+}
+
+// EnableBlocktime turns the live adaptation of libomp's blocktime on or
+// off (why: what keeps it off), as BlocktimeLive decided. It runs only in
+// the default mode, whose threads report (the regime it follows is the
+// arm chooser's).
+func (s *Syncer) EnableBlocktime(on bool, why string) {
+	if on && s.mode != ModeHybrid {
+		on, why = false, "HYBRIDSYNC_MODE="+s.mode.String()+": only the default mode's threads report to the engine"
+	}
+	s.bt.on.Store(on)
+	s.bt.why.Store(&why)
+}
+
+// Blocktime returns the blocktime (ms) that thread tid should set in
+// libomp now, at its report at now, or -1 to leave it as it is; cur is
+// the thread's blocktime as its caller knows it (its first look, or what
+// it last set), -1 where the caller cannot set it now (inside a parallel
+// region). Call it after Report, in the same call from the thread.
+func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
+	if cur < 0 || !s.bt.on.Load() {
+		return -1
+	}
+	t := s.bt.threads.get(tid)
+	if !t.seen.Load() {
+		t.original.Store(int64(cur))
+		t.changed.Store(now - blocktimeMinGap)
+		t.seen.Store(true)
+		s.bt.looked.Add(1)
+		s.bt.first.CompareAndSwap(0, int64(tid))
+	}
+	t.current.Store(int64(cur))
+	want := t.original.Load()
+	if s.chooser.contended(tid) {
+		want = 0
+	}
+	if want == int64(cur) || now-t.changed.Load() < blocktimeMinGap {
+		return -1
+	}
+	t.current.Store(want)
+	t.changed.Store(now)
+	s.bt.changes.Add(1)
+	return int(want)
+}
+
+// BlocktimeStats is the live adaptation of libomp's blocktime, for the
+// stats' openmp object.
+type BlocktimeStats struct {
+	// Active: the library adapts the blocktime (libomp's
+	// kmp_set_blocktime found, the setting not fixed by the user, the
+	// default mode); Why: what keeps it off.
+	Active bool   `json:"active"`
+	Why    string `json:"why,omitempty"`
+	// Threads: the threads that made their first look (read their
+	// blocktime at a report, between parallel regions).
+	Threads uint64 `json:"threads"`
+	// OriginalMS, CurrentMS: the first of them's blocktime at its first
+	// look, and as last set (absent before any look).
+	OriginalMS *int64 `json:"original_ms,omitempty"`
+	CurrentMS  *int64 `json:"current_ms,omitempty"`
+	// Changes: the blocktimes set, all threads together.
+	Changes uint64 `json:"changes"`
+}
+
+// BlocktimeStats returns what the live adaptation did.
+func (s *Syncer) BlocktimeStats() BlocktimeStats {
+	st := BlocktimeStats{Active: s.bt.on.Load(), Threads: s.bt.looked.Load(), Changes: s.bt.changes.Load()}
+	if w := s.bt.why.Load(); w != nil && !st.Active {
+		st.Why = *w
+	}
+	if st.Why == "" && !st.Active {
+		st.Why = "not configured"
+	}
+	if tid := s.bt.first.Load(); tid != 0 {
+		t := s.bt.threads.get(int(tid))
+		o, c := t.original.Load(), t.current.Load()
+		st.OriginalMS, st.CurrentMS = &o, &c
+	}
+	return st
+}
+
+// BlocktimeLive decides whether the library may adapt libomp's blocktime
+// while the program runs: lookup reads the environment (ok false: unset),
+// callable says kmp_set_blocktime and kmp_get_blocktime are there to call
+// (dlsym(RTLD_DEFAULT)), runtime is the OpenMP runtime the program runs
+// (the stats' name: libgomp, libomp, libiomp5, none, joined by "+"). A
+// setting the user fixed is left alone: OMP_WAIT_POLICY, or a
+// KMP_BLOCKTIME that hybridsync-run did not set (HYBRIDSYNC_RUN_SET names
+// what it set); so is every setting under HYBRIDSYNC_OPENMP=default.
+func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime string) (on bool, why string) {
+	if !callable {
+		if strings.Contains(runtime, "libgomp") {
+			return false, "libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)"
+		}
+		return false, "no OpenMP runtime with kmp_set_blocktime"
+	}
+	if _, ok := lookup("OMP_WAIT_POLICY"); ok {
+		return false, "OMP_WAIT_POLICY set by the user"
+	}
+	if v, ok := lookup("KMP_BLOCKTIME"); ok && !SetByRun(lookup, "KMP_BLOCKTIME", v) {
+		return false, "KMP_BLOCKTIME set by the user"
+	}
+	if v, _ := lookup("HYBRIDSYNC_OPENMP"); strings.TrimSpace(v) == OpenMPDefault {
+		return false, "HYBRIDSYNC_OPENMP=default"
+	}
+	return true, ""
+}
+
+// EnvRunSet is what hybridsync-run sets: NAME=VALUE of each variable it
+// set, separated by blanks (empty: it set none, the user's stood).
+const EnvRunSet = "HYBRIDSYNC_RUN_SET"
+
+// SetByRun says whether hybridsync-run set the variable k to v, its
+// value now (lookup reads the environment).
+func SetByRun(lookup func(string) (string, bool), k, v string) bool {
+	run, ok := lookup(EnvRunSet)
+	if !ok {
+		return false
+	}
+	for _, kv := range strings.Fields(run) {
+		if rk, rv, ok := strings.Cut(kv, "="); ok && rk == k && rv == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,140 @@
+package hybridsync
+
+import "testing"
+
+// settable is a contention source whose verdict the test sets.
+type settable struct{ c Contention }
+
+func (s *settable) Contention(int, int64) Contention { return s.c }
+
+// TestBlocktimeFollowsRegime: a thread's blocktime goes to 0 at the first
+// report that finds its CPU contended, stays there while the regime
+// holds, and goes back to the blocktime of its first look once the
+// regime ends (regimeExit of free verdicts); a thread that cannot set it
+// now (cur -1) is told nothing; changes are counted.
+func TestBlocktimeFollowsRegime(t *testing.T) {
+	const tid = 7
+	src := &settable{c: ContentionFree}
+	s := New(Config{Contention: src})
+	s.EnableBlocktime(true, "")
+	now := int64(1e9)
+	report := func(cur int) int {
+		s.Report(tid, nil, now, RunDelay{})
+		return s.Blocktime(tid, now, cur)
+	}
+	if got := report(200); got != -1 {
+		t.Fatalf("first look, free: set %d, want -1 (leave it)", got)
+	}
+	now += 20e6
+	if got := report(200); got != -1 {
+		t.Fatalf("free: set %d, want -1", got)
+	}
+	src.c = ContentionShared
+	now += 20e6
+	if got := report(-1); got != -1 {
+		t.Fatalf("inside a parallel region (cur -1): set %d, want -1", got)
+	}
+	now += 20e6
+	if got := report(200); got != 0 {
+		t.Fatalf("contended: set %d, want 0", got)
+	}
+	now += 100e6
+	if got := report(0); got != -1 {
+		t.Fatalf("still contended at 0: set %d, want -1", got)
+	}
+	src.c = ContentionFree
+	for i := range 10 {
+		now += 100e6
+		if got := report(0); got != -1 {
+			t.Fatalf("free for %d ms, under regimeExit: set %d, want -1", (i+1)*100, got)
+		}
+	}
+	now += regimeExit
+	if got := report(0); got != 200 {
+		t.Fatalf("free past regimeExit: set %d, want the first look's 200", got)
+	}
+	st := s.BlocktimeStats()
+	if !st.Active || st.Changes != 2 || st.Threads != 1 || st.OriginalMS == nil || *st.OriginalMS != 200 || *st.CurrentMS != 200 {
+		t.Errorf("stats %+v (original %v current %v), want active, 2 changes, 1 thread, 200 and 200", st, st.OriginalMS, st.CurrentMS)
+	}
+}
+
+// TestBlocktimeMinGap: a change follows another no sooner than
+// blocktimeMinGap, and the one held back comes at a later report.
+func TestBlocktimeMinGap(t *testing.T) {
+	const tid = 8
+	src := &settable{c: ContentionShared}
+	s := New(Config{Contention: src})
+	s.EnableBlocktime(true, "")
+	now := int64(1e9)
+	s.Report(tid, nil, now, RunDelay{}) // the thread's first report: no regime yet
+	now += 4e6
+	s.Report(tid, nil, now, RunDelay{})
+	if got := s.Blocktime(tid, now, 5); got != 0 {
+		t.Fatalf("contended: set %d, want 0", got)
+	}
+	// The program set it back itself at once: held back for the gap.
+	now += blocktimeMinGap / 2
+	s.Report(tid, nil, now, RunDelay{})
+	if got := s.Blocktime(tid, now, 5); got != -1 {
+		t.Fatalf("within blocktimeMinGap of the last change: set %d, want -1", got)
+	}
+	now += blocktimeMinGap
+	s.Report(tid, nil, now, RunDelay{})
+	if got := s.Blocktime(tid, now, 5); got != 0 {
+		t.Fatalf("after blocktimeMinGap: set %d, want 0", got)
+	}
+}
+
+// TestBlocktimeOff: off, or outside the default mode, nothing is set and
+// the stats say why.
+func TestBlocktimeOff(t *testing.T) {
+	src := &settable{c: ContentionShared}
+	s := New(Config{Contention: src})
+	s.EnableBlocktime(false, "KMP_BLOCKTIME set by the user")
+	for i := range 3 {
+		now := int64(1e9) + int64(i)*100e6
+		s.Report(9, nil, now, RunDelay{})
+		if got := s.Blocktime(9, now, 200); got != -1 {
+			t.Fatalf("off: set %d", got)
+		}
+	}
+	if st := s.BlocktimeStats(); st.Active || st.Why != "KMP_BLOCKTIME set by the user" || st.Changes != 0 || st.OriginalMS != nil {
+		t.Errorf("off: stats %+v", st)
+	}
+	sp := New(Config{Mode: ModeSpin, Contention: src})
+	sp.EnableBlocktime(true, "")
+	if st := sp.BlocktimeStats(); st.Active || st.Why == "" {
+		t.Errorf("spin mode: stats %+v, want inactive and why", st)
+	}
+}
+
+// TestBlocktimeLiveRules: libomp's blocktime is adapted only where
+// kmp_set_blocktime is there and the user fixed nothing; a value
+// hybridsync-run set may be adapted.
+func TestBlocktimeLiveRules(t *testing.T) {
+	cases := []struct {
+		env      map[string]string
+		callable bool
+		runtime  string
+		on       bool
+		why      string
+	}{
+		{nil, true, "libomp", true, ""},
+		{nil, false, "libgomp", false, "libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)"},
+		{nil, false, "none", false, "no OpenMP runtime with kmp_set_blocktime"},
+		{map[string]string{"KMP_BLOCKTIME": "200"}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
+		{map[string]string{"KMP_BLOCKTIME": ""}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
+		{map[string]string{"OMP_WAIT_POLICY": "active"}, true, "libomp", false, "OMP_WAIT_POLICY set by the user"},
+		{map[string]string{"KMP_BLOCKTIME": "0", EnvRunSet: "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0"}, true, "libomp", true, ""},
+		{map[string]string{"KMP_BLOCKTIME": "5", EnvRunSet: "GOMP_SPINCOUNT=10000"}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
+		{map[string]string{"HYBRIDSYNC_OPENMP": "default"}, true, "libomp", false, "HYBRIDSYNC_OPENMP=default"},
+	}
+	for _, c := range cases {
+		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+		on, why := BlocktimeLive(lookup, c.callable, c.runtime)
+		if on != c.on || why != c.why {
+			t.Errorf("%v, callable %v, %s: %v %q, want %v %q", c.env, c.callable, c.runtime, on, why, c.on, c.why)
+		}
+	}
+}
