@@ -31,7 +31,8 @@
  *                          (default: 1 only when loaded through LD_PRELOAD)
  *   HYBRIDSYNC_OPENMP      auto (default), bounded, default: the OpenMP wait
  *                          settings hybridsync-run gives a program (see
- *                          hs_openmp_env)
+ *                          hs_openmp_env); default also keeps the library
+ *                          from adapting libomp's blocktime live
  *   HYBRIDSYNC_RUN_SET     set by hybridsync-run (the launcher): NAME=VALUE of
  *                          each OpenMP variable it set, which the stats'
  *                          "openmp" object reports; not for users to set
