@@ -35,9 +35,24 @@ import (
 // long (sharedHold: a shared verdict of the signal lasts as long).
 const blocktimeMinGap = sharedHold
 
+// libompDefaultBlocktime is libomp's own KMP_BLOCKTIME (ms): what a
+// thread returns to once free when hybridsync-run, not the program, set
+// its blocktime at start (the launcher's 0 was for CPUs contended then).
+const libompDefaultBlocktime = 200
+
+// BlocktimeSetting is BlocktimeLive's decision: whether the library
+// adapts libomp's blocktime (Why: what keeps it off) and the blocktime a
+// thread gets once free (FreeMS; -1: the thread's own at its first look).
+type BlocktimeSetting struct {
+	On     bool
+	Why    string
+	FreeMS int
+}
+
 // blocktimeLive is a Syncer's live adaptation of libomp's blocktime.
 type blocktimeLive struct {
 	on      atomic.Bool
+	freeMS  atomic.Int64
 	why     atomic.Pointer[string]
 	threads threadSlots[blocktimeThread]
 	looked  atomic.Uint64 // threads that made their first look
@@ -51,13 +66,15 @@ type blocktimeThread struct {
 	seen              atomic.Bool
 	original, current atomic.Int64
 	changed           atomic.Int64
+	firstAt           atomic.Int64 // when it made its first look
 }
 
 // EnableBlocktime turns the live adaptation of libomp's blocktime on or
-// off (why: what keeps it off), as BlocktimeLive decided. It runs only in
-// the default mode, whose threads report (the regime it follows is the
-// arm chooser's).
-func (s *Syncer) EnableBlocktime(on bool, why string) {
+// off, as BlocktimeLive decided. It runs only in the default mode, whose
+// threads report (the regime it follows is the arm chooser's).
+func (s *Syncer) EnableBlocktime(b BlocktimeSetting) {
+	on, why := b.On, b.Why
+	s.bt.freeMS.Store(int64(b.FreeMS))
 	if on && s.mode != ModeHybrid {
 		on, why = false, "HYBRIDSYNC_MODE="+s.mode.String()+": only the default mode's threads report to the engine"
 	}
@@ -77,6 +94,7 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 	t := s.bt.threads.get(tid)
 	if !t.seen.Load() {
 		t.original.Store(int64(cur))
+		t.firstAt.Store(now)
 		t.changed.Store(now - blocktimeMinGap)
 		t.seen.Store(true)
 		s.bt.looked.Add(1)
@@ -84,6 +102,14 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 	}
 	t.current.Store(int64(cur))
 	want := t.original.Load()
+	if f := s.bt.freeMS.Load(); f >= 0 {
+		// The launcher set the first look's value for CPUs it found
+		// contended: it stands until the regime could have ended.
+		want = f
+		if now-t.firstAt.Load() < regimeExit {
+			want = int64(cur)
+		}
+	}
 	if s.chooser.contended(tid) {
 		want = 0
 	}
@@ -139,24 +165,31 @@ func (s *Syncer) BlocktimeStats() BlocktimeStats {
 // (the stats' name: libgomp, libomp, libiomp5, none, joined by "+"). A
 // setting the user fixed is left alone: OMP_WAIT_POLICY, or a
 // KMP_BLOCKTIME that hybridsync-run did not set (HYBRIDSYNC_RUN_SET names
-// what it set); so is every setting under HYBRIDSYNC_OPENMP=default.
-func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime string) (on bool, why string) {
+// what it set); so is every setting under HYBRIDSYNC_OPENMP=default. One
+// that hybridsync-run set is adapted, and gives way to libomp's default
+// once the CPUs are free.
+func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime string) BlocktimeSetting {
+	off := func(why string) BlocktimeSetting { return BlocktimeSetting{Why: why, FreeMS: -1} }
 	if !callable {
 		if strings.Contains(runtime, "libgomp") {
-			return false, "libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)"
+			return off("libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)")
 		}
-		return false, "no OpenMP runtime with kmp_set_blocktime"
+		return off("no OpenMP runtime with kmp_set_blocktime")
 	}
 	if _, ok := lookup("OMP_WAIT_POLICY"); ok {
-		return false, "OMP_WAIT_POLICY set by the user"
+		return off("OMP_WAIT_POLICY set by the user")
 	}
-	if v, ok := lookup("KMP_BLOCKTIME"); ok && !SetByRun(lookup, "KMP_BLOCKTIME", v) {
-		return false, "KMP_BLOCKTIME set by the user"
+	free := -1
+	if v, ok := lookup("KMP_BLOCKTIME"); ok {
+		if !SetByRun(lookup, "KMP_BLOCKTIME", v) {
+			return off("KMP_BLOCKTIME set by the user")
+		}
+		free = libompDefaultBlocktime
 	}
 	if v, _ := lookup("HYBRIDSYNC_OPENMP"); strings.TrimSpace(v) == OpenMPDefault {
-		return false, "HYBRIDSYNC_OPENMP=default"
+		return off("HYBRIDSYNC_OPENMP=default")
 	}
-	return true, ""
+	return BlocktimeSetting{On: true, FreeMS: free}
 }
 
 // EnvRunSet is what hybridsync-run sets: NAME=VALUE of each variable it

@@ -16,7 +16,7 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	const tid = 7
 	src := &settable{c: ContentionFree}
 	s := New(Config{Contention: src})
-	s.EnableBlocktime(true, "")
+	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(cur int) int {
 		s.Report(tid, nil, now, RunDelay{})
@@ -59,13 +59,38 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	}
 }
 
+// TestBlocktimeFreeAfterLauncher: a thread that started with the
+// launcher's 0 (its CPUs were contended at start) gets libomp's default
+// once they are free, not the 0 of its first look.
+func TestBlocktimeFreeAfterLauncher(t *testing.T) {
+	const tid = 8
+	src := &settable{c: ContentionShared}
+	s := New(Config{Contention: src})
+	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
+	now := int64(1e9)
+	report := func(cur int) int {
+		s.Report(tid, nil, now, RunDelay{})
+		return s.Blocktime(tid, now, cur)
+	}
+	if got := report(0); got != -1 {
+		t.Fatalf("contended at the launcher's 0: set %d, want -1", got)
+	}
+	src.c = ContentionFree
+	now += 100e6
+	report(0)
+	now += regimeExit + 100e6
+	if got := report(0); got != libompDefaultBlocktime {
+		t.Fatalf("free past regimeExit: set %d, want libomp's default %d", got, libompDefaultBlocktime)
+	}
+}
+
 // TestBlocktimeMinGap: a change follows another no sooner than
 // blocktimeMinGap, and the one held back comes at a later report.
 func TestBlocktimeMinGap(t *testing.T) {
 	const tid = 8
 	src := &settable{c: ContentionShared}
 	s := New(Config{Contention: src})
-	s.EnableBlocktime(true, "")
+	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	s.Report(tid, nil, now, RunDelay{}) // the thread's first report: no regime yet
 	now += 4e6
@@ -91,7 +116,7 @@ func TestBlocktimeMinGap(t *testing.T) {
 func TestBlocktimeOff(t *testing.T) {
 	src := &settable{c: ContentionShared}
 	s := New(Config{Contention: src})
-	s.EnableBlocktime(false, "KMP_BLOCKTIME set by the user")
+	s.EnableBlocktime(BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
 	for i := range 3 {
 		now := int64(1e9) + int64(i)*100e6
 		s.Report(9, nil, now, RunDelay{})
@@ -103,7 +128,7 @@ func TestBlocktimeOff(t *testing.T) {
 		t.Errorf("off: stats %+v", st)
 	}
 	sp := New(Config{Mode: ModeSpin, Contention: src})
-	sp.EnableBlocktime(true, "")
+	sp.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	if st := sp.BlocktimeStats(); st.Active || st.Why == "" {
 		t.Errorf("spin mode: stats %+v, want inactive and why", st)
 	}
@@ -119,22 +144,23 @@ func TestBlocktimeLiveRules(t *testing.T) {
 		runtime  string
 		on       bool
 		why      string
+		free     int
 	}{
-		{nil, true, "libomp", true, ""},
-		{nil, false, "libgomp", false, "libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)"},
-		{nil, false, "none", false, "no OpenMP runtime with kmp_set_blocktime"},
-		{map[string]string{"KMP_BLOCKTIME": "200"}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
-		{map[string]string{"KMP_BLOCKTIME": ""}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
-		{map[string]string{"OMP_WAIT_POLICY": "active"}, true, "libomp", false, "OMP_WAIT_POLICY set by the user"},
-		{map[string]string{"KMP_BLOCKTIME": "0", EnvRunSet: "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0"}, true, "libomp", true, ""},
-		{map[string]string{"KMP_BLOCKTIME": "5", EnvRunSet: "GOMP_SPINCOUNT=10000"}, true, "libomp", false, "KMP_BLOCKTIME set by the user"},
-		{map[string]string{"HYBRIDSYNC_OPENMP": "default"}, true, "libomp", false, "HYBRIDSYNC_OPENMP=default"},
+		{nil, true, "libomp", true, "", -1},
+		{nil, false, "libgomp", false, "libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts)", -1},
+		{nil, false, "none", false, "no OpenMP runtime with kmp_set_blocktime", -1},
+		{map[string]string{"KMP_BLOCKTIME": "200"}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
+		{map[string]string{"KMP_BLOCKTIME": ""}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
+		{map[string]string{"OMP_WAIT_POLICY": "active"}, true, "libomp", false, "OMP_WAIT_POLICY set by the user", -1},
+		{map[string]string{"KMP_BLOCKTIME": "0", EnvRunSet: "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0"}, true, "libomp", true, "", 200},
+		{map[string]string{"KMP_BLOCKTIME": "5", EnvRunSet: "GOMP_SPINCOUNT=10000"}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
+		{map[string]string{"HYBRIDSYNC_OPENMP": "default"}, true, "libomp", false, "HYBRIDSYNC_OPENMP=default", -1},
 	}
 	for _, c := range cases {
 		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-		on, why := BlocktimeLive(lookup, c.callable, c.runtime)
-		if on != c.on || why != c.why {
-			t.Errorf("%v, callable %v, %s: %v %q, want %v %q", c.env, c.callable, c.runtime, on, why, c.on, c.why)
+		b := BlocktimeLive(lookup, c.callable, c.runtime)
+		if b.On != c.on || b.Why != c.why || b.FreeMS != c.free {
+			t.Errorf("%v, callable %v, %s: %+v, want %v %q free %d", c.env, c.callable, c.runtime, b, c.on, c.why, c.free)
 		}
 	}
 }

@@ -146,8 +146,7 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	// libomp's blocktime, adapted live where the program runs it and the
 	// user left it alone (hybridsync/blocktime.go): decided here, set by
 	// each reporting thread (omplive.c).
-	bt, why := hybridsync.BlocktimeLive(clookupEnv, C.hs_omp_live_resolve() != 0, ompRuntime())
-	s.EnableBlocktime(bt, why)
+	s.EnableBlocktime(hybridsync.BlocktimeLive(clookupEnv, C.hs_omp_live_resolve() != 0, ompRuntime()))
 	C.hs_omp_live_set(boolInt(s.BlocktimeStats().Active))
 	d := s.Delegation()
 	C.hs_delegate_mode(boolInt(d.On), C.int64_t(d.Short), C.int64_t(d.DoneAtStart))
