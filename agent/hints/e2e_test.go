@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -146,7 +147,7 @@ func runE2E(t *testing.T, scenario string) {
 		if int(ev.Tid) == tid && ev.Preempted != 0 && ev.OffNs > 0 {
 			mu.Lock()
 			outs = append(outs, int64(ev.InNs-ev.OffNs))
-			if ev.OffNs >= quietOffNs {
+			if ev.OffNs >= contention.QuietOffNs {
 				long = append(long, int64(ev.InNs-ev.OffNs))
 			}
 			if ev.Throttled != 0 {

@@ -1,18 +1,18 @@
 package hints
 
 import (
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
 // contendedFor: a thread not preempted or throttled for this long is
-// taken to have its CPU to itself (the same span after which the guest
-// estimator forgets its slice).
-const contendedFor = 500_000_000
+// taken to have its CPU to itself (agent/contention).
+const contendedFor = contention.For
 
 // minRunNs: an involuntary run shorter than this is a wake-up preemption
 // by an interrupt handler thread, not the end of a slice; it is not learnt.
-const minRunNs = 100_000
+const minRunNs = contention.MinRunNs
 
 // maxSliceNs bounds every finite slice published (readers reject more).
 const maxSliceNs = 10_000_000_000
@@ -28,11 +28,7 @@ type thread struct {
 	state        uint8
 	cpu          uint16
 	outThrottled bool   // the last switch-out was a quota throttle
-	throttledIn  uint64 // the switch-in that ended the last throttled interval
-	slice        uint64 // EWMA of involuntary run lengths ended by another task, 0 until the first
-	lastShared   uint64 // last switch-out to another task
-	lastThrottl  uint64 // last switch-out by the bandwidth quota
-	since        uint64 // when first watched
+	slice        uint64 // EWMA of involuntary run lengths ended by a co-runner, 0 until the first
 
 	// CPU bandwidth state the kernel had at a switch-in (BPF counters),
 	// and the counters' on-CPU time since the last throttle.
@@ -62,73 +58,36 @@ type quotaState struct {
 }
 
 // env is what render needs besides the thread: the target's configured
-// bandwidth limit (0: none known) and the kernel's tick (0: unknown).
+// bandwidth limit (0: none known), the kernel's tick (0: unknown), and
+// the thread's contention (the tracker's record).
 type env struct {
 	quotaUS, periodUS uint32
 	tick              uint64
 	mitigation        uint32 // the thread's --mitigate slice, ns (0: none)
+	cont              contention.Thread
 }
 
-// quietOffNs: an involuntary off-CPU interval shorter than this is an
-// interruption, not a co-runner's turn (QUIET_OFF_NS in bpf/sched.bpf.c,
-// which does not wake the reader for the switch-in that ends it).
-const quietOffNs = 100_000
-
 // learn takes one completed off-CPU interval: the thread ran run ns until
-// in-off, was off for off ns, came back at in; other is the process that
-// took the CPU if it was preempted (0: the idle task), own the thread's
-// own process. self is the publisher's own process (its event reader, its
-// refresh), which is not a co-runner; nor, for a thread target (not a
-// vCPU), is the thread's own process: the program's other threads (the
-// GPU driver's helper woken at a completion, a runtime's) take its CPU
-// for moments, and counted, one such preemption in contendedFor read as
-// a shared CPU and made the library block at once beside no co-runner.
-// A vCPU's own process is its VM, whose other vCPUs on the same physical
-// CPU do compete for it.
-//
-// A thread whose live block the BPF programs write into its target's
-// array sends a record only for the intervals this learns from (teaches
-// in bpf/sched.bpf.c mirrors the cases below, and must change with them):
-// off > 0 and throttled; preempted with other == 0; preempted by another
-// process than self with off >= quietOffNs (a thread target's own
-// process among them, which teaches nothing here). Its other switch-ins
-// reach the publisher through observe only.
-func (t *thread) learn(in, off, run uint64, preempted, throttled bool, other, own, self uint32, cpu uint32, tick uint64) {
+// in-off, was off for off ns, came back at in (throttled: by its quota)
+// on cpu; cl is what the interval was (contention.Tracker.Learn, which
+// decides who counts as a co-runner). A co-runner's turn after a run of
+// minRunNs or more is a sample of the slice; a throttle while running
+// on, one of the tick's phase.
+func (t *thread) learn(in, off, run uint64, throttled bool, cl contention.Class, cpu uint32, tick uint64) {
 	if off > 0 && off <= in {
 		t.switchOut = in - off
 		switch {
-		case throttled:
-			t.lastThrottl = t.switchOut
-			t.throttledIn = in
+		case cl == contention.Throttled && throttled:
 			if tick > 0 && run >= minRunNs {
 				// Throttled while running on: at a tick. A throttle
 				// right at a switch-in (overdrawn) says nothing.
 				t.throttles.add(t.switchOut, tick)
 			}
-		case preempted && other == 0:
-			// Runnable, and the CPU went idle: held back by the
-			// quota (a second switch-out in one throttled period,
-			// which the programs count once).
-			t.lastThrottl = t.switchOut
-		case preempted && run < minRunNs && in-off-run == t.throttledIn:
-			// The same second switch-out with another task next: a
-			// throttled task goes back in to finish in the kernel
-			// and is held at its return to user space (since Linux
-			// 6.18), which the programs do not count again. Its off
-			// time is the throttle's rest (ms), whoever ran next (a
-			// softirq thread, an unrelated process); read as a
-			// co-runner's turn, it made a quota alone look shared.
-			t.lastThrottl = t.switchOut
-		case preempted && other == own && t.tid != 0:
-			// The program's own thread (see above).
-		case preempted && other != self && off >= quietOffNs:
-			t.lastShared = t.switchOut
-			if run >= minRunNs {
-				if t.slice == 0 {
-					t.slice = run
-				} else {
-					t.slice = t.slice - t.slice/8 + run/8
-				}
+		case cl == contention.Shared && run >= minRunNs:
+			if t.slice == 0 {
+				t.slice = run
+			} else {
+				t.slice = t.slice - t.slice/8 + run/8
 			}
 		}
 	}
@@ -238,14 +197,13 @@ func (t *thread) render(now uint64, e env) hintpage.Slot {
 	if end, ok := t.kernelQuotaEnd(); ok {
 		s.QuotaEndNs = min(max(end, s.SwitchInNs), s.SwitchInNs+maxSliceNs)
 	}
-	recent := func(at uint64) bool { return at != 0 && now-at < contendedFor }
-	throttled, shared := recent(t.lastThrottl), recent(t.lastShared)
+	throttled, shared := e.cont.Throttled(now), e.cont.Shared(now)
 	switch {
 	case throttled && !shared:
 		s.Contention = hintpage.ContThrottled
 	case shared:
 		s.Contention = hintpage.ContShared
-	case now-t.since >= contendedFor:
+	case e.cont.Free(now):
 		s.Contention = hintpage.ContFree
 	}
 	if s.Contention == hintpage.ContFree {

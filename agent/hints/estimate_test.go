@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
@@ -48,7 +49,7 @@ func TestTickPhase(t *testing.T) {
 }
 
 func running(in uint64) *thread {
-	return &thread{tid: 1, switchIn: in, state: hintpage.StateRunning, since: 1}
+	return &thread{tid: 1, switchIn: in, state: hintpage.StateRunning}
 }
 
 // Under a quota the run lasts until the first tick after the runtime the
@@ -57,12 +58,12 @@ func running(in uint64) *thread {
 func TestQuotaRemaining(t *testing.T) {
 	const in = 100*tick4ms + 2_900_000 // switched in mid-tick
 	th := running(in)
-	th.lastThrottl = in - 10_000_000
+	thr := contention.Thread{Since: 1, LastThrottled: in - 10_000_000}
 	for i := range 4 {
 		th.throttles.add(uint64(90+i)*tick4ms+20_000, tick4ms)
 	}
 	th.quota = quotaState{in: in, quota: 10_000_000, period: 20_000_000, refill: in + 19_000_000, left: 9_100_000}
-	e := env{tick: tick4ms}
+	e := env{tick: tick4ms, cont: thr}
 	now := uint64(in + 1_000_000)
 	s := th.render(now, e)
 	end := hintpage.NextTick(in+9_100_000, tick4ms, 20_000) // 103*4ms + 20 µs... the tick after in + 9.1 ms
@@ -91,7 +92,7 @@ func TestQuotaRemaining(t *testing.T) {
 	// less what ran since the last throttle.
 	th.quota.in = in - 1
 	th.runSinceThrottle = 3_000_000
-	if s := th.render(now, env{quotaUS: 10_000, periodUS: 20_000}); s.ExpectedSliceNs != 7_000_000 {
+	if s := th.render(now, env{quotaUS: 10_000, periodUS: 20_000, cont: thr}); s.ExpectedSliceNs != 7_000_000 {
 		t.Fatalf("from the target's quota: expected %d, want 7 ms", s.ExpectedSliceNs)
 	}
 	if s := th.render(now, e); s.ExpectedSliceNs != 0 {
@@ -103,13 +104,14 @@ func TestQuotaRemaining(t *testing.T) {
 func TestQuotaAndSlice(t *testing.T) {
 	const in = 1_000_000_000
 	th := running(in)
-	th.lastThrottl, th.lastShared, th.slice = in-5_000_000, in-4_000_000, 4_000_000
+	e := env{cont: contention.Thread{Since: 1, LastThrottled: in - 5_000_000, LastShared: in - 4_000_000}}
+	th.slice = 4_000_000
 	th.quota = quotaState{in: in, quota: 10_000_000, period: 20_000_000, refill: in + 15_000_000, left: 9_000_000}
-	if s := th.render(in+1000, env{}); s.Contention != hintpage.ContShared || s.ExpectedSliceNs != 4_000_000 {
+	if s := th.render(in+1000, e); s.Contention != hintpage.ContShared || s.ExpectedSliceNs != 4_000_000 {
 		t.Fatalf("slice shorter: %+v", s)
 	}
 	th.quota.left = 2_500_000
-	if s := th.render(in+1000, env{}); s.ExpectedSliceNs != 2_500_000 {
+	if s := th.render(in+1000, e); s.ExpectedSliceNs != 2_500_000 {
 		t.Fatalf("quota shorter: %+v", s)
 	}
 }
@@ -118,76 +120,49 @@ func TestQuotaAndSlice(t *testing.T) {
 func TestQuotaOffCPU(t *testing.T) {
 	const in = 1_000_000_000
 	th := running(in)
-	th.lastThrottl = in - 5_000_000
+	e := env{cont: contention.Thread{Since: 1, LastThrottled: in - 5_000_000}}
 	th.quota = quotaState{in: in, quota: 10_000_000, period: 20_000_000, refill: in + 15_000_000, left: 9_000_000}
 	th.state, th.switchOut = hintpage.StatePreempted, in+3_000_000
-	if s := th.render(in+3_100_000, env{}); s.ExpectedSliceNs != 6_000_000 || s.Remaining(in+3_100_000) != 6_000_000 {
+	if s := th.render(in+3_100_000, e); s.ExpectedSliceNs != 6_000_000 || s.Remaining(in+3_100_000) != 6_000_000 {
 		t.Fatalf("preempted within the period: %+v", s)
 	}
 	th.outThrottled = true
-	if s := th.render(in+3_100_000, env{}); s.ExpectedSliceNs != 10_000_000 {
+	if s := th.render(in+3_100_000, e); s.ExpectedSliceNs != 10_000_000 {
 		t.Fatalf("throttled: %+v", s)
 	}
 }
 
-// Preemptions that are not a co-runner's turn: by the publisher's own
-// process, shorter than 100 µs, or to the idle task (held back by the
-// quota).
-func TestLearnWhoTookTheCPU(t *testing.T) {
+// The slice is learnt from the co-runners' turns only (the tracker
+// says which intervals those are), from runs of 100 µs or more; the
+// tick's phase from throttles while running on.
+func TestLearnSlice(t *testing.T) {
 	const self = 42
 	th := running(0)
-	th.learn(10_000_000, 30_000, 4_000_000, true, false, self, 1, self, 1, tick4ms)
-	th.learn(20_000_000, 50_000, 4_000_000, true, false, 77, 1, self, 1, tick4ms)
-	if th.lastShared != 0 || th.slice != 0 {
-		t.Fatalf("shared %d slice %d after the agent's and a short preemption", th.lastShared, th.slice)
+	c := contention.NewTracker(self)
+	c.Add(1, false, 0)
+	learn := func(in, off, run uint64, throttled bool, other uint32) {
+		ev := &bpf.SchedSwitchEvent{InNs: in, OffNs: off, RunNs: run, Tid: 1, Tgid: 1, Preempted: 1, OtherTgid: other}
+		if throttled {
+			ev.Throttled = 1
+		}
+		th.learn(in, off, run, throttled, c.Learn(ev), 1, tick4ms)
 	}
-	th.learn(30_000_000, 5_000_000, 4_000_000, true, false, 0, 1, self, 1, tick4ms)
-	if th.lastShared != 0 || th.lastThrottl != 25_000_000 {
-		t.Fatalf("preempted to idle: shared %d throttled %d", th.lastShared, th.lastThrottl)
+	learn(10_000_000, 30_000, 4_000_000, false, self)
+	learn(20_000_000, 50_000, 4_000_000, false, 77)
+	learn(30_000_000, 5_000_000, 4_000_000, false, 0)
+	if th.slice != 0 {
+		t.Fatalf("slice %d after the agent's, a short and an idle preemption", th.slice)
 	}
-	th.learn(40_000_000, 4_000_000, 3_000_000, true, false, 77, 1, self, 1, tick4ms)
-	if th.lastShared != 36_000_000 || th.slice != 3_000_000 {
-		t.Fatalf("a co-runner's turn: shared %d slice %d", th.lastShared, th.slice)
+	learn(40_000_000, 4_000_000, 3_000_000, false, 77)
+	learn(50_000_000, 4_000_000, 50_000, false, 77)
+	if th.slice != 3_000_000 || th.switchOut != 46_000_000 {
+		t.Fatalf("a co-runner's turns: slice %d switch-out %d", th.slice, th.switchOut)
 	}
 	// A throttle at a tick feeds the phase; one right at a switch-in does not.
-	th.learn(60_000_000+20_000+8_000_000, 8_000_000, 9_000_000, true, true, 0, 1, self, 1, tick4ms)
-	th.learn(80_000_000+3_000_000+8_000_000, 8_000_000, 30_000, true, true, 0, 1, self, 1, tick4ms)
+	learn(60_000_000+20_000+8_000_000, 8_000_000, 9_000_000, true, 0)
+	learn(80_000_000+3_000_000+8_000_000, 8_000_000, 30_000, true, 0)
 	if th.throttles.n != 1 {
 		t.Fatalf("%d throttle phases, want 1", th.throttles.n)
-	}
-}
-
-// Under a quota alone, the records of a 6.18 kernel's throttle and of the
-// program's own threads: neither is a co-runner's turn. The throttle is
-// two switch-outs: one counted as a throttle, back in for a few µs, then
-// held for the rest of the period with whatever task runs next.
-func TestLearnQuotaAlone(t *testing.T) {
-	const self, own, ksoftirqd = 42, 1000, 14
-	th := running(0)
-	th.tid = own
-	th.learn(10_000_000, 2_000, 100_000, true, true, own, own, self, 1, tick4ms)
-	th.learn(10_000_000+3_000+8_800_000, 8_800_000, 3_000, true, false, ksoftirqd, own, self, 1, tick4ms)
-	if th.lastShared != 0 || th.lastThrottl != 10_003_000 {
-		t.Fatalf("a throttle's second switch-out: shared %d throttled %d", th.lastShared, th.lastThrottl)
-	}
-	th.learn(30_000_000, 150_000, 120_000, true, false, own, own, self, 1, tick4ms)
-	if th.lastShared != 0 || th.slice != 0 {
-		t.Fatalf("the program's own thread: shared %d slice %d", th.lastShared, th.slice)
-	}
-	if s := th.render(30_000_000, env{quotaUS: 10_000, periodUS: 20_000}); s.Contention != hintpage.ContThrottled {
-		t.Fatalf("contention %d, want throttled", s.Contention)
-	}
-	// A co-runner's turn after a throttled run of its own is one.
-	th.learn(40_000_000, 150_000, 3_000, true, false, 77, own, self, 1, tick4ms)
-	if th.lastShared != 40_000_000-150_000 {
-		t.Fatalf("a co-runner after a run: shared %d", th.lastShared)
-	}
-	// In a vCPU slot (tid 0) the VM's own process is its other vCPUs.
-	v := running(0)
-	v.tid = 0
-	v.learn(30_000_000, 2_000_000, 3_000_000, true, false, own, own, self, 1, tick4ms)
-	if v.lastShared != 28_000_000 {
-		t.Fatalf("another vCPU of the VM: shared %d", v.lastShared)
 	}
 }
 
@@ -214,20 +189,19 @@ func TestObserveSelfPreemption(t *testing.T) {
 // by it.
 func TestMitigationOnlyWhereContended(t *testing.T) {
 	const in = 1_000_000_000
-	e := env{mitigation: 100_000}
+	e := env{mitigation: 100_000, cont: contention.Thread{Since: in}}
 	th := running(in)
-	th.since = in
 	if s := th.render(in+1000, e); s.Contention != hintpage.ContUnknown || s.MitigationNs != 100_000 {
 		t.Errorf("just watched: contention %d, mitigation %d", s.Contention, s.MitigationNs)
 	}
 	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContFree || s.MitigationNs != 0 {
 		t.Errorf("alone: contention %d, mitigation %d", s.Contention, s.MitigationNs)
 	}
-	th.lastShared, th.slice = in+contendedFor-1000, 3_000_000
+	e.cont.LastShared, th.slice = in+contendedFor-1000, 3_000_000
 	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContShared || s.MitigationNs != 100_000 {
 		t.Errorf("beside a co-runner: contention %d, mitigation %d", s.Contention, s.MitigationNs)
 	}
-	th.lastShared, th.lastThrottl = 0, in+contendedFor-1000
+	e.cont.LastShared, e.cont.LastThrottled = 0, in+contendedFor-1000
 	if s := th.render(in+contendedFor, e); s.Contention != hintpage.ContThrottled || s.MitigationNs != 100_000 {
 		t.Errorf("throttled: contention %d, mitigation %d", s.Contention, s.MitigationNs)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -98,6 +99,12 @@ type Options struct {
 	// so that its reader knows a blocking wake-up preempts at once; nil:
 	// no thread is mitigated.
 	Mitigation func(tid int) time.Duration
+	// Contention is where the threads' contention is kept (shared with
+	// the mitigator, which gates its slice on the same verdict); nil:
+	// the publisher keeps its own. Either way OnEvent feeds it, and the
+	// publisher adds and removes its threads there: nothing else may
+	// feed it the same events.
+	Contention *contention.Tracker
 }
 
 // RetryEvery is how often the page of a target that could not be
@@ -110,6 +117,7 @@ type Publisher struct {
 	opts     Options
 	self     uint32 // this process: its threads preempting a target are not co-runners
 	tick     uint64 // the kernel's scheduler tick, ns (0: unknown)
+	cont     *contention.Tracker
 	counters atomic.Pointer[countersRef]
 	arrays   atomic.Pointer[arraysRef] // nil: the agent writes every live block
 
@@ -198,9 +206,12 @@ func New(opts Options) (*Publisher, error) {
 	if opts.Owner == nil {
 		opts.Owner = procOwner
 	}
-	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(),
+	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(), cont: opts.Contention,
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
 		failed: map[string]*failure{}, kick: make(chan struct{}, 1), proc: "/proc"}
+	if p.cont == nil {
+		p.cont = contention.NewTracker(p.self)
+	}
 	p.SetCounters(opts.Counters)
 	return p, nil
 }
@@ -378,10 +389,11 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 		} else if slot < 0 {
 			continue // not a vCPU thread
 		}
-		tt := &thread{tid: th.TID, hostTID: th.TID, slot: slot, page: pg, since: now}
+		tt := &thread{tid: th.TID, hostTID: th.TID, slot: slot, page: pg}
 		if pg.vcpu {
 			tt.tid = 0 // vCPU slots are found by CPU, not tid
 		}
+		p.cont.Add(th.TID, pg.vcpu, now)
 		pg.threads[th.TID], p.threads[uint32(th.TID)] = tt, tt
 		p.publish(tt, now, true)
 		p.mapIfServed(pg, tt)
@@ -399,6 +411,7 @@ func (p *Publisher) assign(pg *page, t targets.Target) {
 func (p *Publisher) forget(pg *page, tid int, tt *thread) {
 	delete(pg.threads, tid)
 	delete(p.threads, uint32(tid))
+	p.cont.Remove(tid)
 	p.unmap(tt)
 	if !pg.vcpu {
 		pg.w.Publish(tt.slot, &hintpage.Slot{}) // TID 0: no reader finds it
@@ -480,7 +493,8 @@ func (p *Publisher) reap() {
 // programs do not write it (into the page's live array); the estimate block when it changed, or with
 // force (the refresh, whose publish time says the publisher is alive).
 func (p *Publisher) publish(t *thread, now uint64, force bool) {
-	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick, mitigation: p.mitigation(t.hostTID)})
+	c, _ := p.cont.Get(t.hostTID)
+	s := t.render(now, env{quotaUS: t.page.quota, periodUS: t.page.period, tick: p.tick, mitigation: p.mitigation(t.hostTID), cont: c})
 	if !t.mapped && now >= t.userAfter {
 		t.page.w.PublishLive(t.slot, &s)
 	}
@@ -509,6 +523,8 @@ func (p *Publisher) stats(tid uint32, st *bpf.SchedThreadStats) bool {
 // OnEvent publishes the switch-in an event reports (monitor.Options.OnEvent),
 // with, for a record that woke the reader, the thread's BPF counters as
 // they are now (state, and the CPU bandwidth left at its latest switch-in).
+// It feeds the contention tracker (Options.Contention) the interval the
+// record ends first, and learns the slice from what the tracker made of it.
 func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	p.evMu.Lock()
 	defer p.evMu.Unlock()
@@ -518,6 +534,7 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 	// brings their slots up to date.
 	st := &p.evStats
 	ok := ev.Woken != 0 && p.stats(ev.Tid, st)
+	cl := p.cont.Learn(ev)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.threads[ev.Tid]
@@ -525,7 +542,7 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 		return
 	}
 	p.applied++
-	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Preempted != 0, ev.Throttled != 0, ev.OtherTgid, ev.Tgid, p.self, ev.Cpu, p.tick)
+	t.learn(ev.InNs, ev.OffNs, ev.RunNs, ev.Throttled != 0, cl, ev.Cpu, p.tick)
 	if ok {
 		t.observe(st, p.self)
 	}
