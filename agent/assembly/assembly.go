@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
@@ -32,8 +33,17 @@ func (e *requestError) Is(target error) bool { return target == ErrRequest }
 type Options struct {
 	Log zerolog.Logger
 	// Mitigation, when set, gives the threads of every target the slice
-	// while it is watched.
+	// while it is watched (with GateMitigation, only while contended).
 	Mitigation *mitigate.Config
+	// GateMitigation gives a thread the slice only while another
+	// process's task competes for its CPU, and its own back once it has
+	// been free for contention.For: alone, the slice changes no wake-up
+	// worth having and makes the program's own threads preempt each
+	// other. It loads the eBPF programs and the monitor to measure that
+	// (tracing all the time, as with Hints), and the publisher's pages
+	// and the mitigator read one verdict per thread. The host agent
+	// gates; an experiment that measures the slice itself does not.
+	GateMitigation bool
 	// Sched is mitigate.System unless a test plays another kernel.
 	Sched mitigate.Sched
 	// Hints is the page directory; "" publishes no pages.
@@ -43,7 +53,9 @@ type Options struct {
 	// not need them). With Hints they always run.
 	Monitor bool
 	// MonitorOptions configure the monitor; OnEvent is the publisher's
-	// and TraceEvery is 0 (every switch-in seen) with Hints.
+	// (or, gating without hints, the contention tracker's) and
+	// TraceEvery is 0 (every switch-in seen) with Hints or
+	// GateMitigation.
 	MonitorOptions monitor.Options
 	// LoadProbe is bpfload.Load unless a test replaces it.
 	LoadProbe func(bpfload.Options) (*bpfload.Probe, error)
@@ -72,6 +84,7 @@ type Claim struct{ Name, What string }
 // Close undoes everything it did.
 type Agent struct {
 	log   zerolog.Logger
+	cont  *contention.Tracker
 	mit   *mitigate.Mitigator
 	pub   *hints.Publisher
 	probe *bpfload.Probe
@@ -80,6 +93,7 @@ type Agent struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	follow  sync.WaitGroup // Follow's source readers
+	gate    sync.WaitGroup // the mitigator's gate
 	monDone chan struct{}
 	locks   []*runstate.Lock
 	once    sync.Once
@@ -118,9 +132,18 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 			o.Log.Info().Err(err).Int("threads", n).Msg("mitigation: slices left by an agent that died put back")
 		}
 	}
+	gated := o.Mitigation != nil && o.GateMitigation
+	if gated || o.Hints != "" {
+		// One verdict per thread, read by the pages and the gate.
+		a.cont = contention.NewTracker(uint32(os.Getpid()))
+	}
 	if o.Mitigation != nil {
-		a.mit, err = mitigate.New(mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched,
-			Failed: o.MitigateFailed, StateDir: state})
+		mo := mitigate.Options{Slice: o.Mitigation.Slice, Log: o.Log, Sched: o.Sched,
+			Failed: o.MitigateFailed, StateDir: state}
+		if gated {
+			mo.Contention = a.cont
+		}
+		a.mit, err = mitigate.New(mo)
 		if err != nil {
 			return nil, fmt.Errorf("--mitigate: %w", err)
 		}
@@ -143,7 +166,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 		if err := a.ownHints(state, o.Hints); err != nil {
 			return nil, err
 		}
-		ho := hints.Options{Dir: o.Hints, Log: o.Log, Failed: o.HintsFailed}
+		ho := hints.Options{Dir: o.Hints, Log: o.Log, Failed: o.HintsFailed, Contention: a.cont}
 		if a.mit != nil {
 			ho.Mitigation = a.mit.Slice
 		}
@@ -151,7 +174,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 			return nil, &requestError{fmt.Errorf("--hints %s: %w", o.Hints, err)}
 		}
 	}
-	if !o.Monitor && a.pub == nil {
+	if !o.Monitor && a.pub == nil && !gated {
 		close(a.monDone)
 		return a, nil
 	}
@@ -160,14 +183,27 @@ func Start(ctx context.Context, o Options) (_ *Agent, err error) {
 		return nil, fmt.Errorf("loading eBPF programs: %w", err)
 	}
 	mo := o.MonitorOptions
-	if a.pub != nil {
+	switch {
+	case a.pub != nil:
+		// The publisher feeds the tracker (hints.Options.Contention).
 		mo.TraceEvery = 0 // every switch-in must be seen
 		mo.OnEvent = a.pub.OnEvent
 		a.pub.SetCounters(a.probe)
 		go a.pub.Run(ctx)
+	case gated:
+		mo.TraceEvery = 0 // a co-runner's turn must be seen whenever it comes
+		mo.OnEvent = a.cont.OnEvent
+		if mo.ReaderPriority == 0 {
+			// The gate reads the verdicts every GateEvery: the
+			// records can wait for a CPU like any other task.
+			mo.ReaderPriority = -1
+		}
 	}
 	a.mon = monitor.New(a.probe, mo)
 	go func() { defer close(a.monDone); a.mon.Run(ctx) }()
+	if gated {
+		a.gate.Go(func() { a.mit.Run(ctx) })
+	}
 	return a, nil
 }
 
@@ -217,6 +253,10 @@ func (a *Agent) Probe() *bpfload.Probe { return a.probe }
 // Publisher is the hint publisher (nil without Hints).
 func (a *Agent) Publisher() *hints.Publisher { return a.pub }
 
+// Contention is the threads' contention, which the pages and the
+// mitigation's gate read (nil without Hints or a gated Mitigation).
+func (a *Agent) Contention() *contention.Tracker { return a.cont }
+
 // Mitigator is the mitigator (nil without Mitigation).
 func (a *Agent) Mitigator() *mitigate.Mitigator { return a.mit }
 
@@ -262,6 +302,7 @@ func (a *Agent) Close() error {
 		a.cancel()
 		a.follow.Wait()
 		<-a.monDone
+		a.gate.Wait()
 		if a.mit != nil {
 			if err := a.mit.Stop(); err != nil {
 				a.log.Error().Err(err).Msg("mitigation: restoring slices")

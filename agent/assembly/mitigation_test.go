@@ -2,61 +2,36 @@ package assembly
 
 import (
 	"context"
-	"errors"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
-	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
 // TestMitigationRoundTrip: the parts as `vgpu-probe agent --mitigate
 // slice=100us --hints DIR` starts them give a real thread of a followed
-// target the kernel's 100 µs slice and publish it in the thread's slot,
-// where hybridsync.HintSource reads it; a thread of the process that no
+// target, contended by a busy loop of another process on its CPU, the
+// kernel's 100 µs slice and publish it in the thread's slot, where
+// hybridsync.HintSource reads it; a thread of the process that no
 // target names reads as not mitigated; once the mitigator has stopped
 // and the slot is republished, neither does the first.
 func TestMitigationRoundTrip(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads the eBPF scheduler programs and sets another thread's slice")
-	}
 	const slice = 100 * time.Microsecond
-	var loadErr error
-	a, err := Start(context.Background(), Options{Log: zerolog.Nop(), NoState: true,
-		Mitigation: &mitigate.Config{Slice: slice}, Hints: t.TempDir(),
-		LoadProbe: func(o bpfload.Options) (*bpfload.Probe, error) {
-			p, err := bpfload.Load(o)
-			loadErr = err
-			return p, err
-		}})
-	if errors.Is(err, mitigate.ErrUnsupported) {
-		t.Skipf("custom EEVDF slices not available here: %v", err)
-	}
-	if loadErr != nil {
-		t.Skipf("cannot load the eBPF programs here: %v", loadErr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-
-	mitigated, other := parkedThread(t), parkedThread(t)
+	a := startGated(t, slice, t.TempDir())
+	cpu := testCPU(t)
+	mitigated, other := startSpinner(t, cpu).tid, parkedThread(t)
+	busyLoop(t, cpu)
 	a.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{Kind: targets.KindPID, Name: "mitigated",
 		Threads: []targets.Thread{{TID: mitigated, VCPU: -1}}}})
 	if err := a.Monitor().WaitTargets(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 
-	if at, err := unix.SchedGetAttr(mitigated, 0); err != nil || at.Runtime != uint64(slice) {
-		t.Fatalf("the thread's slice in the kernel: %+v %v, want %d ns", at, err, slice)
-	}
+	poll(t, "the short slice of a contended thread", func() bool { return runtimeOf(t, mitigated) == uint64(slice) })
 	if at, err := unix.SchedGetAttr(other, 0); err != nil || at.Runtime == uint64(slice) {
 		t.Errorf("a thread no target names has the slice: %+v %v", at, err)
 	}

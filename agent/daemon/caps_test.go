@@ -266,6 +266,7 @@ func testEveryFeature(t *testing.T, bin string, caps []string) {
 		t.Skipf("custom EEVDF slices not available here (--mitigate cannot work): %v", err)
 	}
 	pid := busyAsNobody(t)
+	busyBeside(t, pid) // contended: the agent gives it the slice
 	before := slicesOf(t, pid)
 
 	// A directory like /dev/shm: root's, sticky, writable by all.

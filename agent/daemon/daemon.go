@@ -127,7 +127,7 @@ func Run(ctx context.Context, c *Config) error {
 		hints.WarnLibvirtDir(c.Log, c.Hints)
 	}
 	defer closeSources()
-	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, StateDir: c.StateDir, Sched: c.Sched, LoadProbe: c.LoadProbe,
+	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, GateMitigation: true, StateDir: c.StateDir, Sched: c.Sched, LoadProbe: c.LoadProbe,
 		MonitorOptions: monitor.Options{Log: c.Log, Window: c.Window, SampleEvery: min(10*time.Second, c.Window/6),
 			TraceEvery: c.TraceEvery, TraceWindow: c.TraceWindow},
 		MitigateFailed: exporter.Errors.Counter(exporter.ErrorMitigate),

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
@@ -145,19 +147,51 @@ func (a *agentProc) refused(t *testing.T, what string) {
 	t.Log(out)
 }
 
-// sleepers starts n processes to mitigate.
-func sleepers(t *testing.T, n int) []int {
+// contended starts n busy processes on one CPU beside a busy loop of
+// another process: each is preempted by the others all the time, so the
+// agent's --mitigate (gated on contention) gives their threads the
+// slice.
+func contended(t *testing.T, n int) []int {
 	t.Helper()
 	var pids []int
 	for range n {
-		c := exec.Command("sleep", "120")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		pids = append(pids, c.Process.Pid)
+		pids = append(pids, busyLoop(t))
 	}
+	busyBeside(t, pids...)
 	return pids
+}
+
+// busyLoop starts a busy shell loop, killed at the end of the test.
+func busyLoop(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c.Process.Pid
+}
+
+// busyBeside pins the threads tids to one CPU (the last this test may
+// use) and starts a busy loop of another process there: while they run,
+// another process's task takes their CPU.
+func busyBeside(t *testing.T, tids ...int) {
+	t.Helper()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := 1023; cpu >= 0; cpu-- {
+		if all.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	for _, tid := range append(tids, busyLoop(t)) {
+		if err := unix.SchedSetaffinity(tid, &one); err != nil {
+			t.Fatalf("pinning thread %d: %v", tid, err)
+		}
+	}
 }
 
 func slicesOfTIDs(t *testing.T, tids []int) []uint64 {
@@ -190,7 +224,7 @@ func TestAgentFullHintsDirectory(t *testing.T) {
 	needAgent(t)
 	dir := tmpfstest.Mount(t, 8<<10)
 	state := t.TempDir()
-	pids := sleepers(t, 3)
+	pids := contended(t, 3)
 	before := slicesOfTIDs(t, pids)
 	a := runAgent(t, pids, "100us", dir, state)
 	a.waitSlices(t, slice100, pids...)
@@ -221,7 +255,7 @@ func TestAgentFullHintsDirectory(t *testing.T) {
 func TestAgentReadOnlyHintsDirectory(t *testing.T) {
 	needAgent(t)
 	dir := tmpfstest.Mount(t, 8<<10, "ro")
-	pids := sleepers(t, 1)
+	pids := contended(t, 1)
 	before := sliceOf(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, t.TempDir())
 	a.refused(t, "--hints "+dir)
@@ -237,7 +271,7 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 	needAgent(t)
 	dir := tmpfstest.Mount(t, 64<<10)
 	state := t.TempDir()
-	pids := sleepers(t, 1)
+	pids := contended(t, 1)
 	before := sliceOf(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, state)
 	a.waitSlices(t, slice100, pids...)
@@ -279,7 +313,7 @@ func TestSecondAgentRefused(t *testing.T) {
 	needAgent(t)
 	dir := tmpfstest.Mount(t, 64<<10)
 	state := t.TempDir()
-	pids := sleepers(t, 2)
+	pids := contended(t, 2)
 	first := runAgent(t, pids[:1], "100us", dir, state)
 	first.waitSlices(t, slice100, pids[0])
 	owner := fmt.Sprintf("(pid %d)", first.cmd.Process.Pid)
@@ -314,7 +348,7 @@ func TestAgentFailureUndoes(t *testing.T) {
 	t.Setenv(envAgentListen, ln.Addr().String())
 	dir := tmpfstest.Mount(t, 64<<10)
 	state := t.TempDir()
-	pids := sleepers(t, 2)
+	pids := contended(t, 2)
 	before := slicesOfTIDs(t, pids)
 	a := runAgent(t, pids, "100us", dir, state)
 	select {

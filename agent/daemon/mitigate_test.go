@@ -125,8 +125,8 @@ func sliceOf(t *testing.T, tid int) uint64 {
 	return a.Runtime
 }
 
-// The agent, a real process, sets the slice of a watched process and puts
-// it back when SIGTERM stops it.
+// The agent, a real process, sets the slice of a watched process that a
+// busy loop contends with, and puts it back when SIGTERM stops it.
 func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the agent loads eBPF programs: needs root")
@@ -134,12 +134,7 @@ func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 	if _, err := mitigate.Check(mitigate.System, uint64(100*time.Microsecond)); err != nil {
 		t.Skipf("custom EEVDF slices not available here: %v", err)
 	}
-	target := exec.Command("sleep", "60")
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { target.Process.Kill(); target.Wait() }()
-	pid := target.Process.Pid
+	pid := contended(t, 1)[0]
 	before := sliceOf(t, pid)
 
 	self, err := os.Executable()

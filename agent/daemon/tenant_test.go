@@ -57,8 +57,11 @@ func tenantFakes(t *testing.T) []int {
 func TestTenantFakesGetNothing(t *testing.T) {
 	needAgent(t)
 	fakes := tenantFakes(t)
-	root := discovertest.StandIn(t, "qemu-system-x86_64", "CPU %d/KVM", 2, "-name", "guest=audit2,debug-threads=on")
+	// Root's VM runs, and a busy loop competes with a vCPU of it: the
+	// agent's --mitigate gives the slice only to contended threads.
+	root := discovertest.BusyStandIn(t, "qemu-system-x86_64", "CPU %d/KVM", 2, "-name", "guest=audit2,debug-threads=on")
 	rootVCPUs := slices.DeleteFunc(threadsOf(t, root.Process.Pid), func(tid int) bool { return tid == root.Process.Pid })
+	busyBeside(t, rootVCPUs[0])
 	before := slicesOfTIDs(t, fakes)
 	dir := t.TempDir()
 
@@ -122,7 +125,7 @@ func TestTenantFakesGetNothing(t *testing.T) {
 func TestAgentWithoutMitigateRestoresKilledAgentsSlices(t *testing.T) {
 	needAgent(t)
 	state := t.TempDir()
-	pids := sleepers(t, 1)
+	pids := contended(t, 1)
 	before := sliceOf(t, pids[0])
 	a := runAgent(t, pids, "100us", "", state)
 	a.waitSlices(t, slice100, pids...)

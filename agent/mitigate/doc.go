@@ -11,6 +11,15 @@
 // share of the CPU does not change: the slice sets how often it may
 // preempt, not how much it runs.
 //
+// The slice only helps while another process's task competes for the
+// thread's CPU; alone there is nothing to preempt, and it only makes the
+// program's own threads preempt each other. Gated on contention
+// (Options.Contention, as the agent runs it), a watched thread has the
+// slice only while agent/contention's verdict says its CPU is shared,
+// and its own back once it has been free for contention.For; Run makes
+// those changes, at most one per thread per contention.For, off the
+// switch events' path.
+//
 // Custom slices need a kernel that honours sched_attr.sched_runtime for
 // fair-class threads (Linux 6.12 and later). Check finds out by trying it
 // on a thread of this process and reading it back.

@@ -28,9 +28,9 @@ func (m *Mitigator) Inherit(start func() error) error {
 		runtime.LockOSThread()
 		tid := unix.Gettid()
 		self := targets.Target{Kind: "self", Name: strconv.Itoa(tid), Threads: []targets.Thread{{TID: tid, VCPU: -1}}}
-		m.Apply(targets.Event{Kind: targets.Added, Target: self})
+		m.apply(targets.Event{Kind: targets.Added, Target: self}, true)
 		err := start()
-		m.Apply(targets.Event{Kind: targets.Removed, Target: self})
+		m.apply(targets.Event{Kind: targets.Removed, Target: self}, true)
 		if m.restored(tid) {
 			runtime.UnlockOSThread()
 		}

@@ -1,6 +1,7 @@
 package mitigate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/contention"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
@@ -30,21 +32,39 @@ type Options struct {
 	// it. Restoring what agents that died left there is Recover's, which
 	// every agent's start runs, mitigating or not.
 	StateDir string
+	// Contention, when set, gates the slice on it: a watched thread has
+	// the slice only while another process's task competes for its CPU
+	// (contention.Tracker's verdict, which the caller feeds with the
+	// watched threads' switch events), and its own slice back once it
+	// has been free for contention.For; Run does the flips. A helper
+	// has the slice while any thread of its target has. Alone the slice
+	// changes no wake-up worth having and makes the program's own
+	// threads preempt each other. nil: every watched thread has the
+	// slice for as long as it is watched.
+	Contention *contention.Tracker
 }
 
+// GateEvery is how often Run looks for threads whose contention changed
+// (a thread turning shared is acted on at once).
+const GateEvery = 100 * time.Millisecond
+
 // Mitigator sets the slice of the threads (and helpers) of the targets it
-// is given and restores them. It is safe for concurrent use.
+// is given (gated: while they are contended) and restores them. It is
+// safe for concurrent use.
 type Mitigator struct {
 	slice  uint64 // ns
 	base   uint64 // the kernel's default slice, as getattr reports it
 	sched  Sched
 	log    zerolog.Logger
 	failed func()
+	cont   *contention.Tracker // nil: not gated
+	now    func() uint64       // CLOCK_MONOTONIC, ns (tests play it)
 
 	mu      sync.Mutex
-	threads map[int]*thread  // by tid; guarded by mu
-	targets map[string][]int // tids by target key; guarded by mu
-	stopped bool             // guarded by mu
+	threads map[int]*thread   // by tid; guarded by mu
+	targets map[string]target // by target key; guarded by mu
+	stopped bool              // guarded by mu
+	want    map[int]bool      // gate's scratch; guarded by mu
 	// With a StateDir: the journal, and the process locks with the
 	// number of threads (and claims) that hold each, by tgid.
 	stateDir string
@@ -58,13 +78,24 @@ type procLock struct {
 	refs int
 }
 
+// target is what one target lists: its threads, and its helpers (whose
+// slice follows its threads' contention).
+type target struct{ threads, helpers []int }
+
 type thread struct {
 	refs    int  // targets that list it (a pid and a cgroup may share it)
-	applied bool // false: left alone (not fair-class, or the set failed)
+	applied bool // it has the slice now
 	// restore is the sched_runtime to put back; 0 returns the thread to
 	// the kernel's default slice (and to later changes of it).
 	restore uint64
-	tgid    int // whose process lock it holds (0: none)
+	tgid    int            // whose process lock it holds (0: none)
+	rec     runstate.Slice // its journal record (with a StateDir)
+	pinned  bool           // the slice whatever the contention (Inherit)
+	tracked bool           // added to the contention tracker
+	// skip: left alone for good (not fair-class, its process another
+	// agent's, or a set or restore the kernel refused).
+	skip    bool
+	flipped uint64 // when the slice was last set or restored (0: never)
 }
 
 // New checks that the kernel honours custom slices (an error wrapping
@@ -86,7 +117,8 @@ func New(o Options) (*Mitigator, error) {
 		o.Failed = func() {}
 	}
 	m := &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log, failed: o.Failed,
-		threads: map[int]*thread{}, targets: map[string][]int{},
+		cont: o.Contention, now: monoNow, want: map[int]bool{},
+		threads: map[int]*thread{}, targets: map[string]target{},
 		stateDir: o.StateDir, procs: map[int]*procLock{}, refused: map[int]bool{}}
 	if o.StateDir != "" {
 		if m.journal, err = runstate.OpenJournal(o.StateDir, slice); err != nil {
@@ -141,10 +173,15 @@ func (m *Mitigator) unlockProcess(tgid int) {
 	}
 }
 
-// Apply follows one change of the targets: threads that appeared get the
-// slice, threads that left (or whose target went) get theirs back. A
+// Apply follows one change of the targets: threads that appeared are
+// armed (gated: the slice once they are contended; otherwise it is set
+// at once), threads that left (or whose target went) get theirs back. A
 // thread that exited has nothing to restore.
-func (m *Mitigator) Apply(ev targets.Event) {
+func (m *Mitigator) Apply(ev targets.Event) { m.apply(ev, false) }
+
+// apply is Apply; pinned gives the target's threads the slice at once
+// and keeps it whatever their contention (Inherit).
+func (m *Mitigator) apply(ev targets.Event, pinned bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
@@ -152,26 +189,35 @@ func (m *Mitigator) Apply(ev targets.Event) {
 	}
 	key := ev.Target.Key()
 	old := m.targets[key]
-	var cur []int
+	var cur target
 	if ev.Kind == targets.Added {
 		for _, th := range ev.Target.Threads {
-			cur = append(cur, th.TID)
+			cur.threads = append(cur.threads, th.TID)
 		}
 		// A helper delivers the threads' wake-ups (a domain's emulator
 		// thread): without the slice it waits for the co-runner's.
-		cur = append(cur, ev.Target.Helpers...)
+		cur.helpers = ev.Target.Helpers
 		m.targets[key] = cur
 	} else {
 		delete(m.targets, key)
 	}
-	first := len(old) == 0
+	first := len(old.threads)+len(old.helpers) == 0
+	vcpu := ev.Target.Kind == targets.KindDomain
 	added := 0
-	for _, tid := range minus(cur, old) {
-		if m.ref(tid) {
+	for _, tid := range minus(cur.threads, old.threads) {
+		if m.ref(tid, pinned, vcpu, true) {
 			added++
 		}
 	}
-	for _, tid := range minus(old, cur) {
+	for _, tid := range minus(cur.helpers, old.helpers) {
+		if m.ref(tid, pinned, false, false) {
+			added++
+		}
+	}
+	for _, tid := range minus(old.threads, cur.threads) {
+		m.unref(tid)
+	}
+	for _, tid := range minus(old.helpers, cur.helpers) {
 		m.unref(tid)
 	}
 	if added > 0 {
@@ -181,7 +227,84 @@ func (m *Mitigator) Apply(ev targets.Event) {
 		if first {
 			lvl = zerolog.InfoLevel
 		}
-		m.log.WithLevel(lvl).Str("target", key).Int("threads", added).Str("slice", time.Duration(m.slice).String()).Msg("mitigation: short EEVDF slice set")
+		msg := "mitigation: short EEVDF slice set"
+		if m.gated(pinned) {
+			msg = "mitigation: short EEVDF slice armed, set while another process competes for the thread's CPU"
+		}
+		m.log.WithLevel(lvl).Str("target", key).Int("threads", added).Str("slice", time.Duration(m.slice).String()).Msg(msg)
+	}
+}
+
+// gated reports whether a thread's slice follows its contention.
+func (m *Mitigator) gated(pinned bool) bool { return m.cont != nil && !pinned }
+
+// Run gives the watched threads the slice while they are contended and
+// their own back once they are free (Options.Contention), until ctx
+// ends: at once when a thread turns shared, else every GateEvery. Each
+// thread flips at most once per contention.For. Without a Contention it
+// returns at once.
+func (m *Mitigator) Run(ctx context.Context) {
+	if m.cont == nil {
+		return
+	}
+	t := time.NewTicker(GateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.cont.SharedNow():
+		case <-t.C:
+		}
+		m.gate(m.now())
+	}
+}
+
+// gate flips every armed thread whose contention at now differs from
+// whether it has the slice, unless it flipped within contention.For.
+func (m *Mitigator) gate(now uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped || m.cont == nil {
+		return
+	}
+	want := m.want
+	clear(want)
+	for _, tg := range m.targets {
+		any := false
+		for _, tid := range tg.threads {
+			if m.cont.Shared(tid, now) {
+				want[tid], any = true, true
+			}
+		}
+		if any {
+			for _, tid := range tg.helpers {
+				want[tid] = true
+			}
+		}
+	}
+	for tid, t := range m.threads {
+		if t.pinned || t.skip || want[tid] == t.applied {
+			continue
+		}
+		if t.flipped != 0 && now-min(t.flipped, now) < contention.For {
+			continue
+		}
+		if want[tid] {
+			if m.set(tid, t, now) {
+				m.log.Debug().Int("tid", tid).Msg("mitigation: contended, short slice set")
+			}
+			continue
+		}
+		if err := m.restore(tid, t.restore); err != nil {
+			// Kept as applied: Stop tries again, and the journal keeps
+			// it until then.
+			t.skip = true
+			m.log.Error().Err(err).Msg("mitigation")
+			continue
+		}
+		t.applied, t.flipped = false, now
+		m.log.Debug().Int("tid", tid).Msg("mitigation: free, slice restored")
 	}
 }
 
@@ -200,6 +323,11 @@ func (m *Mitigator) Stop() error {
 			} else {
 				n++
 			}
+		}
+	}
+	for tid, t := range m.threads {
+		if t.tracked {
+			m.cont.Remove(tid)
 		}
 	}
 	clear(m.threads)
@@ -225,9 +353,10 @@ func (m *Mitigator) Mitigated(tid int) bool {
 	return t != nil && t.applied
 }
 
-// Slice is the slice tid has from this Mitigator, 0 if none: what the
-// hint publisher tells the thread's reader (hintpage.Slot.MitigationNs),
-// so that the library prices blocking with it.
+// Slice is the slice tid has from this Mitigator now, 0 if none (gated,
+// none while it is free): what the hint publisher tells the thread's
+// reader (hintpage.Slot.MitigationNs), so that the library prices
+// blocking with it.
 func (m *Mitigator) Slice(tid int) time.Duration {
 	if !m.Mitigated(tid) {
 		return 0
@@ -235,17 +364,41 @@ func (m *Mitigator) Slice(tid int) time.Duration {
 	return time.Duration(m.slice)
 }
 
-// ref counts one more target listing tid, setting its slice the first
-// time; it reports whether it did.
-func (m *Mitigator) ref(tid int) bool {
+// ref counts one more target listing tid; the first time it arms it
+// (tracked: its contention is followed, not a helper's) and, ungated
+// (or where it already has the slice, inherited from a thread that had
+// it), sets the slice. It reports whether the thread was armed. Must be
+// called with mu held.
+func (m *Mitigator) ref(tid int, pinned, vcpu, tracked bool) bool {
 	if t := m.threads[tid]; t != nil {
 		t.refs++
 		return false
 	}
-	t := &thread{refs: 1}
+	t := &thread{refs: 1, pinned: pinned}
 	m.threads[tid] = t
-	t.restore, t.tgid, t.applied = m.apply(tid)
-	return t.applied
+	if m.stateDir != "" {
+		rec, err := m.own(tid)
+		if err != nil {
+			t.skip = true
+			return false
+		}
+		t.rec, t.tgid = rec, rec.TGID
+	}
+	now := m.now()
+	if !m.gated(pinned) {
+		return m.set(tid, t, now)
+	}
+	if tracked {
+		m.cont.Add(tid, vcpu, now)
+		t.tracked = true
+	}
+	if a, err := m.sched.Get(tid); err == nil && a.Runtime == m.slice {
+		// Made by a thread that had the slice (custom slices survive
+		// fork and clone): it is this mitigator's to put back, and the
+		// gate takes it from there.
+		m.set(tid, t, now)
+	}
+	return true
 }
 
 func (m *Mitigator) unref(tid int) {
@@ -262,56 +415,48 @@ func (m *Mitigator) unref(tid int) {
 			m.log.Error().Err(err).Msg("mitigation")
 		}
 	}
+	if t.tracked {
+		m.cont.Remove(tid)
+	}
 	if t.tgid > 0 {
 		m.unlockProcess(t.tgid)
 	}
 }
 
-// apply sets the slice on tid and returns the sched_runtime to restore
-// and the process whose lock it took (with a StateDir). Must be called
-// with mu held.
-func (m *Mitigator) apply(tid int) (restore uint64, tgid int, ok bool) {
-	var rec runstate.Slice
-	if m.stateDir != "" {
-		var err error
-		if rec, err = m.own(tid); err != nil {
-			return 0, 0, false
-		}
-		tgid = rec.TGID
-	}
-	release := func() {
-		if tgid > 0 {
-			m.unlockProcess(tgid)
-		}
-	}
+// set sets the slice on tid, recorded first in the journal (with a
+// StateDir), and reports whether it did. A thread that is not
+// fair-class, or whose set the kernel refused, is left alone for good.
+// Must be called with mu held.
+func (m *Mitigator) set(tid int, t *thread, now uint64) bool {
 	a, err := m.sched.Get(tid)
 	if err != nil {
 		if !gone(err) {
 			m.fail(err, tid, "mitigation: reading scheduling attributes")
 		}
-		release()
-		return 0, 0, false
+		t.skip = true
+		return false
 	}
 	if !fair(a.Policy) {
 		m.log.Info().Int("tid", tid).Uint32("policy", a.Policy).Msg("mitigation: not a SCHED_OTHER or SCHED_BATCH thread, left alone")
-		release()
-		return 0, 0, false
+		t.skip = true
+		return false
 	}
 	// A thread that already has exactly our slice most likely inherited
 	// it (custom slices survive fork and clone) from a thread mitigated
 	// here: it gets the default back, not our slice.
-	restore = a.Runtime
+	restore := a.Runtime
 	if restore == m.base || restore == m.slice {
 		restore = 0
 	}
 	if m.journal != nil {
 		// Recorded before it is set: a crash between the two leaves a
 		// record of a slice not set, which recovery skips.
+		rec := t.rec
 		rec.Restore = restore
 		if err := m.journal.Put(rec); err != nil {
 			m.fail(err, tid, "mitigation: slice not set, it could not be recorded for a restart")
-			release()
-			return 0, 0, false
+			t.skip = true
+			return false
 		}
 	}
 	if err := m.sched.Set(tid, withRuntime(a, m.slice)); err != nil {
@@ -321,10 +466,11 @@ func (m *Mitigator) apply(tid int) (restore uint64, tgid int, ok bool) {
 		if m.journal != nil {
 			_ = m.journal.Delete(tid)
 		}
-		release()
-		return 0, 0, false
+		t.skip = true
+		return false
 	}
-	return restore, tgid, true
+	t.applied, t.restore, t.flipped = true, restore, now
+	return true
 }
 
 // own takes the lock of tid's process and describes tid for the
@@ -381,6 +527,12 @@ func (m *Mitigator) restore(tid int, runtime uint64) error {
 func (m *Mitigator) fail(err error, tid int, msg string) {
 	m.log.Error().Err(err).Int("tid", tid).Msg(msg)
 	m.failed()
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 // gone: the thread exited, which is how targets usually go.

@@ -48,6 +48,15 @@ func StandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.C
 	return Start(t, path, -1, threadFmt, n, args...)
 }
 
+// BusyStandIn is StandIn whose threads spin, as a running guest's vCPUs
+// do, instead of sleeping.
+func BusyStandIn(t testing.TB, exe, threadFmt string, n int, args ...string) *exec.Cmd {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), exe)
+	build(t, path)
+	return start(t, path, -1, []string{"STANDIN_BUSY=1"}, threadFmt, n, args...)
+}
+
 // Tenant is the user tests run hostile processes as: nobody, a user the
 // agent must not trust.
 const Tenant = 65534
@@ -80,8 +89,15 @@ func TenantStandIn(t testing.TB, uid int, exe string) string {
 // its threads.
 func Start(t testing.TB, path string, uid int, threadFmt string, n int, args ...string) *exec.Cmd {
 	t.Helper()
+	return start(t, path, uid, nil, threadFmt, n, args...)
+}
+
+// start is Start with env added to the stand-in's environment.
+func start(t testing.TB, path string, uid int, env []string, threadFmt string, n int, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), "STANDIN_THREAD="+threadFmt, "STANDIN_N="+strconv.Itoa(n))
+	cmd.Env = append(cmd.Env, env...)
 	runAs(cmd, uid)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
