@@ -89,7 +89,10 @@ func Start(ctx context.Context, o Options) (*Feed, error) {
 		// (Inherit) and cannot write the agent's state directory.
 		NoState: os.Geteuid() != 0}
 	if o.Hints {
-		ao.Hints = f.dir
+		// The programs run for the pages anyway: the slice follows the
+		// same verdict as the host agent's, set only while another
+		// process competes for the thread's CPU.
+		ao.Hints, ao.GateMitigation = f.dir, true
 	}
 	var err error
 	if f.a, err = assembly.Start(ctx, ao); err != nil {
