@@ -152,8 +152,8 @@ func TestBlocktimeLiveRules(t *testing.T) {
 		{map[string]string{"KMP_BLOCKTIME": "200"}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
 		{map[string]string{"KMP_BLOCKTIME": ""}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
 		{map[string]string{"OMP_WAIT_POLICY": "active"}, true, "libomp", false, "OMP_WAIT_POLICY set by the user", -1},
-		{map[string]string{"KMP_BLOCKTIME": "0", EnvRunSet: "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0"}, true, "libomp", true, "", 200},
-		{map[string]string{"KMP_BLOCKTIME": "5", EnvRunSet: "GOMP_SPINCOUNT=10000"}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
+		{map[string]string{"KMP_BLOCKTIME": "0", EnvRunSet: "GOMP_SPINCOUNT=1000 KMP_BLOCKTIME=0"}, true, "libomp", true, "", 200},
+		{map[string]string{"KMP_BLOCKTIME": "5", EnvRunSet: "GOMP_SPINCOUNT=1000"}, true, "libomp", false, "KMP_BLOCKTIME set by the user", -1},
 		{map[string]string{"HYBRIDSYNC_OPENMP": "default"}, true, "libomp", false, "HYBRIDSYNC_OPENMP=default", -1},
 	}
 	for _, c := range cases {

@@ -33,9 +33,12 @@ const OpenMPProbe = 100 * time.Millisecond
 const openMPContended = 0.10
 
 // OpenMPSpin are the bounded settings for contended CPUs: a spin of
-// GOMP_SPINCOUNT iterations (a pause and a load each, 10-40 ns: 0.1-0.4
-// ms) before sleeping, and libomp's shortest blocktime.
-var OpenMPSpin = []string{"GOMP_SPINCOUNT=10000", "KMP_BLOCKTIME=0"}
+// GOMP_SPINCOUNT iterations (a pause and a load each, 10-40 ns: 10-40
+// µs, about a wake-up from another CPU on a GPU machine) before
+// sleeping, and libomp's shortest blocktime. A longer spin suits a VM
+// whose idle vCPUs take hundreds of µs to wake, not the GPU VMs
+// measured (docs/libhybridsync.md, "The bound").
+var OpenMPSpin = []string{"GOMP_SPINCOUNT=1000", "KMP_BLOCKTIME=0"}
 
 // OpenMPVerdict is what OpenMPEnv measured and chose.
 type OpenMPVerdict struct {

@@ -30,7 +30,7 @@ import (
 // The launcher's bounded settings, on contended CPUs or with
 // HYBRIDSYNC_OPENMP=bounded (hybridsync.OpenMPSpin).
 const (
-	defaultSpinCount = "10000"
+	defaultSpinCount = "1000"
 	defaultBlockTime = "0"
 )
 
