@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // startGated starts the parts as `vgpu-probe agent --mitigate
@@ -45,24 +46,6 @@ func startGated(t *testing.T, slice time.Duration, hints string) *Agent {
 	}
 	t.Cleanup(func() { a.Close() })
 	return a
-}
-
-// testCPU is the CPU a test's spinning thread and busy loop share: the
-// last this process may run on.
-func testCPU(t *testing.T) unix.CPUSet {
-	t.Helper()
-	var all, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	for cpu := 1023; cpu >= 0; cpu-- {
-		if all.IsSet(cpu) {
-			one.Set(cpu)
-			return one
-		}
-	}
-	t.Fatal("no CPU in this process's affinity")
-	return one
 }
 
 // spinner is an OS thread of this process on one CPU that spins, runs
@@ -162,15 +145,6 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func runtimeOf(t *testing.T, tid int) uint64 {
-	t.Helper()
-	at, err := unix.SchedGetAttr(tid, 0)
-	if err != nil {
-		t.Fatalf("sched_getattr %d: %v", tid, err)
-	}
-	return at.Runtime
-}
-
 // TestGatedOnContention: on the real kernel, a watched thread that runs
 // alone (in bursts) keeps its default slice (whenever it has the short
 // one, the tracker saw another process take its CPU: a loaded machine
@@ -181,16 +155,16 @@ func runtimeOf(t *testing.T, tid int) uint64 {
 func TestGatedOnContention(t *testing.T) {
 	const slice = 100 * time.Microsecond
 	a := startGated(t, slice, "")
-	cpu := testCPU(t)
+	cpu := schedtest.LastCPU(t)
 	s := startSpinner(t, cpu)
 	s.set(bursts)
-	idle := parkedThread(t)
-	base, idleBase := runtimeOf(t, s.tid), runtimeOf(t, idle)
+	idle := schedtest.Parked(t)
+	base, idleBase := schedtest.Runtime(t, s.tid), schedtest.Runtime(t, idle)
 	a.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{Kind: targets.KindPID, Name: "spinner",
 		Threads: []targets.Thread{{TID: s.tid, VCPU: -1}, {TID: idle, VCPU: -1}}}})
 	idleAlone := func(when string) {
 		t.Helper()
-		if got := runtimeOf(t, idle); got != idleBase || a.Slice(idle) != 0 {
+		if got := schedtest.Runtime(t, idle); got != idleBase || a.Slice(idle) != 0 {
 			t.Errorf("%s: the sleeping thread's slice %d ns (reported %v), want its default %d", when, got, a.Slice(idle), idleBase)
 		}
 	}
@@ -206,7 +180,7 @@ func TestGatedOnContention(t *testing.T) {
 		}
 	}
 	if rec, _ := a.Contention().Get(s.tid); rec.LastShared == 0 {
-		if got := runtimeOf(t, s.tid); got != base || a.Slice(s.tid) != 0 {
+		if got := schedtest.Runtime(t, s.tid); got != base || a.Slice(s.tid) != 0 {
 			t.Fatalf("alone: slice %d ns in the kernel (reported %v), want the default %d", got, a.Slice(s.tid), base)
 		}
 	} else {
@@ -217,13 +191,13 @@ func TestGatedOnContention(t *testing.T) {
 	s.set(spinning)
 	stopLoop := busyLoop(t, cpu)
 	poll(t, "the short slice beside a busy loop", func() bool {
-		return runtimeOf(t, s.tid) == uint64(slice) && a.Slice(s.tid) == slice
+		return schedtest.Runtime(t, s.tid) == uint64(slice) && a.Slice(s.tid) == slice
 	})
 	idleAlone("beside its target's contended thread")
 
 	s.set(resting)
 	stopLoop()
 	poll(t, "the default slice back once free", func() bool {
-		return runtimeOf(t, s.tid) == base && a.Slice(s.tid) == 0
+		return schedtest.Runtime(t, s.tid) == base && a.Slice(s.tid) == 0
 	})
 }

@@ -2,7 +2,6 @@ package assembly
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // TestMitigationRoundTrip: the parts as `vgpu-probe agent --mitigate
@@ -22,8 +22,8 @@ import (
 func TestMitigationRoundTrip(t *testing.T) {
 	const slice = 100 * time.Microsecond
 	a := startGated(t, slice, t.TempDir())
-	cpu := testCPU(t)
-	mitigated, other := startSpinner(t, cpu).tid, parkedThread(t)
+	cpu := schedtest.LastCPU(t)
+	mitigated, other := startSpinner(t, cpu).tid, schedtest.Parked(t)
 	busyLoop(t, cpu)
 	a.Apply(targets.Event{Kind: targets.Added, Target: targets.Target{Kind: targets.KindPID, Name: "mitigated",
 		Threads: []targets.Thread{{TID: mitigated, VCPU: -1}}}})
@@ -31,7 +31,7 @@ func TestMitigationRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	poll(t, "the short slice of a contended thread", func() bool { return runtimeOf(t, mitigated) == uint64(slice) })
+	poll(t, "the short slice of a contended thread", func() bool { return schedtest.Runtime(t, mitigated) == uint64(slice) })
 	if at, err := unix.SchedGetAttr(other, 0); err != nil || at.Runtime == uint64(slice) {
 		t.Errorf("a thread no target names has the slice: %+v %v", at, err)
 	}
@@ -60,18 +60,4 @@ func waitMitigation(h *hybridsync.HintSource, tid int, want bool) (time.Duration
 			return d, ok
 		}
 	}
-}
-
-// parkedThread starts an OS thread of this process that sleeps until the
-// test ends, and returns its tid.
-func parkedThread(t *testing.T) int {
-	tids := make(chan int)
-	stop := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		tids <- unix.Gettid()
-		<-stop
-	}()
-	t.Cleanup(func() { close(stop) })
-	return <-tids
 }

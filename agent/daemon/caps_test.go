@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // unitFile is the systemd unit, relative to this package.
@@ -217,7 +218,7 @@ func slicesOf(t *testing.T, pid int) map[int]uint64 {
 	t.Helper()
 	out := map[int]uint64{}
 	for _, tid := range threadsOf(t, pid) {
-		out[tid] = sliceOf(t, tid)
+		out[tid] = schedtest.Runtime(t, tid)
 	}
 	return out
 }

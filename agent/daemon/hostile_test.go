@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
 
@@ -98,7 +99,7 @@ func (a *agentProc) waitSlices(t *testing.T, want uint64, tids ...int) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		all := true
 		for _, tid := range tids {
-			all = all && sliceOf(t, tid) == want
+			all = all && schedtest.Runtime(t, tid) == want
 		}
 		if all {
 			return
@@ -177,16 +178,7 @@ func busyLoop(t *testing.T) int {
 // another process's task takes their CPU.
 func busyBeside(t *testing.T, tids ...int) {
 	t.Helper()
-	var all, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	for cpu := 1023; cpu >= 0; cpu-- {
-		if all.IsSet(cpu) {
-			one.Set(cpu)
-			break
-		}
-	}
+	one := schedtest.LastCPU(t)
 	for _, tid := range append(tids, busyLoop(t)) {
 		if err := unix.SchedSetaffinity(tid, &one); err != nil {
 			t.Fatalf("pinning thread %d: %v", tid, err)
@@ -198,7 +190,7 @@ func slicesOfTIDs(t *testing.T, tids []int) []uint64 {
 	t.Helper()
 	var out []uint64
 	for _, tid := range tids {
-		out = append(out, sliceOf(t, tid))
+		out = append(out, schedtest.Runtime(t, tid))
 	}
 	return out
 }
@@ -256,10 +248,10 @@ func TestAgentReadOnlyHintsDirectory(t *testing.T) {
 	needAgent(t)
 	dir := tmpfstest.Mount(t, 8<<10, "ro")
 	pids := contended(t, 1)
-	before := sliceOf(t, pids[0])
+	before := schedtest.Runtime(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, t.TempDir())
 	a.refused(t, "--hints "+dir)
-	if got := sliceOf(t, pids[0]); got != before {
+	if got := schedtest.Runtime(t, pids[0]); got != before {
 		t.Errorf("slice %d after the refusal, want %d", got, before)
 	}
 }
@@ -272,7 +264,7 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 	dir := tmpfstest.Mount(t, 64<<10)
 	state := t.TempDir()
 	pids := contended(t, 1)
-	before := sliceOf(t, pids[0])
+	before := schedtest.Runtime(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, state)
 	a.waitSlices(t, slice100, pids...)
 	page := filepath.Join(dir, fmt.Sprintf("vgpu-probe-hints-%d", pids[0]))
@@ -286,7 +278,7 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 	}
 	a.cmd.Process.Kill()
 	<-a.exited
-	if got := sliceOf(t, pids[0]); got != slice100 {
+	if got := schedtest.Runtime(t, pids[0]); got != slice100 {
 		t.Fatalf("slice %d after SIGKILL: the test needs the killed agent's slice left", got)
 	}
 	if len(dirNames(t, dir)) == 0 {
@@ -295,7 +287,7 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 	b := runAgent(t, pids, "200us", dir, state)
 	b.waitSlices(t, slice200, pids...)
 	b.stop(t)
-	if got := sliceOf(t, pids[0]); got != before {
+	if got := schedtest.Runtime(t, pids[0]); got != before {
 		t.Errorf("slice %d after kill -9, restart with 200us and SIGTERM, want the original %d", got, before)
 	}
 	if got := dirNames(t, dir); len(got) != 0 {
@@ -320,10 +312,10 @@ func TestSecondAgentRefused(t *testing.T) {
 
 	runAgent(t, pids[:1], "200us", "", state).refused(t, owner)
 	runAgent(t, pids[1:], "100us", dir, state).refused(t, owner)
-	if got := sliceOf(t, pids[0]); got != slice100 {
+	if got := schedtest.Runtime(t, pids[0]); got != slice100 {
 		t.Errorf("the first agent's target has slice %d after the second refused, want %d", got, slice100)
 	}
-	if got := sliceOf(t, pids[1]); got == slice100 {
+	if got := schedtest.Runtime(t, pids[1]); got == slice100 {
 		t.Errorf("the refused agent's target kept a slice")
 	}
 	page := fmt.Sprintf("vgpu-probe-hints-%d", pids[0])

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // envAgentPID makes the test binary run the agent on these pids (comma
@@ -116,15 +117,6 @@ func TestRunMitigateUnsupported(t *testing.T) {
 	t.Log(err)
 }
 
-func sliceOf(t *testing.T, tid int) uint64 {
-	t.Helper()
-	a, err := unix.SchedGetAttr(tid, 0)
-	if err != nil {
-		t.Fatalf("sched_getattr %d: %v", tid, err)
-	}
-	return a.Runtime
-}
-
 // The agent, a real process, sets the slice of a watched process that a
 // busy loop contends with, and puts it back when SIGTERM stops it.
 func TestMitigateRestoredOnSIGTERM(t *testing.T) {
@@ -135,7 +127,7 @@ func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 		t.Skipf("custom EEVDF slices not available here: %v", err)
 	}
 	pid := contended(t, 1)[0]
-	before := sliceOf(t, pid)
+	before := schedtest.Runtime(t, pid)
 
 	self, err := os.Executable()
 	if err != nil {
@@ -152,7 +144,7 @@ func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 	go func() { exited <- agent.Wait() }()
 	defer agent.Process.Kill()
 
-	for deadline := time.Now().Add(30 * time.Second); sliceOf(t, pid) != uint64(100*time.Microsecond); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); schedtest.Runtime(t, pid) != uint64(100*time.Microsecond); time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-exited:
 			if agent.ProcessState.ExitCode() == 3 {
@@ -176,7 +168,7 @@ func TestMitigateRestoredOnSIGTERM(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("agent did not stop on SIGTERM:\n%s", stderr.String())
 	}
-	if got := sliceOf(t, pid); got != before {
+	if got := schedtest.Runtime(t, pid); got != before {
 		t.Fatalf("slice %d after the agent stopped, want %d back\n%s", got, before, stderr.String())
 	}
 }

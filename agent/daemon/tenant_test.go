@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // The agent attacked by an unprivileged local user (nobody) who starts
@@ -86,7 +87,7 @@ func TestTenantFakesGetNothing(t *testing.T) {
 		if got := slicesOfTIDs(t, fakes); !slices.Equal(got, before) {
 			t.Fatalf("the tenant's threads %v got slices %v (had %v)", fakes, got, before)
 		}
-		rootSliced = rootSliced || sliceOf(t, rootVCPUs[0]) == slice100
+		rootSliced = rootSliced || schedtest.Runtime(t, rootVCPUs[0]) == slice100
 		if names := dirNames(t, dir); ran && len(names) > 1 {
 			t.Fatalf("hint pages %v: want root's audit2 only", names)
 		}
@@ -126,12 +127,12 @@ func TestAgentWithoutMitigateRestoresKilledAgentsSlices(t *testing.T) {
 	needAgent(t)
 	state := t.TempDir()
 	pids := contended(t, 1)
-	before := sliceOf(t, pids[0])
+	before := schedtest.Runtime(t, pids[0])
 	a := runAgent(t, pids, "100us", "", state)
 	a.waitSlices(t, slice100, pids...)
 	a.cmd.Process.Kill()
 	<-a.exited
-	if got := sliceOf(t, pids[0]); got != slice100 {
+	if got := schedtest.Runtime(t, pids[0]); got != slice100 {
 		t.Fatalf("slice %d after SIGKILL: the test needs the killed agent's slice left", got)
 	}
 	b := runAgent(t, pids, "none", "", state, envAgentOnce+"=2s")
@@ -143,7 +144,7 @@ func TestAgentWithoutMitigateRestoresKilledAgentsSlices(t *testing.T) {
 	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("agent --pid --once exit status %d:\n%s", code, b.stderr.String())
 	}
-	if got := sliceOf(t, pids[0]); got != before {
+	if got := schedtest.Runtime(t, pids[0]); got != before {
 		t.Errorf("slice %d after agent --pid %d --once 2s, want the original %d:\n%s", got, pids[0], before, b.stderr.String())
 	}
 }

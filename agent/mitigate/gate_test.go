@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 // tidSched plays a kernel that keeps each thread's slice; with a
@@ -222,7 +222,7 @@ func TestGateJournaled(t *testing.T) {
 	s := newTIDSched()
 	s.journal = filepath.Join(dir, "slices-"+strconv.Itoa(os.Getpid())+".json")
 	g := newGated(t, Options{StateDir: dir, Sched: s})
-	tid := parked(t)
+	tid := schedtest.Parked(t)
 	s.rt[tid] = 0
 	g.Apply(targets.Event{Kind: targets.Added, Target: pidTarget("p", tid)})
 	if n := len(journalOf(s.journal).Threads); n != 0 {
@@ -270,18 +270,4 @@ func TestGateRun(t *testing.T) {
 	if g.sched.runtime(501) != 0 {
 		t.Error("Stop left the slice")
 	}
-}
-
-// parked starts an OS thread of this process that sleeps until the test
-// ends, and returns its tid.
-func parked(t *testing.T) int {
-	tids := make(chan int)
-	stop := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		tids <- unix.Gettid()
-		<-stop
-	}()
-	t.Cleanup(func() { close(stop) })
-	return <-tids
 }

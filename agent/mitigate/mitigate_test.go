@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
 const slice = 100 * time.Microsecond
@@ -143,15 +144,6 @@ func newMitigator(t *testing.T) *Mitigator {
 	return m
 }
 
-func runtimeOf(t *testing.T, tid int) uint64 {
-	t.Helper()
-	a, err := unix.SchedGetAttr(tid, 0)
-	if err != nil {
-		t.Fatalf("sched_getattr %d: %v", tid, err)
-	}
-	return a.Runtime
-}
-
 func niceOf(t *testing.T, tid int) int32 {
 	t.Helper()
 	a, err := unix.SchedGetAttr(tid, 0)
@@ -190,12 +182,12 @@ func TestApplyRestore(t *testing.T) {
 	tg := c.target(t)
 	before := map[int]uint64{}
 	for _, th := range tg.Threads {
-		before[th.TID] = runtimeOf(t, th.TID)
+		before[th.TID] = schedtest.Runtime(t, th.TID)
 	}
 
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	for _, th := range tg.Threads {
-		if got := runtimeOf(t, th.TID); got != uint64(slice) {
+		if got := schedtest.Runtime(t, th.TID); got != uint64(slice) {
 			t.Errorf("thread %d: runtime %d after Apply, want %d", th.TID, got, slice)
 		}
 	}
@@ -207,11 +199,11 @@ func TestApplyRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, th := range tg.Threads {
-		if got := runtimeOf(t, th.TID); got != before[th.TID] {
+		if got := schedtest.Runtime(t, th.TID); got != before[th.TID] {
 			t.Errorf("thread %d: runtime %d after Stop, want %d", th.TID, got, before[th.TID])
 		}
 	}
-	if got := runtimeOf(t, custom); got != uint64(5*time.Millisecond) {
+	if got := schedtest.Runtime(t, custom); got != uint64(5*time.Millisecond) {
 		t.Errorf("the custom slice came back as %d", got)
 	}
 	if n := niceOf(t, niced); n != 5 {
@@ -225,7 +217,7 @@ func TestApplyRestore(t *testing.T) {
 func TestFollowsThreads(t *testing.T) {
 	m := newMitigator(t)
 	c := startChild(t)
-	base := runtimeOf(t, c.cmd.Process.Pid)
+	base := schedtest.Runtime(t, c.cmd.Process.Pid)
 	src, err := targets.NewPID(c.cmd.Process.Pid, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -243,12 +235,12 @@ func TestFollowsThreads(t *testing.T) {
 
 	pid := c.cmd.Process.Pid
 	eventually(t, "the main thread to be mitigated", func() bool { return m.Mitigated(pid) })
-	if got := runtimeOf(t, pid); got != uint64(slice) {
+	if got := schedtest.Runtime(t, pid); got != uint64(slice) {
 		t.Fatalf("main thread runtime %d, want %d", got, slice)
 	}
 	tid := c.newThread(t)
 	eventually(t, "the new thread to be mitigated", func() bool { return m.Mitigated(tid) })
-	if got := runtimeOf(t, tid); got != uint64(slice) {
+	if got := schedtest.Runtime(t, tid); got != uint64(slice) {
 		t.Fatalf("new thread runtime %d, want %d", got, slice)
 	}
 	c.do(t, "end")
@@ -259,7 +251,7 @@ func TestFollowsThreads(t *testing.T) {
 	if err := m.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if got := runtimeOf(t, pid); got != base {
+	if got := schedtest.Runtime(t, pid); got != base {
 		t.Errorf("main thread runtime %d after Stop, want %d", got, base)
 	}
 }
@@ -283,7 +275,7 @@ func TestTargetGone(t *testing.T) {
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	m.Apply(targets.Event{Kind: targets.Removed, Target: tg})
 	for _, th := range tg.Threads {
-		if m.Mitigated(th.TID) || runtimeOf(t, th.TID) == uint64(slice) {
+		if m.Mitigated(th.TID) || schedtest.Runtime(t, th.TID) == uint64(slice) {
 			t.Errorf("thread %d still mitigated after its target was removed", th.TID)
 		}
 	}
@@ -306,7 +298,7 @@ func TestInherit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if got := runtimeOf(t, cmd.Process.Pid); got != uint64(slice) {
+	if got := schedtest.Runtime(t, cmd.Process.Pid); got != uint64(slice) {
 		t.Errorf("child started under Inherit: runtime %d, want %d", got, slice)
 	}
 }
@@ -325,7 +317,7 @@ func TestInheritKeepsItsThread(t *testing.T) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
 		t.Fatalf("Inherit's thread %d ended: %v", tid, err)
 	}
-	if got := runtimeOf(t, tid); got == uint64(slice) {
+	if got := schedtest.Runtime(t, tid); got == uint64(slice) {
 		t.Errorf("Inherit's thread %d still has the slice", tid)
 	}
 }
@@ -417,17 +409,17 @@ func TestHelpers(t *testing.T) {
 	defer m.Stop()
 	c := startChild(t)
 	vcpu, emulator := c.newThread(t), c.newThread(t)
-	base := runtimeOf(t, emulator)
+	base := schedtest.Runtime(t, emulator)
 	tg := targets.Target{Kind: targets.KindDomain, Name: "d",
 		Threads: []targets.Thread{{TID: vcpu, VCPU: 0}}, Helpers: []int{emulator}}
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	for _, tid := range []int{vcpu, emulator} {
-		if got := runtimeOf(t, tid); got != uint64(slice) || !m.Mitigated(tid) {
+		if got := schedtest.Runtime(t, tid); got != uint64(slice) || !m.Mitigated(tid) {
 			t.Errorf("thread %d: runtime %d (mitigated %v) after Apply, want %d", tid, got, m.Mitigated(tid), slice)
 		}
 	}
 	m.Apply(targets.Event{Kind: targets.Removed, Target: tg})
-	if got := runtimeOf(t, emulator); got != base || m.Mitigated(emulator) {
+	if got := schedtest.Runtime(t, emulator); got != base || m.Mitigated(emulator) {
 		t.Errorf("helper: runtime %d (mitigated %v) after its target went, want %d", got, m.Mitigated(emulator), base)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/runstate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
+	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
 
@@ -90,7 +91,7 @@ func TestRecoverAfterKill(t *testing.T) {
 	}
 	before := map[int]uint64{}
 	for _, th := range c.target(t).Threads {
-		before[th.TID] = runtimeOf(t, th.TID)
+		before[th.TID] = schedtest.Runtime(t, th.TID)
 	}
 
 	ag := startAgent(t, c.cmd.Process.Pid, state)
@@ -107,12 +108,12 @@ func TestRecoverAfterKill(t *testing.T) {
 	ag.Process.Kill()
 	ag.Wait()
 	for tid := range before {
-		if got := runtimeOf(t, tid); got != uint64(slice) {
+		if got := schedtest.Runtime(t, tid); got != uint64(slice) {
 			t.Fatalf("thread %d: %d ns after the agent was killed, want its slice %d", tid, got, slice)
 		}
 	}
 	inherited := c.newThread(t) // made by a thread with the slice
-	if got := runtimeOf(t, inherited); got != uint64(slice) {
+	if got := schedtest.Runtime(t, inherited); got != uint64(slice) {
 		t.Fatalf("new thread %d ns: the slice is not inherited here", got)
 	}
 
@@ -124,18 +125,18 @@ func TestRecoverAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	for tid, want := range before {
-		if got := runtimeOf(t, tid); got != want {
+		if got := schedtest.Runtime(t, tid); got != want {
 			t.Errorf("thread %d: %d ns after recovery, want %d", tid, got, want)
 		}
 	}
-	base := runtimeOf(t, inherited)
+	base := schedtest.Runtime(t, inherited)
 	if base == uint64(slice) {
 		t.Errorf("inherited thread kept the dead agent's slice")
 	}
 	tg := c.target(t)
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	for _, th := range tg.Threads {
-		if got := runtimeOf(t, th.TID); got != uint64(2*slice) {
+		if got := schedtest.Runtime(t, th.TID); got != uint64(2*slice) {
 			t.Errorf("thread %d: %d ns, want the new slice", th.TID, got)
 		}
 	}
@@ -143,11 +144,11 @@ func TestRecoverAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	for tid, want := range before {
-		if got := runtimeOf(t, tid); got != want {
+		if got := schedtest.Runtime(t, tid); got != want {
 			t.Errorf("thread %d: %d ns after Stop, want %d", tid, got, want)
 		}
 	}
-	if got := runtimeOf(t, inherited); got != base {
+	if got := schedtest.Runtime(t, inherited); got != base {
 		t.Errorf("inherited thread: %d ns after Stop, want the default %d", got, base)
 	}
 	runstate.Sweep(state)
@@ -179,7 +180,7 @@ func TestRecoverSkipsReusedTID(t *testing.T) {
 	if n, err := Recover(state, nil, zerolog.Nop()); n != 0 || err != nil {
 		t.Fatalf("restored %d (%v): a reused tid was touched", n, err)
 	}
-	if got := runtimeOf(t, tid); got != uint64(slice) {
+	if got := schedtest.Runtime(t, tid); got != uint64(slice) {
 		t.Fatalf("thread of a reused tid changed to %d", got)
 	}
 }
@@ -204,7 +205,7 @@ func TestJournalFull(t *testing.T) {
 	tg := c.target(t)
 	before := map[int]uint64{}
 	for _, th := range tg.Threads {
-		before[th.TID] = runtimeOf(t, th.TID)
+		before[th.TID] = schedtest.Runtime(t, th.TID)
 	}
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 
@@ -222,7 +223,7 @@ func TestJournalFull(t *testing.T) {
 	}
 	set := 0
 	for _, th := range tg.Threads {
-		if runtimeOf(t, th.TID) == uint64(slice) {
+		if schedtest.Runtime(t, th.TID) == uint64(slice) {
 			set++
 			if !recorded[th.TID] {
 				t.Errorf("thread %d has the slice but no record", th.TID)
@@ -237,7 +238,7 @@ func TestJournalFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	for tid, want := range before {
-		if got := runtimeOf(t, tid); got != want {
+		if got := schedtest.Runtime(t, tid); got != want {
 			t.Errorf("thread %d: %d ns after Stop, want %d", tid, got, want)
 		}
 	}

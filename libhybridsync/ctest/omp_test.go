@@ -24,15 +24,26 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
 
 // The launcher's bounded settings, on contended CPUs or with
-// HYBRIDSYNC_OPENMP=bounded (hybridsync.OpenMPSpin).
-const (
-	defaultSpinCount = "1000"
-	defaultBlockTime = "0"
+// HYBRIDSYNC_OPENMP=bounded: hybridsync.OpenMPSpin's, the one place the
+// bound is chosen.
+var (
+	defaultSpinCount = boundedSetting("GOMP_SPINCOUNT")
+	defaultBlockTime = boundedSetting("KMP_BLOCKTIME")
 )
+
+func boundedSetting(name string) string {
+	for _, kv := range hybridsync.OpenMPSpin {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	panic("hybridsync.OpenMPSpin sets no " + name)
+}
 
 // ompBuilt is what ompPrograms built, once.
 var ompBuilt struct {
