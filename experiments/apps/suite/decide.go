@@ -60,11 +60,11 @@ func Noise(aa *Paired) float64 {
 	return max(MinNoise, hi-lo, hi-1, 1-lo)
 }
 
-// Bias is how far the A/A interval lies from 1 (0 where it holds 1):
+// bias is how far the A/A interval lies from 1 (0 where it holds 1):
 // a shift that two runs of one arm show by their order or their place in
 // time, which a way's own interval cannot see. Without an A/A ratio it is
 // +Inf.
-func Bias(aa *Paired) float64 {
+func bias(aa *Paired) float64 {
 	if aa == nil {
 		return math.Inf(1)
 	}
@@ -88,7 +88,7 @@ func standing(p, aa *Paired) Standing {
 	}
 	lo, hi := p.CI[0], p.CI[1]
 	switch {
-	case hi < 1-max(MinNoise, Bias(aa)) && p.Median < aa.CI[0]:
+	case hi < 1-max(MinNoise, bias(aa)) && p.Median < aa.CI[0]:
 		return Better
 	case lo > 1+noise:
 		return Worse
