@@ -26,6 +26,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
+	resultstats "github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // The launcher's bounded settings, on contended CPUs or with
@@ -552,16 +553,6 @@ func busyLoops(t *testing.T, cpus [2]int) func() {
 	return stop
 }
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // ompArms runs the program as it is and through the launcher, reps times
 // each, in the order AB BA AB ..., and returns their median times per
 // step (µs) and median CPU per step.
@@ -578,7 +569,7 @@ func ompArms(t *testing.T, prog string, cpus [2]int, steps, reps int) (plain, la
 			w[arm], c[arm] = append(w[arm], wu), append(c[arm], cu)
 		}
 	}
-	return median(w[0]), median(w[1]), median(c[0]), median(c[1])
+	return resultstats.Median(w[0]), resultstats.Median(w[1]), resultstats.Median(c[0]), resultstats.Median(c[1])
 }
 
 // twoCPUs are the last two online CPUs, for a program and a busy loop on

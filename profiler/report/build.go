@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // Inputs are what a report joins; any part may be empty.
@@ -373,7 +374,7 @@ func latencyTable(cells []Cell, ref string) *LatencyTable {
 			}
 		}
 	}
-	t.CycleUS = median(cycles)
+	t.CycleUS = stats.Median(cycles)
 	for i := range t.Rows {
 		// Classed on the p99: a descheduled vCPU delays a few steps by
 		// whole slices, which the paper's averages show and a median
@@ -523,7 +524,7 @@ func vmsOf(src string, s *agentapi.Snapshot) []VM {
 		}
 		if len(ths) > 0 {
 			vm.StealPct /= float64(len(ths))
-			vm.RunP50US = median(runs)
+			vm.RunP50US = stats.Median(runs)
 		}
 		for comm, w := range waited {
 			if w > vm.CorunnerWaitS || (w == vm.CorunnerWaitS && comm < vm.TopCorunner) {
@@ -642,25 +643,13 @@ func gpusOf(in NVMLInput) []GPU {
 		}
 		g.MeanUtilPct /= float64(len(xs))
 		g.MeanSMMHz /= float64(len(xs))
-		g.P50UtilPct = median(utils)
+		g.P50UtilPct = stats.Median(utils)
 		g.IdlePct = 100 * float64(idle) / float64(len(xs))
 		g.SpanS = xs[len(xs)-1].Time.Sub(xs[0].Time).Seconds()
 		g.Processes = len(pids)
 		out = append(out, g)
 	}
 	return out
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // fmtUS prints a duration given in µs in the unit a person reads best.

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // Cell is one measured cell: its key, its median time and the times of
@@ -138,7 +139,7 @@ func FromFile(f *results.File) Table {
 			cell.Reps = append(cell.Reps, measure(r, f.Config.PerStep))
 		}
 		if f.Config.PerStep {
-			cell.WallS = median(cell.Reps)
+			cell.WallS = stats.Median(cell.Reps)
 			if len(cell.Reps) == 0 {
 				cell.WallS = measure(c.Median, true)
 			}
@@ -182,18 +183,6 @@ func measure(r results.Result, perStep bool) float64 {
 		return r.WallS / float64(r.Steps)
 	}
 	return r.WallS
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // Build compares cells against the cells of the scenario called

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // cells is a run as measured on 1 vCPU (shared1 with a while1 co-runner)
@@ -175,7 +176,7 @@ func TestNoisy(t *testing.T) {
 		for m, reps := range map[string][]float64{"hybrid": best, "block": next} {
 			k := k
 			k.Mode = m
-			cs = append(cs, Cell{Key: k, WallS: median(reps), Reps: reps})
+			cs = append(cs, Cell{Key: k, WallS: stats.Median(reps), Reps: reps})
 		}
 		return Build(cs, "baseline").Rows[0]
 	}
