@@ -89,23 +89,35 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// GROMACS with four OpenMP threads on the GPU machine, as advise ran it
-// (docs/bench/2026-11-29-h200-advise): beside the busy loops the command
-// as it is runs in one of two modes, 4x apart, so its A/A interval spans
-// both, while the launcher's runs all lie below it.
-func TestAdviseBimodalDefault(t *testing.T) {
-	runs, err := apptable.ReadRuns([]string{"../../../docs/bench/2026-11-29-h200-advise/gromacs-ntomp4-runs.jsonl"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Config{Arms: []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"},
-		Contention: []string{"nonex4", "while1x4"}}
-	a := adviceOf(runs, c)
-	if a.Arm != "hybridsync-run" || !a.Decided {
-		t.Errorf("advice %q decided %v, want hybridsync-run decided (%+v)", a.Arm, a.Decided, a.Ways)
-	}
-	if a.NoiseContended < 0.5 {
-		t.Errorf("contended noise %.2f: the fixture's A/A interval spans both modes", a.NoiseContended)
+// advise's runs on the GPU machine (docs/bench/2026-11-29-h200-advise),
+// decided again from the same runs: the advice must be the one the suite's
+// table gives for the program. GROMACS with four OpenMP threads: beside
+// the busy loops the command as it is runs in one of two modes, 4x apart,
+// so its A/A interval spans both, while the launcher's runs all lie below
+// it. torch_train, which the suite ties across the ways: no way.
+func TestAdviseDeviceRuns(t *testing.T) {
+	arms := []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
+	for _, tc := range []struct {
+		file       string
+		contention []string
+		arm        string
+		decided    bool
+	}{
+		{"gromacs-ntomp4-runs.jsonl", []string{"nonex4", "while1x4"}, "hybridsync-run", true},
+		{"gromacs-ntomp4-live-runs.jsonl", []string{"nonex4", "while1x4"}, "hybridsync-run", true},
+		{"torch-train-runs.jsonl", []string{"none", "while1"}, "", false},
+	} {
+		runs, err := apptable.ReadRuns([]string{"../../../docs/bench/2026-11-29-h200-advise/" + tc.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := adviceOf(runs, &Config{Arms: arms, Contention: tc.contention})
+		if a.Arm != tc.arm || a.Decided != tc.decided {
+			t.Errorf("%s: advice %q decided %v, want %q decided %v (%+v)", tc.file, a.Arm, a.Decided, tc.arm, tc.decided, a.Ways)
+		}
+		if tc.arm == "hybridsync-run" && a.NoiseContended < 0.5 {
+			t.Errorf("%s: contended noise %.2f: the A/A interval spans both modes", tc.file, a.NoiseContended)
+		}
 	}
 }
 
