@@ -176,8 +176,10 @@ func appsTables(ins []ResultsInput) []AppsTable {
 		files[i] = append(files[i], a.Runs)
 	}
 	for i := range tables {
-		s := apptable.Table(apptable.Combine(files[i]))
+		runs := apptable.Combine(files[i])
+		s := apptable.Table(runs)
 		tables[i].Rows = s.Results
+		tables[i].ForCPUSpeed = apptable.ForCPUSpeed(runs)
 		if len(s.Failures) > 0 {
 			tables[i].Failures = s.Failures
 		}

@@ -47,6 +47,9 @@ type AppsTable struct {
 	Agent    string         `json:"agent,omitempty"`
 	Rows     []apptable.Row `json:"rows"`
 	Failures []apptable.Run `json:"failures,omitempty"`
+	// ForCPUSpeed compares the arms at the same CPU speed where the runs
+	// gauge it (apptable.ForCPUSpeed).
+	ForCPUSpeed []apptable.Adjusted `json:"for_cpu_speed,omitempty"`
 }
 
 // Experiment is one results file. Throughout the model, a quantity that

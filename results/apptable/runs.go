@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -191,7 +192,8 @@ func Table(runs []Run) Summary {
 
 // Present returns what runs hold: programs in the order they first
 // appear, settings and arms in their usual order (settings by their
-// number of CPUs, then as corunner.Contentions).
+// number of CPUs, then as corunner.Contentions; arms as ArmOrder, then
+// the arms it does not know, such as a script's, by name).
 func Present(runs []Run) (programs, contentions, arms []string) {
 	armSet := map[string]bool{}
 	for _, r := range runs {
@@ -204,7 +206,13 @@ func Present(runs []Run) (programs, contentions, arms []string) {
 		armSet[r.Arm] = true
 	}
 	SortSettings(contentions)
-	return programs, contentions, slices.DeleteFunc(slices.Clone(ArmOrder), func(a string) bool { return !armSet[a] })
+	for _, a := range ArmOrder {
+		if armSet[a] {
+			arms = append(arms, a)
+			delete(armSet, a)
+		}
+	}
+	return programs, contentions, append(arms, slices.Sorted(maps.Keys(armSet))...)
 }
 
 // readRuns reads one runs.jsonl; a line that is not a run is an error

@@ -44,6 +44,10 @@ type Run struct {
 	// CPUBusyS is how long the program's CPU was busy in an in-process
 	// round, its own CPU time included (Round.CPUBusyS).
 	CPUBusyS *float64 `json:"cpu_busy_s,omitempty"`
+	// CoRunnersShare is the busy loops' share of their CPUs over the
+	// run, where the script that ran it measured them
+	// (experiments/apps/diag/gromacs-omp.sh).
+	CoRunnersShare *float64 `json:"corunners_share,omitempty"`
 	// ContendAtStart: the setting was in place from the program's start,
 	// not from its ready line (Config.ContendAtStart).
 	ContendAtStart bool `json:"contend_at_start,omitempty"`
@@ -53,13 +57,16 @@ type Run struct {
 	// HostS is the program's own measure of CPU-side work in its window
 	// (gromacs.py: mdrun's work with no wait inside it), when it gives one: a
 	// gauge of how fast its CPU ran, for comparisons adjusted for it
-	// (experiments/apps/diag/adjusted.py).
+	// (ForCPUSpeed).
 	HostS *float64 `json:"host_s,omitempty"`
 }
 
 // othersShare is the share of the run's wall time that its CPU spent on
 // others' work (the co-runner's), and whether it was measured.
 func (r Run) othersShare() (float64, bool) {
+	if r.CoRunnersShare != nil {
+		return *r.CoRunnersShare, true
+	}
 	if r.CPUBusyS == nil || r.WallS <= 0 {
 		return 0, false
 	}
@@ -189,7 +196,7 @@ type Row struct {
 	// one arm show, against which the library's ratios are read.
 	AAPaired *Paired `json:"aa_paired,omitempty"`
 	// VsDefaultPaired is the time over cuda-default's, paired, of each
-	// of the arms of pairedArms that ran (the OpenMP settings, the
+	// of the arms of pairedWithDefault that ran (the OpenMP settings, the
 	// launcher, the linked build), by arm.
 	VsDefaultPaired map[string]*Paired `json:"vs_default_paired,omitempty"`
 	// Verdict on the targets: from the paired intervals where there are
@@ -201,9 +208,13 @@ type Row struct {
 	Limit *Limit `json:"limit,omitempty"`
 }
 
-// pairedArms are the arms whose paired ratio to cuda-default a row gives
-// (Row.VsDefaultPaired).
-var pairedArms = []string{"hybridsync-linked", "omp-passive", "omp-spin1k", "hybridsync-run"}
+// pairedWithDefault reports whether a row gives arm's paired ratio to
+// cuda-default in Row.VsDefaultPaired: every arm but the two CUDA modes
+// and the A/A arm, which have columns of their own, and hybridsync,
+// which is compared with both CUDA modes.
+func pairedWithDefault(arm string) bool {
+	return !slices.Contains([]string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync"}, arm)
+}
 
 // Summarize computes the table from runs, rows in the order of programs
 // and contentions, arms in the order of arms. A program and setting that
@@ -308,8 +319,8 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 			if slices.Contains(arms, "cuda-default-again") {
 				row.AAPaired = Pair(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
 			}
-			for _, a := range pairedArms {
-				if pr := Pair(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && slices.Contains(arms, a) {
+			for _, a := range arms {
+				if pr := Pair(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && pairedWithDefault(a) {
 					if row.VsDefaultPaired == nil {
 						row.VsDefaultPaired = map[string]*Paired{}
 					}
@@ -426,6 +437,12 @@ func medianSteps(rs []Run) int {
 // arm's time per step over it; last the failed runs.
 func PrintTable(w io.Writer, rows []Row) error {
 	head, cells := Columns(rows)
+	return printColumns(w, head, cells)
+}
+
+// printColumns writes a table of text cells aligned in columns, nothing
+// for no header.
+func printColumns(w io.Writer, head []string, cells [][]string) error {
 	if len(head) == 0 {
 		return nil
 	}
@@ -501,13 +518,13 @@ func limitCol(l *Limit) string {
 	return s
 }
 
-// vsDefaultCol is each of the row's VsDefaultPaired, in pairedArms'
+// vsDefaultCol is each of the row's VsDefaultPaired, in the arms'
 // order: "omp-passive -12.0% [-15.1,-9.0]; ...".
 func vsDefaultCol(r Row) string {
 	var v []string
-	for _, a := range pairedArms {
-		if p := r.VsDefaultPaired[a]; p != nil {
-			v = append(v, a+" "+pairedPct(p))
+	for _, a := range r.Arms {
+		if p := r.VsDefaultPaired[a.Arm]; p != nil {
+			v = append(v, a.Arm+" "+pairedPct(p))
 		}
 	}
 	if len(v) == 0 {

@@ -312,3 +312,32 @@ func TestSummarizeOnlyCellsRun(t *testing.T) {
 
 // defaultArms are apps' default arms.
 var defaultArms = []string{"cuda-default", "cuda-blocking", "hybridsync"}
+
+// TestScriptArms: a script's runs (gromacs-omp.sh) keep the arms apps
+// does not know, after those it does, each paired with cuda-default, and
+// the busy loops' share that the script measured is the co-runner column.
+func TestScriptArms(t *testing.T) {
+	var runs []Run
+	for rep, w := range []float64{4, 5, 6} {
+		for _, a := range []struct {
+			arm   string
+			ratio float64
+		}{{"hybridsync-spin3k", 0.5}, {"omp-passive", 0.6}, {"cuda-default", 1}, {"hybridsync-spin1k", 0.4}} {
+			runs = append(runs, Run{Program: "g", Contention: "while1x4", Arm: a.arm, Rep: rep, WallS: w * a.ratio, CPUS: 1, Steps: 1000, CoRunnersShare: ptr(a.ratio)})
+		}
+	}
+	programs, contentions, arms := Present(runs)
+	if want := []string{"cuda-default", "omp-passive", "hybridsync-spin1k", "hybridsync-spin3k"}; !slices.Equal(arms, want) {
+		t.Fatalf("arms %q, want %q", arms, want)
+	}
+	rows := Summarize(runs, programs, contentions, arms)
+	for a, want := range map[string]float64{"omp-passive": 0.6, "hybridsync-spin1k": 0.4, "hybridsync-spin3k": 0.5} {
+		if p := rows[0].VsDefaultPaired[a]; p == nil || math.Abs(p.Median-want) > 1e-9 {
+			t.Errorf("%s vs default %+v, want %v", a, p, want)
+		}
+	}
+	_, lines := printed(t, rows)
+	if !strings.Contains(lines[1], "hybridsync-spin1k -60.0% [") || !strings.HasSuffix(lines[1], " 100% / 60% / 40% / 50% 0") {
+		t.Errorf("row:\n%s", lines[1])
+	}
+}

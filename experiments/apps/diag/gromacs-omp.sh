@@ -16,9 +16,11 @@
 # SETTINGS: alone,busy (default both). NTOMP=N (default 4). Needs
 # build/device/lib/libhybridsync.so and build/device/hs/bin/hybridsync-run
 # for the library's arms (experiments/apps/run.sh prepare; make install-lib
-# PREFIX=build/device/hs). Appends one JSON line per run to
-# $OUT/gromacs-omp.jsonl (the busy loops' CPU share in busy_share);
-# gromacs-omp.py prints the table.
+# PREFIX=build/device/hs). Appends one line per run to $OUT/runs.jsonl as
+# vgpu-probe apps writes them (settings nonexN and while1xN; the busy
+# loops' share of their CPUs in corunners_share), so that
+# `vgpu-probe report $OUT/runs.jsonl` gives the table: per arm the time per
+# step, paired with cuda-default by repetition, the A/A control.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 GMX=${1:?usage: gromacs-omp.sh GMX TPR [REPS [SECONDS [ARMS [SETTINGS]]]]}
@@ -74,6 +76,17 @@ ticks() {
 	echo "$t"
 }
 
+# TO_RUN LINE PROGRAM ARM CONTENTION REP ORDER SHARE: gromacs.py's result
+# line as a run of vgpu-probe apps.
+TO_RUN='
+import json, sys
+r = json.loads(sys.argv[1])
+r.setdefault("program", sys.argv[2])
+r.update(arm=sys.argv[3], contention=sys.argv[4], rep=int(sys.argv[5]), order=int(sys.argv[6]))
+if sys.argv[7] != "null":
+    r["corunners_share"] = float(sys.argv[7])
+print(json.dumps(r, sort_keys=True))'
+
 BUSY=()
 stop_busy() {
 	[ ${#BUSY[@]} -eq 0 ] || kill "${BUSY[@]}" 2>/dev/null || true
@@ -85,7 +98,9 @@ IFS=, read -ra arms <<<"$ARMS"
 IFS=, read -ra settings <<<"$SETTINGS"
 for rep in $(seq 1 "$REPS"); do
 	for setting in "${settings[@]}"; do
+		contention=nonex$NTOMP
 		if [ "$setting" = busy ]; then
+			contention=while1x$NTOMP
 			for c in $(seq 0 $((NTOMP - 1))); do
 				taskset -c "$c" sh -c 'while :; do :; done' &
 				BUSY+=($!)
@@ -100,15 +115,15 @@ for rep in $(seq 1 "$REPS"); do
 			b0=0
 			[ ${#BUSY[@]} -eq 0 ] || b0=$(ticks "${BUSY[@]}")
 			line=$(taskset -c "$CPUS" "${pre[@]}" python3 experiments/apps/gromacs.py mdrun --gmx "$GMX" --tpr "$TPR" \
-				--update gpu --ntomp "$NTOMP" --seconds "$SECONDS_RUN" --name "gromacs-ntomp$NTOMP" 2>/dev/null | tail -1) || line='{"error": "mdrun failed"}'
+				--update gpu --ntomp "$NTOMP" --seconds "$SECONDS_RUN" --name "gromacs-ntomp$NTOMP" 2>/dev/null | tail -1) ||
+				line='{"error": "mdrun failed", "exit_status": 1}'
 			t1=$(date +%s.%N)
 			share=null
 			if [ ${#BUSY[@]} -gt 0 ]; then
 				b1=$(ticks "${BUSY[@]}")
 				share=$(python3 -c "import os; print(round(($b1-$b0)/os.sysconf('SC_CLK_TCK')/($t1-$t0)/$NTOMP, 4))")
 			fi
-			python3 -c "import json,sys; r=json.loads(sys.argv[1]); r.update(arm=sys.argv[2], setting=sys.argv[3], rep=int(sys.argv[4]), ntomp=int(sys.argv[5]), busy_share=json.loads(sys.argv[6])); print(json.dumps(r, sort_keys=True))" \
-				"$line" "$arm" "$setting" "$rep" "$NTOMP" "$share" | tee -a "$OUT/gromacs-omp.jsonl"
+			python3 -c "$TO_RUN" "$line" "gromacs-ntomp$NTOMP" "$arm" "$contention" "$rep" "$i" "$share" | tee -a "$OUT/runs.jsonl"
 		done
 		stop_busy
 	done

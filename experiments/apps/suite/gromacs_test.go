@@ -3,8 +3,6 @@ package suite
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,72 +228,5 @@ func TestGromacsSuite(t *testing.T) {
 	}
 	if !threads[2] || !threads[4] {
 		t.Errorf("OpenMP threads of the programs: %v, want programs of 2 and of 4", threads)
-	}
-}
-
-// TestAdjustedSeesThroughCPUSpeed: runs.jsonl of three arms whose
-// processes run at one of two CPU speeds, 1.6x apart, at random, as mdrun
-// does on the GPU machine; one arm is 4% slower at the same speed.
-// adjusted.py finds the 4% with an interval that excludes 0, and the A/A
-// arm at 0 with one that includes it. The raw medians cannot tell: the
-// speed's spread is ten times the effect.
-func TestAdjustedSeesThroughCPUSpeed(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var b strings.Builder
-	effect := map[string]float64{"cuda-default": 0, "cuda-default-again": 0, "hybridsync": 0.04}
-	for rep := range 16 {
-		for _, arm := range []string{"cuda-default", "cuda-default-again", "hybridsync"} {
-			speed := 1.0
-			if rng.IntN(3) == 0 {
-				speed = 1.6
-			}
-			speed *= 0.97 + 0.06*rng.Float64()
-			steps := 6000.0
-			host := 90e-6 * speed * steps
-			wall := 270e-6 * math.Pow(speed, 0.7) * (1 + effect[arm]) * (0.99 + 0.02*rng.Float64()) * steps
-			fmt.Fprintf(&b, `{"program":"g","arm":%q,"contention":"none","rep":%d,"steps":%d,"wall_s":%g,"cpu_s":1,"host_s":%g,"exit_status":0}`+"\n",
-				arm, rep, int(steps), wall, host)
-		}
-	}
-	// A failed run and a run without host_s are left out.
-	b.WriteString(`{"program":"g","arm":"hybridsync","contention":"none","rep":99,"steps":1,"wall_s":9,"cpu_s":1,"host_s":1,"exit_status":1}` + "\n")
-	b.WriteString(`{"program":"g","arm":"hybridsync","contention":"none","rep":98,"steps":1,"wall_s":9,"cpu_s":1,"exit_status":0}` + "\n")
-	runs := filepath.Join(t.TempDir(), "runs.jsonl")
-	if err := os.WriteFile(runs, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errs, code := appsPy(t, "diag/adjusted.py", nil, runs, "--boot", "500")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	got := map[string][3]float64{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var prog, cont, arm string
-		var n int
-		var step, host, slope, eff, lo, hi float64
-		_, err := fmt.Sscanf(l, "%s %s %s n=%d step_us=%g host_us=%g slope=%g adjusted_vs_cuda-default=%g%% [%g,%g]",
-			&prog, &cont, &arm, &n, &step, &host, &slope, &eff, &lo, &hi)
-		if err != nil || n != 16 {
-			t.Fatalf("line %q: %v (n %d, want 16)", l, err, n)
-		}
-		got[arm] = [3]float64{eff, lo, hi}
-	}
-	if h := got["hybridsync"]; h[0] < 2.5 || h[0] > 5.5 || h[1] <= 0 {
-		t.Errorf("hybridsync %+v%%, want about +4%% with an interval above 0", h)
-	}
-	if a := got["cuda-default-again"]; a[0] < -1.5 || a[0] > 1.5 || a[1] > 0 || a[2] < 0 {
-		t.Errorf("A/A %+v%%, want about 0 with an interval around it", a)
-	}
-
-	// Bad input: one line, exit 2.
-	bad := filepath.Join(t.TempDir(), "bad.jsonl")
-	if err := os.WriteFile(bad, []byte("{\"program\": 3}\nnot json\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{{bad}, {"/nonexistent.jsonl"}, {runs, "--base", "nosuch"}, {runs, "--boot", "5"}} {
-		_, errs, code := appsPy(t, "diag/adjusted.py", nil, args...)
-		if code != 2 || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "adjusted.py: ") {
-			t.Errorf("%q: exit %d, stderr %q; want exit 2 and one line", args, code, errs)
-		}
 	}
 }

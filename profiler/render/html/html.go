@@ -118,11 +118,12 @@ func newExperimentView(e report.Experiment, figs []Figure) experimentView {
 	return v
 }
 
-// appsView is an apps table as text cells (apptable.Columns).
+// appsView is an apps table as text cells (apptable.Columns), and its
+// comparisons for CPU speed (apptable.AdjustedColumns).
 type appsView struct {
 	report.AppsTable
-	Head  []string
-	Cells [][]string
+	Head, AdjHead   []string
+	Cells, AdjCells [][]string
 }
 
 type view struct {
@@ -131,16 +132,20 @@ type view struct {
 	Experiments []experimentView
 	Apps        []appsView
 	AppsNote    string
-	GPUFigures  []Figure
-	VMFigures   []Figure
+	// AdjustedNote captions the apps tables' comparisons for CPU speed.
+	AdjustedNote string
+	GPUFigures   []Figure
+	VMFigures    []Figure
 }
 
 // Render writes r as an HTML page.
 func Render(w io.Writer, r *report.Report) error {
-	v := view{Report: r, CSS: template.CSS(css), AppsNote: apptable.TableNote}
+	v := view{Report: r, CSS: template.CSS(css), AppsNote: apptable.TableNote, AdjustedNote: apptable.AdjustedNote}
 	for _, t := range r.Apps {
-		head, cells := apptable.Columns(t.Rows)
-		v.Apps = append(v.Apps, appsView{AppsTable: t, Head: head, Cells: cells})
+		av := appsView{AppsTable: t}
+		av.Head, av.Cells = apptable.Columns(t.Rows)
+		av.AdjHead, av.AdjCells = apptable.AdjustedColumns(t.ForCPUSpeed)
+		v.Apps = append(v.Apps, av)
 	}
 	for i, e := range r.Experiments {
 		figs, err := experimentFigures(i, e, r.Traces)

@@ -53,6 +53,10 @@ func appsTable(w io.Writer, t report.AppsTable) {
 	for _, r := range t.Failures {
 		fmt.Fprintf(w, "FAILED %s %s %s rep %d: %s\n", r.Program, r.Contention, r.Arm, r.Rep+1, r.Error)
 	}
+	if len(t.ForCPUSpeed) > 0 {
+		fmt.Fprintln(w, "\n"+apptable.AdjustedNote)
+		apptable.PrintAdjusted(w, t.ForCPUSpeed)
+	}
 }
 
 func experiment(w io.Writer, e report.Experiment) {
