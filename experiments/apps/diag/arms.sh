@@ -13,8 +13,10 @@
 # PROGRAM: launch_bound or mixed_static (built here with nvcc), or
 # torch_infer, torch_train, cupy_stencil (through inproc.py). PROCS=N runs
 # N processes per setting (default 1). Needs build/device/lib/libhybridsync.so
-# (experiments/apps/run.sh prepare). Appends one JSON line per process to
-# $OUT/arms.jsonl, the library's stats beside it; arms.py prints the table.
+# (experiments/apps/run.sh prepare). Appends each round of each arm to
+# $OUT/runs.jsonl as vgpu-probe apps writes its runs (the process as the
+# repetition), the library's stats beside it; `vgpu-probe report
+# $OUT/runs.jsonl` pairs every arm with cuda-default by round.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PROG=${1:?usage: arms.sh PROGRAM [ROUNDS [ARMS]]}
@@ -41,6 +43,13 @@ cleanup() {
 	co=
 }
 trap cleanup EXIT
+# TO_RUNS LINE PROGRAM SETTING REP: the program's result line, a round per
+# arm, as runs of vgpu-probe apps.
+TO_RUNS='
+import json, sys
+for r in json.loads(sys.argv[1])["rounds"]:
+    print(json.dumps({"program": sys.argv[2], "arm": r["arm"], "contention": sys.argv[3], "rep": int(sys.argv[4]),
+                      "round": r["round"] + 1, "steps": r["steps"], "wall_s": r["wall_s"], "cpu_s": r["cpu_s"]}))'
 for proc in $(seq "$PROCS"); do
 	for setting in none while1 cap cap+while1; do
 		if [[ $setting == *while1 ]]; then
@@ -58,7 +67,7 @@ for proc in $(seq "$PROCS"); do
 		echo "arms: $PROG $setting process $proc" >&2
 		line=$(APPS_INPROC_ARMS=$ARMS LD_PRELOAD=$LIB HYBRIDSYNC_STATS="$OUT/$PROG-$setting-$proc.stats.json" \
 			"${prefix[@]}" taskset -c "$CPU" "${cmd[@]}")
-		echo "{\"program\":\"$PROG\",\"setting\":\"$setting\",\"proc\":$proc,\"result\":$line}" >>"$OUT/arms.jsonl"
+		python3 -c "$TO_RUNS" "$line" "$PROG" "$setting" "$((proc - 1))" >>"$OUT/runs.jsonl"
 		cleanup
 	done
 done
