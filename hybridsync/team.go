@@ -21,15 +21,11 @@ import (
 // threads waits for a scheduler tick). Which one a run gets is a coin flip
 // that sticks until something makes a thread leave its CPU. A waiter that
 // blocks gives its CPU to the co-runner and comes back out of step with the
-// spinners at every wait. On the H200 machine's CPUs (HZ 250), the OpenMP
-// step loop of libhybridsync/testdata/programs/ompsteps.c on the CUDA
-// stand-in, two threads each beside a busy loop, ran 0.9-1.5 ms per step
-// in step and 16 ms out of step (four ticks) with its event waits spinning,
-// and 8.6-10 ms in every run with them blocking; GROMACS -ntomp 4, whose
-// CUDA default ran at half its speed alone, ran 2.7x slower with the
-// library, which blocked its event waits (docs/tried.md, "Blocking beside a
-// spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's
-// waits spinning, so neither of CUDA's modes does that to such a program.
+// spinners at every wait: each step then waits for scheduler ticks, as
+// libhybridsync/testdata/programs/ompsteps.c on the CUDA stand-in shows
+// (docs/tried.md, "Blocking beside a spinning OpenMP team", has the
+// numbers). CUDA's blocking-sync mode leaves a plain event's waits
+// spinning, so neither of CUDA's modes does that to such a program.
 // armChooser cannot see it by comparing epochs either: the team's phase
 // outlives the epoch that changed it, so the device arm is scored in the
 // state the blocking arm left, and a single exploration can put a team
