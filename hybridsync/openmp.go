@@ -3,6 +3,7 @@ package hybridsync
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -51,12 +52,22 @@ type OpenMPVerdict struct {
 	Env []string
 	// Set is HYBRIDSYNC_OPENMP where it chose without measuring.
 	Set string
+	// Preload is a library to preload after libhybridsync: LLVM's libomp
+	// under HYBRIDSYNC_OPENMP=live, which takes over the GOMP_* entry
+	// points of a program built for GNU libgomp (libomp implements
+	// them), so that its waits follow the CPUs while it runs (the
+	// library adapts libomp's blocktime; libgomp's spin cannot change
+	// once it started).
+	Preload string
 }
 
 func (v OpenMPVerdict) String() string {
 	env := "the runtime's defaults"
 	if len(v.Env) > 0 {
 		env = strings.Join(v.Env, " ")
+	}
+	if v.Preload != "" {
+		env += ", OpenMP on " + v.Preload
 	}
 	if v.Set != "" {
 		return fmt.Sprintf("HYBRIDSYNC_OPENMP=%s: %s", v.Set, env)
@@ -66,32 +77,97 @@ func (v OpenMPVerdict) String() string {
 
 // The values of HYBRIDSYNC_OPENMP, which OpenMPEnv follows: auto (or
 // unset) measures; bounded and default skip the measurement and give
-// the bounded spin, or the runtime's defaults.
+// the bounded spin, or the runtime's defaults; live measures as auto and
+// runs the program's OpenMP on LLVM's libomp (OpenMPVerdict.Preload).
 const (
 	OpenMPAuto    = "auto"
 	OpenMPBounded = "bounded"
 	OpenMPDefault = "default"
+	OpenMPLive    = "live"
 )
+
+// EnvLibomp names the libomp that HYBRIDSYNC_OPENMP=live preloads, where
+// the system's (libompCandidates) is not the one wanted.
+const EnvLibomp = "HYBRIDSYNC_LIBOMP"
+
+// libompCandidates are where distributions install LLVM's libomp, in the
+// order looked at: Debian and Ubuntu (multiarch, then LLVM's own tree),
+// Fedora, a local build.
+var libompCandidates = []string{
+	"/usr/lib/*-linux-gnu/libomp.so.5", "/usr/lib/llvm-*/lib/libomp.so.5",
+	"/usr/lib64/libomp.so", "/usr/local/lib/libomp.so",
+}
+
+// bindingBeforeLibomp says why a libgomp program cannot run on libomp
+// with the environment's thread binding: GNU libgomp, loaded with the
+// program, applies OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY to the
+// main thread in its constructor, and libomp, which starts at the first
+// parallel region, then takes that one CPU for all it may use.
+// KMP_AFFINITY, libomp's own, binds without libgomp reading it.
+func bindingBeforeLibomp() error {
+	for _, k := range []string{"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"} {
+		v, ok := os.LookupEnv(k)
+		if !ok || (k == "OMP_PROC_BIND" && strings.EqualFold(strings.TrimSpace(v), "false")) {
+			continue
+		}
+		return fmt.Errorf("HYBRIDSYNC_OPENMP=live with %s=%s: GNU libgomp binds the main thread to one CPU as it loads, and libomp would then use only that one; bind with KMP_AFFINITY (libomp's own) instead, or use HYBRIDSYNC_OPENMP=auto", k, v)
+	}
+	return nil
+}
+
+// libomp returns the path of LLVM's libomp for HYBRIDSYNC_OPENMP=live:
+// HYBRIDSYNC_LIBOMP where set, else the first of libompCandidates there
+// is.
+func libomp() (string, error) {
+	if p, ok := os.LookupEnv(EnvLibomp); ok {
+		fi, err := os.Stat(p)
+		switch {
+		case !filepath.IsAbs(p) || strings.ContainsAny(p, " \t\n:"):
+			return "", fmt.Errorf("%s=%q: want an absolute path without blanks or colons (LD_PRELOAD's separators)", EnvLibomp, p)
+		case err != nil:
+			return "", fmt.Errorf("%s: %w", EnvLibomp, err)
+		case !fi.Mode().IsRegular():
+			return "", fmt.Errorf("%s=%s: not a file", EnvLibomp, p)
+		}
+		return p, nil
+	}
+	for _, pattern := range libompCandidates {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			return m[0], nil
+		}
+	}
+	return "", fmt.Errorf("HYBRIDSYNC_OPENMP=live needs LLVM's libomp, found in none of %s (install libomp5, or set %s)",
+		strings.Join(libompCandidates, ", "), EnvLibomp)
+}
 
 // OpenMPEnv returns the OpenMP wait settings for a program started now
 // on the CPUs this process may run on: as HYBRIDSYNC_OPENMP (mode) says,
 // or, by default, measured by spinning a thread on each of them for
 // OpenMPProbe.
 func OpenMPEnv(mode string) (OpenMPVerdict, error) {
+	var v OpenMPVerdict
 	switch mode {
 	case "", OpenMPAuto:
 	case OpenMPBounded:
 		return OpenMPVerdict{Env: OpenMPSpin, Set: mode}, nil
 	case OpenMPDefault:
 		return OpenMPVerdict{Set: mode}, nil
+	case OpenMPLive:
+		if err := bindingBeforeLibomp(); err != nil {
+			return v, err
+		}
+		p, err := libomp()
+		if err != nil {
+			return v, err
+		}
+		v.Preload = p
 	default:
-		return OpenMPVerdict{}, fmt.Errorf("HYBRIDSYNC_OPENMP=%q: want auto, bounded or default", mode)
+		return v, fmt.Errorf("HYBRIDSYNC_OPENMP=%q: want auto, bounded, default or live", mode)
 	}
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return OpenMPVerdict{}, fmt.Errorf("reading the CPUs this process may use: %w", err)
+		return v, fmt.Errorf("reading the CPUs this process may use: %w", err)
 	}
-	var v OpenMPVerdict
 	for c := 0; c < len(set)*64; c++ {
 		if set.IsSet(c) {
 			v.CPUs = append(v.CPUs, c)

@@ -115,6 +115,20 @@ func needLLVMOpenMP(t *testing.T) string {
 	return ompBuilt.llvm
 }
 
+// libompOf returns the path of the libomp the LLVM-runtime program loads.
+func libompOf(t *testing.T) string {
+	t.Helper()
+	prog := needLLVMOpenMP(t)
+	out, err := exec.Command("ldd", prog).Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		if name, path, ok := strings.Cut(strings.TrimSpace(l), " => "); ok && strings.HasPrefix(name, "libomp") {
+			return strings.Fields(path)[0]
+		}
+	}
+	t.Fatalf("ldd %s: %v: no libomp in\n%s", prog, err, out)
+	return ""
+}
+
 // launcher is the installed hybridsync-run.
 func launcher() string { return filepath.Join(built.prefix, "bin", "hybridsync-run") }
 
@@ -639,17 +653,26 @@ func TestLauncherBarriersUnderBusyLoops(t *testing.T) {
 
 // TestLauncherMeasuresContention: with HYBRIDSYNC_OPENMP unset (auto),
 // the launcher bounds OpenMP's waits when a busy loop shares each of its
-// CPUs, and says why in one line and leaves them alone on a bad
-// HYBRIDSYNC_OPENMP; =default never sets them.
+// CPUs; =default never sets them; =live also preloads libomp after the
+// library; a bad HYBRIDSYNC_OPENMP, or a live one without libomp, stops it
+// with one line naming the variable, before the command runs.
 func TestLauncherMeasuresContention(t *testing.T) {
 	need(t)
 	cpus := twoCPUs(t)
 	list := fmt.Sprintf("%d,%d", cpus[0], cpus[1])
+	launch := func(env ...string) (string, string, int) {
+		t.Helper()
+		out, stderr, code, err := ompRun(time.Minute, env, "taskset", "-c", list, launcher(), "env")
+		if code == -1 {
+			t.Fatalf("hybridsync-run env: %v\n%s", err, stderr)
+		}
+		return out, stderr, code
+	}
 	run := func(setting string) (map[string]string, string) {
 		t.Helper()
-		out, stderr, code, err := ompRun(time.Minute, []string{"HYBRIDSYNC_OPENMP=" + setting}, "taskset", "-c", list, launcher(), "env")
-		if err != nil || code != 0 {
-			t.Fatalf("hybridsync-run env: %v (exit %d)\n%s", err, code, stderr)
+		out, stderr, code := launch("HYBRIDSYNC_OPENMP=" + setting)
+		if code != 0 {
+			t.Fatalf("hybridsync-run env: exit %d\n%s", code, stderr)
 		}
 		return envOf(out), stderr
 	}
@@ -664,9 +687,23 @@ func TestLauncherMeasuresContention(t *testing.T) {
 		t.Errorf("HYBRIDSYNC_OPENMP=default set GOMP_SPINCOUNT=%s", got["GOMP_SPINCOUNT"])
 	}
 	stop()
-	got, stderr := run("bogus")
-	if _, ok := got["GOMP_SPINCOUNT"]; ok || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "HYBRIDSYNC_OPENMP") {
-		t.Errorf("HYBRIDSYNC_OPENMP=bogus: GOMP_SPINCOUNT %q, stderr %q; want it unset and one line naming the variable", got["GOMP_SPINCOUNT"], stderr)
+	for _, env := range [][]string{{"HYBRIDSYNC_OPENMP=bogus"}, {"HYBRIDSYNC_OPENMP=live", "HYBRIDSYNC_LIBOMP=/nonexistent/libomp.so"},
+		{"HYBRIDSYNC_OPENMP=live", "OMP_PROC_BIND=true"}} {
+		name, _, _ := strings.Cut(env[len(env)-1], "=")
+		out, stderr, code := launch(env...)
+		if code != 2 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, name) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 before the command, one line naming %s", env, code, out, stderr, name)
+		}
+	}
+	libomp := libompOf(t)
+	for _, env := range [][]string{{"HYBRIDSYNC_OPENMP=live"}, {"HYBRIDSYNC_OPENMP=live", "HYBRIDSYNC_LIBOMP=" + libomp}} {
+		out, stderr, code := launch(env...)
+		pre := strings.Fields(envOf(out)["LD_PRELOAD"])
+		if code != 0 || len(pre) != 2 || !strings.HasSuffix(pre[0], "/libhybridsync.so.0") || !strings.Contains(pre[1], "libomp") {
+			t.Errorf("%v: exit %d, LD_PRELOAD %q; want the library, then a libomp\n%s", env, code, pre, stderr)
+		} else if len(env) > 1 && pre[1] != libomp {
+			t.Errorf("%v: preloaded %s", env, pre[1])
+		}
 	}
 	got, _ = run("auto")
 	t.Logf("alone on CPUs %s the launcher set GOMP_SPINCOUNT=%q (a busy machine may make it bound the spin)", list, got["GOMP_SPINCOUNT"])
@@ -698,10 +735,19 @@ func (d liveDoc) contended() bool {
 func liveRun(t *testing.T, prog string, cpus [2]int, steps int, env ...string) liveDoc {
 	t.Helper()
 	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	bind := []string{"LD_PRELOAD=" + so, fmt.Sprintf("OMP_PLACES={%d},{%d}", cpus[0], cpus[1]), "OMP_PROC_BIND=true"}
+	return liveRunVia(t, nil, prog, cpus, steps, append(bind, env...)...)
+}
+
+// liveRunVia is liveRun with the program started by the command via
+// (the launcher), which preloads the library itself, and its threads
+// bound by nothing but taskset's two CPUs (the launcher's live mode
+// refuses OpenMP's binding).
+func liveRunVia(t *testing.T, via []string, prog string, cpus [2]int, steps int, env ...string) liveDoc {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "stats.json")
-	env = append([]string{"LD_PRELOAD=" + so, "HYBRIDSYNC_STATS=" + path, "HYBRIDSYNC_OPENMP=auto", "OMP_NUM_THREADS=2",
-		fmt.Sprintf("OMP_PLACES={%d},{%d}", cpus[0], cpus[1]), "OMP_PROC_BIND=true", "OMPBARRIER_CUDA=3000"}, env...)
-	args := []string{"-c", fmt.Sprintf("%d,%d", cpus[0], cpus[1]), prog, strconv.Itoa(steps), "8", "10", "10", "0"}
+	env = append([]string{"HYBRIDSYNC_STATS=" + path, "HYBRIDSYNC_OPENMP=auto", "OMP_NUM_THREADS=2", "OMPBARRIER_CUDA=3000"}, env...)
+	args := append(append([]string{"-c", fmt.Sprintf("%d,%d", cpus[0], cpus[1])}, via...), prog, strconv.Itoa(steps), "8", "10", "10", "0")
 	_, stderr, code, err := ompRun(3*time.Minute, env, "taskset", args...)
 	if err != nil || code != 0 {
 		t.Fatalf("%s under the library: %v (exit %d; 1 with FAIL: a wrong result)\n%s", prog, err, code, stderr)
@@ -795,6 +841,49 @@ func TestBlocktimeLive(t *testing.T) {
 		if l == nil || !l.Active || !slices.Contains(o.SetByHybridsyncRun, "KMP_BLOCKTIME") || l.OriginalMS == nil || *l.OriginalMS != 0 ||
 			*l.CurrentMS != 0 {
 			t.Errorf("%+v, %v: want active, from the launcher's 0", o, l)
+		}
+	})
+
+	t.Run("a libgomp program on libomp, contended once started", func(t *testing.T) {
+		// HYBRIDSYNC_OPENMP=live: the launcher finds the CPUs free and
+		// sets nothing, but preloads libomp, which runs the GNU-built
+		// program's regions; busy loops that come a second later get
+		// its blocktime set to 0, which libgomp's spin could not.
+		gnu := needGNUOpenMP(t)
+		var mu sync.Mutex
+		var loops []*exec.Cmd
+		late := time.AfterFunc(time.Second, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, cpu := range cpus {
+				c := exec.Command("taskset", "-c", strconv.Itoa(cpu), "/bin/sh", "-c", "while :; do :; done")
+				if c.Start() == nil {
+					loops = append(loops, c)
+				}
+			}
+		})
+		defer func() {
+			late.Stop()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range loops {
+				c.Process.Kill()
+				c.Wait()
+			}
+		}()
+		d := liveRunVia(t, []string{launcher()}, gnu, cpus, 600, "HYBRIDSYNC_OPENMP=live")
+		l := d.OpenMP.BlocktimeLive
+		t.Logf("runtime %s, %v; master's run delay %.2f s of %.2f s", d.OpenMP.Runtime, l, d.Sched.RunDelay, d.Sched.Seconds)
+		mu.Lock()
+		started := len(loops) == len(cpus)
+		mu.Unlock()
+		if !started {
+			t.Fatalf("the busy loops did not start within the run (%.2f s)", d.Sched.Seconds)
+		}
+		if !strings.Contains(d.OpenMP.Runtime, "libomp") || !l.Active || l.Changes < 1 || l.CurrentMS == nil || *l.CurrentMS != 0 ||
+			slices.Contains(d.OpenMP.SetByHybridsyncRun, "KMP_BLOCKTIME") {
+			t.Errorf("runtime %s, %v, set by the launcher %v: want libomp, active, set to 0 once the loops came, nothing set at the start",
+				d.OpenMP.Runtime, l, d.OpenMP.SetByHybridsyncRun)
 		}
 	})
 

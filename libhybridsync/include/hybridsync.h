@@ -29,10 +29,14 @@
  *                          program has none loaded
  *   HYBRIDSYNC_INTERPOSE   1/0: replace the CUDA waits of the whole program
  *                          (default: 1 only when loaded through LD_PRELOAD)
- *   HYBRIDSYNC_OPENMP      auto (default), bounded, default: the OpenMP wait
- *                          settings hybridsync-run gives a program (see
+ *   HYBRIDSYNC_OPENMP      auto (default), bounded, default, live: the OpenMP
+ *                          wait settings hybridsync-run gives a program (see
  *                          hs_openmp_env); default also keeps the library
- *                          from adapting libomp's blocktime live
+ *                          from adapting libomp's blocktime live; live runs
+ *                          the program's OpenMP on LLVM's libomp, whose
+ *                          blocktime the library adapts live
+ *   HYBRIDSYNC_LIBOMP      with HYBRIDSYNC_OPENMP=live: the libomp to
+ *                          preload (default: the system's libomp.so.5)
  *   HYBRIDSYNC_RUN_SET     set by hybridsync-run (the launcher): NAME=VALUE of
  *                          each OpenMP variable it set, which the stats'
  *                          "openmp" object reports; not for users to set
@@ -133,7 +137,9 @@ int hs_shutdown(void);
  * (GOMP_SPINCOUNT, KMP_BLOCKTIME) where another thread competes for those
  * CPUs, measured by spinning a thread on each for 0.1 s (run delay, or
  * steal in a VM); nothing where the runtime's own long spin is the
- * fastest. HYBRIDSYNC_OPENMP=bounded or =default skips the measurement.
+ * fastest. HYBRIDSYNC_OPENMP=bounded or =default skips the measurement;
+ * =live adds LD_PRELOAD=PATH, LLVM's libomp for the launcher to preload
+ * after the library (it provides GNU libgomp's entry points too).
  * why gets what was measured, or why it failed. Returns 0, or -1.
  * hybridsync-run asks it (through hybridsync-openmp) before it starts a
  * program, since GNU libgomp reads its setting before any preloaded

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
@@ -22,7 +23,11 @@ func hs_openmp_env(env *C.char, n C.size_t, why *C.char, whyN C.size_t) C.int {
 		setErr(why, whyN, err.Error())
 		return -1
 	}
-	setErr(env, n, strings.Join(v.Env, " "))
+	words := v.Env
+	if v.Preload != "" {
+		words = append(slices.Clone(words), "LD_PRELOAD="+v.Preload)
+	}
+	setErr(env, n, strings.Join(words, " "))
 	setErr(why, whyN, v.String())
 	return 0
 }

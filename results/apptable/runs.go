@@ -24,7 +24,7 @@ import (
 )
 
 // ArmOrder is every arm apps knows, in the order its table gives them.
-var ArmOrder = []string{"cuda-default", "cuda-blocking", "hybridsync", "hybridsync-linked", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run"}
+var ArmOrder = []string{"cuda-default", "cuda-blocking", "hybridsync", "hybridsync-linked", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run", "hybridsync-run-live"}
 
 // SettingOrder is the order of the contention settings on one CPU (those
 // of experiments/corunner.Contentions), which the table sorts by.

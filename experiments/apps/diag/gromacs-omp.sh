@@ -12,7 +12,9 @@
 #   as 1000 or 10k), cuda-blocking (the blocking-sync shim), hybridsync
 #   (the library preloaded), hybridsync-spinN (the library and
 #   GOMP_SPINCOUNT=N), hybridsync-run (the launcher: the library and a
-#   bounded OpenMP spin).
+#   bounded OpenMP spin), hybridsync-run-live (the launcher with
+#   HYBRIDSYNC_OPENMP=live: mdrun's OpenMP on LLVM's libomp, its spin
+#   adapted while it runs).
 # SETTINGS: alone,busy (default both). NTOMP=N (default 4). Needs
 # build/device/lib/libhybridsync.so and build/device/hs/bin/hybridsync-run
 # for the library's arms (experiments/apps/run.sh prepare; make install-lib
@@ -59,6 +61,7 @@ prefix() {
 	hybridsync) echo env LD_PRELOAD="$LIB" ;;
 	hybridsync-spin*) echo env LD_PRELOAD="$LIB" GOMP_SPINCOUNT="$(count "${1#hybridsync-spin}")" ;;
 	hybridsync-run) echo "$RUNNER" ;;
+	hybridsync-run-live) echo env HYBRIDSYNC_OPENMP=live "$RUNNER" ;;
 	*)
 		echo "gromacs-omp.sh: unknown arm $1" >&2
 		return 2

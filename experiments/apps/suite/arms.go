@@ -20,8 +20,12 @@ const ArmsHelp = `  cuda-default        the command as is
   hybridsync-run      under --launcher, the library's hybridsync-run CMD...: the
                       library preloaded, OpenMP's waits set for the contention
                       it measures at the start (see --contend-at-start)
+  hybridsync-run-live the same with HYBRIDSYNC_OPENMP=live: the launcher also
+                      preloads LLVM's libomp, which runs a program built for
+                      GNU libgomp, so that the library adapts its spin while
+                      the program runs
 
-The first three run unless --arms says otherwise. The last three start
+The first three run unless --arms says otherwise. The last four start
 from an environment without OMP_WAIT_POLICY, GOMP_SPINCOUNT and
 KMP_BLOCKTIME, so that each runs the setting it names; they need a
 program run as a process of its own (OpenMP reads them once, at load).`
@@ -33,7 +37,11 @@ var ompWaitVars = []string{"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"}
 
 // separateOnly are the arms only a program run as a process of its own
 // can take: what they set is read once, when the process starts.
-var separateOnly = []string{"omp-passive", "omp-spin1k", "hybridsync-run"}
+var separateOnly = []string{"omp-passive", "omp-spin1k", "hybridsync-run", "hybridsync-run-live"}
+
+// launched reports whether the arm starts the program through the
+// launcher.
+func launched(arm string) bool { return arm == "hybridsync-run" || arm == "hybridsync-run-live" }
 
 // LauncherName is the library's launcher, built to build/bin by `make
 // lib` and installed to PREFIX/bin by `make install-lib`.
@@ -42,7 +50,7 @@ const LauncherName = "hybridsync-run"
 // loadsLib reports whether the arm runs the program with libhybridsync
 // loaded, whose stats it then writes to HYBRIDSYNC_STATS.
 func loadsLib(arm string) bool {
-	return arm == "hybridsync" || arm == "hybridsync-linked" || arm == "hybridsync-run"
+	return arm == "hybridsync" || arm == "hybridsync-linked" || launched(arm)
 }
 
 // armEnv returns the environment an arm adds to the program's.
@@ -63,6 +71,8 @@ func (c *Config) armEnv(arm, statsFile string) []string {
 		env = append(env, "OMP_WAIT_POLICY=PASSIVE")
 	case "omp-spin1k":
 		env = append(env, "GOMP_SPINCOUNT=1000")
+	case "hybridsync-run-live":
+		env = append(env, "HYBRIDSYNC_OPENMP=live")
 	}
 	if loadsLib(arm) && statsFile != "" {
 		env = append(env, "HYBRIDSYNC_STATS="+statsFile)
@@ -84,7 +94,7 @@ func armUnset(arm string) []string {
 // arm starts it through the launcher.
 func (c *Config) armArgs(p *Program, arm string) []string {
 	argv := p.args(arm, c.Seconds)
-	if arm == "hybridsync-run" {
+	if launched(arm) {
 		argv = append([]string{c.Launcher}, argv...)
 	}
 	return argv
@@ -126,10 +136,10 @@ func LauncherFor(lib string) string {
 	return candidates[0]
 }
 
-// checkLauncher finds the launcher of the hybridsync-run arm, when it is
-// asked for: --launcher, else the one beside --lib (LauncherFor).
+// checkLauncher finds the launcher of the hybridsync-run arms, when one
+// is asked for: --launcher, else the one beside --lib (LauncherFor).
 func (c *Config) checkLauncher() error {
-	if !slices.Contains(c.Arms, "hybridsync-run") {
+	if !slices.ContainsFunc(c.Arms, launched) {
 		return nil
 	}
 	path := c.Launcher
@@ -170,7 +180,8 @@ func ompEnvNote(arms []string) string {
 
 // launcherNote says why the launcher's arm would see no contention: it
 // measures the CPUs' contention when the program starts, and the
-// setting goes in place at a ready line; "" where it is not so.
+// setting goes in place at a ready line; "" where it is not so (the
+// live arm follows the CPUs while the program runs).
 func (c *Config) launcherNote() string {
 	if !slices.Contains(c.Arms, "hybridsync-run") || c.ContendAtStart {
 		return ""

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // standinEnv are the variables the stand-in records.
 var standinEnv = []string{"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "LD_PRELOAD", "HYBRIDSYNC_STATS",
-	"HYBRIDSYNC_RUN_SET", "FAKE_LAUNCHER", "FAKE_LAUNCHER_SAW"}
+	"HYBRIDSYNC_RUN_SET", "HYBRIDSYNC_OPENMP", "FAKE_LAUNCHER", "FAKE_LAUNCHER_SAW"}
 
 // standinInfo is what a stand-in run saw: the CPUs each of its threads
 // may run on, the environment, and its parent's busy-loop co-runner: the

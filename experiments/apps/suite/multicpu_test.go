@@ -122,7 +122,7 @@ func TestSettingOnNCPUs(t *testing.T) {
 	t.Setenv("GOMP_SPINCOUNT", "77")
 	t.Setenv("KMP_BLOCKTIME", "5")
 	info, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
-	arms := []string{"cuda-default", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run"}
+	arms := []string{"cuda-default", "cuda-default-again", "omp-passive", "omp-spin1k", "hybridsync-run", "hybridsync-run-live"}
 	settings := []string{"nonex2", "while1x2"}
 	var log bytes.Buffer
 	c := Config{Programs: []Program{{Name: "omp", Command: standinCommand(t, "--info", info), CPUs: 2}},
@@ -148,7 +148,7 @@ func TestSettingOnNCPUs(t *testing.T) {
 		if !r.OK() || !slices.Equal(r.OnCPUs, want) {
 			t.Errorf("run %s %s: error %q, on CPUs %v; want %v", r.Contention, r.Arm, r.Error, r.OnCPUs, want)
 		}
-		if wantStats := r.Arm == "hybridsync-run"; (r.Stats != "") != wantStats || (wantStats && !strings.HasSuffix(r.Stats, "omp-run-"+r.Contention+"-1.json")) {
+		if wantStats := launched(r.Arm); (r.Stats != "") != wantStats || (wantStats && !strings.HasSuffix(r.Stats, "omp-"+strings.TrimPrefix(r.Arm, "hybridsync-")+"-"+r.Contention+"-1.json")) {
 			t.Errorf("run %s %s: stats %q", r.Contention, r.Arm, r.Stats)
 		}
 	}
@@ -186,6 +186,9 @@ func TestSettingOnNCPUs(t *testing.T) {
 		switch {
 		case env["FAKE_LAUNCHER"] == "1":
 			arm = "hybridsync-run"
+			if env["HYBRIDSYNC_OPENMP"] == "live" {
+				arm = "hybridsync-run-live"
+			}
 			if env["FAKE_LAUNCHER_SAW"] != "" || env["HYBRIDSYNC_STATS"] == "" {
 				t.Errorf("launcher's arm: the launcher got OpenMP variables %q, stats %q; want none, and a stats file", env["FAKE_LAUNCHER_SAW"], env["HYBRIDSYNC_STATS"])
 			}
@@ -202,13 +205,13 @@ func TestSettingOnNCPUs(t *testing.T) {
 		case env["OMP_WAIT_POLICY"] == "ACTIVE" && env["GOMP_SPINCOUNT"] == "77" && env["KMP_BLOCKTIME"] == "5":
 			arm = "cuda-default"
 		}
-		if env["LD_PRELOAD"] != os.Getenv("LD_PRELOAD") || (arm != "hybridsync-run" && env["HYBRIDSYNC_STATS"] != "") {
+		if env["LD_PRELOAD"] != os.Getenv("LD_PRELOAD") || (!launched(arm) && env["HYBRIDSYNC_STATS"] != "") {
 			t.Errorf("%s: LD_PRELOAD %q, HYBRIDSYNC_STATS %q", arm, env["LD_PRELOAD"], env["HYBRIDSYNC_STATS"])
 		}
 		count[setting+" "+arm]++
 	}
 	for _, s := range settings {
-		for _, a := range []string{"cuda-default", "omp-passive", "omp-spin1k", "hybridsync-run"} {
+		for _, a := range []string{"cuda-default", "omp-passive", "omp-spin1k", "hybridsync-run", "hybridsync-run-live"} {
 			n := map[bool]int{true: 2, false: 1}[a == "cuda-default"] // and cuda-default-again
 			if count[s+" "+a] != n {
 				t.Errorf("%s %s: %d runs with its environment, want %d (all: %v)", s, a, count[s+" "+a], n, count)
@@ -226,7 +229,7 @@ func TestSettingOnNCPUs(t *testing.T) {
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "omp while1x2 ") {
 		t.Errorf("table, want a row per setting:\n%s", table.String())
 	}
-	for _, h := range []string{"omp-passive wall", "omp-spin1k wall", "hybridsync-run wall", "A/A paired", "vs default paired"} {
+	for _, h := range []string{"omp-passive wall", "omp-spin1k wall", "hybridsync-run wall", "hybridsync-run-live wall", "A/A paired", "vs default paired"} {
 		if !strings.Contains(lines[0], h) {
 			t.Errorf("table header lacks %q:\n%s", h, lines[0])
 		}

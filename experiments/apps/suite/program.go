@@ -32,6 +32,7 @@ import (
 //	omp-passive        OMP_WAIT_POLICY=PASSIVE
 //	omp-spin1k         GOMP_SPINCOUNT=1000
 //	hybridsync-run     the command under Launcher (hybridsync-run CMD...)
+//	hybridsync-run-live the same with HYBRIDSYNC_OPENMP=live (OpenMP on libomp)
 //
 // Arms are the arms run unless asked otherwise; every program has them.
 var Arms = []string{"cuda-default", "cuda-blocking", "hybridsync"}

@@ -154,6 +154,8 @@ func statsFile(out string, p Program, arm, contention string, rep int) string {
 		name += "-linked"
 	case "hybridsync-run":
 		name += "-run"
+	case "hybridsync-run-live":
+		name += "-run-live"
 	}
 	f, _ := filepath.Abs(filepath.Join(out, "stats", fmt.Sprintf("%s-%s-%d.json", name, contention, rep+1)))
 	return f
