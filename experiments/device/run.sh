@@ -29,6 +29,13 @@ prepare() {
 	rm -f "$B/lib/libhybridsync.h"
 	cp libhybridsync/include/hybridsync.h "$B/include/"
 	CGO_ENABLED=1 go build -ldflags '-s -w' -o "$B/vgpu-probe" ./cmd/vgpu-probe
+	# LLVM's libomp for HYBRIDSYNC_OPENMP=live (the hybridsync-run-live
+	# arm), which the GPU machine may lack: there, point HYBRIDSYNC_LIBOMP
+	# at build/device/lib/libomp.so.5.
+	local omp
+	for omp in /usr/lib/*-linux-gnu/libomp.so.5; do
+		[ -e "$omp" ] && cp -L "$omp" "$B/lib/libomp.so.5" && break
+	done
 	ls -la "$B" "$B/lib"
 }
 
