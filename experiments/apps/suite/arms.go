@@ -195,6 +195,6 @@ func (c *Config) launcherNote() string {
 	if len(late) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("hybridsync-run chooses OpenMP's waits from the contention it measures when the program starts, and the settings go in place at the ready line of %s: it sees none there (--contend-at-start puts them in place before the start)",
+	return fmt.Sprintf("hybridsync-run chooses OpenMP's waits from the contention it measures when the program starts, and the settings go in place at the ready line of %s: it sees none there (--contend-at-start puts them in place before the start; the arm hybridsync-run-live follows them while the program runs)",
 		strings.Join(late, ", "))
 }
