@@ -87,16 +87,14 @@ func ForCPUSpeed(runs []Run) []Adjusted {
 // compareAdjusted is ForCPUSpeed for one cell: its repetitions, each arm's
 // point in it.
 func compareAdjusted(program, contention string, reps map[int]map[string]point) []Adjusted {
-	var arms []string
 	keys := slices.Sorted(maps.Keys(reps))
+	armSet := map[string]bool{}
 	for _, r := range keys {
 		for a := range reps[r] {
-			if !slices.Contains(arms, a) {
-				arms = append(arms, a)
-			}
+			armSet[a] = true
 		}
 	}
-	slices.Sort(arms)
+	arms := slices.Sorted(maps.Keys(armSet))
 	if !slices.Contains(arms, "cuda-default") || slices.ContainsFunc(arms, func(a string) bool { return runsOf(reps, keys, a) < 3 }) {
 		return nil
 	}
