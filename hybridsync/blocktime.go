@@ -30,10 +30,38 @@ import (
 // (docs/libhybridsync.md, "OpenMP waits and hybridsync-run"); and a
 // change is made at most once per blocktimeMinGap, the time one verdict
 // of the contention signal lasts.
+//
+// The regime is entered on one verdict, which a single late
+// scheduling-in gives (a few ms of a window): for the arm chooser that
+// costs an exploration, for the blocktime a program whose team sleeps
+// at every region's end. Alone, a program with more threads than its
+// team (PyTorch) meets such moments now and then, and ran slower at 0.
+// So where the contention signal keeps an account of the thread's waits
+// for its CPU (SchedSignal.Waited), the blocktime goes to 0 only once
+// the thread also waited blocktimeWaitShare of the time since its last
+// look: beside a busy neighbour a master waits a large share of it,
+// alone a few percent at most (the stats' sched.run_delay_seconds;
+// docs/BENCHMARKS.md, "Several OpenMP threads"). A hint page's verdict
+// needs no such check: the agent counts no thread of the program's own
+// as a competitor.
 
 // blocktimeMinGap: a thread's blocktime changes at most once in this
 // long (sharedHold: a shared verdict of the signal lasts as long).
 const blocktimeMinGap = sharedHold
+
+// blocktimeWaitShare, blocktimeWaitSpan: a thread in the contended
+// regime gets blocktime 0 once it waited for its CPU this share of the
+// judged time since its last look, taken over at least this long.
+const (
+	blocktimeWaitShare = 0.1
+	blocktimeWaitSpan  = 100_000_000
+)
+
+// waitAccount is a contention source that adds up a thread's waits for
+// its CPU (SchedSignal).
+type waitAccount interface {
+	Waited(tid int) (waited, span int64)
+}
 
 // libompDefaultBlocktime is libomp's own KMP_BLOCKTIME (ms): what a
 // thread returns to once free when hybridsync-run, not the program, set
@@ -67,6 +95,8 @@ type blocktimeThread struct {
 	original, current atomic.Int64
 	changed           atomic.Int64
 	firstAt           atomic.Int64 // when it made its first look
+	waited, span      atomic.Int64 // waitAccount's at the end of the last share taken
+	waitedMuch        atomic.Bool  // that share was blocktimeWaitShare or more
 }
 
 // EnableBlocktime turns the live adaptation of libomp's blocktime on or
@@ -110,7 +140,8 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 			want = int64(cur)
 		}
 	}
-	if s.chooser.contended(tid) {
+	much := s.waitedMuch(t, tid) // at every look, so that a share covers only the time since the last
+	if s.chooser.contended(tid) && (cur == 0 || much) {
 		want = 0
 	}
 	if want == int64(cur) || now-t.changed.Load() < blocktimeMinGap {
@@ -120,6 +151,25 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 	t.changed.Store(now)
 	s.bt.changes.Add(1)
 	return int(want)
+}
+
+// waitedMuch tells whether thread tid waited for its CPU
+// blocktimeWaitShare or more of the time since the last share was taken,
+// once blocktimeWaitSpan of it was judged (until then, the last share's
+// answer); true where the contention source keeps no account of waits.
+func (s *Syncer) waitedMuch(t *blocktimeThread, tid int) bool {
+	acc, ok := s.cont.(waitAccount)
+	if !ok {
+		return true
+	}
+	waited, span := acc.Waited(tid)
+	if span-t.span.Load() >= blocktimeWaitSpan {
+		share := float64(waited-t.waited.Load()) / float64(span-t.span.Load())
+		t.waited.Store(waited)
+		t.span.Store(span)
+		t.waitedMuch.Store(share >= blocktimeWaitShare)
+	}
+	return t.waitedMuch.Load()
 }
 
 // BlocktimeStats is the live adaptation of libomp's blocktime, for the

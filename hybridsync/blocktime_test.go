@@ -59,6 +59,63 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	}
 }
 
+// accounted is a contention source that also adds up the thread's waits
+// for its CPU, as SchedSignal does: each report's window waited share of
+// its length.
+type accounted struct {
+	settable
+	waited, span int64
+}
+
+func (a *accounted) Waited(int) (int64, int64) { return a.waited, a.span }
+
+func (a *accounted) window(dt int64, share float64) {
+	a.span += dt
+	a.waited += int64(share * float64(dt))
+}
+
+// TestBlocktimeNeedsWaits: where the contention signal accounts for the
+// thread's waits, a contended verdict sets 0 only once the thread waited
+// blocktimeWaitShare of the time since its last look, over at least
+// blocktimeWaitSpan: a late scheduling-in alone (PyTorch's own threads)
+// leaves the blocktime, a neighbour that takes a third of the time does
+// not; at 0 it stays while the regime holds, even as the waits fall (a
+// thread that sleeps hides them).
+func TestBlocktimeNeedsWaits(t *testing.T) {
+	const tid = 9
+	src := &accounted{settable: settable{c: ContentionFree}}
+	s := New(Config{Contention: src})
+	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
+	now := int64(1e9)
+	report := func(dt int64, share float64, cur int) int {
+		now += dt
+		src.window(dt, share)
+		s.Report(tid, nil, now, RunDelay{})
+		return s.Blocktime(tid, now, cur)
+	}
+	report(0, 0, 200)
+	for i := range 10 {
+		src.c = ContentionShared // one late scheduling-in: a shared verdict, 1% of the time waited
+		if got := report(200e6, 0.01, 200); got != -1 {
+			t.Fatalf("report %d: contended, waited 1%%: set %d, want -1", i, got)
+		}
+	}
+	if got := report(50e6, 0.5, 200); got != -1 {
+		t.Fatalf("waited half of 50 ms, under blocktimeWaitSpan: set %d, want -1", got)
+	}
+	if got := report(60e6, 0.5, 200); got != 0 {
+		t.Fatalf("waited half of 110 ms: set %d, want 0", got)
+	}
+	if got := report(200e6, 0.01, 0); got != -1 {
+		t.Fatalf("at 0, still contended, waits hidden: set %d, want -1", got)
+	}
+	src.c = ContentionFree
+	report(100e6, 0, 0)
+	if got := report(regimeExit, 0, 0); got != 200 {
+		t.Fatalf("free past regimeExit: set %d, want 200", got)
+	}
+}
+
 // TestBlocktimeFreeAfterLauncher: a thread that started with the
 // launcher's 0 (its CPUs were contended at start) gets libomp's default
 // once they are free, not the 0 of its first look.

@@ -147,3 +147,20 @@ func TestWindowAdd(t *testing.T) {
 		t.Errorf("sum with an unknown CPU time: %+v", s)
 	}
 }
+
+// TestWaitedCountsSteal: a thread's waits for its CPU add up its run
+// delay and its CPU's steal over each judged window (inside a guest the
+// host's other vCPUs show only as steal), under a quota too.
+func TestWaitedCountsSteal(t *testing.T) {
+	var g SchedSignal
+	th := g.thread(5)
+	judge(th, 1e9, schedWindow{dt: 100e6, cpu: -1, delay: 10e6, runs: 2, idle: -1}, 0)
+	judge(th, 2e9, schedWindow{dt: 100e6, cpu: -1, delay: 0, runs: 2, steal: 0.25, idle: -1}, 0)
+	judge(th, 3e9, schedWindow{dt: 50e6, cpu: -1, delay: 5e6, runs: 1, idle: -1}, 100e6)
+	if waited, span := g.Waited(5); waited != 40e6 || span != 250e6 {
+		t.Errorf("Waited: %d of %d ns, want 40 ms (10 + 25 steal + 5) of 250 ms", waited, span)
+	}
+	if waited, span := g.Waited(6); waited != 0 || span != 0 {
+		t.Errorf("a thread never judged: %d of %d, want 0 of 0", waited, span)
+	}
+}

@@ -87,6 +87,7 @@ type threadSched struct {
 
 	// Totals over the windows judged, for the stats.
 	sumDt, sumDelay, sumRuns, sumThrottled atomic.Int64
+	sumStolen                              atomic.Int64 // the windows' steal fraction times their length
 
 	// pending: under a CPU quota, the windows not judged yet (see judge);
 	// only the sampler, which holds busy, touches it.
@@ -123,6 +124,14 @@ func (g *SchedSignal) Descheduled(tid int) { g.thread(tid).last.Store(1) }
 // contended CPUs while thread tid waits, an OpenMP team at its barrier
 // (teamScan); known is false where the threads cannot be read.
 func (g *SchedSignal) Team(tid int, now int64) (team, known bool) { return g.team.Team(tid, now) }
+
+// Waited returns what thread tid's judged windows add up to (ns): the
+// time it waited for its CPU, in the run queue or stolen by the host
+// (its CPU's steal fraction over each window), and their length.
+func (g *SchedSignal) Waited(tid int) (waited, span int64) {
+	t := g.thread(tid)
+	return t.sumDelay.Load() + t.sumStolen.Load(), t.sumDt.Load()
+}
 
 // QuotaPeriod returns the period (ns) of the CPU quota of the process's
 // innermost cgroup that has one, as of the last sample; 0: none (or not
@@ -203,6 +212,7 @@ func judge(t *threadSched, now int64, w schedWindow, period int64) {
 	t.sumDt.Add(w.dt)
 	t.sumDelay.Add(w.delay)
 	t.sumRuns.Add(w.runs)
+	t.sumStolen.Add(int64(w.steal * float64(w.dt)))
 	t.sumThrottled.Add(w.throttled)
 	if w.throttled > 0 {
 		t.throttleTo.Store(now + throttledHold)
