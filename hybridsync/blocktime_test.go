@@ -78,8 +78,8 @@ func (a *accounted) window(dt int64, share float64) {
 // thread's waits, a contended verdict sets 0 only once the thread waited
 // blocktimeWaitShare of the time since its last look, over at least
 // blocktimeWaitSpan: a late scheduling-in alone (PyTorch's own threads)
-// leaves the blocktime, a neighbour that takes a third of the time does
-// not; at 0 it stays while the regime holds, even as the waits fall (a
+// leaves the blocktime, a neighbour that makes it wait half the time
+// does not; at 0 it stays while the regime holds, even as the waits fall (a
 // thread that sleeps hides them).
 func TestBlocktimeNeedsWaits(t *testing.T) {
 	const tid = 9

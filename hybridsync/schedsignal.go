@@ -85,7 +85,7 @@ type threadSched struct {
 	throttled            atomic.Int64 // cgroup throttled time at the last sample
 	sharedTo, throttleTo atomic.Int64 // verdicts hold until these times
 
-	// Totals over the windows judged, for the stats.
+	// Totals over the windows judged, for the stats and Waited.
 	sumDt, sumDelay, sumRuns, sumThrottled atomic.Int64
 	sumStolen                              atomic.Int64 // the windows' steal fraction times their length
 
