@@ -213,7 +213,11 @@ type Row struct {
 // and the A/A arm, which have columns of their own, and hybridsync,
 // which is compared with both CUDA modes.
 func pairedWithDefault(arm string) bool {
-	return !slices.Contains([]string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync"}, arm)
+	switch arm {
+	case "cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync":
+		return false
+	}
+	return true
 }
 
 // Summarize computes the table from runs, rows in the order of programs
@@ -320,7 +324,10 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				row.AAPaired = Pair(by[key{p, c, "cuda-default-again"}], by[key{p, c, "cuda-default"}])
 			}
 			for _, a := range arms {
-				if pr := Pair(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil && pairedWithDefault(a) {
+				if !pairedWithDefault(a) {
+					continue
+				}
+				if pr := Pair(by[key{p, c, a}], by[key{p, c, "cuda-default"}]); pr != nil {
 					if row.VsDefaultPaired == nil {
 						row.VsDefaultPaired = map[string]*Paired{}
 					}
