@@ -549,6 +549,16 @@ func ompStep(t *testing.T, prog string, viaLauncher bool, cpus [2]int, steps int
 // returns what stops them.
 func busyLoops(t *testing.T, cpus [2]int) func() {
 	t.Helper()
+	stop, err := startLoops(cpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stop
+}
+
+// startLoops starts a busy loop pinned on each of cpus and returns what
+// stops them; none is left running on an error.
+func startLoops(cpus [2]int) (func(), error) {
 	var loops []*exec.Cmd
 	stop := func() {
 		for _, c := range loops {
@@ -560,11 +570,11 @@ func busyLoops(t *testing.T, cpus [2]int) func() {
 		c := exec.Command("taskset", "-c", strconv.Itoa(cpu), "/bin/sh", "-c", "while :; do :; done")
 		if err := c.Start(); err != nil {
 			stop()
-			t.Fatal(err)
+			return nil, err
 		}
 		loops = append(loops, c)
 	}
-	return stop
+	return stop, nil
 }
 
 // ompArms runs the program as it is and through the launcher, reps times
@@ -851,34 +861,29 @@ func TestBlocktimeLive(t *testing.T) {
 		// its blocktime set to 0, which libgomp's spin could not.
 		gnu := needGNUOpenMP(t)
 		var mu sync.Mutex
-		var loops []*exec.Cmd
+		var stop func()
+		var lateErr error
 		late := time.AfterFunc(time.Second, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			for _, cpu := range cpus {
-				c := exec.Command("taskset", "-c", strconv.Itoa(cpu), "/bin/sh", "-c", "while :; do :; done")
-				if c.Start() == nil {
-					loops = append(loops, c)
-				}
-			}
+			stop, lateErr = startLoops(cpus)
 		})
 		defer func() {
 			late.Stop()
 			mu.Lock()
 			defer mu.Unlock()
-			for _, c := range loops {
-				c.Process.Kill()
-				c.Wait()
+			if stop != nil {
+				stop()
 			}
 		}()
 		d := liveRunVia(t, []string{launcher()}, gnu, cpus, 600, "HYBRIDSYNC_OPENMP=live")
 		l := d.OpenMP.BlocktimeLive
 		t.Logf("runtime %s, %v; master's run delay %.2f s of %.2f s", d.OpenMP.Runtime, l, d.Sched.RunDelay, d.Sched.Seconds)
 		mu.Lock()
-		started := len(loops) == len(cpus)
+		started, err := stop != nil, lateErr
 		mu.Unlock()
 		if !started {
-			t.Fatalf("the busy loops did not start within the run (%.2f s)", d.Sched.Seconds)
+			t.Fatalf("the busy loops did not start within the run (%.2f s): %v", d.Sched.Seconds, err)
 		}
 		if !strings.Contains(d.OpenMP.Runtime, "libomp") || !l.Active || l.Changes < 1 || l.CurrentMS == nil || *l.CurrentMS != 0 ||
 			slices.Contains(d.OpenMP.SetByHybridsyncRun, "KMP_BLOCKTIME") {
