@@ -403,3 +403,31 @@ func currentCPU() int {
 	}
 	return int(cpu)
 }
+
+// CPUContention is what a vCPU page says of CPU cpu of this guest now
+// (ok false: no usable vCPU page, or its slot for cpu does not know). The
+// OpenMP follower (ompfollow.go) asks it for each CPU the program may run
+// on: inside a VM the host's neighbour shows only here, and as steal.
+func (h *HintSource) CPUContention(cpu int, now int64) (Contention, bool) {
+	if now-h.checked.Load() > reopenEvery {
+		h.reopen(now)
+	}
+	f := h.file.Load()
+	if f == nil || f.Header().Flags&hintpage.FlagVCPU == 0 {
+		return ContentionUnknown, false
+	}
+	var s hintpage.Slot
+	if err := f.ReadSlot(cpu, &s); err != nil {
+		h.fallbacks[reason(err)].Add(1)
+		return ContentionUnknown, false
+	}
+	if err := s.Check(h.pageClock(now, &s), hintMaxAge, hintSkew); err != nil {
+		h.fallbacks[reason(err)].Add(1)
+		return ContentionUnknown, false
+	}
+	c, known := hintContention(s.Contention)
+	if known {
+		h.used.Add(1)
+	}
+	return c, known
+}

@@ -20,9 +20,11 @@ import (
 // once; on CPUs shared with a busy neighbour it burns the slice the
 // team's other threads, the master first, need. So the setting follows
 // the same signal as the CUDA waits: whether the program's CPUs are
-// contended. libgomp reads its setting once, in its constructor, before
-// any preloaded library runs: the launcher (hybridsync-run) asks
-// OpenMPEnv before it starts the program.
+// contended, while the program runs (ompfollow.go for libgomp,
+// blocktime.go for libomp). libgomp reads its setting once, in its
+// constructor, before any preloaded library runs: the launcher
+// (hybridsync-run) asks OpenMPEnv what to give the program before it
+// starts it.
 
 // OpenMPProbe is how long OpenMPEnv watches each CPU.
 const OpenMPProbe = 100 * time.Millisecond
@@ -52,6 +54,9 @@ type OpenMPVerdict struct {
 	Env []string
 	// Set is HYBRIDSYNC_OPENMP where it chose without measuring.
 	Set string
+	// Follow: the library follows libgomp's spin while the program runs
+	// (Env holds GompSpinMarker); nothing was measured.
+	Follow bool
 	// Preload is a library to preload after libhybridsync: LLVM's libomp
 	// under HYBRIDSYNC_OPENMP=live, which takes over the GOMP_* entry
 	// points of a program built for GNU libgomp (libomp implements
@@ -72,13 +77,18 @@ func (v OpenMPVerdict) String() string {
 	if v.Set != "" {
 		return fmt.Sprintf("HYBRIDSYNC_OPENMP=%s: %s", v.Set, env)
 	}
+	if v.Follow {
+		return fmt.Sprintf("%s: the library follows libgomp's spin while the program runs (libomp's blocktime at its CUDA waits)", env)
+	}
 	return fmt.Sprintf("CPUs %v waited %.0f%% of a %v probe at most: %s", v.CPUs, 100*v.Waited, OpenMPProbe, env)
 }
 
 // The values of HYBRIDSYNC_OPENMP, which OpenMPEnv follows: auto (or
-// unset) measures; bounded and default skip the measurement and give
-// the bounded spin, or the runtime's defaults; live measures as auto and
-// runs the program's OpenMP on LLVM's libomp (OpenMPVerdict.Preload).
+// unset) gives libgomp GompSpinMarker, whose spin the library then
+// follows while the program runs; bounded and default give the bounded
+// spin, or the runtime's defaults, for the whole run; live measures the
+// CPUs at start and runs the program's OpenMP on LLVM's libomp
+// (OpenMPVerdict.Preload).
 const (
 	OpenMPAuto    = "auto"
 	OpenMPBounded = "bounded"
@@ -140,14 +150,16 @@ func libomp() (string, error) {
 		strings.Join(libompCandidates, ", "), EnvLibomp)
 }
 
-// OpenMPEnv returns the OpenMP wait settings for a program started now
-// on the CPUs this process may run on: as HYBRIDSYNC_OPENMP (mode) says,
-// or, by default, measured by spinning a thread on each of them for
-// OpenMPProbe.
+// OpenMPEnv returns the OpenMP wait settings for a program started now,
+// as HYBRIDSYNC_OPENMP (mode) says. Only live measures (spinning a
+// thread on each CPU this process may run on for OpenMPProbe): the
+// default decides nothing at start, so a program started often pays no
+// probe.
 func OpenMPEnv(mode string) (OpenMPVerdict, error) {
 	var v OpenMPVerdict
 	switch mode {
 	case "", OpenMPAuto:
+		return OpenMPVerdict{Env: []string{"GOMP_SPINCOUNT=" + strconv.Itoa(GompSpinMarker)}, Follow: true}, nil
 	case OpenMPBounded:
 		return OpenMPVerdict{Env: OpenMPSpin, Set: mode}, nil
 	case OpenMPDefault:

@@ -7,6 +7,7 @@
 //	deleg.c, life.c,    which waits go to CUDA's own; initialisation;
 //	schedstat.c,        the thread's run delay; the C side's stats and
 //	stats.c             the stats file at exit
+//	gompspin.c          libgomp's spin count, found and set (ompfollow.go decides)
 //	main.go (here)      Go: configuration, the hybridsync engine's verdicts, the stats
 //	libhybridsync/hscore          the C core: CUDA, its waits, the launch registry
 //

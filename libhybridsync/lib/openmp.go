@@ -122,6 +122,10 @@ type openMP struct {
 	// BlocktimeLive: libomp's blocktime as the library adapts it while
 	// the program runs (hybridsync/blocktime.go).
 	BlocktimeLive *hybridsync.BlocktimeStats `json:"blocktime_live,omitempty"`
+	// SpinLive: libgomp's spin as the library follows it while the
+	// program runs (hybridsync/ompfollow.go); absent where hybridsync-run
+	// did not ask for it.
+	SpinLive *hybridsync.OMPFollowStats `json:"spin_live,omitempty"`
 }
 
 // ompWaitEnv are the variables that set an OpenMP runtime's waits.
@@ -159,7 +163,7 @@ func ompRuntime() string {
 // openMPStats makes the stats' openmp object, with the live adaptation's
 // stats bt.
 func openMPStats(bt *hybridsync.BlocktimeStats) *openMP {
-	o := &openMP{Runtime: "none", Env: map[string]string{}, SetByHybridsyncRun: []string{}, BlocktimeLive: bt}
+	o := &openMP{Runtime: "none", Env: map[string]string{}, SetByHybridsyncRun: []string{}, BlocktimeLive: bt, SpinLive: followStats()}
 	names, paths := ompRuntimes()
 	o.Libraries = paths
 	if len(names) > 0 {

@@ -97,7 +97,8 @@ unsigned long hs_waits_counted(int kind, int path)
  * found the library unable to start says so ("engaged": false and why), so
  * that a user who asked for stats is told rather than left to wonder why
  * the numbers are missing; one that never waited writes nothing (it may
- * never have used CUDA at all). */
+ * never have used CUDA at all), unless the library followed its OpenMP
+ * waits. */
 __attribute__((destructor)) static void write_stats_at_exit(void)
 {
 	if (hs_in_forked_child())
@@ -109,6 +110,12 @@ __attribute__((destructor)) static void write_stats_at_exit(void)
 	case HS_LIB_DONE:
 		if (hs_lib_error()[0])
 			hsgo_write_unengaged((char *)hs_lib_error());
+		break;
+	case HS_LIB_NEW:
+		/* Without a CUDA wait, what the library did to the program's
+		 * OpenMP is still worth the file (ompfollow.go). */
+		if (hsgo_following())
+			hsgo_write_unengaged("the program made no CUDA wait");
 		break;
 	}
 }

@@ -1,0 +1,331 @@
+package hybridsync
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// GNU libgomp's spin, followed while the program runs. A thread of
+// libgomp's team waiting at a barrier spins GOMP_SPINCOUNT iterations
+// before it sleeps (~300,000 by default, milliseconds). On CPUs of its
+// own that spin is what makes the next parallel region start at once; on
+// CPUs shared with a busy neighbour it burns the slice the team's other
+// threads need (openmp.go). Neighbours come and go while a program runs,
+// so a choice made at start is right only while they stay as they were.
+//
+// libgomp reads its spin count from a variable at every wait but offers
+// no call to change it. hybridsync-run therefore starts the program with
+// GOMP_SPINCOUNT=GompSpinMarker, a count libgomp treats as its default
+// would be, and the library finds the one word of libgomp's data that
+// holds that value (libhybridsync/lib/gompspin.c) and sets it as the
+// CPUs' contention says: GompSpinBounded while a neighbour competes for
+// them, the marker (the default spin) otherwise.
+//
+// The signal is the program's own threads' waits for their CPUs over a
+// window: a thread that was runnable a good part of the window and spent
+// ompWaitShare of that runnable time waiting for its CPU has a neighbour
+// (alone, a thread waits a few percent at most). The share is taken of
+// runnable time, not of the window, so that it holds whether the team
+// spins (runnable all the window, waiting half of it beside a busy loop)
+// or sleeps at its barriers (runnable only for its work, still waiting
+// half of that): the verdict does not change because the spin did. A
+// CPU's steal (a VM whose hypervisor reports it) and, inside a VM, the
+// host agent's page (HintSource.CPUContention) count too: TCG guests and
+// some clouds report no steal, and the host's neighbour shows to the guest
+// only there.
+
+// GompSpinMarker is the GOMP_SPINCOUNT hybridsync-run gives libgomp: close
+// to libgomp's own default of 300,000, so that a program the library does
+// not follow (its libgomp copy not found) waits as it would by default,
+// and unlike any other word of libgomp's data.
+const GompSpinMarker = 299917
+
+// GompSpinBounded is the spin while the CPUs are contended: 1000
+// iterations (a pause and a load each, 10-40 ns: about a wake-up from
+// another CPU), as OpenMPSpin.
+const GompSpinBounded = 1000
+
+// Follower timing: a window is read every ompTick; one contended window
+// bounds the spin, ompLeaveAfter free ones in a row give it back (a
+// neighbour that left is gone for good more often than one that came is,
+// and the default spin costs more beside a neighbour than the bound costs
+// alone).
+const (
+	ompTick       = 100 * time.Millisecond
+	ompLeaveAfter = 5
+	// ompRunnable: a thread counts in a window where it was runnable
+	// (running or waiting for its CPU) this share of it or more.
+	ompRunnable = 0.05
+	// ompWaitShare: the share of its runnable time a counted thread
+	// waited for its CPU from which the window is contended.
+	ompWaitShare = 0.2
+	// ompSteal: a CPU stolen this share of the window is contended.
+	ompSteal = 0.1
+	// ompLocateFor: how long after libgomp is loaded the marker is looked
+	// for before the library gives up (a libgomp being loaded runs its
+	// constructor after it is listed).
+	ompLocateFor = 2 * time.Second
+)
+
+// ompWindow is what the follower read over one window.
+type ompWindow struct {
+	span    int64       // ns
+	threads []threadUse // each thread's run time and run delay in it
+	steal   []float64   // each CPU's stolen share of it
+	page    []Contention
+}
+
+type threadUse struct{ run, delay int64 }
+
+// ompContended is one window's verdict: whether a neighbour competes for
+// the program's CPUs.
+func ompContended(w ompWindow) bool {
+	for _, c := range w.page {
+		if c == ContentionShared || c == ContentionThrottled {
+			return true
+		}
+	}
+	for _, s := range w.steal {
+		if s >= ompSteal {
+			return true
+		}
+	}
+	if w.span <= 0 {
+		return false
+	}
+	for _, t := range w.threads {
+		r := t.run + t.delay
+		if float64(r) >= ompRunnable*float64(w.span) && float64(t.delay) >= ompWaitShare*float64(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// SpinWord is libgomp's spin count as the library reaches it
+// (libhybridsync/lib/gompspin.c).
+type SpinWord interface {
+	// Loaded says whether a libgomp is loaded.
+	Loaded() bool
+	// Locate finds the word holding marker: how many libgomp copies it
+	// now knows (0: none yet), an error where it cannot tell which word
+	// it is, and the first copy's file.
+	Locate(marker uint64) (n int, file string, err error)
+	// Store sets the located words.
+	Store(v uint64)
+}
+
+// OMPFollower sets libgomp's spin as its program's CPUs' contention says,
+// while the program runs.
+type OMPFollower struct {
+	word  SpinWord
+	hints *HintSource // nil: none
+	log   func(format string, args ...any)
+
+	mu      sync.Mutex
+	prev    map[int]threadUse
+	prevAt  int64
+	steal0  map[int]int64
+	cpus    []int
+	free    int // free windows in a row while bounded
+	bounded bool
+
+	active                      atomic.Bool
+	why                         atomic.Pointer[string]
+	file                        atomic.Pointer[string]
+	windows, contended, changes atomic.Uint64
+	current                     atomic.Uint64
+}
+
+// NewOMPFollower returns a follower of word, reading the page hints too
+// where it is not nil; log gets a line at each change of the spin.
+func NewOMPFollower(word SpinWord, hints *HintSource, log func(string, ...any)) *OMPFollower {
+	f := &OMPFollower{word: word, hints: hints, log: log, prev: map[int]threadUse{}}
+	f.setWhy("libgomp not loaded (yet)")
+	f.current.Store(GompSpinMarker)
+	return f
+}
+
+func (f *OMPFollower) setWhy(s string) { f.why.Store(&s) }
+
+// Run follows until stop is closed, or returns once it knows it cannot
+// (the reason is in Stats).
+func (f *OMPFollower) Run(stop <-chan struct{}) {
+	t := time.NewTicker(ompTick)
+	defer t.Stop()
+	var loadedAt time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if f.active.Load() {
+			f.step(Now())
+			continue
+		}
+		if !f.word.Loaded() {
+			continue
+		}
+		if loadedAt.IsZero() {
+			loadedAt = time.Now()
+		}
+		n, file, err := f.word.Locate(GompSpinMarker)
+		switch {
+		case err != nil:
+			f.setWhy(err.Error())
+			return
+		case n > 0:
+			f.file.Store(&file)
+			f.setWhy("")
+			f.active.Store(true)
+		case time.Since(loadedAt) > ompLocateFor:
+			f.setWhy(fmt.Sprintf("no libgomp holds GOMP_SPINCOUNT=%d in its data: its spin stays as set at start", GompSpinMarker))
+			return
+		}
+	}
+}
+
+// step reads one window and sets the spin from it.
+func (f *OMPFollower) step(now int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.read(now); ok {
+		f.apply(ompContended(w))
+	}
+}
+
+// apply takes one window's verdict: a contended window bounds the spin at
+// once, ompLeaveAfter free ones in a row give it back.
+func (f *OMPFollower) apply(contended bool) {
+	f.windows.Add(1)
+	switch {
+	case contended:
+		f.contended.Add(1)
+		f.free = 0
+		if !f.bounded {
+			f.set(true)
+		}
+	case f.bounded:
+		if f.free++; f.free >= ompLeaveAfter {
+			f.set(false)
+		}
+	}
+}
+
+func (f *OMPFollower) set(bounded bool) {
+	f.bounded = bounded
+	v, why := uint64(GompSpinMarker), "free"
+	if bounded {
+		v, why = GompSpinBounded, "contended"
+	}
+	f.word.Store(v)
+	f.current.Store(v)
+	f.changes.Add(1)
+	if f.log != nil {
+		f.log("libgomp spin count %d (CPUs %s)", v, why)
+	}
+}
+
+// read closes the window that started at the last read; ok is false for
+// the first read, which only starts one.
+func (f *OMPFollower) read(now int64) (ompWindow, bool) {
+	if f.cpus == nil {
+		f.cpus = affinityCPUs()
+	}
+	cur := readThreads()
+	steal := readSteal()
+	w := ompWindow{span: now - f.prevAt}
+	first := f.prevAt == 0
+	for tid, u := range cur {
+		if p, ok := f.prev[tid]; ok {
+			w.threads = append(w.threads, threadUse{u.run - p.run, u.delay - p.delay})
+		}
+	}
+	for _, c := range f.cpus {
+		a, ok1 := f.steal0[c]
+		b, ok2 := steal[c]
+		if ok1 && ok2 && w.span > 0 {
+			w.steal = append(w.steal, float64(b-a)*clockTick.Seconds()/(float64(w.span)/1e9))
+		}
+		if f.hints != nil {
+			if cc, ok := f.hints.CPUContention(c, now); ok {
+				w.page = append(w.page, cc)
+			}
+		}
+	}
+	f.prev, f.prevAt, f.steal0 = cur, now, steal
+	return w, !first
+}
+
+// readThreads reads each thread of the process's run time and run delay.
+func readThreads() map[int]threadUse {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(teamMaxThreads)
+	d.Close()
+	out := make(map[int]threadUse, len(names))
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if run, delay, _, ok := readSchedstatAll("/proc/self/task/" + name + "/schedstat"); ok {
+			out[tid] = threadUse{run, delay}
+		}
+	}
+	return out
+}
+
+// affinityCPUs are the CPUs this process may run on (none where that
+// cannot be read).
+func affinityCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return []int{}
+	}
+	cpus := []int{}
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// OMPFollowStats is what the follower did, for the stats' openmp object.
+type OMPFollowStats struct {
+	// Active: the library found libgomp's spin count and sets it; Why:
+	// what keeps it off.
+	Active bool   `json:"active"`
+	Why    string `json:"why,omitempty"`
+	// Library: the libgomp whose spin count it sets.
+	Library string `json:"library,omitempty"`
+	// SpinCount: the spin as last set; Changes: how often it was set.
+	SpinCount uint64 `json:"spin_count"`
+	Changes   uint64 `json:"changes"`
+	// Windows: windows read; Contended: of those, contended.
+	Windows   uint64 `json:"windows"`
+	Contended uint64 `json:"contended"`
+}
+
+// Stats returns what the follower did.
+func (f *OMPFollower) Stats() OMPFollowStats {
+	st := OMPFollowStats{Active: f.active.Load(), SpinCount: f.current.Load(), Changes: f.changes.Load(),
+		Windows: f.windows.Load(), Contended: f.contended.Load()}
+	if w := f.why.Load(); w != nil {
+		st.Why = *w
+	}
+	if p := f.file.Load(); p != nil {
+		st.Library = *p
+	}
+	return st
+}

@@ -1,0 +1,116 @@
+package hybridsync
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// A window is contended where a thread that was runnable a good part of
+// it waited a share of that for its CPU, whether it spun all the window
+// or slept between its work; where a CPU was stolen from; or where the
+// host's page says a CPU is shared or throttled. Alone, a thread's few
+// percent of waiting, a thread that barely ran, and a page that says free
+// are not.
+func TestOMPContended(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	span := 100 * ms
+	cases := []struct {
+		name string
+		w    ompWindow
+		want bool
+	}{
+		{"spinning beside a busy loop", ompWindow{span: span, threads: []threadUse{{50 * ms, 50 * ms}}}, true},
+		{"sleeping at barriers beside a busy loop", ompWindow{span: span, threads: []threadUse{{6 * ms, 4 * ms}}}, true},
+		{"alone", ompWindow{span: span, threads: []threadUse{{95 * ms, 2 * ms}, {40 * ms, 1 * ms}}}, false},
+		{"a thread that barely ran", ompWindow{span: span, threads: []threadUse{{1 * ms, 2 * ms}}}, false},
+		{"one CPU of four shared", ompWindow{span: span, threads: []threadUse{{90 * ms, 0}, {90 * ms, 0}, {90 * ms, 0}, {50 * ms, 45 * ms}}}, true},
+		{"steal", ompWindow{span: span, steal: []float64{0, 0.3}}, true},
+		{"a little steal", ompWindow{span: span, steal: []float64{0.02, 0.05}}, false},
+		{"the page says shared", ompWindow{span: span, page: []Contention{ContentionFree, ContentionShared}}, true},
+		{"the page says throttled", ompWindow{span: span, page: []Contention{ContentionThrottled}}, true},
+		{"the page says free", ompWindow{span: span, page: []Contention{ContentionFree, ContentionFree}}, false},
+		{"no window", ompWindow{threads: []threadUse{{50 * ms, 50 * ms}}}, false},
+	}
+	for _, c := range cases {
+		if got := ompContended(c.w); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// fakeWord is libgomp's spin count for the follower's state machine (the
+// real one is found in a real libgomp by libhybridsync/ctest).
+type fakeWord struct {
+	loaded bool
+	n      int
+	err    error
+	stored []uint64
+}
+
+func (w *fakeWord) Loaded() bool                       { return w.loaded }
+func (w *fakeWord) Locate(uint64) (int, string, error) { return w.n, "libgomp.so.1", w.err }
+func (w *fakeWord) Store(v uint64)                     { w.stored = append(w.stored, v) }
+
+// The spin is bounded at the first contended window and given back only
+// after ompLeaveAfter free ones in a row; a contended window in between
+// starts the count again. Each change is stored once.
+func TestOMPFollowerLeaves(t *testing.T) {
+	w := &fakeWord{}
+	f := NewOMPFollower(w, nil, nil)
+	f.apply(false)
+	if len(w.stored) != 0 {
+		t.Fatalf("a free window stored %v", w.stored)
+	}
+	f.apply(true)
+	for range ompLeaveAfter - 1 {
+		f.apply(false)
+	}
+	f.apply(true) // back before it left
+	for range ompLeaveAfter - 1 {
+		f.apply(false)
+	}
+	if want := []uint64{GompSpinBounded}; len(w.stored) != 1 || w.stored[0] != want[0] {
+		t.Fatalf("stored %v before %d free windows in a row, want %v", w.stored, ompLeaveAfter, want)
+	}
+	f.apply(false)
+	if len(w.stored) != 2 || w.stored[1] != GompSpinMarker {
+		t.Fatalf("stored %v, want the marker back after %d free windows", w.stored, ompLeaveAfter)
+	}
+	st := f.Stats()
+	if st.SpinCount != GompSpinMarker || st.Changes != 2 || st.Contended != 2 || st.Windows != 2*ompLeaveAfter+2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// Run gives up, with the reason in the stats, where libgomp holds the
+// marker twice, and where it is loaded but never holds it; it keeps
+// waiting while no libgomp is loaded.
+func TestOMPFollowerGivesUp(t *testing.T) {
+	run := func(w *fakeWord, within time.Duration) (OMPFollowStats, bool) {
+		f := NewOMPFollower(w, nil, nil)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { f.Run(stop); close(done) }()
+		select {
+		case <-done:
+			return f.Stats(), true
+		case <-time.After(within):
+			close(stop)
+			<-done
+			return f.Stats(), false
+		}
+	}
+	st, ended := run(&fakeWord{loaded: true, err: errors.New("twice")}, time.Minute)
+	if !ended || st.Active || st.Why != "twice" {
+		t.Errorf("marker twice: ended %v, %+v", ended, st)
+	}
+	st, ended = run(&fakeWord{loaded: true}, time.Minute)
+	if !ended || st.Active || st.Why == "" {
+		t.Errorf("marker never found: ended %v, %+v", ended, st)
+	}
+	st, ended = run(&fakeWord{}, ompLocateFor+time.Second)
+	if ended || st.Active {
+		t.Errorf("no libgomp: ended %v, %+v; want it still waiting", ended, st)
+	}
+}

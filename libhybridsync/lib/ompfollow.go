@@ -1,0 +1,69 @@
+package main
+
+/*
+#include "core.h"
+#include "gompspin.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+)
+
+// follower follows libgomp's spin while the program runs
+// (hybridsync/ompfollow.go): started as the library loads, where
+// hybridsync-run gave the program GOMP_SPINCOUNT=GompSpinMarker, whether
+// or not the program ever calls CUDA. nil otherwise.
+var follower *hybridsync.OMPFollower
+
+func init() {
+	marker := strconv.Itoa(hybridsync.GompSpinMarker)
+	if v, ok := os.LookupEnv("GOMP_SPINCOUNT"); !ok || v != marker || !hybridsync.SetByRun(os.LookupEnv, "GOMP_SPINCOUNT", v) {
+		return
+	}
+	// The page is read only where it says how the host shares this
+	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
+	// said by the library's configuration check, not here.
+	hints, _ := hybridsync.HintsFromEnv(os.Getenv, nil, nil)
+	follower = hybridsync.NewOMPFollower(gompWord{}, hints, func(format string, args ...any) {
+		logf(C.HS_LOG_INFO, format, args...)
+	})
+	go follower.Run(nil)
+}
+
+// gompWord is libgomp's spin count in this process (gompspin.c).
+type gompWord struct{}
+
+func (gompWord) Loaded() bool { return C.hs_gomp_libgomp() != 0 }
+
+func (gompWord) Locate(marker uint64) (int, string, error) {
+	var name [512]C.char
+	n := int(C.hs_gomp_locate(C.ulonglong(marker), &name[0], C.ulong(len(name))))
+	if n < 0 {
+		return 0, "", errors.New(fmt.Sprint("a libgomp holds GOMP_SPINCOUNT=", marker, " in more than one place: its spin stays as set at start"))
+	}
+	return n, C.GoString((*C.char)(unsafe.Pointer(&name[0]))), nil
+}
+
+func (gompWord) Store(v uint64) { C.hs_gomp_store(C.ulonglong(v)) }
+
+// followStats is the follower's stats, nil where it was not started.
+func followStats() *hybridsync.OMPFollowStats {
+	if follower == nil {
+		return nil
+	}
+	st := follower.Stats()
+	return &st
+}
+
+// hsgo_following says whether the follower was started (stats.c: a
+// program without CUDA waits still gets its stats file).
+//
+//export hsgo_following
+func hsgo_following() C.int { return boolInt(follower != nil) }
