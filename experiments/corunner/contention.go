@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
@@ -86,6 +87,27 @@ func (s *Setting) Close() error {
 		return s.Group.Remove()
 	}
 	return nil
+}
+
+// Pause stops the setting's busy loops (SIGSTOP) or lets them run again
+// (SIGCONT), for a neighbour that comes and goes; nothing without one.
+func (s *Setting) Pause(stopped bool) error {
+	if s.co == nil {
+		return nil
+	}
+	sig := syscall.SIGCONT
+	if stopped {
+		sig = syscall.SIGSTOP
+	}
+	return s.co.cmd.Process.Signal(sig)
+}
+
+// CoRunnerPID is the busy loops' process, 0 where the setting has none.
+func (s *Setting) CoRunnerPID() int {
+	if s.co == nil {
+		return 0
+	}
+	return s.co.cmd.Process.Pid
 }
 
 // CPU returns how much CPU time the setting's busy-loop co-runner has had

@@ -30,11 +30,30 @@ var ArmOrder = []string{"cuda-default", "cuda-blocking", "hybridsync", "hybridsy
 // of experiments/corunner.Contentions), which the table sorts by.
 var SettingOrder = []string{"none", "while1", "cap", "cap+while1"}
 
+// Patterns are how a setting's busy loops come and go, named by a
+// suffix "-PATTERN" of the setting's name (while1x4-late): start, in
+// place before the program starts; late, from the program's ready line;
+// 1s and 10s, from the start, on for that long, then off as long, and so
+// on. A name without one puts them in place at the ready line of a
+// program that has one, else at the start.
+var Patterns = []string{"start", "late", "1s", "10s"}
+
+// SplitPattern takes a setting's pattern off its name: the rest, and the
+// pattern ("" for none).
+func SplitPattern(name string) (rest, pattern string) {
+	if i := strings.LastIndexByte(name, '-'); i > 0 && slices.Contains(Patterns, name[i+1:]) {
+		return name[:i], name[i+1:]
+	}
+	return name, ""
+}
+
 // Setting takes a contention setting's name apart: the setting on each
 // CPU and the number of CPUs, N of a name ending in "xN" (N from 2), else
-// 1. Names are checked where they are given (apps --contention); a name
-// read from a file that is not of that form is a setting on one CPU.
+// 1, whatever its pattern. Names are checked where they are given (apps
+// --contention); a name read from a file that is not of that form is a
+// setting on one CPU.
 func Setting(name string) (base string, cpus int) {
+	name, _ = SplitPattern(name)
 	if i := strings.LastIndexByte(name, 'x'); i > 0 && i < len(name)-1 && name[i+1] >= '1' && name[i+1] <= '9' {
 		if n, err := strconv.Atoi(name[i+1:]); err == nil && n > 1 {
 			return name[:i], n

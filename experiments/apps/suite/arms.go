@@ -18,8 +18,8 @@ const ArmsHelp = `  cuda-default        the command as is
   omp-passive         OMP_WAIT_POLICY=PASSIVE: OpenMP's threads sleep as soon as they wait
   omp-spin1k          GOMP_SPINCOUNT=1000: GNU OpenMP's threads spin 1000 times, then sleep
   hybridsync-run      under --launcher, the library's hybridsync-run CMD...: the
-                      library preloaded, OpenMP's waits set for the contention
-                      it measures at the start (see --contend-at-start)
+                      library preloaded, GNU OpenMP's spin following the
+                      CPUs' contention while the program runs
   hybridsync-run-live the same with HYBRIDSYNC_OPENMP=live: the launcher also
                       preloads LLVM's libomp, which runs a program built for
                       GNU libgomp, so that the library adapts its spin while
@@ -178,23 +178,3 @@ func ompEnvNote(arms []string) string {
 	return fmt.Sprintf("%s set here: every arm but %s runs with it", strings.Join(set, " "), strings.Join(separateOnly, ", "))
 }
 
-// launcherNote says why the launcher's arm would see no contention: it
-// measures the CPUs' contention when the program starts, and the
-// setting goes in place at a ready line; "" where it is not so (the
-// live arm follows the CPUs while the program runs).
-func (c *Config) launcherNote() string {
-	if !slices.Contains(c.Arms, "hybridsync-run") || c.ContendAtStart {
-		return ""
-	}
-	var late []string
-	for _, p := range c.Programs {
-		if p.Ready != "" {
-			late = append(late, p.Name)
-		}
-	}
-	if len(late) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("hybridsync-run chooses OpenMP's waits from the contention it measures when the program starts, and the settings go in place at the ready line of %s: it sees none there (--contend-at-start puts them in place before the start; the arm hybridsync-run-live follows them while the program runs)",
-		strings.Join(late, ", "))
-}

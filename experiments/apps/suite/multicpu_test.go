@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"math"
 	"os"
@@ -17,16 +18,21 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
-// TestSettingNames: a setting of bench on one CPU, or with xN on N; a
-// bad N or an unknown setting is an error naming it.
+// TestSettingNames: a setting of bench on one CPU, or with xN on N, and
+// a busy loop's pattern after a dash; a bad N, an unknown setting or a
+// pattern without busy loops is an error naming it.
 func TestSettingNames(t *testing.T) {
 	for name, want := range map[string]setting{
-		"none":         {"none", "none", 1},
-		"cap+while1":   {"cap+while1", "cap+while1", 1},
-		"nonex2":       {"nonex2", "none", 2},
-		"while1x4":     {"while1x4", "while1", 4},
-		"capx16":       {"capx16", "cap", 16},
-		"cap+while1x3": {"cap+while1x3", "cap+while1", 3},
+		"none":             {"none", "none", 1, ""},
+		"cap+while1":       {"cap+while1", "cap+while1", 1, ""},
+		"nonex2":           {"nonex2", "none", 2, ""},
+		"while1x4":         {"while1x4", "while1", 4, ""},
+		"capx16":           {"capx16", "cap", 16, ""},
+		"cap+while1x3":     {"cap+while1x3", "cap+while1", 3, ""},
+		"while1x4-late":    {"while1x4-late", "while1", 4, "late"},
+		"while1-1s":        {"while1-1s", "while1", 1, "1s"},
+		"cap+while1x2-10s": {"cap+while1x2-10s", "cap+while1", 2, "10s"},
+		"while1x4-start":   {"while1x4-start", "while1", 4, "start"},
 	} {
 		if got, err := parseSetting(name); err != nil || got != want {
 			t.Errorf("%s: %+v, %v; want %+v", name, got, err, want)
@@ -35,7 +41,8 @@ func TestSettingNames(t *testing.T) {
 	for name, want := range map[string]string{
 		"while1x1": "on one CPU it is while1", "while1x0": "want xN", "while1x04": "want xN", "nonex": "unknown setting",
 		"while1xa": "want xN", "noisy": "unknown setting", "x2": "unknown setting", "matmulx2": "unknown setting",
-		"while1x2000": "at most 1024",
+		"while1x2000": "at most 1024", "nonex4-late": "only a setting with busy loops", "capx2-1s": "only a setting with busy loops",
+		"while1x4-2s": "want xN",
 	} {
 		if _, err := parseSetting(name); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v, want an error naming it with %q", name, err, want)
@@ -391,9 +398,9 @@ func TestLimitOnNCPUs(t *testing.T) {
 }
 
 // TestContendAtStart: a program with a ready line meets the setting from
-// its ready line on, so the launcher's arm, which measures contention
-// when the program starts, would see none, and the log says so; with
-// ContendAtStart the busy loops are there, pinned, before it starts.
+// its ready line on; with ContendAtStart, or the pattern -start, the busy
+// loops are there, pinned, before it starts, and with -late they are not
+// even with ContendAtStart.
 func TestContendAtStart(t *testing.T) {
 	online, err := corunner.Online()
 	if err != nil {
@@ -402,18 +409,22 @@ func TestContendAtStart(t *testing.T) {
 	if len(online) < 2 {
 		t.Skipf("this process may use %d CPU: the settings on 2 CPUs need 2 (CI has 2)", len(online))
 	}
-	for _, atStart := range []bool{false, true} {
+	for _, tc := range []struct {
+		setting        string
+		atStart, early bool
+	}{{"while1x2", false, false}, {"while1x2", true, true}, {"while1x2-start", false, true}, {"while1x2-late", true, false}} {
+		atStart := tc.atStart
 		info := t.TempDir()
 		var log bytes.Buffer
 		c := Config{Programs: []Program{{Name: "omp", Command: standinCommand(t, "--info", info, "--ready", "standin-ready"), Ready: "standin-ready"}},
-			Dir: ".", Arms: []string{"hybridsync-run"}, Contention: []string{"while1x2"}, Reps: 1, CPU: -1, Lib: fakeLauncher(t, t.TempDir()),
+			Dir: ".", Arms: []string{"hybridsync-run"}, Contention: []string{tc.setting}, Reps: 1, CPU: -1, Lib: fakeLauncher(t, t.TempDir()),
 			Timeout: time.Minute, CapQuota: time.Millisecond, CapPeriod: time.Millisecond, ContendAtStart: atStart, Log: &log}
 		if err := c.Check(); err != nil {
 			t.Fatal(err)
 		}
 		runs, err := c.Run(context.Background(), filepath.Join(t.TempDir(), "out"))
-		if err != nil || len(runs) != 1 || !runs[0].OK() || runs[0].ContendAtStart != atStart {
-			t.Fatalf("at start %v: %v: %+v\n%s", atStart, err, runs, log.String())
+		if err != nil || len(runs) != 1 || !runs[0].OK() {
+			t.Fatalf("%s, at start %v: %v: %+v\n%s", tc.setting, atStart, err, runs, log.String())
 		}
 		infos := readStandinInfos(t, info)
 		if len(infos) != 1 {
@@ -425,9 +436,46 @@ func TestContendAtStart(t *testing.T) {
 				pinned++
 			}
 		}
-		note := strings.Contains(log.String(), "--contend-at-start")
-		if atStart && (pinned != 2 || note) || !atStart && (pinned != 0 || !note) {
-			t.Errorf("at start %v: %d busy loops pinned at the program's start, note %v:\n%s", atStart, pinned, note, log.String())
+		if tc.early && pinned != 2 || !tc.early && pinned != 0 {
+			t.Errorf("%s, at start %v: %d busy loops pinned at the program's start:\n%s", tc.setting, atStart, pinned, log.String())
 		}
+	}
+}
+
+// TestComeAndGo: a coming-and-going pattern stops the busy loops (the
+// kernel shows their process stopped) and lets them run again, over and
+// over, until the program exits.
+func TestComeAndGo(t *testing.T) {
+	online, err := corunner.Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := corunner.SetupOn("while1", online[len(online)-1:], "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exited := make(chan struct{})
+	done := make(chan struct{})
+	go func() { comeAndGo(s, 50*time.Millisecond, exited); close(done) }()
+	stat := fmt.Sprintf("/proc/%d/stat", s.CoRunnerPID())
+	var seen []byte // the states seen, each change once
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && len(seen) < 4; time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := b[bytes.LastIndexByte(b, ')')+2]
+		if st != 'T' {
+			st = 'R' // running or runnable: not stopped
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != st {
+			seen = append(seen, st)
+		}
+	}
+	close(exited)
+	<-done
+	if !bytes.Contains(seen, []byte("RTR")) && !bytes.Contains(seen, []byte("TRT")) {
+		t.Errorf("busy loops' states %q: want stopped and running again in turn", seen)
 	}
 }

@@ -47,7 +47,7 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 	for _, l := range c.skipped() {
 		fmt.Fprintln(c.Log, "apps:", l)
 	}
-	for _, n := range []string{ompEnvNote(c.Arms), c.launcherNote()} {
+	for _, n := range []string{ompEnvNote(c.Arms)} {
 		if n != "" {
 			fmt.Fprintln(c.Log, "apps:", n)
 		}

@@ -258,6 +258,38 @@ func (c *Config) contend(contention string, cpus []int, pid int) (*corunner.Sett
 	return s, nil
 }
 
+// atReady says whether the setting goes in place at program p's ready
+// line rather than before it starts: as its pattern says, else at the
+// ready line of a program that has one unless atStart (--contend-at-start).
+func (s setting) atReady(p Program, atStart bool) (bool, error) {
+	switch s.Pattern {
+	case "":
+		return p.Ready != "" && !atStart, nil
+	case "late":
+		if p.Ready == "" {
+			return false, fmt.Errorf("setting %s: program %s writes no ready line for its busy loops to start at", s.Name, p.Name)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// comeAndGo stops the setting's busy loops for d, lets them run for d,
+// and so on, until exited is closed (the setting is then closed, which
+// ends them stopped or not).
+func comeAndGo(s *corunner.Setting, d time.Duration, exited <-chan struct{}) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for stopped := true; ; stopped = !stopped {
+		select {
+		case <-exited:
+			return
+		case <-t.C:
+		}
+		s.Pause(stopped)
+	}
+}
+
 // readyWriter passes what the program writes on to w and closes ready
 // (once) when a whole line equal to marker goes by.
 type readyWriter struct {
@@ -349,7 +381,11 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 	stderr := &tailWriter{max: 4096}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	ready := make(chan struct{})
-	waitReady := p.Ready != "" && !c.ContendAtStart
+	st := settingOf(contention)
+	waitReady, err := st.atReady(p, c.ContendAtStart)
+	if err != nil {
+		return nil, err
+	}
 	if waitReady {
 		cmd.Stderr = &readyWriter{w: stderr, marker: p.Ready, ready: ready}
 	} else {
@@ -400,6 +436,10 @@ func (c *Config) runProcess(ctx context.Context, p Program, arm, stats, contenti
 		}
 		if setting, setupErr = c.contend(contention, cpus, cmd.Process.Pid); setupErr != nil {
 			kill()
+			return
+		}
+		if d := st.period(); d > 0 {
+			go comeAndGo(setting, d, exited)
 		}
 	}()
 	if !waitReady {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
@@ -20,7 +21,7 @@ import (
 // them (every vCPU has a busy neighbour), capxN allows N x --cap-quota
 // per --cap-period, and nonexN is the program alone on the same N CPUs,
 // the reference of the xN settings.
-const ContentionHelp = "contention settings: none, while1, cap, cap+while1 on one CPU; with xN appended (nonex4, while1x4) on N CPUs, a busy loop pinned on each"
+const ContentionHelp = "contention settings: none, while1, cap, cap+while1 on one CPU; with xN appended (nonex4, while1x4) on N CPUs, a busy loop pinned on each; a busy loop's pattern appended as -start, -late, -1s or -10s (while1x4-1s)"
 
 // SettingsHelp says what each setting does, for apps' help.
 const SettingsHelp = `  none        the program alone on one CPU (--cpu)
@@ -31,7 +32,14 @@ const SettingsHelp = `  none        the program alone on one CPU (--cpu)
 or with xN appended (nonex4, while1x4) on N CPUs, --cpu and the N-1 below
 it: the program's affinity is those CPUs, while1xN pins a busy loop on
 each, capxN allows N quotas; nonexN is their reference. A suite entry's
-"cpus": N runs it only under the settings on N CPUs.`
+"cpus": N runs it only under the settings on N CPUs.
+
+A setting with busy loops may name when they run, appended:
+  -start      in place before the program starts
+  -late       from the program's ready line (a suite entry's "ready")
+  -1s, -10s   from the start: on that long, off as long, and so on
+Without one they start at the ready line of a program that has one (or
+before the start with --contend-at-start), else before the start.`
 
 // MaxSettingCPUs bounds N in a setting's "xN".
 const MaxSettingCPUs = 1024
@@ -41,27 +49,46 @@ type setting struct {
 	Name string // as given: "while1x4"
 	Base string // the setting on each CPU, one of corunner.Contentions
 	CPUs int    // how many CPUs: 1, or N of "xN"
+	// Pattern is how the busy loops come and go (apptable.Patterns; ""
+	// none given).
+	Pattern string
 }
 
 // parseSetting takes a setting's name apart; see ContentionHelp.
 func parseSetting(name string) (setting, error) {
-	s := setting{Name: name, Base: name, CPUs: 1}
-	if i := strings.LastIndexByte(name, 'x'); i > 0 && i < len(name)-1 && corunner.ValidContention(name[:i]) {
-		n, err := strconv.Atoi(name[i+1:])
+	rest, pattern := apptable.SplitPattern(name)
+	s := setting{Name: name, Base: rest, CPUs: 1, Pattern: pattern}
+	if i := strings.LastIndexByte(rest, 'x'); i > 0 && i < len(rest)-1 && corunner.ValidContention(rest[:i]) {
+		n, err := strconv.Atoi(rest[i+1:])
 		switch {
-		case err != nil || name[i+1] < '1' || name[i+1] > '9':
-			return s, fmt.Errorf("contention setting %q: want xN with a number of CPUs N, as in %sx4", name, name[:i])
+		case err != nil || rest[i+1] < '1' || rest[i+1] > '9':
+			return s, fmt.Errorf("contention setting %q: want xN with a number of CPUs N, as in %sx4", name, rest[:i])
 		case n == 1:
-			return s, fmt.Errorf("contention setting %q: on one CPU it is %s", name, name[:i])
+			return s, fmt.Errorf("contention setting %q: on one CPU it is %s", name, rest[:i])
 		case n > MaxSettingCPUs:
 			return s, fmt.Errorf("contention setting %q: at most %d CPUs", name, MaxSettingCPUs)
 		}
-		s.Base, s.CPUs = name[:i], n
+		s.Base, s.CPUs = rest[:i], n
 	}
 	if !corunner.ValidContention(s.Base) {
 		return s, fmt.Errorf("unknown setting %q (%s)", name, ContentionHelp)
 	}
+	if s.Pattern != "" && !strings.HasSuffix(s.Base, "while1") {
+		return s, fmt.Errorf("contention setting %q: only a setting with busy loops has a pattern (%s)", name, ContentionHelp)
+	}
 	return s, nil
+}
+
+// period is how long the busy loops of a coming-and-going pattern stay
+// on, and then off (0: they stay).
+func (s setting) period() time.Duration {
+	switch s.Pattern {
+	case "1s":
+		return time.Second
+	case "10s":
+		return 10 * time.Second
+	}
+	return 0
 }
 
 // settingOf is parseSetting for names already checked, or read from
