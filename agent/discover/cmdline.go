@@ -58,8 +58,21 @@ func splitCmdline(b []byte) []string {
 }
 
 // parseIdentity reads the identity flags of one hypervisor's arguments
-// (args[0] is the program).
+// (args[0] is the program). What it returns is bounded (maxIdentity) and
+// copied: the arguments are substrings of the whole command line, which
+// a value kept for the life of the process must not hold.
 func parseIdentity(h Hypervisor, args []string) identity {
+	id := identityOf(h, args)
+	id.name = keep(id.name, maxIdentity)
+	if len(id.qmp) > maxIdentity {
+		id.qmp = "" // cut, it would be another path
+	}
+	id.qmp = strings.Clone(id.qmp)
+	return id
+}
+
+// identityOf is parseIdentity unbounded.
+func identityOf(h Hypervisor, args []string) identity {
 	switch h {
 	case QEMU:
 		return qemuIdentity(args)

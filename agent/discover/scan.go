@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -65,7 +66,7 @@ type Options struct {
 	// named like a hypervisor were not trusted (the agent's gauge).
 	Untrusted func(n int)
 	// Limited, when set, counts each time a bound cut what was
-	// discovered: LimitVMs, LimitVCPUs or LimitName.
+	// discovered: LimitVMs, LimitVCPUs, LimitName or LimitCmdline.
 	Limited func(limit string)
 	Log     zerolog.Logger
 }
@@ -79,9 +80,10 @@ const (
 	MaxVCPUs   = 1024 // vCPUs watched per VM, the lowest indices
 	MaxNameLen = 128  // bytes of a VM name (the domain label and page file)
 
-	LimitVMs   = "vms"
-	LimitVCPUs = "vcpus"
-	LimitName  = "name"
+	LimitVMs     = "vms"
+	LimitVCPUs   = "vcpus"
+	LimitName    = "name"
+	LimitCmdline = "cmdline" // a trusted process's command line past maxCmdline
 )
 
 // qmpRefresh: without vCPU thread names nothing tells that QEMU added a
@@ -95,10 +97,13 @@ const (
 )
 
 // Scanner finds the VM processes under a proc file system. It remembers
-// what it read about each process (its command line, its vCPU threads'
-// names) for as long as the process lives, so that a scan of a host
-// whose processes have not changed reads little more than the list of
-// processes and their executables.
+// what it read about each trusted process (its identity from the command
+// line, its vCPU threads' names) for as long as the process lives, so
+// that a scan of a host whose processes have not changed reads little
+// more than the list of processes and their executables. Of a process
+// it does not trust it keeps what tells the process apart and why it
+// is not trusted, nothing its user wrote: any user may start thousands
+// of processes with 6 MiB command lines.
 type Scanner struct {
 	root       string
 	real       bool
@@ -112,14 +117,19 @@ type Scanner struct {
 	now        func() time.Time
 }
 
-// proc is what a Scanner knows about one hypervisor process.
+// proc is what a Scanner knows about one hypervisor process. From start
+// to cut it is the process's identity and trust, all that is kept of
+// one not trusted; the rest is read once it is trusted (read).
 type proc struct {
-	start    string // starttime in /proc/PID/stat: tells a reused pid apart
-	hv       Hypervisor
-	inPod    bool            // in a Kubernetes pod's cgroup (Trust.PodUIDs)
-	exeErr   error           // why its executable is not trusted; nil: it is
-	trusted  bool            // as of the last scan (logged when it changes)
-	cut      map[string]bool // the bounds this process was cut by (counted once)
+	start   string // starttime in /proc/PID/stat: tells a reused pid apart
+	hv      Hypervisor
+	inPod   bool            // in a Kubernetes pod's cgroup (Trust.PodUIDs)
+	inKube  bool            // in a cgroup under some kubepods (a KubeVirt name)
+	exeErr  error           // why its executable is not trusted; nil: it is
+	trusted bool            // as of the last scan (logged when it changes)
+	cut     map[string]bool // the bounds this process was cut by (counted once)
+
+	read     bool // its command line was read (it was trusted then)
 	id       identity
 	ns, vmi  string
 	vcpuTIDs map[int]int // tid -> vCPU index, from thread names
@@ -151,7 +161,7 @@ func NewScanner(o Options) *Scanner {
 		s.qmpTimeout = time.Second
 	}
 	if s.real {
-		if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if b, err := readBounded("/sys/devices/system/cpu/online", maxStat); err == nil {
 			s.online = parseCPUList(strings.TrimSpace(string(b)))
 		}
 	}
@@ -183,15 +193,16 @@ func (s *Scanner) Scan() ([]VM, error) {
 		}
 		p := s.procs[pid]
 		if p == nil || p.start != start || p.hv != hv {
-			if p, err = s.newProc(dir, hv, start); err != nil {
-				continue
-			}
+			p = s.newProc(dir, hv, start)
 			s.procs[pid] = p
 		}
 		seen[pid] = true
 		if !s.trusted(pid, dir, p) {
 			untrusted++
 			continue
+		}
+		if !p.read && s.readIdentity(pid, dir, p) != nil {
+			continue // exited
 		}
 		if vm, ok := s.describe(pid, dir, p); ok {
 			out = append(out, vm)
@@ -209,9 +220,10 @@ func (s *Scanner) Scan() ([]VM, error) {
 }
 
 // trusted applies s.trust to a hypervisor process; nothing more is read
-// from one it does not trust (no thread names, no QMP). A change is
-// logged at debug level only: a user can start and stop such processes
-// at will, and must not be able to fill the log.
+// from one it does not trust (no command line, no thread names, no
+// QMP), and what was read while it was (before its uids changed) is
+// dropped. A change is logged at debug level only: a user can start and
+// stop such processes at will, and must not be able to fill the log.
 func (s *Scanner) trusted(pid int, dir string, p *proc) bool {
 	err := p.exeErr
 	if err == nil {
@@ -220,6 +232,7 @@ func (s *Scanner) trusted(pid int, dir string, p *proc) bool {
 	if ok := err == nil; ok != p.trusted {
 		p.trusted = ok
 		if !ok {
+			p.forget()
 			s.log.Debug().Int("pid", pid).Str("hypervisor", string(p.hv)).Str("why", err.Error()).
 				Msg("process named like a hypervisor is not trusted: not watched")
 		}
@@ -239,7 +252,7 @@ func (s *Scanner) classify(pid int) (Hypervisor, bool) {
 	if !errors.Is(err, os.ErrPermission) {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "comm"))
+	b, err := readBounded(filepath.Join(dir, "comm"), maxComm)
 	if err != nil {
 		return "", false
 	}
@@ -249,7 +262,7 @@ func (s *Scanner) classify(pid int) (Hypervisor, bool) {
 // startTime is field 22 of /proc/PID/stat, after the comm in parentheses
 // (which may hold spaces and parentheses itself).
 func startTime(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	b, err := readBounded(filepath.Join(dir, "stat"), maxStat)
 	if err != nil {
 		return "", err
 	}
@@ -261,25 +274,54 @@ func startTime(dir string) (string, error) {
 	if len(f) < 20 {
 		return "", errors.New("short stat")
 	}
-	return f[19], nil
+	return strings.Clone(f[19]), nil
 }
 
-func (s *Scanner) newProc(dir string, hv Hypervisor, start string) (*proc, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-	if err != nil {
-		return nil, err
-	}
-	p := &proc{start: start, hv: hv, id: parseIdentity(hv, splitCmdline(b)), vcpuTIDs: map[int]int{}}
-	if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+// newProc is what decides whether a process is trusted: its cgroup (a
+// pod's?) and its executable. Nothing its user wrote is read yet.
+func (s *Scanner) newProc(dir string, hv Hypervisor, start string) *proc {
+	p := &proc{start: start, hv: hv}
+	// A cgroup file past its bound is no pod's: the kubelet's paths are
+	// short.
+	if cg, err := readBounded(filepath.Join(dir, "cgroup"), maxCgroup); err == nil {
 		ms := cgroups.Parse(cg)
 		p.inPod = inPodCgroup(ms)
-		if _, inPod := podUID(ms); inPod && hv == QEMU {
-			p.ns, p.vmi, _ = kubevirtName(p.id.name)
-		}
+		_, p.inKube = podUID(ms)
 	}
 	p.exeErr = checkExecutable(dir)
 	p.trusted = true // so that a first scan that does not trust it logs why
-	return p, nil
+	return p
+}
+
+// readIdentity reads the command line of a trusted process: its name and
+// QMP socket, kept bounded and copied. A command line past maxCmdline is
+// read up to it (the last argument it cuts dropped), counted and logged
+// once.
+func (s *Scanner) readIdentity(pid int, dir string, p *proc) error {
+	b, err := readBounded(filepath.Join(dir, "cmdline"), maxCmdline)
+	if errors.Is(err, errTooLong) {
+		if !p.cut[LimitCmdline] {
+			s.cutOnce(pid, p, LimitCmdline, maxCmdline, "hypervisor command line longer than discovery reads: a name or QMP socket after the cut is not seen")
+		}
+		if i := bytes.LastIndexByte(b, 0); i >= 0 {
+			b = b[:i+1]
+		}
+	} else if err != nil {
+		return err
+	}
+	p.id = parseIdentity(p.hv, splitCmdline(b))
+	if p.inKube && p.hv == QEMU {
+		p.ns, p.vmi, _ = kubevirtName(p.id.name)
+	}
+	p.vcpuTIDs = map[int]int{}
+	p.read = true
+	return nil
+}
+
+// forget drops all but the identity and trust of a process that is no
+// longer trusted.
+func (p *proc) forget() {
+	*p = proc{start: p.start, hv: p.hv, inPod: p.inPod, inKube: p.inKube, exeErr: p.exeErr, cut: p.cut}
 }
 
 // describe reads a hypervisor process's vCPU threads; ok is false when it
@@ -302,7 +344,7 @@ func (s *Scanner) describe(pid int, dir string, p *proc) (VM, bool) {
 		}
 		// A thread not (yet) named as a vCPU is read again next scan: the
 		// hypervisor names a new thread just after creating it.
-		b, err := os.ReadFile(filepath.Join(taskDir, e.Name(), "comm"))
+		b, err := readBounded(filepath.Join(taskDir, e.Name(), "comm"), maxComm)
 		if err != nil {
 			continue
 		}
@@ -443,7 +485,7 @@ func (s *Scanner) tuning(vm *VM) {
 			vm.VCPUs[i].CPUs = cpus
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(s.root, strconv.Itoa(vm.PID), "task", strconv.Itoa(vm.VCPUs[0].TID), "cgroup"))
+	b, err := readBounded(filepath.Join(s.root, strconv.Itoa(vm.PID), "task", strconv.Itoa(vm.VCPUs[0].TID), "cgroup"), maxCgroup)
 	if err != nil {
 		return
 	}

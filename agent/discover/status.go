@@ -3,7 +3,6 @@ package discover
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,7 +23,8 @@ func (i ids) cred() cred {
 
 // readIDs reads the Uid, Gid and Groups lines of dir/status.
 func readIDs(dir string) (ids, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "status"))
+	// Past its bound, Groups may be cut mid-number: no ids at all.
+	b, err := readBounded(filepath.Join(dir, "status"), maxStatus)
 	if err != nil {
 		return ids{}, err
 	}

@@ -16,7 +16,8 @@ import (
 //   - vgpu_probe_discover_limited_total{limit}: each time a bound cut what
 //     was discovered (vms: a VM left out of a full host, at each scan it
 //     waits; vcpus: a VM's vCPUs beyond the per-VM bound; name: a name
-//     cut to the label bound).
+//     cut to the label bound; cmdline: a trusted hypervisor's command
+//     line cut to what discovery reads of it).
 var Discovery = newDiscoveryMetrics()
 
 // DiscoveryMetrics holds the two; it is a prometheus.Collector.
@@ -33,10 +34,10 @@ func newDiscoveryMetrics() *DiscoveryMetrics {
 		}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "discover", Name: "limited_total",
-			Help: "Times a discovery bound cut what was found: vms (a VM left out, per scan), vcpus (a VM's vCPUs beyond the bound), name (a name cut).",
+			Help: "Times a discovery bound cut what was found: vms (a VM left out, per scan), vcpus (a VM's vCPUs beyond the bound), name (a name cut), cmdline (a command line cut).",
 		}, []string{"limit"}),
 	}
-	for _, l := range []string{discover.LimitVMs, discover.LimitVCPUs, discover.LimitName} {
+	for _, l := range []string{discover.LimitVMs, discover.LimitVCPUs, discover.LimitName, discover.LimitCmdline} {
 		d.limited.WithLabelValues(l)
 	}
 	return d

@@ -19,6 +19,7 @@ func TestThreadChurnLogsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	madeUp(m)
 	tg := targets.Target{Kind: targets.KindPID, Name: "4242", Threads: []targets.Thread{{TID: 4242, VCPU: -1}}}
 	m.Apply(targets.Event{Kind: targets.Added, Target: tg})
 	for i := range 60 {

@@ -59,6 +59,9 @@ type Mitigator struct {
 	failed func()
 	cont   *contention.Tracker // nil: not gated
 	now    func() uint64       // CLOCK_MONOTONIC, ns (tests play it)
+	// startOf is a thread's start time (runstate.StartTime; tests of
+	// made-up threads play it).
+	startOf func(tid int) (uint64, error)
 
 	mu      sync.Mutex
 	threads map[int]*thread   // by tid; guarded by mu
@@ -92,6 +95,10 @@ type thread struct {
 	rec     runstate.Slice // its journal record (with a StateDir)
 	pinned  bool           // the slice whatever the contention (Inherit)
 	tracked bool           // added to the contention tracker
+	// start is its start time when it was armed: a slice is set or put
+	// back only while the tid still names that thread, not one that
+	// took the tid after it exited.
+	start uint64
 	// skip: left alone for good (not fair-class, its process another
 	// agent's, or a set or restore the kernel refused).
 	skip    bool
@@ -117,7 +124,7 @@ func New(o Options) (*Mitigator, error) {
 		o.Failed = func() {}
 	}
 	m := &Mitigator{slice: slice, base: base, sched: o.Sched, log: o.Log, failed: o.Failed,
-		cont: o.Contention, now: monoNow, want: map[int]bool{},
+		cont: o.Contention, now: monoNow, startOf: runstate.StartTime, want: map[int]bool{},
 		threads: map[int]*thread{}, targets: map[string]target{},
 		stateDir: o.StateDir, procs: map[int]*procLock{}, refused: map[int]bool{}}
 	if o.StateDir != "" {
@@ -296,7 +303,7 @@ func (m *Mitigator) gate(now uint64) {
 			}
 			continue
 		}
-		if err := m.restore(tid, t.restore); err != nil {
+		if err := m.restore(tid, t); err != nil {
 			// Kept as applied: Stop tries again, and the journal keeps
 			// it until then.
 			t.skip = true
@@ -318,7 +325,7 @@ func (m *Mitigator) Stop() error {
 	n := 0
 	for tid, t := range m.threads {
 		if t.applied {
-			if err := m.restore(tid, t.restore); err != nil {
+			if err := m.restore(tid, t); err != nil {
 				errs = append(errs, err)
 			} else {
 				n++
@@ -382,7 +389,12 @@ func (m *Mitigator) ref(tid int, pinned, vcpu, tracked bool) bool {
 			t.skip = true
 			return false
 		}
-		t.rec, t.tgid = rec, rec.TGID
+		t.rec, t.tgid, t.start = rec, rec.TGID, rec.Start
+	} else if st, err := m.startOf(tid); err == nil {
+		t.start = st
+	} else {
+		t.skip = true // exited: nothing to set
+		return false
 	}
 	now := m.now()
 	if !m.gated(pinned) {
@@ -411,7 +423,7 @@ func (m *Mitigator) unref(tid int) {
 	}
 	delete(m.threads, tid)
 	if t.applied {
-		if err := m.restore(tid, t.restore); err != nil {
+		if err := m.restore(tid, t); err != nil {
 			m.log.Error().Err(err).Msg("mitigation")
 		}
 	}
@@ -459,7 +471,11 @@ func (m *Mitigator) set(tid int, t *thread, now uint64) bool {
 			return false
 		}
 	}
-	if err := m.sched.Set(tid, withRuntime(a, m.slice)); err != nil {
+	err = m.same(tid, t)
+	if err == nil {
+		err = m.sched.Set(tid, withRuntime(a, m.slice))
+	}
+	if err != nil {
 		if !gone(err) {
 			m.fail(err, tid, "mitigation: setting the slice")
 		}
@@ -505,11 +521,15 @@ func (m *Mitigator) own(tid int) (runstate.Slice, error) {
 }
 
 // restore puts back the slice of tid, keeping the policy and nice value
-// it has now (the program may have changed them meanwhile).
-func (m *Mitigator) restore(tid int, runtime uint64) error {
+// it has now (the program may have changed them meanwhile); a tid that
+// names another thread now has nothing of ours to put back.
+func (m *Mitigator) restore(tid int, t *thread) error {
 	a, err := m.sched.Get(tid)
+	if err == nil {
+		err = m.same(tid, t)
+	}
 	if err == nil && fair(a.Policy) {
-		err = m.sched.Set(tid, withRuntime(a, runtime))
+		err = m.sched.Set(tid, withRuntime(a, t.restore))
 	}
 	if err != nil && !gone(err) {
 		m.failed()
@@ -519,6 +539,23 @@ func (m *Mitigator) restore(tid int, runtime uint64) error {
 		if err := m.journal.Delete(tid); err != nil {
 			m.log.Warn().Err(err).Int("tid", tid).Msg("mitigation: restored slice still in the journal")
 		}
+	}
+	return nil
+}
+
+// same returns nil while tid names the thread t was armed for, and an
+// error wrapping ESRCH (gone, not a failure) once it exited, whether or
+// not another thread took its tid since. It is asked just before each
+// sched_setattr; a tid reused between the two would need the thread to
+// exit and the kernel to cycle through every pid in that time.
+func (m *Mitigator) same(tid int, t *thread) error {
+	st, err := m.startOf(tid)
+	if err == nil && st != t.start {
+		m.log.Debug().Int("tid", tid).Msg("mitigation: thread id reused by another thread, left alone")
+		err = unix.ESRCH
+	}
+	if err != nil {
+		return fmt.Errorf("thread %d: %w", tid, unix.ESRCH)
 	}
 	return nil
 }

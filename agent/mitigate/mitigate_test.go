@@ -395,6 +395,7 @@ func TestRefusedThreadCounted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		madeUp(m)
 		m.Apply(targets.Event{Kind: targets.Added, Target: target})
 		if m.Mitigated(4242) || failed != c.want {
 			t.Errorf("%v: mitigated %v, %d failures counted; want false and %d", c.err, m.Mitigated(4242), failed, c.want)

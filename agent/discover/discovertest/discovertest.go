@@ -11,17 +11,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
 )
 
 //go:embed testdata/standin.c
 var standinSource []byte
+
+// Build compiles the stand-in to path, for Start.
+func Build(t testing.TB, path string) { build(t, path) }
 
 // build compiles the stand-in to path.
 func build(t testing.TB, path string) {
@@ -165,4 +171,48 @@ func QEMUAs(t testing.TB, uid int, args ...string) *exec.Cmd {
 	case <-time.After(200 * time.Millisecond):
 	}
 	return cmd
+}
+
+// MaxArg is the longest argument exec takes (the kernel's
+// MAX_ARG_STRLEN, 128 KiB with its NUL).
+const MaxArg = 128<<10 - 1
+
+// LongArg is prefix, then 'x' up to MaxArg bytes, then suffix: an
+// argument of the largest size exec takes.
+func LongArg(prefix, suffix string) string {
+	return prefix + strings.Repeat("x", MaxArg-len(prefix)-len(suffix)) + suffix
+}
+
+// LongCommandLine is args followed by MaxArg-byte fillers up to n
+// arguments in all: with n = 47, a 6 MB command line, which exec takes
+// only with AllowLongCommandLines.
+func LongCommandLine(n int, args ...string) []string {
+	out, fill := slices.Clone(args), LongArg("--fill=", "")
+	for len(out) < n {
+		out = append(out, fill)
+	}
+	return out
+}
+
+// AllowLongCommandLines raises this process's stack limit, which its
+// children inherit, to where exec takes the kernel's most for arguments
+// and environment (6 MiB, and a quarter of the stack limit: 8 MiB allows
+// 2 MiB); it is put back in t.Cleanup.
+func AllowLongCommandLines(t testing.TB) {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_STACK, &old); err != nil {
+		t.Fatal(err)
+	}
+	raised := old
+	if raised.Cur != unix.RLIM_INFINITY && raised.Cur < 32<<20 {
+		raised.Cur = 32 << 20
+	}
+	if raised.Max != unix.RLIM_INFINITY && raised.Max < raised.Cur {
+		raised.Max = raised.Cur // root may raise the hard limit
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_STACK, &raised); err != nil {
+		t.Fatalf("raising the stack limit for long command lines: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Setrlimit(unix.RLIMIT_STACK, &old) })
 }
