@@ -126,7 +126,9 @@ type SpinWord interface {
 type OMPFollower struct {
 	word  SpinWord
 	hints *HintSource // nil: none
-	log   func(format string, args ...any)
+	// info gets a line at each change of the spin, warn the one line
+	// that says the spin cannot be followed (either may be nil).
+	info, warn func(format string, args ...any)
 
 	mu      sync.Mutex
 	prev    map[int]threadUse
@@ -144,9 +146,10 @@ type OMPFollower struct {
 }
 
 // NewOMPFollower returns a follower of word, reading the page hints too
-// where it is not nil; log gets a line at each change of the spin.
-func NewOMPFollower(word SpinWord, hints *HintSource, log func(string, ...any)) *OMPFollower {
-	f := &OMPFollower{word: word, hints: hints, log: log, prev: map[int]threadUse{}}
+// where it is not nil; info gets a line at each change of the spin, warn
+// the line that says why it cannot follow it.
+func NewOMPFollower(word SpinWord, hints *HintSource, info, warn func(string, ...any)) *OMPFollower {
+	f := &OMPFollower{word: word, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
 	f.setWhy("libgomp not loaded (yet)")
 	f.current.Store(GompSpinMarker)
 	return f
@@ -179,16 +182,26 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 		n, file, err := f.word.Locate(GompSpinMarker)
 		switch {
 		case err != nil:
-			f.setWhy(err.Error())
+			f.giveUp(err.Error())
 			return
 		case n > 0:
 			f.file.Store(&file)
 			f.setWhy("")
 			f.active.Store(true)
 		case time.Since(loadedAt) > ompLocateFor:
-			f.setWhy(fmt.Sprintf("no libgomp holds GOMP_SPINCOUNT=%d in its data: its spin stays as set at start", GompSpinMarker))
+			f.giveUp(fmt.Sprintf("no libgomp holds GOMP_SPINCOUNT=%d in its data", GompSpinMarker))
 			return
 		}
+	}
+}
+
+// giveUp records and says, once, why the spin cannot be followed, and
+// the static choice that stands.
+func (f *OMPFollower) giveUp(why string) {
+	why = fmt.Sprintf("%s: libgomp's spin stays GOMP_SPINCOUNT=%d (its default) for the whole run", why, GompSpinMarker)
+	f.setWhy(why)
+	if f.warn != nil {
+		f.warn("%s", why)
 	}
 }
 
@@ -228,8 +241,8 @@ func (f *OMPFollower) set(bounded bool) {
 	f.word.Store(v)
 	f.current.Store(v)
 	f.changes.Add(1)
-	if f.log != nil {
-		f.log("libgomp spin count %d (CPUs %s)", v, why)
+	if f.info != nil {
+		f.info("libgomp spin count %d (CPUs %s)", v, why)
 	}
 }
 

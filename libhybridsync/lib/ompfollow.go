@@ -7,7 +7,6 @@ package main
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -31,9 +30,9 @@ func init() {
 	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
 	// said by the library's configuration check, not here.
 	hints, _ := hybridsync.HintsFromEnv(os.Getenv, nil, nil)
-	follower = hybridsync.NewOMPFollower(gompWord{}, hints, func(format string, args ...any) {
-		logf(C.HS_LOG_INFO, format, args...)
-	})
+	follower = hybridsync.NewOMPFollower(gompWord{}, hints,
+		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
+		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
 	go follower.Run(nil)
 }
 
@@ -46,7 +45,7 @@ func (gompWord) Locate(marker uint64) (int, string, error) {
 	var name [512]C.char
 	n := int(C.hs_gomp_locate(C.ulonglong(marker), &name[0], C.ulong(len(name))))
 	if n < 0 {
-		return 0, "", errors.New(fmt.Sprint("a libgomp holds GOMP_SPINCOUNT=", marker, " in more than one place: its spin stays as set at start"))
+		return 0, "", fmt.Errorf("a libgomp holds GOMP_SPINCOUNT=%d in more than one place", marker)
 	}
 	return n, C.GoString((*C.char)(unsafe.Pointer(&name[0]))), nil
 }
