@@ -41,10 +41,11 @@ const (
 	MaxHeavyRequests = 4
 )
 
-// collector is one group of metrics, computed from a snapshot.
+// collector is one group of metrics, computed from a snapshot and sent
+// through s.
 type collector interface {
 	describe(ch chan<- *prometheus.Desc)
-	update(ch chan<- prometheus.Metric, snap *model.Snapshot) error
+	update(s *emitter, snap *model.Snapshot) error
 }
 
 type named struct {
@@ -91,15 +92,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.src.Snapshot().Live() // a gone target's series end when it goes
+	s := newEmitter(ch)
 	for _, n := range registered {
 		start := time.Now()
 		ok := 1.0
-		if err := n.c.update(ch, &snap); err != nil {
+		if err := errors.Join(n.c.update(s, &snap), s.take()); err != nil {
 			c.fails.error(n.name, err, "collector "+n.name+" failed")
 			ok = 0
 		}
-		ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), n.name)
-		ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, ok, n.name)
+		s.metric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), n.name)
+		s.metric(scrapeSuccess, prometheus.GaugeValue, ok, n.name)
 	}
 }
 
@@ -136,7 +138,7 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 	}
 	gatherErrs := newLimitedLog(log, time.Minute)
 	stats.cache = newMetricsCache(reg, MetricsMaxAge, func(err error) {
-		gatherErrs.error("collect", err, "collecting metrics failed")
+		gatherErrs.error("collect", err, "collecting metrics failed in part: what was collected is served")
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", stats.cache)
