@@ -15,24 +15,25 @@ import (
 // discovered VM name is cut to 128 bytes before it gets here.
 const MaxLabelValueBytes = 256
 
-// LabelValue is s made a label value: each run of bytes that is not
-// UTF-8 becomes one U+FFFD, and a value longer than MaxLabelValueBytes is
-// cut to it at a character boundary. Names come from processes, cgroups
-// and libvirt, which hold bytes, not text; the client library refuses a
-// value that is not UTF-8, and one refused series failed every scrape.
+// LabelValue is s made a label value: each byte that is not part of
+// valid UTF-8 becomes U+FFFD, as encoding/json writes it in the JSON
+// snapshot (so a label and the snapshot show one name the same), and a
+// value longer than MaxLabelValueBytes is cut to it at a character
+// boundary. Names come from processes, cgroups and libvirt, which hold
+// bytes, not text; the client library refuses a value that is not UTF-8,
+// and one refused series used to fail every scrape.
 func LabelValue(s string) string {
 	if len(s) <= MaxLabelValueBytes && utf8.ValidString(s) {
 		return s
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxLabelValueBytes {
-		return s
+	var b strings.Builder
+	for _, r := range s { // an invalid byte ranges as utf8.RuneError, U+FFFD
+		if b.Len()+utf8.RuneLen(r) > MaxLabelValueBytes {
+			break
+		}
+		b.WriteRune(r)
 	}
-	n := MaxLabelValueBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return b.String()
 }
 
 // emitter sends a collector's metrics; every metric this package makes is

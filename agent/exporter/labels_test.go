@@ -79,8 +79,13 @@ func checkExposition(t *testing.T, name, cgroup, comm string) {
 		t.Errorf("no co-runner %q of domain %q", LabelValue(cgroup), LabelValue(name))
 	}
 	rec = serve(t, snap, "/api/v1/snapshot")
-	if rec.Code != http.StatusOK || !json.Valid(rec.Body.Bytes()) {
-		t.Fatalf("/api/v1/snapshot: %d, valid JSON %v: %.2000s", rec.Code, json.Valid(rec.Body.Bytes()), rec.Body.String())
+	var got struct{ Targets []struct{ Name string } }
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("/api/v1/snapshot: %d, %v: %.2000s", rec.Code, err, rec.Body.String())
+	}
+	// Where it is not cut, a label shows a name as the snapshot does.
+	if len(got.Targets) == 0 || (len(name) <= MaxLabelValueBytes/3 && got.Targets[0].Name != LabelValue(name)) {
+		t.Errorf("snapshot targets %q, label %q", got.Targets, LabelValue(name))
 	}
 }
 
@@ -116,19 +121,20 @@ func FuzzLabelValues(f *testing.F) {
 	f.Fuzz(checkExposition)
 }
 
-// TestLabelValue: valid, bounded values pass unchanged; each run of bytes
-// that is not UTF-8 becomes one U+FFFD; a long value is cut at a
-// character boundary.
+// TestLabelValue: valid, bounded values pass unchanged; each byte that is
+// not part of valid UTF-8 becomes U+FFFD, as in the JSON snapshot; a long
+// value is cut at a character boundary.
 func TestLabelValue(t *testing.T) {
 	long := strings.Repeat("a", MaxLabelValueBytes-1) + "é"
 	for _, c := range []struct{ in, want string }{
 		{"vm1", "vm1"},
-		{"bad\xff\xfename", "bad\uFFFDname"},
+		{"bad\xff\xfename", "bad\uFFFD\uFFFDname"},
 		{"/a/\xc0b\xff", "/a/\uFFFDb\uFFFD"},
+		{"\xed\xa0\x80", "\uFFFD\uFFFD\uFFFD"}, // a surrogate half
 		{strings.Repeat("x", MaxLabelValueBytes), strings.Repeat("x", MaxLabelValueBytes)},
 		{strings.Repeat("x", MaxLabelValueBytes+1), strings.Repeat("x", MaxLabelValueBytes)},
 		{long, long[:MaxLabelValueBytes-1]},
-		{strings.Repeat("\xff", 2*MaxLabelValueBytes), "\uFFFD"},
+		{strings.Repeat("\xff", MaxLabelValueBytes), strings.Repeat("\uFFFD", MaxLabelValueBytes/3)},
 	} {
 		if got := LabelValue(c.in); got != c.want {
 			t.Errorf("LabelValue(%q) = %q, want %q", c.in, got, c.want)
@@ -156,5 +162,35 @@ func TestOneWayToMakeMetrics(t *testing.T) {
 		if m := makers.Find(b); m != nil {
 			t.Errorf("%s: %s outside the emitter (labels.go)", f, m)
 		}
+	}
+}
+
+// TestLabelCollisions: co-runner keys that become one label value are
+// one series, their waits summed; a target whose name becomes another's
+// label value keeps what its kind sets apart (target_info) and loses the
+// series it would repeat, which shows as collector_success 0, while the
+// scrape answers 200.
+func TestLabelCollisions(t *testing.T) {
+	vm := model.Target{Name: "vm\xff", Kind: "domain", Threads: []model.Thread{analyzed(100, -1, 0)},
+		Corunners: []model.CorunnerWait{{Key: "/x\xff", Preemptions: 1, WaitedSeconds: 0.5}, {Key: "/x\xfe", Preemptions: 2, WaitedSeconds: 0.25}}}
+	pid := model.Target{Name: "vm\xfe", Kind: "pid", Threads: []model.Thread{analyzed(200, -1, 0)}}
+	rec := serve(t, model.Snapshot{Targets: []model.Target{vm, pid}}, "/metrics")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d: %.2000s", rec.Code, rec.Body.String())
+	}
+	body := rec.Body.String()
+	for _, want := range []string{
+		`vgpu_probe_vcpu_traced_corunner_wait_seconds_total{corunner="/x` + "\uFFFD" + `",domain="vm` + "\uFFFD" + `"} 0.75`,
+		`vgpu_probe_target_info{domain="vm` + "\uFFFD" + `",kind="domain"} 1`,
+		`vgpu_probe_target_info{domain="vm` + "\uFFFD" + `",kind="pid"} 1`,
+		`vgpu_probe_scrape_collector_success{collector="vcpu"} 0`,
+		`vgpu_probe_scrape_collector_success{collector="agent"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, "vgpu_probe_vcpu_run_seconds_total{"); n != 1 {
+		t.Errorf("%d run_seconds_total series, want the first target's one", n)
 	}
 }
