@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -248,7 +249,13 @@ func serveTimeline(w http.ResponseWriter, r *http.Request, src Source) {
 		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
 		return
 	}
-	p, err := src.TimelinePage(tq.domain, time.Duration(tq.seconds*float64(time.Second)), tq.cursor, tq.limit)
+	last := time.Duration(tq.seconds * float64(time.Second))
+	p, err := src.TimelinePage(tq.domain, last, tq.cursor, tq.limit)
+	if errors.Is(err, monitor.ErrUnknownTarget) {
+		if name, ok := nameOfLabel(src, tq.domain); ok {
+			p, err = src.TimelinePage(name, last, tq.cursor, tq.limit)
+		}
+	}
 	if errors.Is(err, monitor.ErrUnknownTarget) {
 		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
 		return
@@ -284,6 +291,22 @@ func serveTimeline(w http.ResponseWriter, r *http.Request, src Source) {
 	}
 	bw.WriteString("]}\n")
 	_ = bw.Flush() // the client went away; nothing to do
+}
+
+// nameOfLabel finds the target whose name LabelValue made label (one
+// that is not UTF-8, or too long): a client has only the label, or the
+// snapshot's name, which encoding/json writes the same where it is not
+// cut. Other labels are names as they are, and cost no snapshot.
+func nameOfLabel(src Source, label string) (string, bool) {
+	if !strings.ContainsRune(label, utf8.RuneError) && len(label) < MaxLabelValueBytes-utf8.UTFMax {
+		return "", false
+	}
+	for _, t := range src.Snapshot().Targets {
+		if t.Name != label && LabelValue(t.Name) == label {
+			return t.Name, true
+		}
+	}
+	return "", false
 }
 
 type apiError struct {

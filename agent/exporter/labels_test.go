@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
@@ -17,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
+	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 )
 
 // labelSnapshot is what a host with hostile names gives the exporter: a
@@ -193,4 +196,30 @@ func TestLabelCollisions(t *testing.T) {
 	if n := strings.Count(body, "vgpu_probe_vcpu_run_seconds_total{"); n != 1 {
 		t.Errorf("%d run_seconds_total series, want the first target's one", n)
 	}
+}
+
+// rawNamed is fixed with its one timeline under a name that is not UTF-8.
+type rawNamed struct{ fixed }
+
+func (r rawNamed) TimelinePage(name string, last time.Duration, cur monitor.TimelineCursor, limit int) (monitor.TimelinePage, error) {
+	if name == "vm\xff" {
+		name = "vm1"
+	} else {
+		name = "not " + name
+	}
+	return r.fixed.TimelinePage(name, last, cur, limit)
+}
+
+// TestTimelineByLabel: the timeline of a target whose name is not UTF-8
+// is found by its label value (the name in the snapshot too).
+func TestTimelineByLabel(t *testing.T) {
+	src := rawNamed{fixed{snap: model.Snapshot{Targets: []model.Target{{Name: "vm\xff", Kind: "domain"}}}, events: 1}}
+	srv := httptest.NewServer(handlerOf(t, src))
+	defer srv.Close()
+	body := get(t, srv.URL+"/api/v1/timeline?domain="+url.QueryEscape(LabelValue("vm\xff")), 200)
+	if !strings.Contains(body, `"tid":0,`) {
+		t.Errorf("timeline lacks the event: %s", body)
+	}
+	get(t, srv.URL+"/api/v1/timeline?domain="+url.QueryEscape("vm\uFFFD\uFFFD"), 404)
+	get(t, srv.URL+"/api/v1/timeline?domain=vm1", 404)
 }
