@@ -146,14 +146,15 @@ func TestLabelValue(t *testing.T) {
 }
 
 // TestOneWayToMakeMetrics: no file of the package makes a metric but
-// through the emitter, so that no label value reaches the client library
-// without LabelValue.
+// through the emitter, nor picks a vector's series but through
+// LabelValue, so that no label value reaches the client library without
+// it.
 func TestOneWayToMakeMetrics(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	makers := regexp.MustCompile(`prometheus\.(Must)?NewConst\w*\(`)
+	makers := regexp.MustCompile(`prometheus\.(Must)?NewConst\w*\(|WithLabelValues\([^L)]|\.With\(`)
 	for _, f := range files {
 		if f == "labels.go" || strings.HasSuffix(f, "_test.go") {
 			continue
@@ -163,7 +164,7 @@ func TestOneWayToMakeMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m := makers.Find(b); m != nil {
-			t.Errorf("%s: %s outside the emitter (labels.go)", f, m)
+			t.Errorf("%s: %s: a metric made outside the emitter (labels.go), or a vector's label value not through LabelValue", f, m)
 		}
 	}
 }
