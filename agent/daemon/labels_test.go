@@ -23,12 +23,12 @@ import (
 )
 
 // Names that are bytes, not text, in front of a real agent: each is
-// exposed as a valid label value (each invalid byte a U+FFFD)
-// and every scrape answers 200. One such name used to turn /metrics into
-// HTTP 500 for every VM, for as long as the name was in the snapshot.
+// exposed as a valid label value (each invalid byte a U+FFFD) and every
+// scrape answers 200. One such name used to turn /metrics into HTTP 500
+// for every VM, for as long as the name was in the snapshot.
 
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
+// unusedLoopbackAddr is a loopback address nothing listens on now.
+func unusedLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,12 +38,16 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// scrapeAgent GETs path from the agent at addr: the body, or ok false
-// while the agent does not answer yet. A status other than 200 fails the
-// test.
-func (a *agentProc) scrapeAgent(t *testing.T, addr, path string) (string, bool) {
+// agentClient gives up on an answer that does not come, so that the
+// tests' deadlines hold.
+var agentClient = &http.Client{Timeout: 30 * time.Second}
+
+// get200 GETs path from the agent at addr: the body, or ok false while
+// the agent does not answer (yet). An answer other than 200 and UTF-8
+// fails the test.
+func (a *agentProc) get200(t *testing.T, addr, path string) (string, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
+	resp, err := agentClient.Get("http://" + addr + path)
 	if err != nil {
 		select {
 		case <-a.exited:
@@ -66,14 +70,14 @@ func (a *agentProc) scrapeAgent(t *testing.T, addr, path string) (string, bool) 
 	return string(b), true
 }
 
-// waitMetrics scrapes the agent until /metrics has a line that want
+// waitSeries scrapes the agent until /metrics has a line that want
 // matches, every answer a 200, for up to 2 minutes (discovery, and a
 // trace window that sees the co-runner, on a busy machine).
-func (a *agentProc) waitMetrics(t *testing.T, addr string, want *regexp.Regexp) {
+func (a *agentProc) waitSeries(t *testing.T, addr string, want *regexp.Regexp) {
 	t.Helper()
 	last := ""
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		body, ok := a.scrapeAgent(t, addr, "/metrics")
+		body, ok := a.get200(t, addr, "/metrics")
 		if ok && want.MatchString(body) {
 			return
 		}
@@ -81,11 +85,11 @@ func (a *agentProc) waitMetrics(t *testing.T, addr string, want *regexp.Regexp) 
 			last = body
 		}
 	}
-	t.Fatalf("/metrics never held %q; last:\n%s\nagent:\n%s", want, vcpuLines(last), a.stderr.String())
+	t.Fatalf("/metrics never held %q; last:\n%s\nagent:\n%s", want, seriesLines(last), a.stderr.String())
 }
 
-// vcpuLines are the per-target series of an exposition.
-func vcpuLines(body string) string {
+// seriesLines are the per-target series of an exposition.
+func seriesLines(body string) string {
 	var out []string
 	for _, l := range strings.Split(body, "\n") {
 		if strings.HasPrefix(l, "vgpu_probe_vcpu_") || strings.HasPrefix(l, "vgpu_probe_target_") {
@@ -95,11 +99,11 @@ func vcpuLines(body string) string {
 	return strings.Join(out, "\n")
 }
 
-// checkSnapshotJSON: /api/v1/snapshot answers 200 with JSON.
-func (a *agentProc) checkSnapshotJSON(t *testing.T, addr string) {
+// snapshotIsJSON: /api/v1/snapshot answers 200 with JSON.
+func (a *agentProc) snapshotIsJSON(t *testing.T, addr string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if body, ok := a.scrapeAgent(t, addr, "/api/v1/snapshot"); ok {
+		if body, ok := a.get200(t, addr, "/api/v1/snapshot"); ok {
 			if !json.Valid([]byte(body)) {
 				t.Fatalf("/api/v1/snapshot is not JSON:\n%.3000s", body)
 			}
@@ -117,15 +121,15 @@ func TestMetricsNonUTF8VMName(t *testing.T) {
 		t.Skip("the agent loads eBPF programs: needs root")
 	}
 	discovertest.QEMU(t, "-name", "guest=bad\xff\xfename,debug-threads=on", "-smp", "2")
-	addr := freeAddr(t)
+	addr := unusedLoopbackAddr(t)
 	a := runAgent(t, nil, "none", "", t.TempDir(), envAgentDiscover+"=1", envAgentListen+"="+addr)
-	a.waitMetrics(t, addr, regexp.MustCompile(`(?m)^vgpu_probe_vcpu_run_seconds_total\{domain="bad[^"]*name",vcpu="1"\} `))
-	a.checkSnapshotJSON(t, addr)
+	a.waitSeries(t, addr, regexp.MustCompile(`(?m)^vgpu_probe_vcpu_run_seconds_total\{domain="bad[^"]*name",vcpu="1"\} `))
+	a.snapshotIsJSON(t, addr)
 }
 
-// cgroup2Root is where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup
+// cgroup2Mount is where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup
 // on a pure v2 host, its unified/ directory on a hybrid one.
-func cgroup2Root(t *testing.T) string {
+func cgroup2Mount(t *testing.T) string {
 	t.Helper()
 	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		var st unix.Statfs_t
@@ -137,9 +141,9 @@ func cgroup2Root(t *testing.T) string {
 	return ""
 }
 
-// busyIn starts a busy loop that is in cgroup dir before it runs a
+// busyInCgroup starts a busy loop that is in cgroup dir before it runs a
 // single loop iteration, killed at the end of the test.
-func busyIn(t *testing.T, dir string) *exec.Cmd {
+func busyInCgroup(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
 	c := exec.Command("/bin/sh", "-c", `echo $$ >"$1/cgroup.procs" && exec /bin/sh -c 'while :; do :; done'`, "sh", dir)
 	c.Stderr = os.Stderr
@@ -159,7 +163,7 @@ func TestMetricsNonUTF8CorunnerCgroup(t *testing.T) {
 		t.Skip("the agent loads eBPF programs and makes cgroups: needs root")
 	}
 	name := "vgpu-probe-test-\xff\xfe-" + strconv.Itoa(os.Getpid())
-	dir := filepath.Join(cgroup2Root(t), name)
+	dir := filepath.Join(cgroup2Mount(t), name)
 	if err := os.Mkdir(dir, 0o755); errors.Is(err, unix.EROFS) {
 		t.Skipf("cgroup v2 hierarchy read-only: %v", err)
 	} else if err != nil {
@@ -169,7 +173,7 @@ func TestMetricsNonUTF8CorunnerCgroup(t *testing.T) {
 	// Both run on one CPU before the agent starts: the co-runner is the
 	// biggest from the first trace window on, so it is among the first
 	// keys named, whatever else a busy machine runs there.
-	co := busyIn(t, dir)
+	co := busyInCgroup(t, dir)
 	watched := busyLoop(t)
 	one := schedtest.LastCPU(t)
 	for _, pid := range []int{watched, co.Process.Pid} {
@@ -177,11 +181,11 @@ func TestMetricsNonUTF8CorunnerCgroup(t *testing.T) {
 			t.Fatalf("pinning %d: %v", pid, err)
 		}
 	}
-	addr := freeAddr(t)
+	addr := unusedLoopbackAddr(t)
 	a := runAgent(t, []int{watched}, "none", "", t.TempDir(), envAgentListen+"="+addr)
 	label := `corunner="/vgpu-probe-test-` + "\uFFFD\uFFFD" + `-` + strconv.Itoa(os.Getpid()) + `"`
-	a.waitMetrics(t, addr, regexp.MustCompile(regexp.QuoteMeta(label)))
-	a.checkSnapshotJSON(t, addr)
+	a.waitSeries(t, addr, regexp.MustCompile(regexp.QuoteMeta(label)))
+	a.snapshotIsJSON(t, addr)
 
 	co.Process.Kill()
 	co.Wait()
@@ -198,10 +202,10 @@ func TestMetricsNonUTF8CorunnerCgroup(t *testing.T) {
 	for range 5 {
 		time.Sleep(time.Second)
 		var ok bool
-		if body, ok = a.scrapeAgent(t, addr, "/metrics"); !ok {
+		if body, ok = a.get200(t, addr, "/metrics"); !ok {
 			t.Fatalf("/metrics did not answer after the co-runner exited:\n%s", a.stderr.String())
 		}
 	}
 	t.Logf("after the co-runner exited: its series still served: %v", strings.Contains(body, label))
-	a.checkSnapshotJSON(t, addr)
+	a.snapshotIsJSON(t, addr)
 }
