@@ -35,8 +35,8 @@ func (agentCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- tracingGauge
 }
 
-func (agentCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) error {
-	ch <- prometheus.MustNewConstMetric(dropsTotal, prometheus.CounterValue, float64(snap.EventDrops))
+func (agentCollector) update(s *emitter, snap *model.Snapshot) error {
+	s.metric(dropsTotal, prometheus.CounterValue, float64(snap.EventDrops))
 	kinds := map[string]int{"domain": 0, "pid": 0, "cgroup": 0}
 	threads := 0
 	for _, t := range snap.Targets {
@@ -44,15 +44,15 @@ func (agentCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) 
 		threads += len(t.Threads)
 	}
 	for k, n := range kinds {
-		ch <- prometheus.MustNewConstMetric(targetsGauge, prometheus.GaugeValue, float64(n), k)
+		s.metric(targetsGauge, prometheus.GaugeValue, float64(n), k)
 	}
-	ch <- prometheus.MustNewConstMetric(threadsGauge, prometheus.GaugeValue, float64(threads))
-	ch <- prometheus.MustNewConstMetric(infoGauge, prometheus.GaugeValue, 1, snap.AttachMode)
-	ch <- prometheus.MustNewConstMetric(tracedTotal, prometheus.CounterValue, snap.TracedTotalSeconds)
+	s.metric(threadsGauge, prometheus.GaugeValue, float64(threads))
+	s.metric(infoGauge, prometheus.GaugeValue, 1, snap.AttachMode)
+	s.metric(tracedTotal, prometheus.CounterValue, snap.TracedTotalSeconds)
 	tracing := 0.0
 	if snap.Tracing {
 		tracing = 1
 	}
-	ch <- prometheus.MustNewConstMetric(tracingGauge, prometheus.GaugeValue, tracing)
+	s.metric(tracingGauge, prometheus.GaugeValue, tracing)
 	return nil
 }

@@ -51,7 +51,6 @@ type metricsCache struct {
 type collection struct {
 	at   time.Time
 	fams []*dto.MetricFamily
-	err  error // served as 500 while this collection is served
 
 	mu     sync.Mutex
 	bodies map[cacheKey][]byte
@@ -106,11 +105,15 @@ func (c *metricsCache) wait() {
 
 func (c *metricsCache) collect(done chan struct{}) {
 	c.gathers.Add(1)
+	// A failed Gather still returns every family it could make: served,
+	// as promhttp's ContinueOnError does, with the error in the log. A
+	// series the registry refuses (our collectors send none: emitter)
+	// must not blind every other VM's, nor put a stack trace in the body.
 	fams, err := c.g.Gather()
 	if err != nil && c.onErr != nil {
 		c.onErr(err)
 	}
-	col := &collection{fams: fams, err: err, bodies: map[cacheKey][]byte{}}
+	col := &collection{fams: fams, bodies: map[cacheKey][]byte{}}
 	c.mu.Lock()
 	col.at = c.now() // a slow collection still serves for maxAge after it ends
 	c.cur, c.collecting = col, nil
@@ -121,9 +124,6 @@ func (c *metricsCache) collect(done chan struct{}) {
 // body returns the encoded metrics for k.
 func (c *metricsCache) body(k cacheKey) ([]byte, error) {
 	col := c.current()
-	if col.err != nil {
-		return nil, col.err
-	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	if b, ok := col.bodies[k]; ok {

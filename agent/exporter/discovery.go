@@ -38,7 +38,7 @@ func newDiscoveryMetrics() *DiscoveryMetrics {
 		}, []string{"limit"}),
 	}
 	for _, l := range []string{discover.LimitVMs, discover.LimitVCPUs, discover.LimitName, discover.LimitCmdline} {
-		d.limited.WithLabelValues(l)
+		d.limited.WithLabelValues(LabelValue(l))
 	}
 	return d
 }
@@ -47,7 +47,7 @@ func newDiscoveryMetrics() *DiscoveryMetrics {
 func (d *DiscoveryMetrics) Untrusted(n int) { d.untrusted.Set(float64(n)) }
 
 // Limited counts one cut (discover.Options.Limited).
-func (d *DiscoveryMetrics) Limited(limit string) { d.limited.WithLabelValues(limit).Inc() }
+func (d *DiscoveryMetrics) Limited(limit string) { d.limited.WithLabelValues(LabelValue(limit)).Inc() }
 
 func (d *DiscoveryMetrics) Describe(ch chan<- *prometheus.Desc) {
 	d.untrusted.Describe(ch)

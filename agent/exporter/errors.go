@@ -29,7 +29,7 @@ func newErrorCounter() ErrorCounter {
 		Help: "Failures the agent logged and carried on from, by kind (hints: a target's hint page; mitigate: a thread's slice).",
 	}, []string{"kind"})
 	for _, k := range []string{ErrorHints, ErrorMitigate} {
-		v.WithLabelValues(k)
+		v.WithLabelValues(LabelValue(k))
 	}
 	return ErrorCounter{v}
 }
@@ -37,6 +37,6 @@ func newErrorCounter() ErrorCounter {
 // Counter returns a function that counts one failure of kind, for the
 // Failed hooks of the hints and mitigate options.
 func (c ErrorCounter) Counter(kind string) func() {
-	ctr := c.WithLabelValues(kind)
+	ctr := c.WithLabelValues(LabelValue(kind))
 	return ctr.Inc
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -41,10 +42,11 @@ const (
 	MaxHeavyRequests = 4
 )
 
-// collector is one group of metrics, computed from a snapshot.
+// collector is one group of metrics, computed from a snapshot and sent
+// through s.
 type collector interface {
 	describe(ch chan<- *prometheus.Desc)
-	update(ch chan<- prometheus.Metric, snap *model.Snapshot) error
+	update(s *emitter, snap *model.Snapshot) error
 }
 
 type named struct {
@@ -91,15 +93,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.src.Snapshot().Live() // a gone target's series end when it goes
+	s := newEmitter(ch)
 	for _, n := range registered {
 		start := time.Now()
 		ok := 1.0
-		if err := n.c.update(ch, &snap); err != nil {
+		if err := errors.Join(n.c.update(s, &snap), s.take()); err != nil {
 			c.fails.error(n.name, err, "collector "+n.name+" failed")
 			ok = 0
 		}
-		ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), n.name)
-		ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, ok, n.name)
+		s.metric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), n.name)
+		s.metric(scrapeSuccess, prometheus.GaugeValue, ok, n.name)
 	}
 }
 
@@ -136,7 +139,7 @@ func NewHandler(src Source, log zerolog.Logger, extra ...prometheus.Collector) (
 	}
 	gatherErrs := newLimitedLog(log, time.Minute)
 	stats.cache = newMetricsCache(reg, MetricsMaxAge, func(err error) {
-		gatherErrs.error("collect", err, "collecting metrics failed")
+		gatherErrs.error("collect", err, "collecting metrics failed in part: what was collected is served")
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", stats.cache)
@@ -246,7 +249,13 @@ func serveTimeline(w http.ResponseWriter, r *http.Request, src Source) {
 		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
 		return
 	}
-	p, err := src.TimelinePage(tq.domain, time.Duration(tq.seconds*float64(time.Second)), tq.cursor, tq.limit)
+	last := time.Duration(tq.seconds * float64(time.Second))
+	p, err := src.TimelinePage(tq.domain, last, tq.cursor, tq.limit)
+	if errors.Is(err, monitor.ErrUnknownTarget) {
+		if name, ok := nameOfLabel(src, tq.domain); ok {
+			p, err = src.TimelinePage(name, last, tq.cursor, tq.limit)
+		}
+	}
 	if errors.Is(err, monitor.ErrUnknownTarget) {
 		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
 		return
@@ -282,6 +291,22 @@ func serveTimeline(w http.ResponseWriter, r *http.Request, src Source) {
 	}
 	bw.WriteString("]}\n")
 	_ = bw.Flush() // the client went away; nothing to do
+}
+
+// nameOfLabel finds the target whose name LabelValue made label (one
+// that is not UTF-8, or too long): a client has only the label, or the
+// snapshot's name, which encoding/json writes the same where it is not
+// cut. Other labels are names as they are, and cost no snapshot.
+func nameOfLabel(src Source, label string) (string, bool) {
+	if !strings.ContainsRune(label, utf8.RuneError) && len(label) < MaxLabelValueBytes-utf8.UTFMax {
+		return "", false
+	}
+	for _, t := range src.Snapshot().Targets {
+		if t.Name != label && LabelValue(t.Name) == label {
+			return t.Name, true
+		}
+	}
+	return "", false
 }
 
 type apiError struct {

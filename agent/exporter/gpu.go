@@ -62,28 +62,26 @@ func (c *GPUCollector) Describe(ch chan<- *prometheus.Desc) {
 // vgpu_probe_scrape_collector_success{collector="gpu"} 0.
 func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
+	out := newEmitter(ch)
 	smp, err := c.s.Sample(start)
-	ok := 1.0
-	if err != nil {
-		ok = 0
-	}
 	for _, s := range smp {
 		lv := []string{strconv.Itoa(s.GPU), c.names[s.GPU]}
-		gauge := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-		}
+		gauge := func(d *prometheus.Desc, v float64) { out.metric(d, prometheus.GaugeValue, v, lv...) }
 		gauge(gpuUtil, float64(s.UtilPct)/100)
 		gauge(gpuMemUtil, float64(s.MemUtilPct)/100)
 		gauge(gpuSMClock, float64(s.SMClockMHz)*1e6)
 		gauge(gpuMemUsed, float64(s.MemUsedBytes))
 		gauge(gpuMemTot, float64(s.MemTotalBytes))
 		for _, p := range s.Processes {
-			ch <- prometheus.MustNewConstMetric(gpuProc, prometheus.GaugeValue, float64(p.SMPct)/100,
-				append(lv, strconv.FormatUint(uint64(p.PID), 10))...)
+			out.metric(gpuProc, prometheus.GaugeValue, float64(p.SMPct)/100, append(lv, strconv.FormatUint(uint64(p.PID), 10))...)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), "gpu")
-	ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, ok, "gpu")
+	ok := 1.0
+	if err != nil || out.take() != nil {
+		ok = 0
+	}
+	out.metric(scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), "gpu")
+	out.metric(scrapeSuccess, prometheus.GaugeValue, ok, "gpu")
 }
 
 // gpuUnavailable stands for the GPU collector when NVML cannot be
@@ -101,5 +99,5 @@ func NewGPUUnavailable() prometheus.Collector { return gpuUnavailable{} }
 func (gpuUnavailable) Describe(chan<- *prometheus.Desc) {}
 
 func (gpuUnavailable) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, 0, "gpu")
+	newEmitter(ch).metric(scrapeSuccess, prometheus.GaugeValue, 0, "gpu")
 }

@@ -61,20 +61,21 @@ func (s *serverStats) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (s *serverStats) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(httpInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
-	ch <- prometheus.MustNewConstMetric(httpBusy, prometheus.CounterValue, float64(s.refused.Load()))
-	ch <- prometheus.MustNewConstMetric(httpTLSErrors, prometheus.CounterValue, float64(s.tlsErrors.Load()))
+	out := newEmitter(ch)
+	out.metric(httpInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
+	out.metric(httpBusy, prometheus.CounterValue, float64(s.refused.Load()))
+	out.metric(httpTLSErrors, prometheus.CounterValue, float64(s.tlsErrors.Load()))
 	s.mu.Lock()
 	c := s.conns
 	s.mu.Unlock()
 	if s.cache != nil {
-		ch <- prometheus.MustNewConstMetric(httpCollections, prometheus.CounterValue, float64(s.cache.gathers.Load()))
+		out.metric(httpCollections, prometheus.CounterValue, float64(s.cache.gathers.Load()))
 	}
 	if c == nil {
 		return
 	}
 	open, max, evicted := c.stats()
-	ch <- prometheus.MustNewConstMetric(httpOpen, prometheus.GaugeValue, float64(open))
-	ch <- prometheus.MustNewConstMetric(httpMax, prometheus.GaugeValue, float64(max))
-	ch <- prometheus.MustNewConstMetric(httpEvicted, prometheus.CounterValue, float64(evicted))
+	out.metric(httpOpen, prometheus.GaugeValue, float64(open))
+	out.metric(httpMax, prometheus.GaugeValue, float64(max))
+	out.metric(httpEvicted, prometheus.CounterValue, float64(evicted))
 }

@@ -93,13 +93,13 @@ const (
 	SeriesSleeping = 1 + 3*3 + SeriesPerVCPU - 2
 )
 
-func (vcpuCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) error {
+func (vcpuCollector) update(s *emitter, snap *model.Snapshot) error {
 	for i := range snap.Targets {
 		tg := &snap.Targets[i]
-		ch <- prometheus.MustNewConstMetric(targetInfo, prometheus.GaugeValue, 1, tg.Name, tg.Kind)
+		s.metric(targetInfo, prometheus.GaugeValue, 1, tg.Name, tg.Kind)
 		if tg.QuotaUS > 0 && tg.PeriodUS > 0 {
-			ch <- prometheus.MustNewConstMetric(targetQuota, prometheus.GaugeValue, float64(tg.QuotaUS)/1e6, tg.Name)
-			ch <- prometheus.MustNewConstMetric(targetPeriod, prometheus.GaugeValue, float64(tg.PeriodUS)/1e6, tg.Name)
+			s.metric(targetQuota, prometheus.GaugeValue, float64(tg.QuotaUS)/1e6, tg.Name)
+			s.metric(targetPeriod, prometheus.GaugeValue, float64(tg.PeriodUS)/1e6, tg.Name)
 		}
 		var off, slice, wake model.Hist
 		var offNs uint64
@@ -114,19 +114,38 @@ func (vcpuCollector) update(ch chan<- prometheus.Metric, snap *model.Snapshot) e
 			}
 		}
 		if watched {
-			lv := []string{tg.Name}
-			ch <- histogram(offCPUHist, &off, float64(offNs)/1e9, lv)
-			ch <- histogram(sliceHist, &slice, math.NaN(), lv)
-			ch <- histogram(wakeHist, &wake, math.NaN(), lv)
+			histogram(s, offCPUHist, &off, float64(offNs)/1e9, tg.Name)
+			histogram(s, sliceHist, &slice, math.NaN(), tg.Name)
+			histogram(s, wakeHist, &wake, math.NaN(), tg.Name)
 		}
-		for _, co := range tg.Corunners {
-			ch <- prometheus.MustNewConstMetric(corunWait, prometheus.CounterValue, co.WaitedSeconds, tg.Name, co.Key)
+		for _, co := range corunnerWaits(tg.Corunners) {
+			s.metric(corunWait, prometheus.CounterValue, co.WaitedSeconds, tg.Name, co.Key)
 		}
 		for _, g := range groupThreads(tg.Threads) {
-			g.export(ch, tg.Name)
+			g.export(s, tg.Name)
 		}
 	}
 	return nil
+}
+
+// corunnerWaits sums the waits whose keys are one label value (cgroup
+// paths that differ only in bytes LabelValue replaces, or beyond its
+// bound): to a reader of the metrics they are one co-runner, and its
+// counter is their sum rather than whichever came first.
+func corunnerWaits(cs []model.CorunnerWait) []model.CorunnerWait {
+	out := make([]model.CorunnerWait, 0, len(cs))
+	at := make(map[string]int, len(cs))
+	for _, c := range cs {
+		c.Key = LabelValue(c.Key)
+		if i, ok := at[c.Key]; ok {
+			out[i].Preemptions += c.Preemptions
+			out[i].WaitedSeconds += c.WaitedSeconds
+			continue
+		}
+		at[c.Key] = len(out)
+		out = append(out, c)
+	}
+	return out
 }
 
 // vcpuGroup is the threads behind one vcpu label value: one vCPU thread
@@ -161,7 +180,7 @@ func groupThreads(ths []model.Thread) []*vcpuGroup {
 // export sums the group's counters; the steal ratio is the threads' mean,
 // and the slice gauges are the shortest of the contended threads' (the
 // one that loses its CPU first), absent when none is contended.
-func (g *vcpuGroup) export(ch chan<- prometheus.Metric, domain string) {
+func (g *vcpuGroup) export(s *emitter, domain string) {
 	var run, wait, steal float64
 	var pre, sw, wk, thr uint64
 	var exp, rem *float64
@@ -177,10 +196,7 @@ func (g *vcpuGroup) export(ch chan<- prometheus.Metric, domain string) {
 			exp, rem = minPtr(exp, th.ExpectedSliceUS), minPtr(rem, th.RemainingSliceUS)
 		}
 	}
-	lv := []string{domain, g.label}
-	metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, t, v, lv...)
-	}
+	metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64) { s.metric(d, t, v, domain, g.label) }
 	metric(runTotal, prometheus.CounterValue, run)
 	metric(waitTotal, prometheus.CounterValue, wait)
 	metric(preemptTotal, prometheus.CounterValue, float64(pre))
@@ -210,15 +226,16 @@ func addHist(dst, src *model.Hist) {
 	}
 }
 
-// histogram converts a BPF histogram to a Prometheus one. sum in seconds;
+// histogram sends a BPF histogram as a Prometheus one. sum in seconds;
 // NaN means "not tracked exactly": it is estimated from bucket midpoints.
 // An empty one (a target that sleeps through every trace window) is its
 // _sum, _count and +Inf bucket only: 3 series, not seriesPerHistogram,
 // so that a sleeping process costs at most SeriesSleeping. Its buckets
 // appear together with its first sample and stay while it lives.
-func histogram(d *prometheus.Desc, h *model.Hist, sum float64, lv []string) prometheus.Metric {
+func histogram(s *emitter, d *prometheus.Desc, h *model.Hist, sum float64, lv ...string) {
 	if h.Count() == 0 {
-		return prometheus.MustNewConstHistogram(d, 0, 0, nil, lv...)
+		s.histogram(d, 0, 0, nil, lv...)
+		return
 	}
 	buckets := make(map[float64]uint64, maxExp-minExp+1)
 	for e := minExp; e <= maxExp; e++ {
@@ -237,5 +254,5 @@ func histogram(d *prometheus.Desc, h *model.Hist, sum float64, lv []string) prom
 			sum += float64(c) * (lo + hi) / 2 / 1e9
 		}
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count(), sum, buckets, lv...)
+	s.histogram(d, h.Count(), sum, buckets, lv...)
 }
