@@ -21,11 +21,12 @@ import (
 //
 // libgomp reads its spin count from a variable at every wait but offers
 // no call to change it. hybridsync-run therefore starts the program with
-// GOMP_SPINCOUNT=GompSpinMarker, a count libgomp treats as its default
-// would be, and the library finds the one word of libgomp's data that
-// holds that value (libhybridsync/lib/gompspin.c) and sets it as the
-// CPUs' contention says: GompSpinBounded while a neighbour competes for
-// them, the marker (the default spin) otherwise.
+// a GOMP_SPINCOUNT of its own choosing, the marker: a count next to
+// libgomp's default and unlike anything else in its data. The library
+// finds the one word of libgomp's data that holds that value
+// (libhybridsync/lib/gompspin.c) and sets it as the CPUs' contention
+// says: GompSpinBounded while a neighbour competes for them, the marker
+// (the default spin) otherwise.
 //
 // The signal is the program's own threads' waits for their CPUs over a
 // window: a thread that was runnable a good part of the window and spent
@@ -39,12 +40,6 @@ import (
 // host agent's page (HintSource.CPUContention) count too: TCG guests and
 // some clouds report no steal, and the host's neighbour shows to the guest
 // only there.
-
-// GompSpinMarker is the GOMP_SPINCOUNT hybridsync-run gives libgomp: close
-// to libgomp's own default of 300,000, so that a program the library does
-// not follow (its libgomp copy not found) waits as it would by default,
-// and unlike any other word of libgomp's data.
-const GompSpinMarker = 299917
 
 // GompSpinBounded is the spin while the CPUs are contended: 1000
 // iterations (a pause and a load each, 10-40 ns: about a wake-up from
@@ -124,7 +119,8 @@ type SpinWord interface {
 // OMPFollower sets libgomp's spin as its program's CPUs' contention says,
 // while the program runs.
 type OMPFollower struct {
-	word  SpinWord
+	word   SpinWord
+	marker uint64 // the GOMP_SPINCOUNT libgomp started with: its free spin
 	hints *HintSource // nil: none
 	// info gets a line at each change of the spin, warn the one line
 	// that says the spin cannot be followed (either may be nil).
@@ -145,13 +141,14 @@ type OMPFollower struct {
 	current                     atomic.Uint64
 }
 
-// NewOMPFollower returns a follower of word, reading the page hints too
-// where it is not nil; info gets a line at each change of the spin, warn
-// the line that says why it cannot follow it.
-func NewOMPFollower(word SpinWord, hints *HintSource, info, warn func(string, ...any)) *OMPFollower {
-	f := &OMPFollower{word: word, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
+// NewOMPFollower returns a follower of word, which libgomp started at
+// marker (GOMP_SPINCOUNT), reading the page hints too where it is not
+// nil; info gets a line at each change of the spin, warn the line that
+// says why it cannot follow it.
+func NewOMPFollower(word SpinWord, marker uint64, hints *HintSource, info, warn func(string, ...any)) *OMPFollower {
+	f := &OMPFollower{word: word, marker: marker, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
 	f.setWhy("libgomp not loaded (yet)")
-	f.current.Store(GompSpinMarker)
+	f.current.Store(marker)
 	return f
 }
 
@@ -179,7 +176,7 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 		if loadedAt.IsZero() {
 			loadedAt = time.Now()
 		}
-		n, file, err := f.word.Locate(GompSpinMarker)
+		n, file, err := f.word.Locate(f.marker)
 		switch {
 		case err != nil:
 			f.giveUp(err.Error())
@@ -189,7 +186,7 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 			f.setWhy("")
 			f.active.Store(true)
 		case time.Since(loadedAt) > ompLocateFor:
-			f.giveUp(fmt.Sprintf("no libgomp holds GOMP_SPINCOUNT=%d in its data", GompSpinMarker))
+			f.giveUp(fmt.Sprintf("no libgomp holds GOMP_SPINCOUNT=%d in its data", f.marker))
 			return
 		}
 	}
@@ -198,7 +195,7 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 // giveUp records and says, once, why the spin cannot be followed, and
 // the static choice that stands.
 func (f *OMPFollower) giveUp(why string) {
-	why = fmt.Sprintf("%s: libgomp's spin stays GOMP_SPINCOUNT=%d (its default) for the whole run", why, GompSpinMarker)
+	why = fmt.Sprintf("%s: libgomp's spin stays GOMP_SPINCOUNT=%d, about its default, for the whole run", why, f.marker)
 	f.setWhy(why)
 	if f.warn != nil {
 		f.warn("%s", why)
@@ -234,7 +231,7 @@ func (f *OMPFollower) apply(contended bool) {
 
 func (f *OMPFollower) set(bounded bool) {
 	f.bounded = bounded
-	v, why := uint64(GompSpinMarker), "free"
+	v, why := f.marker, "free"
 	if bounded {
 		v, why = GompSpinBounded, "contended"
 	}
@@ -322,7 +319,8 @@ type OMPFollowStats struct {
 	Why    string `json:"why,omitempty"`
 	// Library: the libgomp whose spin count it sets.
 	Library string `json:"library,omitempty"`
-	// SpinCount: the spin as last set; Changes: how often it was set.
+	// SpinCount: the spin as last set (the marker: libgomp's default
+	// spin; GompSpinBounded); Changes: how often it was set.
 	SpinCount uint64 `json:"spin_count"`
 	Changes   uint64 `json:"changes"`
 	// Windows: windows read; Contended: of those, contended.

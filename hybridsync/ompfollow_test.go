@@ -40,6 +40,9 @@ func TestOMPContended(t *testing.T) {
 	}
 }
 
+// testMarker is a marker as hybridsync-run gives one.
+const testMarker = 299917
+
 // fakeWord is libgomp's spin count for the follower's state machine (the
 // real one is found in a real libgomp by libhybridsync/ctest).
 type fakeWord struct {
@@ -58,7 +61,7 @@ func (w *fakeWord) Store(v uint64)                     { w.stored = append(w.sto
 // starts the count again. Each change is stored once.
 func TestOMPFollowerLeaves(t *testing.T) {
 	w := &fakeWord{}
-	f := NewOMPFollower(w, nil, nil, nil)
+	f := NewOMPFollower(w, testMarker, nil, nil, nil)
 	f.apply(false)
 	if len(w.stored) != 0 {
 		t.Fatalf("a free window stored %v", w.stored)
@@ -75,11 +78,11 @@ func TestOMPFollowerLeaves(t *testing.T) {
 		t.Fatalf("stored %v before %d free windows in a row, want %v", w.stored, ompLeaveAfter, want)
 	}
 	f.apply(false)
-	if len(w.stored) != 2 || w.stored[1] != GompSpinMarker {
+	if len(w.stored) != 2 || w.stored[1] != testMarker {
 		t.Fatalf("stored %v, want the marker back after %d free windows", w.stored, ompLeaveAfter)
 	}
 	st := f.Stats()
-	if st.SpinCount != GompSpinMarker || st.Changes != 2 || st.Contended != 2 || st.Windows != 2*ompLeaveAfter+2 {
+	if st.SpinCount != testMarker || st.Changes != 2 || st.Contended != 2 || st.Windows != 2*ompLeaveAfter+2 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -89,7 +92,7 @@ func TestOMPFollowerLeaves(t *testing.T) {
 // waiting while no libgomp is loaded.
 func TestOMPFollowerGivesUp(t *testing.T) {
 	run := func(w *fakeWord, within time.Duration) (OMPFollowStats, bool) {
-		f := NewOMPFollower(w, nil, nil, nil)
+		f := NewOMPFollower(w, testMarker, nil, nil, nil)
 		stop := make(chan struct{})
 		done := make(chan struct{})
 		go func() { f.Run(stop); close(done) }()

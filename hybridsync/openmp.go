@@ -55,7 +55,7 @@ type OpenMPVerdict struct {
 	// Set is HYBRIDSYNC_OPENMP where it chose without measuring.
 	Set string
 	// Follow: the library follows libgomp's spin while the program runs
-	// (Env holds GompSpinMarker); nothing was measured.
+	// from the marker hybridsync-run starts it with; nothing was measured.
 	Follow bool
 	// Preload is a library to preload after libhybridsync: LLVM's libomp
 	// under HYBRIDSYNC_OPENMP=live, which takes over the GOMP_* entry
@@ -78,14 +78,15 @@ func (v OpenMPVerdict) String() string {
 		return fmt.Sprintf("HYBRIDSYNC_OPENMP=%s: %s", v.Set, env)
 	}
 	if v.Follow {
-		return fmt.Sprintf("%s: the library follows libgomp's spin while the program runs (libomp's blocktime at its CUDA waits)", env)
+		return "hybridsync-run starts GNU libgomp at a marker spin count that the library follows while the program runs; libomp's blocktime follows the CPUs at its CUDA waits"
 	}
 	return fmt.Sprintf("CPUs %v waited %.0f%% of a %v probe at most: %s", v.CPUs, 100*v.Waited, OpenMPProbe, env)
 }
 
 // The values of HYBRIDSYNC_OPENMP, which OpenMPEnv follows: auto (or
-// unset) gives libgomp GompSpinMarker, whose spin the library then
-// follows while the program runs; bounded and default give the bounded
+// unset) sets nothing here (hybridsync-run gives libgomp its marker spin
+// count itself, without asking, so that a start costs no more than the
+// library's load; the library then follows it while the program runs); bounded and default give the bounded
 // spin, or the runtime's defaults, for the whole run; live measures the
 // CPUs at start and runs the program's OpenMP on LLVM's libomp
 // (OpenMPVerdict.Preload).
@@ -159,7 +160,7 @@ func OpenMPEnv(mode string) (OpenMPVerdict, error) {
 	var v OpenMPVerdict
 	switch mode {
 	case "", OpenMPAuto:
-		return OpenMPVerdict{Env: []string{"GOMP_SPINCOUNT=" + strconv.Itoa(GompSpinMarker)}, Follow: true}, nil
+		return OpenMPVerdict{Follow: true}, nil
 	case OpenMPBounded:
 		return OpenMPVerdict{Env: OpenMPSpin, Set: mode}, nil
 	case OpenMPDefault:

@@ -18,6 +18,10 @@
  * libgomp-HASH.so.1) side by side. */
 #define HS_GOMP_MAX 4
 
+int hs_gomp_following;
+
+void hs_gomp_set_following(void) { __atomic_store_n(&hs_gomp_following, 1, __ATOMIC_RELEASE); }
+
 static unsigned long long *words[HS_GOMP_MAX];
 static int nwords;
 

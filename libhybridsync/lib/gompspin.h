@@ -25,5 +25,12 @@ int hs_gomp_libgomp(void);
  * whole by its next wait. */
 void hs_gomp_store(unsigned long long v);
 
+/* hs_gomp_following is set once the library follows libgomp's spin
+ * (ompfollow.go): the stats file at exit is then written even for a
+ * program that made no CUDA wait. A C flag, so that a program that exits
+ * before the Go runtime started never waits for it. */
+extern int hs_gomp_following;
+void hs_gomp_set_following(void);
+
 #pragma GCC visibility pop
 #endif

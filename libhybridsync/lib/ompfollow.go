@@ -17,22 +17,28 @@ import (
 
 // follower follows libgomp's spin while the program runs
 // (hybridsync/ompfollow.go): started as the library loads, where
-// hybridsync-run gave the program GOMP_SPINCOUNT=GompSpinMarker, whether
-// or not the program ever calls CUDA. nil otherwise.
+// hybridsync-run gave the program its GOMP_SPINCOUNT (the marker; its
+// record HYBRIDSYNC_RUN_SET says so), whether or not the program ever
+// calls CUDA. nil otherwise.
 var follower *hybridsync.OMPFollower
 
 func init() {
-	marker := strconv.Itoa(hybridsync.GompSpinMarker)
-	if v, ok := os.LookupEnv("GOMP_SPINCOUNT"); !ok || v != marker || !hybridsync.SetByRun(os.LookupEnv, "GOMP_SPINCOUNT", v) {
+	v, ok := os.LookupEnv("GOMP_SPINCOUNT")
+	if !ok || !hybridsync.SetByRun(os.LookupEnv, "GOMP_SPINCOUNT", v) {
 		return
+	}
+	marker, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || marker <= hybridsync.GompSpinBounded {
+		return // the bounded setting, HYBRIDSYNC_OPENMP=bounded: nothing to follow
 	}
 	// The page is read only where it says how the host shares this
 	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
 	// said by the library's configuration check, not here.
 	hints, _ := hybridsync.HintsFromEnv(os.Getenv, nil, nil)
-	follower = hybridsync.NewOMPFollower(gompWord{}, hints,
+	follower = hybridsync.NewOMPFollower(gompWord{}, marker, hints,
 		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
 		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
+	C.hs_gomp_set_following()
 	go follower.Run(nil)
 }
 
@@ -60,9 +66,3 @@ func followStats() *hybridsync.OMPFollowStats {
 	st := follower.Stats()
 	return &st
 }
-
-// hsgo_following says whether the follower was started (stats.c: a
-// program without CUDA waits still gets its stats file).
-//
-//export hsgo_following
-func hsgo_following() C.int { return boolInt(follower != nil) }

@@ -7,6 +7,7 @@
 #include "_cgo_export.h"
 #include "core.h"
 #include "life.h"
+#include "gompspin.h"
 #include "stats.h"
 
 static atomic_ulong quiet_checks; /* reports skipped by the wait runner's still_free */
@@ -114,7 +115,7 @@ __attribute__((destructor)) static void write_stats_at_exit(void)
 	case HS_LIB_NEW:
 		/* Without a CUDA wait, what the library did to the program's
 		 * OpenMP is still worth the file (ompfollow.go). */
-		if (hsgo_following())
+		if (__atomic_load_n(&hs_gomp_following, __ATOMIC_ACQUIRE))
 			hsgo_write_unengaged("the program made no CUDA wait");
 		break;
 	}
