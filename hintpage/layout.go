@@ -240,10 +240,20 @@ func ShmemXML(domain string) string {
 	return "<shmem name='" + FileName(domain) + "'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"
 }
 
+// DefaultDir is the agent's page directory: one the agent makes and owns
+// (root, mode 0711: every user may reach a page by name, none but root
+// may list, create, rename or remove one), in /run, where no other user
+// can make it first. Each page in it is mode 0600 and owned by its
+// reader (QEMU's user, a local target's user) from its creation on.
+const DefaultDir = "/run/vgpu-probe/hints"
+
 // QEMUArgs are the QEMU arguments that map the page of target, in dir,
 // into the guest without libvirt: the same ivshmem-plain device as
 // ShmemXML, over the page file shared with QEMU (share=on: the guest must
-// see the agent's writes). QEMU creates the file if the agent has not.
+// see the agent's writes). The page must exist when QEMU starts
+// (PrepareShared, `vgpu-probe agent hints-args`): QEMU opens a file that
+// exists as it is and creates a missing one under its own umask (0644),
+// which the agent then refuses (OpenShared).
 func QEMUArgs(dir, target string) []string {
 	const id = "vgpu-probe-hints"
 	path := strings.ReplaceAll(filepath.Join(dir, FileName(target)), ",", ",,") // QEMU's option escape

@@ -20,27 +20,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
-// DefaultDir is where pages go: libvirt's <shmem> maps /dev/shm/NAME.
-const DefaultDir = "/dev/shm"
-
-// WarnLibvirtDir warns, when dir is not /dev/shm, that libvirt's <shmem>
-// maps pages from /dev/shm only, so that the pages of libvirt's domains
-// will not reach their guests (a QEMU started with `agent hints-args
-// --dir DIR` maps any directory). For the agent's start, with the
-// libvirt source in use; it reports whether it warned.
-func WarnLibvirtDir(log zerolog.Logger, dir string) bool {
-	if filepath.Clean(dir) == DefaultDir {
-		return false
-	}
-	a, err1 := os.Stat(dir)
-	b, err2 := os.Stat(DefaultDir)
-	if err1 == nil && err2 == nil && os.SameFile(a, b) {
-		return false // /dev/shm by another name (/run/shm)
-	}
-	log.Warn().Str("dir", dir).Msg("libvirt maps <shmem> pages from /dev/shm only: the pages of libvirt's domains will not reach their guests")
-	return true
-}
-
 // RefreshEvery is how often every slot is re-published from the BPF
 // counters (switch-outs, threads that ran on without a switch) while the
 // agent writes the live block of some thread (a vCPU, a thread whose
@@ -175,24 +154,6 @@ type page struct {
 	uid, gid      int
 	id            FileID    // the page file's identity
 	live          *liveSock // thread pages with live arrays (live.go)
-}
-
-// CheckDir tells whether pages can be created in dir: one clear error for
-// a missing or read-only directory, at start rather than per target.
-func CheckDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("hints directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("hints directory %s: not a directory", dir)
-	}
-	f, err := os.CreateTemp(dir, ".vgpu-probe-hints-check-*")
-	if err != nil {
-		return fmt.Errorf("hints directory %s is not writable: %w", dir, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
 }
 
 // New returns a publisher writing into opts.Dir, which must be writable.
