@@ -224,7 +224,7 @@ func claimError(flag string, err error) error {
 // writes into it again in place).
 func (a *Agent) ownHints(state, dir string) error {
 	if err := hints.CheckDir(dir); err != nil {
-		return &requestError{fmt.Errorf("--hints: %w", err)}
+		return &requestError{fmt.Errorf("--hints %s: %w", dir, err)}
 	}
 	if state == "" {
 		return nil

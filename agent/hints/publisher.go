@@ -126,10 +126,12 @@ type Publisher struct {
 	applied                    int // Applied
 
 	// orphans are the files of dropped pages, removed by reap (outside
-	// mu: it reads every process's maps) unless another process uses
-	// them; reapMu keeps one reap at a time.
-	orphans []pageFile
-	reapMu  sync.Mutex
+	// mu, in reapLoop: it may read every process's maps) unless another
+	// process uses them; reapMu keeps one reap at a time; reapKick wakes
+	// reapLoop.
+	orphans  []pageFile
+	reapMu   sync.Mutex
+	reapKick chan struct{}
 	proc    string // "/proc"
 }
 
@@ -169,7 +171,7 @@ func New(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(), cont: opts.Contention,
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
-		failed: map[string]*failure{}, kick: make(chan struct{}, 1), proc: "/proc"}
+		failed: map[string]*failure{}, kick: make(chan struct{}, 1), reapKick: make(chan struct{}, 1), proc: "/proc"}
 	if p.cont == nil {
 		p.cont = contention.NewTracker(p.self)
 	}
@@ -183,10 +185,36 @@ func (p *Publisher) Path(target string) string {
 	return filepath.Join(p.opts.Dir, hintpage.FileName(target))
 }
 
-// Apply creates, updates or removes the page of a target.
+// Apply creates, updates or removes the page of a target. The file of a
+// page it drops is removed later, by Run's reaper (or Close): finding
+// whether another process uses it reads every process's maps, which
+// takes a tenth of a second for a process with 65,000 mappings, and the
+// events of every other target must not wait for that.
 func (p *Publisher) Apply(ev targets.Event) {
 	p.apply(ev)
-	p.reap()
+	p.kickReap()
+}
+
+// kickReap wakes the reaper. Never blocks: one pending kick is enough,
+// as a reap takes every orphan there is when it starts.
+func (p *Publisher) kickReap() {
+	select {
+	case p.reapKick <- struct{}{}:
+	default:
+	}
+}
+
+// reapLoop removes the files of dropped pages (reap) whenever Apply
+// drops one, until ctx is done.
+func (p *Publisher) reapLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.reapKick:
+			p.reap()
+		}
+	}
 }
 
 func (p *Publisher) apply(ev targets.Event) {
@@ -521,9 +549,12 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 }
 
 // Run refreshes every slot each RefreshEvery (RefreshMappedEvery while
-// every live block is in a live array) until ctx is done, then closes
-// the pages (Close).
+// every live block is in a live array) and removes the files of dropped
+// pages (reapLoop) until ctx is done, then closes the pages (Close).
 func (p *Publisher) Run(ctx context.Context) {
+	var reaper sync.WaitGroup
+	reaper.Go(func() { p.reapLoop(ctx) })
+	defer reaper.Wait()
 	period := p.refreshPeriod()
 	tm := time.NewTimer(period)
 	defer tm.Stop()

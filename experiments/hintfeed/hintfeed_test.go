@@ -254,7 +254,7 @@ func TestMitigationOnly(t *testing.T) {
 // nothing but the filler in the directory.
 func TestPageDirectoryFillsUp(t *testing.T) {
 	const slice = 100 * time.Microsecond
-	dir := tmpfstest.Mount(t, 16<<10)
+	dir := tmpfstest.Mount(t, 16<<10, "mode=0755")
 	f := startFeed(t, Options{Kind: targets.KindPID, Hints: true, Dir: dir, Mitigation: &mitigate.Config{Slice: slice}})
 	closed := false
 	defer func() {
