@@ -132,7 +132,7 @@ type Publisher struct {
 	orphans  []pageFile
 	reapMu   sync.Mutex
 	reapKick chan struct{}
-	proc    string // "/proc"
+	proc     string // "/proc"
 }
 
 // failure is a target whose page could not be created.
