@@ -233,11 +233,30 @@ const GuestPath = "/dev/shm/vgpu-probe-hints"
 // power of two in MiB, and 1 MiB holds MaxSlots vCPUs.
 const ShmemSizeMiB = 1
 
-// ShmemXML is the libvirt <devices> element that maps the page of domain
-// into the guest as an ivshmem-plain PCI device (1af4:1110, BAR2): QEMU
-// opens /dev/shm/FileName(domain), which the agent publishes into.
-func ShmemXML(domain string) string {
-	return "<shmem name='" + FileName(domain) + "'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"
+// LibvirtXML is the libvirt <qemu:commandline> element that maps the page
+// of domain, in dir, into the guest as an ivshmem-plain PCI device
+// (1af4:1110, BAR2): QEMUArgs, which the domain's root element must allow
+// with xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'. Not
+// libvirt's <shmem>: libvirt maps <shmem name='X'> from /dev/shm/X only
+// (a name with '/' is refused), at the root of a directory every user may
+// write, where another user can make the file before the agent does, and
+// where QEMU makes it 0644 when it is missing.
+func LibvirtXML(dir, domain string) string {
+	var b strings.Builder
+	b.WriteString("<qemu:commandline>")
+	for _, a := range QEMUArgs(dir, domain) {
+		b.WriteString("<qemu:arg value='" + xmlEscape(a) + "'/>")
+	}
+	b.WriteString("</qemu:commandline>")
+	return b.String()
+}
+
+// LibvirtNS is the namespace <qemu:commandline> needs on <domain>.
+const LibvirtNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
+
+// xmlEscape escapes s for an XML attribute in single quotes.
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", "&apos;", `"`, "&quot;").Replace(s)
 }
 
 // DefaultDir is the agent's page directory: one the agent makes and owns

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -353,7 +354,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	p.pages[pg.key], p.files[file] = pg, pg.key
 	l := p.opts.Log.Info().Str("target", pg.key).Str("page", path).Int("uid", uid).Int("slots", pg.w.Slots())
 	if pg.vcpu {
-		l = l.Str("shmem", hintpage.ShmemXML(t.Name))
+		l = l.Str("qemu_args", strings.Join(hintpage.QEMUArgs(p.opts.Dir, t.Name), " "))
 	}
 	l.Msg("publishing hint page")
 	p.startLive(pg)

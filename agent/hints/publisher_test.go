@@ -122,8 +122,8 @@ func TestDomainPageByVCPU(t *testing.T) {
 	if h := f.Header(); h.Slots != 2 || h.Flags&hintpage.FlagVCPU == 0 {
 		t.Fatalf("header %+v", h)
 	}
-	if want := "<shmem name='vgpu-probe-hints-guest_1'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"; hintpage.ShmemXML("guest 1") != want {
-		t.Fatalf("xml %s", hintpage.ShmemXML("guest 1"))
+	if want := "<qemu:commandline><qemu:arg value='-object'/><qemu:arg value='memory-backend-file,id=vgpu-probe-hints,mem-path=/run/vgpu-probe/hints/vgpu-probe-hints-guest_1,size=1M,share=on'/><qemu:arg value='-device'/><qemu:arg value='ivshmem-plain,memdev=vgpu-probe-hints'/></qemu:commandline>"; hintpage.LibvirtXML(DefaultDir, "guest 1") != want {
+		t.Fatalf("xml %s", hintpage.LibvirtXML(DefaultDir, "guest 1"))
 	}
 }
 

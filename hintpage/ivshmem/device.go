@@ -23,7 +23,7 @@ const (
 
 var (
 	// ErrNoDevice: no ivshmem-plain device in the guest.
-	ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <shmem> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain")
+	ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <qemu:commandline> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain (or 'agent hints-args VM' to QEMU)")
 	// ErrBadAddress: a named device that is not a PCI address.
 	ErrBadAddress = errors.New("want a PCI address like 0000:00:05.0")
 	// ErrNoSuchDevice: a named device the guest does not have.

@@ -19,18 +19,34 @@ import (
 
 // newHintsXML is the hints-xml subcommand.
 func newHintsXML() *cobra.Command {
-	return &cobra.Command{
+	var dir string
+	cmd := &cobra.Command{
 		Use:   "hints-xml DOMAIN",
-		Short: "Print the libvirt <shmem> element that maps DOMAIN's hint page into the guest",
-		Long: `hints-xml prints the <shmem> device to add to a domain's <devices> so that
-the hint page the agent publishes for it (with --hints /dev/shm) appears in
-the guest as an ivshmem-plain PCI device; run 'vgpu-probe guest' there.`,
+		Short: "Print the libvirt <qemu:commandline> element that maps DOMAIN's hint page into the guest",
+		Long: `hints-xml prints the <qemu:commandline> element to add to a domain (a child
+of <domain>, whose start tag must then carry
+xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0') so that the hint page
+the agent publishes for it (with --hints DIR, --dir here) appears in the guest
+as an ivshmem-plain PCI device; run 'vgpu-probe guest' there. It is the
+device 'agent hints-args' prints, for libvirt.
+
+The page must exist, owned by QEMU's user, before the domain starts: a libvirt
+hook (/etc/libvirt/hooks/qemu) makes it at "prepare", as docs/hints.md shows:
+  vgpu-probe agent hints-args --owner libvirt-qemu DOMAIN >/dev/null
+libvirt's own <shmem> is not used: it maps /dev/shm/NAME only, where any user
+can make the file first (docs/hints.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), hintpage.ShmemXML(args[0]))
+			if !filepath.IsAbs(dir) {
+				return usage.Errorf("--dir %q: want an absolute path (QEMU opens it)", dir)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), hintpage.LibvirtXML(dir, args[0]))
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&dir, "dir", hints.DefaultDir, "the agent's --hints directory")
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{"dir": complete.Dirs})
+	return cmd
 }
 
 // newHintsArgs is the hints-args subcommand.
