@@ -209,8 +209,8 @@ const FilePrefix = "vgpu-probe-hints-"
 
 // FileName is the page file name of a target (a domain name, a pid, a
 // cgroup path): FilePrefix and the name with every byte outside
-// [A-Za-z0-9._-] replaced by '_', so that it is one file in DIR and a valid
-// libvirt <shmem> name.
+// [A-Za-z0-9._-] replaced by '_', so that it is one file in DIR and needs
+// no quoting anywhere (a QEMU option, a libvirt XML attribute).
 func FileName(target string) string {
 	b := []byte(target)
 	for i, c := range b {

@@ -15,7 +15,9 @@ import (
 // SysPCI is where the kernel lists PCI devices.
 const SysPCI = "/sys/bus/pci/devices"
 
-// The ivshmem-plain device QEMU gives a libvirt <shmem> element.
+// The ivshmem-plain device of the hint page (hintpage.QEMUArgs, as QEMU
+// arguments or libvirt's <qemu:commandline>; a libvirt <shmem> makes the
+// same device).
 const (
 	vendorIvshmem = "0x1af4"
 	deviceIvshmem = "0x1110"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
@@ -112,8 +113,12 @@ func TestTenantCannotTakePage(t *testing.T) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Uid == discovertest.Tenant || st.Mode&0o077 != 0 {
 		t.Errorf("%s: mode %#o uid %d; want a regular file, 0600, not the tenant's", page, st.Mode, st.Uid)
 	}
-	if !mapsInode(t, qemu.Process.Pid, st.Dev, st.Ino) {
-		t.Errorf("QEMU does not map %s (inode %d)", page, st.Ino)
+	// QEMU maps its memory backends while it starts, on a busy machine
+	// maybe after discovertest.QEMU returned.
+	for deadline := time.Now().Add(time.Minute); !mapsInode(t, qemu.Process.Pid, st.Dev, st.Ino); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU does not map %s (inode %d)", page, st.Ino)
+		}
 	}
 	if mapsInode(t, qemu.Process.Pid, tenantSt.Dev, tenantSt.Ino) {
 		t.Error("QEMU maps the tenant's own file")

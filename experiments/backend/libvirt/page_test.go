@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
@@ -75,8 +76,10 @@ func TestLibvirtDomainPage(t *testing.T) {
 	if err := syscall.Stat(page, &st); err != nil {
 		t.Fatal(err)
 	}
-	if !maps(t, pid, st.Dev, st.Ino) {
-		t.Errorf("libvirt's QEMU (pid %d) does not map the page %s", pid, page)
+	for deadline := time.Now().Add(time.Minute); !maps(t, pid, st.Dev, st.Ino); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("libvirt's QEMU (pid %d) does not map the page %s", pid, page)
+		}
 	}
 	if syscall.Stat(planted, &pst) == nil && maps(t, pid, pst.Dev, pst.Ino) {
 		t.Errorf("libvirt's QEMU maps the tenant's %s", planted)
