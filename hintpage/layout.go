@@ -244,11 +244,23 @@ const ShmemSizeMiB = 1
 func LibvirtXML(dir, domain string) string {
 	var b strings.Builder
 	b.WriteString("<qemu:commandline>")
-	for _, a := range QEMUArgs(dir, domain) {
+	for _, a := range LibvirtArgs(dir, domain) {
 		b.WriteString("<qemu:arg value='" + xmlEscape(a) + "'/>")
 	}
 	b.WriteString("</qemu:commandline>")
 	return b.String()
+}
+
+// LibvirtArgs are QEMUArgs for a domain libvirt starts: the device in
+// QEMU's JSON syntax, as libvirt gives its own. QEMU adds the devices of
+// the other syntax first, so an ivshmem-plain in it would take the PCI
+// slot libvirt gave one of its own devices (QEMU 7.2: "PCI: slot 2
+// function 0 not available for virtio-serial-pci, in use by
+// ivshmem-plain"); in the same syntax it comes after them, in a free one.
+func LibvirtArgs(dir, domain string) []string {
+	a := QEMUArgs(dir, domain)
+	a[len(a)-1] = `{"driver":"ivshmem-plain","memdev":"vgpu-probe-hints"}`
+	return a
 }
 
 // LibvirtNS is the namespace <qemu:commandline> needs on <domain>.

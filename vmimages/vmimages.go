@@ -124,7 +124,7 @@ func Build(ctx context.Context, dir string) error {
 // Shmem is an ivshmem-plain device. libvirt creates /dev/shm/Name on the
 // host; the guest sees PCI 1af4:1110 with the memory as BAR 2. Not for
 // the agent's hint pages: /dev/shm is every user's (QEMUArgs with
-// hintpage.QEMUArgs instead, docs/hints.md).
+// hintpage.LibvirtArgs instead, docs/hints.md).
 type Shmem struct {
 	Name    string
 	SizeMiB int // a power of two (QEMU requires it); 0 means 1
@@ -160,7 +160,7 @@ type Domain struct {
 	// HostDevs are PCI devices passed through ("0000:65:00.0"), a GPU.
 	HostDevs []string
 	// QEMUArgs are added to QEMU's command line (<qemu:commandline>):
-	// the hint page's ivshmem device (hintpage.QEMUArgs), over a file in
+	// the hint page's ivshmem device (hintpage.LibvirtArgs), over a file in
 	// the agent's directory that libvirt's <shmem> cannot name.
 	QEMUArgs []string
 }

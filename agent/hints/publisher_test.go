@@ -122,7 +122,7 @@ func TestDomainPageByVCPU(t *testing.T) {
 	if h := f.Header(); h.Slots != 2 || h.Flags&hintpage.FlagVCPU == 0 {
 		t.Fatalf("header %+v", h)
 	}
-	if want := "<qemu:commandline><qemu:arg value='-object'/><qemu:arg value='memory-backend-file,id=vgpu-probe-hints,mem-path=/run/vgpu-probe/hints/vgpu-probe-hints-guest_1,size=1M,share=on'/><qemu:arg value='-device'/><qemu:arg value='ivshmem-plain,memdev=vgpu-probe-hints'/></qemu:commandline>"; hintpage.LibvirtXML(DefaultDir, "guest 1") != want {
+	if want := "<qemu:commandline><qemu:arg value='-object'/><qemu:arg value='memory-backend-file,id=vgpu-probe-hints,mem-path=/run/vgpu-probe/hints/vgpu-probe-hints-guest_1,size=1M,share=on'/><qemu:arg value='-device'/><qemu:arg value='{&quot;driver&quot;:&quot;ivshmem-plain&quot;,&quot;memdev&quot;:&quot;vgpu-probe-hints&quot;}'/></qemu:commandline>"; hintpage.LibvirtXML(DefaultDir, "guest 1") != want {
 		t.Fatalf("xml %s", hintpage.LibvirtXML(DefaultDir, "guest 1"))
 	}
 }

@@ -63,7 +63,7 @@ type Backend struct {
 	// Hints, when set, publishes each runner domain's hint page: the
 	// backend makes the page (Hints.Path, in the agent's directory)
 	// before the domain starts, owned by libvirt's QEMU user, and the
-	// runner gets the ivshmem device over it (hintpage.QEMUArgs, as
+	// runner gets the ivshmem device over it (hintpage.LibvirtArgs, as
 	// <qemu:commandline>; it replaces Shmem); its guest exposes it
 	// (vgpu-probe guest), and its loops read it (threshold hints).
 	Hints HintPublisher
@@ -367,7 +367,7 @@ func (e *env) runnerPage(name string) ([]string, error) {
 		return nil, fmt.Errorf("hint page of %s: %w", name, err)
 	}
 	e.page = path
-	return hintpage.QEMUArgs(dir, name), nil
+	return hintpage.LibvirtArgs(dir, name), nil
 }
 
 // Run runs the loop in the runner guest. The result is the guest's, with

@@ -67,7 +67,7 @@ func TestLibvirtDomainPage(t *testing.T) {
 		t.Errorf("the tenant opened %s before the domain started", page)
 	}
 	libvirttest.StartDomain(t, l, vmimages.Domain{Name: name, VCPUs: 1, Type: vmimages.TypeQEMU,
-		QEMUArgs: hintpage.QEMUArgs(hints.DefaultDir, name)})
+		QEMUArgs: hintpage.LibvirtArgs(hints.DefaultDir, name)})
 	pid, err := libvirttest.QEMUPid(name)
 	if err != nil {
 		t.Fatal(err)
