@@ -32,11 +32,15 @@ const DirMode = 0o711
 // a symlink where a page will be, nor swap the directory: every entry in
 // it was made by root (the agent, `agent hints-args`).
 func OwnDir(dir string) error {
+	return ownDir(dir, filepath.Clean(dir) == DefaultDir)
+}
+
+// ownDir is OwnDir; own: dir is the agent's own, to make and repair.
+func ownDir(dir string, own bool) error {
 	if !filepath.IsAbs(dir) {
 		return fmt.Errorf("hints directory %q: want an absolute path", dir)
 	}
 	dir = filepath.Clean(dir)
-	own := dir == DefaultDir
 	if own {
 		if err := makeDir(dir); err != nil {
 			return err
@@ -48,10 +52,23 @@ func OwnDir(dir string) error {
 	return checkParents(dir)
 }
 
-// makeDir makes dir (mode DirMode) and its parents (0755) where missing.
+// makeDir makes dir (mode DirMode) and its parents where missing, and
+// lets every user search its parent (the agent's state directory, whose
+// files keep their own modes): QEMU's user opens its page through both.
+// The modes are set, not left to the umask (the unit's is 0077).
 func makeDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("hints directory: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(parent, &st); err != nil {
+		return fmt.Errorf("hints directory: %w", &fs.PathError{Op: "stat", Path: parent, Err: err})
+	}
+	if st.Mode&0o011 != 0o011 {
+		if err := unix.Chmod(parent, st.Mode&0o7777|0o011); err != nil {
+			return fmt.Errorf("hints directory: %w", &fs.PathError{Op: "chmod", Path: parent, Err: err})
+		}
 	}
 	err := unix.Mkdir(dir, DirMode)
 	if err != nil && !errors.Is(err, unix.EEXIST) {
@@ -74,6 +91,8 @@ func checkOwnDir(dir string, repair bool) error {
 		return fmt.Errorf("hints directory %s: not a directory", dir)
 	case int(st.Uid) != os.Geteuid():
 		return fmt.Errorf("hints directory %s is owned by uid %d, not by the agent's (%d): refused (its owner could replace the pages)", dir, st.Uid, os.Geteuid())
+	case repair && st.Mode&0o7777 != DirMode:
+		// The agent's own: its mode is DirMode, whatever made it.
 	case st.Mode&0o022 == 0:
 		return nil
 	case !repair:
