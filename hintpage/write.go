@@ -182,7 +182,7 @@ func checkShared(f *os.File, uid int) error {
 	case st.Uid != 0 && int(st.Uid) != uid:
 		return fmt.Errorf("%w: owned by uid %d, not root or %d", ErrForeign, st.Uid, uid)
 	case st.Mode&0o077 != 0:
-		return fmt.Errorf("%w: mode %#o, not made by vgpu-probe (which makes pages 0600): another user may hold it open; create it with `vgpu-probe agent hints-args` before QEMU starts", ErrForeign, st.Mode&0o7777)
+		return fmt.Errorf("%w: mode %#o, so not made by vgpu-probe (QEMU makes a missing page 0644), and another user may hold it open: remove it once no QEMU uses it, and make the page with `vgpu-probe agent hints-args` before QEMU starts", ErrForeign, st.Mode&0o7777)
 	case st.Nlink != 1:
 		return fmt.Errorf("%w: %d links (a hard link to a file elsewhere)", ErrForeign, st.Nlink)
 	case st.Size > MaxSharedSize:
