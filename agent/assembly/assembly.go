@@ -243,7 +243,7 @@ func (a *Agent) ownHints(state, dir string) error {
 		a.log.Info().Err(err).Strs("files", st.Removed).Str("dir", dir).Msg("hint pages: removed what an earlier agent left")
 	}
 	for name, why := range st.Kept {
-		a.log.Info().Str("file", name).Str("why", why).Str("dir", dir).Msg("hint pages: kept a page an earlier agent left, in use")
+		a.log.Info().Str("file", name).Str("why", why).Str("dir", dir).Msg("hint pages: kept a file found at start")
 	}
 	return nil
 }

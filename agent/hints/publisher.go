@@ -188,7 +188,7 @@ func (p *Publisher) Path(target string) string {
 
 // Apply creates, updates or removes the page of a target. The file of a
 // page it drops is removed later, by Run's reaper (or Close): finding
-// whether another process uses it reads every process's maps, which
+// whether another process uses it may read every process's maps, which
 // takes a tenth of a second for a process with 65,000 mappings, and the
 // events of every other target must not wait for that.
 func (p *Publisher) Apply(ev targets.Event) {
