@@ -312,6 +312,7 @@ func TestPublisherKeepsPageInUse(t *testing.T) {
 	qemu := holdForWriting(t, path)
 
 	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindDomain, Name: "vm"}})
+	p.reap() // what Run's reaper does (Apply only wakes it)
 	if got := idOf(t, path); got != id {
 		t.Fatalf("page replaced when its target went: %v, was %v", got, id)
 	}

@@ -69,6 +69,7 @@ func TestOnePagePerTarget0600(t *testing.T) {
 		t.Fatal("two targets share one page file")
 	}
 	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindPID, Name: "200"}})
+	p.reap() // what Run's reaper does (Apply only wakes it)
 	if _, err := os.Stat(p.Path("200")); !os.IsNotExist(err) {
 		t.Fatalf("page of a removed target still there: %v", err)
 	}
