@@ -58,7 +58,9 @@ type Backend struct {
 	BootTimeout, JobTimeout time.Duration
 	// HostDevs are PCI devices passed through to the runner (a GPU).
 	HostDevs []string
-	// Shmem, when set, names the runner's hint page device.
+	// Shmem, when set, gives the runner a libvirt <shmem> device (a file
+	// in /dev/shm, which every user may write: not for the agent's hint
+	// pages, which Hints gives).
 	Shmem *vmimages.Shmem
 	// Hints, when set, publishes each runner domain's hint page: the
 	// backend makes the page (Hints.Path, in the agent's directory)
