@@ -77,3 +77,30 @@ func TestAgentRefusesPageQEMUMade(t *testing.T) {
 		t.Errorf("the tenant read the agent's page through a descriptor opened before the agent ran: %q", got)
 	}
 }
+
+// `agent --hints` on a directory every user may write (like /dev/shm)
+// is refused at start with one line, and a tenant's file named like a
+// page there is left alone (the agent used to remove it as stale).
+func TestAgentLeavesTenantsFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent runs as root")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dir, hintpage.FileName("real9"))
+	if err := os.WriteFile(planted, make([]byte, 4096), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(planted, discovertest.Tenant, discovertest.Tenant); err != nil {
+		t.Fatal(err)
+	}
+	_, err := once(t, &Config{PIDs: []int{os.Getpid()}, Hints: dir, StateDir: t.TempDir()}, time.Second)
+	if !errors.Is(err, ErrRequest) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("--hints %s (mode 1777): %v, want a one-line refusal", dir, err)
+	}
+	if _, err := os.Stat(planted); err != nil {
+		t.Errorf("the tenant's file: %v, want it left alone", err)
+	}
+}
