@@ -421,7 +421,18 @@ func TestOpenSharedRefusesForeignFile(t *testing.T) {
 	if _, err := OpenShared(path+"-link", 1, FlagVCPU, 4242, 4242, 1<<20); !errors.Is(err, syscall.ELOOP) {
 		t.Fatalf("followed a symlink: %v", err)
 	}
-	// QEMU's own file (owned by its user): used in place, made 0600.
+	// QEMU's own file (owned by its user, made 0644 under its umask):
+	// refused, as another user may hold it open; the same file made 0600
+	// from the start (PrepareShared's) is used in place.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenShared(path, 2, FlagVCPU, 4242, 4242, 1<<20); !errors.Is(err, ErrForeign) {
+		t.Fatalf("published into a file QEMU made 0644: %v", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	w, err := OpenShared(path, 2, FlagVCPU, 4242, 4242, 1<<20)
 	if err != nil {
 		t.Fatal(err)

@@ -209,8 +209,8 @@ const FilePrefix = "vgpu-probe-hints-"
 
 // FileName is the page file name of a target (a domain name, a pid, a
 // cgroup path): FilePrefix and the name with every byte outside
-// [A-Za-z0-9._-] replaced by '_', so that it is one file in DIR and a valid
-// libvirt <shmem> name.
+// [A-Za-z0-9._-] replaced by '_', so that it is one file in DIR and needs
+// no quoting anywhere (a QEMU option, a libvirt XML attribute).
 func FileName(target string) string {
 	b := []byte(target)
 	for i, c := range b {
@@ -233,17 +233,58 @@ const GuestPath = "/dev/shm/vgpu-probe-hints"
 // power of two in MiB, and 1 MiB holds MaxSlots vCPUs.
 const ShmemSizeMiB = 1
 
-// ShmemXML is the libvirt <devices> element that maps the page of domain
-// into the guest as an ivshmem-plain PCI device (1af4:1110, BAR2): QEMU
-// opens /dev/shm/FileName(domain), which the agent publishes into.
-func ShmemXML(domain string) string {
-	return "<shmem name='" + FileName(domain) + "'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"
+// LibvirtXML is the libvirt <qemu:commandline> element that maps the page
+// of domain, in dir, into the guest as an ivshmem-plain PCI device
+// (1af4:1110, BAR2): QEMUArgs, which the domain's root element must allow
+// with xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'. Not
+// libvirt's <shmem>: libvirt maps <shmem name='X'> from /dev/shm/X only
+// (a name with '/' is refused), at the root of a directory every user may
+// write, where another user can make the file before the agent does, and
+// where QEMU makes it 0644 when it is missing.
+func LibvirtXML(dir, domain string) string {
+	var b strings.Builder
+	b.WriteString("<qemu:commandline>")
+	for _, a := range LibvirtArgs(dir, domain) {
+		b.WriteString("<qemu:arg value='" + xmlEscape(a) + "'/>")
+	}
+	b.WriteString("</qemu:commandline>")
+	return b.String()
 }
+
+// LibvirtArgs are QEMUArgs for a domain libvirt starts: the device in
+// QEMU's JSON syntax, as libvirt gives its own. QEMU adds the devices of
+// the other syntax first, so an ivshmem-plain in it would take the PCI
+// slot libvirt gave one of its own devices (QEMU 7.2: "PCI: slot 2
+// function 0 not available for virtio-serial-pci, in use by
+// ivshmem-plain"); in the same syntax it comes after them, in a free one.
+func LibvirtArgs(dir, domain string) []string {
+	a := QEMUArgs(dir, domain)
+	a[len(a)-1] = `{"driver":"ivshmem-plain","memdev":"vgpu-probe-hints"}`
+	return a
+}
+
+// LibvirtNS is the namespace <qemu:commandline> needs on <domain>.
+const LibvirtNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
+
+// xmlEscape escapes s for an XML attribute in single quotes.
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", "&apos;", `"`, "&quot;").Replace(s)
+}
+
+// DefaultDir is the agent's page directory: one the agent makes and owns
+// (root, mode 0711: every user may reach a page by name, none but root
+// may list, create, rename or remove one), in /run, where no other user
+// can make it first. Each page in it is mode 0600 and owned by its
+// reader (QEMU's user, a local target's user) from its creation on.
+const DefaultDir = "/run/vgpu-probe/hints"
 
 // QEMUArgs are the QEMU arguments that map the page of target, in dir,
 // into the guest without libvirt: the same ivshmem-plain device as
 // ShmemXML, over the page file shared with QEMU (share=on: the guest must
-// see the agent's writes). QEMU creates the file if the agent has not.
+// see the agent's writes). The page must exist when QEMU starts
+// (PrepareShared, `vgpu-probe agent hints-args`): QEMU opens a file that
+// exists as it is and creates a missing one under its own umask (0644),
+// which the agent then refuses (OpenShared).
 func QEMUArgs(dir, target string) []string {
 	const id = "vgpu-probe-hints"
 	path := strings.ReplaceAll(filepath.Join(dir, FileName(target)), ",", ",,") // QEMU's option escape

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +40,15 @@ func TestOpenSharedInPlace(t *testing.T) {
 	qemu[1<<19] = 0xAB // the guest's own bytes, past the page
 	var before syscall.Stat_t
 	syscall.Stat(path, &before)
-	if err := os.Chmod(path, 0o644); err != nil { // as QEMU creates it
+	// A page QEMU made itself (0644 under its umask) may be open in
+	// another user's hands: refused, left as it is.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenShared(path, 2, FlagVCPU, os.Getuid(), os.Getgid(), 64<<10); !errors.Is(err, ErrForeign) {
+		t.Fatalf("OpenShared of a 0644 page: %v, want ErrForeign", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -116,5 +125,67 @@ func TestOpenSharedRefuses(t *testing.T) {
 	}
 	if fi, _ := os.Stat(p("big")); fi.Size() != MaxSharedSize+4096 {
 		t.Errorf("a refused file changed size: %d", fi.Size())
+	}
+}
+
+// PrepareShared makes a VM's page before QEMU starts: 0600 and its
+// owner's from the open on, 1 MiB as QEMU's size=1M asks; a page it (or
+// the agent) made before is kept in place; a symlink, a FIFO, another
+// user's file or one QEMU made (0644) is refused and left alone.
+func TestPrepareShared(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the page to another user")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vgpu-probe-hints-vm")
+	if err := PrepareShared(path, 4242, 4243, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o600 || st.Uid != 4242 || st.Gid != 4243 || st.Size != 1<<20 || st.Blocks == 0 {
+		t.Fatalf("page: mode %#o owner %d:%d size %d blocks %d; want 0600 4242:4243, 1 MiB allocated", st.Mode&0o7777, st.Uid, st.Gid, st.Size, st.Blocks)
+	}
+	if err := PrepareShared(path, 4242, 4243, 1<<20); err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	var again syscall.Stat_t
+	syscall.Lstat(path, &again)
+	if again.Ino != st.Ino {
+		t.Fatalf("page replaced: inode %d, was %d", again.Ino, st.Ino)
+	}
+	refused := map[string]func(p string) error{
+		"symlink": func(p string) error { return os.Symlink(path, p) },
+		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"other user's": func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Chown(p, 4444, 4444)
+		},
+		"QEMU's 0644": func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o644)
+		},
+	}
+	for name, plant := range refused {
+		p := filepath.Join(dir, "vgpu-probe-hints-"+strings.ReplaceAll(name, " ", "_"))
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		var before syscall.Stat_t
+		syscall.Lstat(p, &before)
+		if err := PrepareShared(p, 4242, 4243, 1<<20); err == nil {
+			t.Errorf("%s: taken as a page", name)
+		}
+		var after syscall.Stat_t
+		syscall.Lstat(p, &after)
+		if after != before {
+			t.Errorf("%s: changed by a refusal", name)
+		}
 	}
 }

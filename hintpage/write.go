@@ -76,6 +76,34 @@ func Create(path string, n int, flags uint32, uid, gid int) (*Writer, error) {
 	return w, nil
 }
 
+// PrepareShared makes the page file of a VM before its QEMU starts, for
+// QEMU to open (it opens a file that exists without creating it): created
+// exclusively (O_EXCL), never through a symlink, mode 0600 from the
+// open on and owned by uid:gid (QEMU's user) through the descriptor, so
+// that no other user can open it at any moment; then allocated to size
+// bytes, what QEMU's memory-backend-file asks for (QEMU refuses a file
+// shorter than its size=). A page that is there already is one the agent
+// or an earlier PrepareShared made (the directory is the agent's alone):
+// it is taken as it is, once it passes OpenShared's checks, and given to
+// uid:gid. The header is the agent's to write, when it finds the VM.
+func PrepareShared(path string, uid, gid, size int) error {
+	if size < Size(1) || size > MaxSharedSize {
+		return fmt.Errorf("hint page %s: %d bytes, want %d to %d", path, size, Size(1), MaxSharedSize)
+	}
+	f, err := openInPlace(path)
+	if err != nil {
+		return fmt.Errorf("creating hint page %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := checkShared(f, uid); err != nil {
+		return fmt.Errorf("hint page %s: %w", path, err)
+	}
+	if err := prepare(f, uid, gid, size); err != nil {
+		return fmt.Errorf("hint page %s: %w", path, err)
+	}
+	return nil
+}
+
 // OpenShared opens (or creates) the page file QEMU maps for a VM's
 // ivshmem device. A file already there (QEMU's, created when the VM
 // started, or the page an earlier agent published, which a running QEMU
@@ -86,9 +114,12 @@ func Create(path string, n int, flags uint32, uid, gid int) (*Writer, error) {
 // The path is not trusted: it is opened without following a symlink and
 // without blocking, and what was opened must be a regular file with one
 // link (not a hard link to a file elsewhere), owned by root or by uid,
-// at most MaxSharedSize bytes; anything else (a file planted by another
-// user in /dev/shm) is refused. It is made mode 0600 and owned by
-// uid:gid, QEMU's user, through the descriptor, never by path.
+// mode 0600 or narrower, at most MaxSharedSize bytes; anything else is
+// refused: a file another user planted, or one QEMU created itself
+// (0644 under its umask), which any user who could reach it may have
+// opened before the agent saw it and may read for as long as it keeps
+// that descriptor. It is owned by uid:gid, QEMU's user, through the
+// descriptor, never by path.
 func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writer, error) {
 	if size < Size(n) || size > MaxSharedSize {
 		return nil, fmt.Errorf("hint page %s: %d bytes cannot hold %d slots (or exceed %d)", path, size, n, MaxSharedSize)
@@ -115,11 +146,12 @@ func OpenShared(path string, n int, flags uint32, uid, gid int, size int) (*Writ
 // hints-args sized.
 const MaxSharedSize = 64 << 20
 
-// openInPlace opens path read-write, creating it (mode 0600) only if it
-// does not exist: O_CREAT on QEMU's existing file in /dev/shm (sticky,
-// writable by all) is refused even to root where fs.protected_regular is
-// on, as systemd sets it. Never through a symlink (O_NOFOLLOW: ELOOP),
-// and without blocking on a FIFO someone put there.
+// openInPlace opens path read-write, creating it (mode 0600, so that no
+// other user can open it at any moment) only if it does not exist
+// (O_EXCL): O_CREAT on an existing file in a sticky directory writable by
+// all is refused even to root where fs.protected_regular is on, as
+// systemd sets it. Never through a symlink (O_NOFOLLOW: ELOOP), and
+// without blocking on a FIFO someone put there.
 func openInPlace(path string) (*os.File, error) {
 	const flags = os.O_RDWR | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	for {
@@ -149,6 +181,8 @@ func checkShared(f *os.File, uid int) error {
 		return fmt.Errorf("%w: not a regular file", ErrForeign)
 	case st.Uid != 0 && int(st.Uid) != uid:
 		return fmt.Errorf("%w: owned by uid %d, not root or %d", ErrForeign, st.Uid, uid)
+	case st.Mode&0o077 != 0:
+		return fmt.Errorf("%w: mode %#o, so not made by vgpu-probe (QEMU makes a missing page 0644), and another user may hold it open: remove it once no QEMU uses it, and make the page with `vgpu-probe agent hints-args` before QEMU starts", ErrForeign, st.Mode&0o7777)
 	case st.Nlink != 1:
 		return fmt.Errorf("%w: %d links (a hard link to a file elsewhere)", ErrForeign, st.Nlink)
 	case st.Size > MaxSharedSize:
@@ -193,16 +227,25 @@ func allocate(f *os.File, size int) error {
 	return nil
 }
 
-// setup protects, allocates, maps and initialises the page file.
-func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error) {
+// prepare protects the page file (0600, owned by uid:gid) and allocates
+// its first size bytes.
+func prepare(f *os.File, uid, gid, size int) error {
 	if err := f.Chmod(0o600); err != nil {
-		return nil, fmt.Errorf("chmod 0600: %w", err)
+		return fmt.Errorf("chmod 0600: %w", err)
 	}
 	if err := f.Chown(uid, gid); err != nil {
-		return nil, fmt.Errorf("chown %d:%d: %w", uid, gid, err)
+		return fmt.Errorf("chown %d:%d: %w", uid, gid, err)
 	}
 	if err := allocate(f, size); err != nil {
-		return nil, fmt.Errorf("allocating %d bytes: %w", size, err)
+		return fmt.Errorf("allocating %d bytes: %w", size, err)
+	}
+	return nil
+}
+
+// setup protects, allocates, maps and initialises the page file.
+func setup(f *os.File, n int, flags uint32, uid, gid, size int) (*Writer, error) {
+	if err := prepare(f, uid, gid, size); err != nil {
+		return nil, err
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

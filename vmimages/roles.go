@@ -37,11 +37,12 @@ type Role struct {
 }
 
 // GPURunner is the domain of the VM that runs the GPU workload; shmem
-// (the host's hint page, may be nil) and hostdevs (PCI addresses of
-// passed-through GPUs) are the runner's alone.
-func GPURunner(r Role, shmem *Shmem, hostdevs []string) Domain {
+// (an ivshmem device, may be nil), hintArgs (the QEMU arguments of the
+// host's hint page, hintpage.QEMUArgs; may be nil) and hostdevs (PCI
+// addresses of passed-through GPUs) are the runner's alone.
+func GPURunner(r Role, shmem *Shmem, hintArgs, hostdevs []string) Domain {
 	d := r.domain()
-	d.Shmem, d.HostDevs = shmem, hostdevs
+	d.Shmem, d.QEMUArgs, d.HostDevs = shmem, hintArgs, hostdevs
 	return d
 }
 

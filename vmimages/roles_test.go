@@ -14,7 +14,7 @@ func role() Role {
 
 func TestRoleDomains(t *testing.T) {
 	r := role()
-	x, err := Render(GPURunner(r, &Shmem{Name: "vgpu-probe-hints-r"}, []string{"0000:65:00.0"}))
+	x, err := Render(GPURunner(r, &Shmem{Name: "vgpu-probe-hints-r"}, nil, []string{"0000:65:00.0"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestRoleRejects(t *testing.T) {
 		"socket":  func(d *Domain) { d.Channel.Socket = "relative.sock" },
 		"channel": func(d *Domain) { d.Channel.Name = "a name" },
 	} {
-		d := GPURunner(role(), nil, nil)
+		d := GPURunner(role(), nil, nil, nil)
 		c := *d.Channel
 		d.Channel = &c
 		mod(&d)

@@ -122,7 +122,9 @@ func Build(ctx context.Context, dir string) error {
 }
 
 // Shmem is an ivshmem-plain device. libvirt creates /dev/shm/Name on the
-// host; the guest sees PCI 1af4:1110 with the memory as BAR 2.
+// host; the guest sees PCI 1af4:1110 with the memory as BAR 2. Not for
+// the agent's hint pages: /dev/shm is every user's (QEMUArgs with
+// hintpage.LibvirtArgs instead, docs/hints.md).
 type Shmem struct {
 	Name    string
 	SizeMiB int // a power of two (QEMU requires it); 0 means 1
@@ -157,6 +159,10 @@ type Domain struct {
 	Channel *Channel
 	// HostDevs are PCI devices passed through ("0000:65:00.0"), a GPU.
 	HostDevs []string
+	// QEMUArgs are added to QEMU's command line (<qemu:commandline>):
+	// the hint page's ivshmem device (hintpage.LibvirtArgs), over a file in
+	// the agent's directory that libvirt's <shmem> cannot name.
+	QEMUArgs []string
 }
 
 // Domain types.
@@ -257,6 +263,11 @@ func (d Domain) Validate() error {
 	for _, h := range d.HostDevs {
 		if !pciRE.MatchString(h) {
 			return fmt.Errorf("domain %s: hostdev %q: want a PCI address like 0000:65:00.0", d.Name, h)
+		}
+	}
+	for _, a := range d.QEMUArgs {
+		if !utf8.ValidString(a) || strings.ContainsFunc(a, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			return fmt.Errorf("domain %s: QEMU argument %q: want printable UTF-8", d.Name, a)
 		}
 	}
 	if s := d.Shmem; s != nil {

@@ -397,3 +397,36 @@ func readNewc(r io.Reader) (map[string]cpioEntry, error) {
 		out[n] = cpioEntry{mode: field(1), rdevMajor: field(9), rdevMinor: field(10), data: data}
 	}
 }
+
+// QEMUArgs come back from the XML as they were (a quote, a comma, an
+// ampersand), in <qemu:commandline> of libvirt's qemu namespace, which
+// the root element declares; a domain without them declares nothing.
+func TestRenderQEMUArgs(t *testing.T) {
+	args := []string{"-object", "memory-backend-file,id=h,mem-path=/run/a,,b'c&d/p,size=1M,share=on", "-device", "ivshmem-plain,memdev=h"}
+	s, err := Render(Domain{Name: "vm", VCPUs: 1, Image: img, QEMUArgs: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Args []struct {
+			Value string `xml:"value,attr"`
+		} `xml:"http://libvirt.org/schemas/domain/qemu/1.0 commandline>arg"`
+	}
+	if err := xml.Unmarshal([]byte(s), &p); err != nil {
+		t.Fatalf("%v\n%s", err, s)
+	}
+	var got []string
+	for _, a := range p.Args {
+		got = append(got, a.Value)
+	}
+	if strings.Join(got, "\n") != strings.Join(args, "\n") {
+		t.Errorf("args %q, want %q\n%s", got, args, s)
+	}
+	plain, _ := Render(Domain{Name: "vm", VCPUs: 1, Image: img})
+	if strings.Contains(plain, "qemu:") {
+		t.Errorf("a domain without QEMUArgs names the qemu namespace:\n%s", plain)
+	}
+	if _, err := Render(Domain{Name: "vm", VCPUs: 1, Image: img, QEMUArgs: []string{"a\nb"}}); err == nil {
+		t.Error("an argument with a newline was rendered")
+	}
+}

@@ -217,11 +217,15 @@ func claimError(flag string, err error) error {
 	return fmt.Errorf("%s: %w", flag, err)
 }
 
-// ownHints takes the hints directory's lock and removes what an earlier
-// owner left there, but for the pages another process still uses (a
-// running QEMU maps its VM's page: the publisher writes into it again in
-// place). A directory that does not exist is left to hints.New to refuse.
+// ownHints checks the hints directory is one only the agent writes
+// (hints.CheckDir: nothing in it is another user's), takes its lock and
+// removes what an earlier owner left there, but for the pages another
+// process still uses (a running QEMU maps its VM's page: the publisher
+// writes into it again in place).
 func (a *Agent) ownHints(state, dir string) error {
+	if err := hints.CheckDir(dir); err != nil {
+		return &requestError{fmt.Errorf("--hints %s: %w", dir, err)}
+	}
 	if state == "" {
 		return nil
 	}
@@ -239,7 +243,7 @@ func (a *Agent) ownHints(state, dir string) error {
 		a.log.Info().Err(err).Strs("files", st.Removed).Str("dir", dir).Msg("hint pages: removed what an earlier agent left")
 	}
 	for name, why := range st.Kept {
-		a.log.Info().Str("file", name).Str("why", why).Str("dir", dir).Msg("hint pages: kept a page an earlier agent left, in use")
+		a.log.Info().Str("file", name).Str("why", why).Str("dir", dir).Msg("hint pages: kept a file found at start")
 	}
 	return nil
 }

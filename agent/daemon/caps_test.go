@@ -45,7 +45,7 @@ func capsOf(cs ...capability) CapSet {
 // passes.
 func TestCheckPrivileges(t *testing.T) {
 	all := capsOf(capBPF, capPerfmon, capChown, capDACOverride, capFowner, capSysNice)
-	full := &Config{Hints: "/dev/shm", LibvirtURI: "qemu:///system", Mitigate: "slice=100us"}
+	full := &Config{Hints: "/run/vgpu-probe/hints", LibvirtURI: "qemu:///system", Mitigate: "slice=100us"}
 	for _, c := range []struct {
 		name string
 		o    *Config
@@ -58,7 +58,7 @@ func TestCheckPrivileges(t *testing.T) {
 		{"no CAP_SYS_NICE", full, all &^ capsOf(capSysNice), "--mitigate needs CAP_SYS_NICE (not in this process's effective set)"},
 		{"no CAP_CHOWN", full, all &^ capsOf(capChown), "--hints needs CAP_CHOWN (not in this process's effective set)"},
 		{"no CAP_DAC_OVERRIDE", full, all &^ capsOf(capDACOverride), "--hints with --libvirt-uri needs CAP_DAC_OVERRIDE (not in this process's effective set)"},
-		{"local pages only", &Config{Hints: "/dev/shm"}, all &^ capsOf(capDACOverride, capFowner), ""},
+		{"local pages only", &Config{Hints: "/run/vgpu-probe/hints"}, all &^ capsOf(capDACOverride, capFowner), ""},
 		{"no feature asked", &Config{}, capsOf(capBPF, capPerfmon), ""},
 	} {
 		err := checkPrivileges(c.have, c.o.privileges())
@@ -270,9 +270,9 @@ func testEveryFeature(t *testing.T, bin string, caps []string) {
 	busyBeside(t, pid) // contended: the agent gives it the slice
 	before := slicesOf(t, pid)
 
-	// A directory like /dev/shm: root's, sticky, writable by all.
+	// A directory like the agent's own: root's, 0711.
 	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o1777); err != nil {
+	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -17,7 +17,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover"
 	"github.com/vgpu-probe/vgpu-probe/agent/exporter"
-	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/monitor"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
@@ -122,9 +121,6 @@ func Run(ctx context.Context, c *Config) error {
 	sources, closeSources, err := c.sources()
 	if err != nil {
 		return err
-	}
-	if c.Hints != "" && c.LibvirtURI != "" {
-		hints.WarnLibvirtDir(c.Log, c.Hints)
 	}
 	defer closeSources()
 	ao := assembly.Options{Log: c.Log, Hints: c.Hints, Monitor: true, GateMitigation: true, StateDir: c.StateDir, Sched: c.Sched, LoadProbe: c.LoadProbe,

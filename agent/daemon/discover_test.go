@@ -20,6 +20,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
+	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/model"
@@ -213,6 +214,10 @@ func TestHintsArgsQEMU(t *testing.T) {
 		t.Skip("the agent loads eBPF programs: needs root")
 	}
 	dir := t.TempDir()
+	// What hints-args does before it prints the arguments.
+	if _, err := hints.PreparePage(dir, "hint-disc", 0, 0); err != nil {
+		t.Fatal(err)
+	}
 	args := append([]string{"-name", "guest=hint-disc,debug-threads=on", "-smp", "2"}, hintpage.QEMUArgs(dir, "hint-disc")...)
 	discovertest.QEMU(t, args...)
 	time.Sleep(time.Second) // QEMU creates its vCPU threads

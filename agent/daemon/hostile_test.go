@@ -214,7 +214,7 @@ func dirNames(t *testing.T, dir string) []string {
 // slice as it was and nothing in the directory.
 func TestAgentFullHintsDirectory(t *testing.T) {
 	needAgent(t)
-	dir := tmpfstest.Mount(t, 8<<10)
+	dir := tmpfstest.Mount(t, 8<<10, "mode=0755")
 	state := t.TempDir()
 	pids := contended(t, 3)
 	before := slicesOfTIDs(t, pids)
@@ -246,7 +246,7 @@ func TestAgentFullHintsDirectory(t *testing.T) {
 // slice changed.
 func TestAgentReadOnlyHintsDirectory(t *testing.T) {
 	needAgent(t)
-	dir := tmpfstest.Mount(t, 8<<10, "ro")
+	dir := tmpfstest.Mount(t, 8<<10, "ro", "mode=0755")
 	pids := contended(t, 1)
 	before := schedtest.Runtime(t, pids[0])
 	a := runAgent(t, pids, "100us", dir, t.TempDir())
@@ -261,7 +261,7 @@ func TestAgentReadOnlyHintsDirectory(t *testing.T) {
 // state directory hold nothing.
 func TestAgentKilledThenRestarted(t *testing.T) {
 	needAgent(t)
-	dir := tmpfstest.Mount(t, 64<<10)
+	dir := tmpfstest.Mount(t, 64<<10, "mode=0755")
 	state := t.TempDir()
 	pids := contended(t, 1)
 	before := schedtest.Runtime(t, pids[0])
@@ -303,7 +303,7 @@ func TestAgentKilledThenRestarted(t *testing.T) {
 // and pages alone.
 func TestSecondAgentRefused(t *testing.T) {
 	needAgent(t)
-	dir := tmpfstest.Mount(t, 64<<10)
+	dir := tmpfstest.Mount(t, 64<<10, "mode=0755")
 	state := t.TempDir()
 	pids := contended(t, 2)
 	first := runAgent(t, pids[:1], "100us", dir, state)
@@ -338,7 +338,7 @@ func TestAgentFailureUndoes(t *testing.T) {
 	}
 	defer ln.Close()
 	t.Setenv(envAgentListen, ln.Addr().String())
-	dir := tmpfstest.Mount(t, 64<<10)
+	dir := tmpfstest.Mount(t, 64<<10, "mode=0755")
 	state := t.TempDir()
 	pids := contended(t, 2)
 	before := slicesOfTIDs(t, pids)

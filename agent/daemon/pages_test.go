@@ -62,9 +62,9 @@ func TestPagesStayWithQEMU(t *testing.T) {
 	}
 	defer unix.Munmap(hm)
 
-	qemu := discovertest.QEMU(t, append([]string{"-name", "guest=" + vm + ",debug-threads=on", "-smp", "2"}, hintsArgs(t, bin, dir, vm)...)...)
+	qemu := discovertest.QEMU(t, append([]string{"-name", "guest=" + vm + ",debug-threads=on", "-smp", "2"}, hintsArgs(t, bin, dir, "root", vm)...)...)
 	q := &qemuPage{t: t, pid: qemu.Process.Pid, path: path}
-	q.find() // QEMU created the file and mapped it
+	q.find() // hints-args made the file, QEMU mapped it
 
 	a := startPagesAgent(t, bin, dir)
 	beat := q.waitBeat(a, 0)
@@ -124,7 +124,7 @@ func TestPagesUnitCapabilities(t *testing.T) {
 	}
 	caps := unitCaps(t)
 	agent := buildAgent(t)
-	dir := tmpfstest.Mount(t, 64<<20) // 1777, like /dev/shm
+	dir := tmpfstest.Mount(t, 64<<20, "mode=0711") // as the agent makes its own
 	// Nobody's QEMU must reach it through the test's directories.
 	for d := filepath.Dir(dir); d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
 		if err := os.Chmod(d, 0o711); err != nil {
@@ -139,10 +139,10 @@ func TestPagesUnitCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rootQEMU := discovertest.QEMU(t, append([]string{"-name", "guest=pages-root,debug-threads=on"}, hintsArgs(t, agent, dir, "pages-root")...)...)
+	rootQEMU := discovertest.QEMU(t, append([]string{"-name", "guest=pages-root,debug-threads=on"}, hintsArgs(t, agent, dir, "root", "pages-root")...)...)
 	args := append([]string{fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups", bin,
 		"-accel", "tcg", "-S", "-nodefaults", "-display", "none", "-m", "64", "-serial", "none", "-monitor", "none",
-		"-name", "guest=pages-nobody,debug-threads=on"}, hintsArgs(t, agent, dir, "pages-nobody")...)
+		"-name", "guest=pages-nobody,debug-threads=on"}, hintsArgs(t, agent, dir, strconv.Itoa(nobody), "pages-nobody")...)
 	nobodyQEMU := exec.Command("setpriv", args...)
 	var qerr strings.Builder
 	nobodyQEMU.Stderr = &qerr
@@ -188,11 +188,12 @@ func TestPagesUnitCapabilities(t *testing.T) {
 	}
 }
 
-// hintsArgs runs `vgpu-probe agent hints-args --dir dir vm` and reads
-// its line back as a shell would (eval), checking it is hintpage's.
-func hintsArgs(t *testing.T, bin, dir, vm string) []string {
+// hintsArgs runs `vgpu-probe agent hints-args --dir dir --owner owner
+// vm`, which makes the page (owned by owner, QEMU's user), and reads its
+// line back as a shell would (eval), checking it is hintpage's.
+func hintsArgs(t *testing.T, bin, dir, owner, vm string) []string {
 	t.Helper()
-	line, err := exec.Command(bin, "agent", "hints-args", "--dir", dir, vm).Output()
+	line, err := exec.Command(bin, "agent", "hints-args", "--dir", dir, "--owner", owner, vm).Output()
 	if err != nil {
 		t.Fatalf("hints-args: %v", err)
 	}

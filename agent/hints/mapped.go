@@ -181,33 +181,44 @@ type pageFile struct {
 }
 
 // users tells, for each file, why it must stay ("" when nothing else
-// uses it): a live process other than this one maps it (its maps name
-// the file's dev and inode), or holds it open for writing, which a
-// process whose maps cannot be read (another user's QEMU, when the agent
-// has no CAP_SYS_PTRACE, as under the unit) does for as long as it maps
-// its memory-backend-file (share=on maps it read-write). The second is
-// asked of the kernel with a read lease, which it refuses while anyone
-// has the file open for writing. The caller must hold no descriptor or
-// mapping of the files open for writing itself.
+// uses it): a live process other than this one holds it open for
+// writing, as a QEMU does for as long as it maps its memory-backend-file
+// (share=on maps it read-write), or maps it (its maps name the file's
+// dev and inode). The first is asked of the kernel with a read lease,
+// which it refuses while anyone has the file open for writing: one
+// system call per file, which settles a VM's page; only the files it
+// does not settle cost a read of every process's maps (bounded per
+// process by mapsMaxBytes), which also finds a reader that mapped a page
+// and closed it. A process whose maps cannot be read (another user's,
+// when the agent has no CAP_SYS_PTRACE, as under the unit) is covered by
+// the lease. The caller must hold no descriptor or mapping of the files
+// open for writing itself.
 func users(proc string, files []pageFile) []string {
 	why := make([]string, len(files))
-	ids := make([]FileID, len(files))
+	leaseErr := make([]error, len(files))
+	var ids []FileID
 	for i, f := range files {
-		ids[i] = f.id
+		w, err := openForWriting(f)
+		if w {
+			why[i] = "open for writing by another process"
+			continue
+		}
+		leaseErr[i] = err
+		ids = append(ids, f.id)
+	}
+	if len(ids) == 0 {
+		return why
 	}
 	m, err := scanMaps(proc, ids)
 	for i, f := range files {
-		if pids := m.By[f.id]; len(pids) > 0 {
-			why[i] = "mapped by process " + strconv.Itoa(pids[0])
+		if why[i] != "" {
 			continue
 		}
-		w, lerr := openForWriting(f)
-		switch {
-		case w:
-			why[i] = "open for writing by another process"
-		case lerr != nil && (err != nil || m.Unread > 0):
+		if pids := m.By[f.id]; len(pids) > 0 {
+			why[i] = "mapped by process " + strconv.Itoa(pids[0])
+		} else if leaseErr[i] != nil && (err != nil || m.Unread > 0) {
 			// Neither the maps nor the lease could rule a user out.
-			why[i] = "cannot tell whether a process maps it: " + lerr.Error()
+			why[i] = "cannot tell whether a process maps it: " + leaseErr[i].Error()
 		}
 	}
 	return why

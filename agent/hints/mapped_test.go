@@ -1,6 +1,7 @@
 package hints
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -311,6 +312,7 @@ func TestPublisherKeepsPageInUse(t *testing.T) {
 	qemu := holdForWriting(t, path)
 
 	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindDomain, Name: "vm"}})
+	p.reap() // what Run's reaper does (Apply only wakes it)
 	if got := idOf(t, path); got != id {
 		t.Fatalf("page replaced when its target went: %v, was %v", got, id)
 	}
@@ -340,5 +342,121 @@ func TestPublisherKeepsPageInUse(t *testing.T) {
 	p.Close()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("page nobody uses still there after Close: %v", err)
+	}
+}
+
+// Dropping a page never waits for the read of the processes' maps that
+// tells whether its file may go (a tenth of a second per process with
+// 65,000 mappings): Apply returns while that read is held up (a maps
+// file that is a FIFO, which blocks its reader until the test writes
+// it), and the file goes once the read is done.
+func TestApplyDoesNotWaitForMaps(t *testing.T) {
+	proc := t.TempDir()
+	if err := os.Mkdir(filepath.Join(proc, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	maps := filepath.Join(proc, "4242", "maps")
+	if err := unix.Mkfifo(maps, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Dir: t.TempDir(), Log: zerolog.Nop(),
+		Owner: func(int) (int, int, error) { return os.Getuid(), os.Getgid(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.proc = proc
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); p.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	p.Apply(added(targets.KindPID, "app", os.Getpid()))
+	path := p.Path("app")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindPID, Name: "app"}})
+	}()
+	// The FIFO opens for writing once the clean-up has it open to read.
+	var w *os.File
+	for deadline := time.Now().Add(time.Minute); w == nil; time.Sleep(5 * time.Millisecond) {
+		if w, err = os.OpenFile(maps, os.O_WRONLY|unix.O_NONBLOCK, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing read the maps after the page was dropped")
+		}
+	}
+	select {
+	case <-applied:
+	case <-time.After(time.Minute):
+		w.Close()
+		t.Fatal("Apply waited for the read of a process's maps")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("page removed before the maps were read: %v", err)
+	}
+	w.WriteString("00400000-00401000 r-xp 00000000 00:01 1 /bin/app\n")
+	w.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("page nobody maps still there after the maps were read")
+		}
+	}
+}
+
+// At start the agent removes only what vgpu-probe made: nothing from a
+// directory another user may write (a tenant's files named as pages in a
+// /dev/shm-like directory stay, and the directory is refused), and, in
+// its own directory, not a page QEMU made itself (0644); an earlier
+// agent's 0600 page nobody uses goes.
+func TestRemoveStaleOnlyOurs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to plant another user's file")
+	}
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	tenants := filepath.Join(shared, hintpage.FilePrefix+"real9")
+	if err := os.WriteFile(tenants, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tenants, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RemoveStale(shared); err == nil {
+		t.Error("RemoveStale took a directory any user may write")
+	}
+	if _, err := os.Stat(tenants); err != nil {
+		t.Errorf("a tenant's file was removed: %v", err)
+	}
+
+	own := t.TempDir()
+	qemus := filepath.Join(own, hintpage.FilePrefix+"qemu-made")
+	ours := filepath.Join(own, hintpage.FilePrefix+"ours")
+	for path, mode := range map[string]os.FileMode{qemus: 0o644, ours: 0o600} {
+		if err := os.WriteFile(path, make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := RemoveStale(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(qemus); err != nil || st.Kept[filepath.Base(qemus)] == "" {
+		t.Errorf("a page vgpu-probe did not make (0644): %v, kept %v", err, st.Kept)
+	}
+	if _, err := os.Stat(ours); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an earlier agent's page nobody uses: %v, want removed", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,27 +20,6 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
-
-// DefaultDir is where pages go: libvirt's <shmem> maps /dev/shm/NAME.
-const DefaultDir = "/dev/shm"
-
-// WarnLibvirtDir warns, when dir is not /dev/shm, that libvirt's <shmem>
-// maps pages from /dev/shm only, so that the pages of libvirt's domains
-// will not reach their guests (a QEMU started with `agent hints-args
-// --dir DIR` maps any directory). For the agent's start, with the
-// libvirt source in use; it reports whether it warned.
-func WarnLibvirtDir(log zerolog.Logger, dir string) bool {
-	if filepath.Clean(dir) == DefaultDir {
-		return false
-	}
-	a, err1 := os.Stat(dir)
-	b, err2 := os.Stat(DefaultDir)
-	if err1 == nil && err2 == nil && os.SameFile(a, b) {
-		return false // /dev/shm by another name (/run/shm)
-	}
-	log.Warn().Str("dir", dir).Msg("libvirt maps <shmem> pages from /dev/shm only: the pages of libvirt's domains will not reach their guests")
-	return true
-}
 
 // RefreshEvery is how often every slot is re-published from the BPF
 // counters (switch-outs, threads that ran on without a switch) while the
@@ -147,11 +127,13 @@ type Publisher struct {
 	applied                    int // Applied
 
 	// orphans are the files of dropped pages, removed by reap (outside
-	// mu: it reads every process's maps) unless another process uses
-	// them; reapMu keeps one reap at a time.
-	orphans []pageFile
-	reapMu  sync.Mutex
-	proc    string // "/proc"
+	// mu, in reapLoop: it may read every process's maps) unless another
+	// process uses them; reapMu keeps one reap at a time; reapKick wakes
+	// reapLoop.
+	orphans  []pageFile
+	reapMu   sync.Mutex
+	reapKick chan struct{}
+	proc     string // "/proc"
 }
 
 // failure is a target whose page could not be created.
@@ -177,24 +159,6 @@ type page struct {
 	live          *liveSock // thread pages with live arrays (live.go)
 }
 
-// CheckDir tells whether pages can be created in dir: one clear error for
-// a missing or read-only directory, at start rather than per target.
-func CheckDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("hints directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("hints directory %s: not a directory", dir)
-	}
-	f, err := os.CreateTemp(dir, ".vgpu-probe-hints-check-*")
-	if err != nil {
-		return fmt.Errorf("hints directory %s is not writable: %w", dir, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
 // New returns a publisher writing into opts.Dir, which must be writable.
 func New(opts Options) (*Publisher, error) {
 	if opts.Dir == "" {
@@ -208,7 +172,7 @@ func New(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{opts: opts, self: uint32(os.Getpid()), tick: kernelTickNs(), cont: opts.Contention,
 		pages: map[string]*page{}, files: map[string]string{}, threads: map[uint32]*thread{},
-		failed: map[string]*failure{}, kick: make(chan struct{}, 1), proc: "/proc"}
+		failed: map[string]*failure{}, kick: make(chan struct{}, 1), reapKick: make(chan struct{}, 1), proc: "/proc"}
 	if p.cont == nil {
 		p.cont = contention.NewTracker(p.self)
 	}
@@ -222,10 +186,36 @@ func (p *Publisher) Path(target string) string {
 	return filepath.Join(p.opts.Dir, hintpage.FileName(target))
 }
 
-// Apply creates, updates or removes the page of a target.
+// Apply creates, updates or removes the page of a target. The file of a
+// page it drops is removed later, by Run's reaper (or Close): finding
+// whether another process uses it may read every process's maps, which
+// takes a tenth of a second for a process with 65,000 mappings, and the
+// events of every other target must not wait for that.
 func (p *Publisher) Apply(ev targets.Event) {
 	p.apply(ev)
-	p.reap()
+	p.kickReap()
+}
+
+// kickReap wakes the reaper. Never blocks: one pending kick is enough,
+// as a reap takes every orphan there is when it starts.
+func (p *Publisher) kickReap() {
+	select {
+	case p.reapKick <- struct{}{}:
+	default:
+	}
+}
+
+// reapLoop removes the files of dropped pages (reap) whenever Apply
+// drops one, until ctx is done.
+func (p *Publisher) reapLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.reapKick:
+			p.reap()
+		}
+	}
 }
 
 func (p *Publisher) apply(ev targets.Event) {
@@ -364,7 +354,7 @@ func (p *Publisher) create(t targets.Target) (*page, error) {
 	p.pages[pg.key], p.files[file] = pg, pg.key
 	l := p.opts.Log.Info().Str("target", pg.key).Str("page", path).Int("uid", uid).Int("slots", pg.w.Slots())
 	if pg.vcpu {
-		l = l.Str("shmem", hintpage.ShmemXML(t.Name))
+		l = l.Str("qemu_args", strings.Join(hintpage.QEMUArgs(p.opts.Dir, t.Name), " "))
 	}
 	l.Msg("publishing hint page")
 	p.startLive(pg)
@@ -560,9 +550,12 @@ func (p *Publisher) OnEvent(ev *bpf.SchedSwitchEvent) {
 }
 
 // Run refreshes every slot each RefreshEvery (RefreshMappedEvery while
-// every live block is in a live array) until ctx is done, then closes
-// the pages (Close).
+// every live block is in a live array) and removes the files of dropped
+// pages (reapLoop) until ctx is done, then closes the pages (Close).
 func (p *Publisher) Run(ctx context.Context) {
+	var reaper sync.WaitGroup
+	reaper.Go(func() { p.reapLoop(ctx) })
+	defer reaper.Wait()
 	period := p.refreshPeriod()
 	tm := time.NewTimer(period)
 	defer tm.Stop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/bpf"
@@ -68,6 +69,7 @@ func TestOnePagePerTarget0600(t *testing.T) {
 		t.Fatal("two targets share one page file")
 	}
 	p.Apply(targets.Event{Kind: targets.Removed, Target: targets.Target{Kind: targets.KindPID, Name: "200"}})
+	p.reap() // what Run's reaper does (Apply only wakes it)
 	if _, err := os.Stat(p.Path("200")); !os.IsNotExist(err) {
 		t.Fatalf("page of a removed target still there: %v", err)
 	}
@@ -122,8 +124,8 @@ func TestDomainPageByVCPU(t *testing.T) {
 	if h := f.Header(); h.Slots != 2 || h.Flags&hintpage.FlagVCPU == 0 {
 		t.Fatalf("header %+v", h)
 	}
-	if want := "<shmem name='vgpu-probe-hints-guest_1'><model type='ivshmem-plain'/><size unit='M'>1</size></shmem>"; hintpage.ShmemXML("guest 1") != want {
-		t.Fatalf("xml %s", hintpage.ShmemXML("guest 1"))
+	if want := "<qemu:commandline><qemu:arg value='-object'/><qemu:arg value='memory-backend-file,id=vgpu-probe-hints,mem-path=/run/vgpu-probe/hints/vgpu-probe-hints-guest_1,size=1M,share=on'/><qemu:arg value='-device'/><qemu:arg value='{&quot;driver&quot;:&quot;ivshmem-plain&quot;,&quot;memdev&quot;:&quot;vgpu-probe-hints&quot;}'/></qemu:commandline>"; hintpage.LibvirtXML(DefaultDir, "guest 1") != want {
+		t.Fatalf("xml %s", hintpage.LibvirtXML(DefaultDir, "guest 1"))
 	}
 }
 
@@ -321,5 +323,91 @@ func TestVMPagesBounded(t *testing.T) {
 	p.retryFailed()
 	if _, err := os.Stat(p.Path(last)); err != nil || len(p.Failing()) != 0 {
 		t.Fatalf("no page for %s once a VM went: %v, failing %v", last, err, p.Failing())
+	}
+}
+
+// The hints directory: the default is made root's and DirMode under any
+// umask, its mode put back; a symlink, another user's directory, one
+// others may write, or one under a parent another user may write is
+// refused with one line, and nothing is made in it.
+func TestOwnDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: another user's directory")
+	}
+	root := t.TempDir()
+	own := filepath.Join(root, "own")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := OwnDir(own); err != nil {
+		t.Errorf("a root directory no one else may write: %v", err)
+	}
+	refused := map[string]func(p string) error{
+		"symlink":        func(p string) error { return os.Symlink(own, p) },
+		"others' write":  func(p string) error { return mkdirMode(p, 0o1777) },
+		"another user's": func(p string) error { return errors.Join(os.Mkdir(p, 0o755), os.Chown(p, 65534, 65534)) },
+		"under a tenant's": func(p string) error {
+			return errors.Join(os.Mkdir(p, 0o755), os.Chown(p, 65534, 65534), os.Mkdir(filepath.Join(p, "hints"), 0o711))
+		},
+	}
+	for name, make := range refused {
+		p := filepath.Join(root, strings.ReplaceAll(name, " ", "_"))
+		if err := make(p); err != nil {
+			t.Fatal(err)
+		}
+		if name == "under a tenant's" {
+			p = filepath.Join(p, "hints")
+		}
+		err := OwnDir(p)
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want a one-line refusal", name, err)
+		}
+		if err := CheckDir(p); err == nil {
+			t.Errorf("%s: CheckDir took it", name)
+		}
+	}
+	if err := OwnDir("relative/dir"); err == nil {
+		t.Error("a relative directory was taken")
+	}
+}
+
+func mkdirMode(p string, mode os.FileMode) error {
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(p, mode)
+}
+
+// The agent's own directory is made, under the unit's umask (0077), with
+// DirMode and a parent every user may search (QEMU's user reaches its
+// page through both), and a mode changed since is put back.
+func TestOwnDirMakes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	dir := filepath.Join(t.TempDir(), "vgpu-probe", "hints")
+	if err := ownDir(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(p string) os.FileMode {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode()
+	}
+	if m := mode(dir); m != os.ModeDir|DirMode {
+		t.Errorf("made %v, want %v", m, os.ModeDir|DirMode)
+	}
+	if m := mode(filepath.Dir(dir)); m.Perm()&0o011 != 0o011 {
+		t.Errorf("parent %v: others cannot search it", m)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := ownDir(dir, true); err != nil || mode(dir) != os.ModeDir|DirMode {
+		t.Errorf("after chmod 0777: %v %v, want %v", err, mode(dir), os.ModeDir|DirMode)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -21,19 +22,23 @@ type Stale struct {
 
 // RemoveStale removes what an agent that died (or stopped) left in dir:
 // page files, their sockets, and half-made temporary pages. The caller
-// must own the directory (its lock): everything named as a page there is
-// then an earlier owner's. A page file another live process still uses
-// stays (see users): a running QEMU maps the page the earlier agent
-// published, and the next page for that VM is written into it in place
-// (hintpage.OpenShared). Directories, symlinks and other non-regular
-// files are left alone (an experiment's own page directory may sit in
-// /dev/shm under the same prefix).
+// must own the directory (its lock, OwnDir): it removes nothing from a
+// directory another user owns or may write, where a file named as a
+// page may be anyone's. Only what vgpu-probe made goes: a page file of
+// mode 0600 (what the agent and hints-args make; a file QEMU made itself
+// is 0644 and stays), which no other live process uses (see users): a
+// running QEMU maps the page the earlier agent published, and the next
+// page for that VM is written into it in place (hintpage.OpenShared).
+// Directories, symlinks and other non-regular files are left alone.
 func RemoveStale(dir string) (Stale, error) {
 	return removeStale("/proc", dir)
 }
 
 func removeStale(proc, dir string) (Stale, error) {
 	out := Stale{Kept: map[string]string{}}
+	if err := checkOwnDir(dir, false); err != nil {
+		return out, err
+	}
 	es, err := os.ReadDir(dir)
 	if err != nil {
 		return out, err
@@ -64,6 +69,10 @@ func removeStale(proc, dir string) (Stale, error) {
 				continue
 			}
 			if st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			if st.Mode&0o077 != 0 {
+				out.Kept[name] = "not made by vgpu-probe (mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
 				continue
 			}
 			files = append(files, pageFile{path: p, id: fileID(&st)})

@@ -79,7 +79,9 @@ func Start(ctx context.Context, o Options) (*Feed, error) {
 			base = os.TempDir()
 		}
 		var err error
-		if f.dir, err = os.MkdirTemp(base, "vgpu-probe-hints-"); err != nil {
+		// Not named like a page: in the agent's directory the page
+		// names are the targets'.
+		if f.dir, err = os.MkdirTemp(base, "vgpu-probe-feed-"); err != nil {
 			return nil, fmt.Errorf("--hints: %w", err)
 		}
 		f.tempDir = true

@@ -15,7 +15,9 @@ import (
 // SysPCI is where the kernel lists PCI devices.
 const SysPCI = "/sys/bus/pci/devices"
 
-// The ivshmem-plain device QEMU gives a libvirt <shmem> element.
+// The ivshmem-plain device of the hint page (hintpage.QEMUArgs, as QEMU
+// arguments or libvirt's <qemu:commandline>; a libvirt <shmem> makes the
+// same device).
 const (
 	vendorIvshmem = "0x1af4"
 	deviceIvshmem = "0x1110"
@@ -23,7 +25,7 @@ const (
 
 var (
 	// ErrNoDevice: no ivshmem-plain device in the guest.
-	ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <shmem> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain")
+	ErrNoDevice = errors.New("no ivshmem device (PCI 1af4:1110): add the <qemu:commandline> element of 'vgpu-probe agent hints-xml DOMAIN' to the domain (or 'agent hints-args VM' to QEMU)")
 	// ErrBadAddress: a named device that is not a PCI address.
 	ErrBadAddress = errors.New("want a PCI address like 0000:00:05.0")
 	// ErrNoSuchDevice: a named device the guest does not have.

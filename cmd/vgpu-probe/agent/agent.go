@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/agent/daemon"
 	"github.com/vgpu-probe/vgpu-probe/agent/discover"
+	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
@@ -89,7 +90,7 @@ It serves /metrics (Prometheus), /api/v1/snapshot (JSON) and
 	f.BoolVar(&o.NVML, "nvml", false, "also export GPU utilisation, clocks and memory from NVML on /metrics (a host without a GPU is logged once)")
 	f.StringVar(&o.Mitigate, "mitigate", "", "give the watched threads a short EEVDF slice while another process competes for their CPU, so they preempt co-runners as soon as they wake: "+mitigate.Usage+" (off by default; needs Linux 6.12+)")
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "exporter-toolkit web config: TLS and basic auth for --listen (see docs/agent.md)")
-	f.StringVar(&o.Hints, "hints", "", "publish a remaining-time-slice hint page per target in this directory (e.g. /dev/shm; keeps the eBPF programs attached)")
+	f.StringVar(&o.Hints, "hints", "", "publish a remaining-time-slice hint page per target in this directory: "+hints.DefaultDir+" (made if missing) or another owned by root and writable by no one else (keeps the eBPF programs attached)")
 	f.StringVar(&o.TrustUsers, "trust-users", "", "with --discover: the users (names or uids, comma separated) whose hypervisor processes are VMs; default "+strings.Join(discover.HypervisorUsers, ",")+" (those this host has), and KubeVirt's qemu (uid 107) inside a Kubernetes pod")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"cgroup":          complete.Dirs,

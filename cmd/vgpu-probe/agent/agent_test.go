@@ -152,11 +152,11 @@ func TestHintsArgs(t *testing.T) {
 		err := cmd.Execute()
 		return out.String(), err
 	}
-	want := "-object memory-backend-file,id=vgpu-probe-hints,mem-path=/dev/shm/vgpu-probe-hints-web_01,size=1M,share=on -device ivshmem-plain,memdev=vgpu-probe-hints\n"
-	if got, err := run("web 01"); err != nil || got != want {
+	want := "-object memory-backend-file,id=vgpu-probe-hints,mem-path=/run/vgpu-probe/hints/vgpu-probe-hints-web_01,size=1M,share=on -device ivshmem-plain,memdev=vgpu-probe-hints\n"
+	if got, err := run("--no-page", "web 01"); err != nil || got != want {
 		t.Errorf("hints-args: %q %v, want %q", got, err, want)
 	}
-	if got, err := run("--proxmox", "--dir", "/run/a,b", "vm"); err != nil ||
+	if got, err := run("--proxmox", "--no-page", "--dir", "/run/a,b", "vm"); err != nil ||
 		got != "args: -object memory-backend-file,id=vgpu-probe-hints,mem-path=/run/a,,b/vgpu-probe-hints-vm,size=1M,share=on -device ivshmem-plain,memdev=vgpu-probe-hints\n" {
 		t.Errorf("hints-args --proxmox: %q %v", got, err)
 	}

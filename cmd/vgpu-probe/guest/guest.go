@@ -40,7 +40,7 @@ func NewCmd(runF func(context.Context, *Options) error) *cobra.Command {
 		Use:   "guest",
 		Short: "Inside a VM: expose the host's hint page (ivshmem BAR2) read-only to local processes",
 		Long: `guest finds the ivshmem-plain PCI device (1af4:1110) that carries the hint
-page 'vgpu-probe agent --hints /dev/shm' publishes for this VM, enables it,
+page 'vgpu-probe agent --hints /run/vgpu-probe/hints' publishes for this VM, enables it,
 and bind-mounts its BAR2 read-only at --out (mode 0644), so that
 HYBRIDSYNC_HINTS=` + DefaultOut + ` works for the library. Without --once it
 stays until interrupted, then removes the file; with --once it leaves it in

@@ -8,7 +8,7 @@ import (
 )
 
 // checkHints rejects --hints where it cannot work, before anything starts:
-// the page reaches a guest only through libvirt's <shmem>, and publishing
+// the page reaches a guest only through the runner domain's ivshmem device, and publishing
 // it loads the agent's eBPF programs.
 func (o *Options) checkHints() error {
 	if !o.Hints {

@@ -1,9 +1,12 @@
 package libvirt
 
 import (
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	lv "github.com/digitalocean/go-libvirt"
@@ -52,4 +55,52 @@ func isNoDomain(err error) bool {
 		return e.Code == uint32(lv.ErrNoDomain) || e.Code == uint32(lv.ErrOperationInvalid)
 	}
 	return false
+}
+
+// qemuOwner is the user and group libvirt runs QEMU as for domains of
+// domType: the base label of its DAC security model, from the host's
+// capabilities ("+64055:+64055"); root where there is no DAC model
+// (QEMU runs as root).
+func qemuOwner(l *lv.Libvirt, domType string) (uid, gid int, err error) {
+	caps, err := l.ConnectGetCapabilities()
+	if err != nil {
+		return 0, 0, fmt.Errorf("libvirt capabilities: %w", err)
+	}
+	return dacLabel(caps, domType)
+}
+
+// dacLabel reads the DAC base label of domType (or the first) from
+// libvirt's capabilities XML.
+func dacLabel(caps, domType string) (uid, gid int, err error) {
+	var c struct {
+		Secmodels []struct {
+			Model  string `xml:"model"`
+			Labels []struct {
+				Type  string `xml:"type,attr"`
+				Value string `xml:",chardata"`
+			} `xml:"baselabel"`
+		} `xml:"host>secmodel"`
+	}
+	if err := xml.Unmarshal([]byte(caps), &c); err != nil {
+		return 0, 0, fmt.Errorf("libvirt capabilities: %w", err)
+	}
+	for _, m := range c.Secmodels {
+		if m.Model != "dac" || len(m.Labels) == 0 {
+			continue
+		}
+		label := m.Labels[0].Value
+		for _, b := range m.Labels {
+			if b.Type == domType {
+				label = b.Value
+			}
+		}
+		u, g, ok := strings.Cut(strings.TrimSpace(label), ":")
+		uid, err1 := strconv.Atoi(strings.TrimPrefix(u, "+"))
+		gid, err2 := strconv.Atoi(strings.TrimPrefix(g, "+"))
+		if !ok || err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("libvirt's DAC label %q: want +UID:+GID", label)
+		}
+		return uid, gid, nil
+	}
+	return 0, 0, nil
 }

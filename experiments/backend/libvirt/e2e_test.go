@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
@@ -116,7 +117,7 @@ func TestE2EHints(t *testing.T) {
 		t.Logf("hint page answered %d calls; fell back: %v", r.Hints.Used, r.Hints.Fallbacks)
 	}
 	checkClean(t, l)
-	if p, _ := filepath.Glob("/dev/shm/" + hintpage.FilePrefix + "vgpu-probe-run-*"); len(p) > 0 {
+	if p, _ := filepath.Glob(filepath.Join(hints.DefaultDir, hintpage.FilePrefix+"vgpu-probe-run-*")); len(p) > 0 {
 		t.Errorf("hint pages left behind by run: %v", p)
 	}
 }
@@ -167,7 +168,7 @@ func TestE2EHintsMitigate(t *testing.T) {
 		}
 	}
 	checkClean(t, l)
-	if p, _ := filepath.Glob("/dev/shm/" + hintpage.FilePrefix + "vgpu-probe-run-*"); len(p) > 0 {
+	if p, _ := filepath.Glob(filepath.Join(hints.DefaultDir, hintpage.FilePrefix+"vgpu-probe-run-*")); len(p) > 0 {
 		t.Errorf("hint pages left behind by run: %v", p)
 	}
 }
@@ -186,7 +187,7 @@ func watchMitigation(pid int) mitigationSeen {
 	var m mitigationSeen
 	prefix := fmt.Sprintf("vgpu-probe-run-%d-", pid)
 	for ; syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
-		paths, _ := filepath.Glob(filepath.Join("/dev/shm", hintpage.FilePrefix+prefix+"*"))
+		paths, _ := filepath.Glob(filepath.Join(hints.DefaultDir, hintpage.FilePrefix+prefix+"*"))
 		for _, p := range paths {
 			f, err := hintpage.Map(p)
 			if err != nil {

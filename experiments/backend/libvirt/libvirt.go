@@ -22,6 +22,7 @@ import (
 
 	lv "github.com/digitalocean/go-libvirt"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt/job"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
@@ -57,12 +58,16 @@ type Backend struct {
 	BootTimeout, JobTimeout time.Duration
 	// HostDevs are PCI devices passed through to the runner (a GPU).
 	HostDevs []string
-	// Shmem, when set, names the runner's hint page device.
+	// Shmem, when set, gives the runner a libvirt <shmem> device (a file
+	// in /dev/shm, which every user may write: not for the agent's hint
+	// pages, which Hints gives).
 	Shmem *vmimages.Shmem
 	// Hints, when set, publishes each runner domain's hint page: the
-	// runner gets the <shmem> device the page lives in (named after the
-	// domain, hintpage.FileName; it replaces Shmem), its guest exposes
-	// it (vgpu-probe guest), and its loops read it (threshold hints).
+	// backend makes the page (Hints.Path, in the agent's directory)
+	// before the domain starts, owned by libvirt's QEMU user, and the
+	// runner gets the ivshmem device over it (hintpage.LibvirtArgs, as
+	// <qemu:commandline>; it replaces Shmem); its guest exposes it
+	// (vgpu-probe guest), and its loops read it (threshold hints).
 	Hints HintPublisher
 	// Mitigation, when set, watches each runner domain's vCPU threads
 	// on the host while the domain exists, to give them a short EEVDF
@@ -88,9 +93,12 @@ type Watcher interface {
 }
 
 // HintPublisher is a Watcher that publishes the watched domain's hint
-// page into /dev/shm/hintpage.FileName(domain), the file QEMU made for the
-// domain's <shmem> (in place: a new file would not reach the guest).
-type HintPublisher = Watcher
+// page into Path(domain), the file the backend made and QEMU maps (in
+// place: a new file would not reach the guest).
+type HintPublisher interface {
+	Watcher
+	Path(domain string) string
+}
 
 // watchers are the runner's Hints and Mitigation, each once.
 func (b *Backend) watchers() []Watcher {
@@ -177,6 +185,7 @@ type env struct {
 	runner    *guestVM
 	corunners []*guestVM
 	shmem     string    // the runner's <shmem> file in /dev/shm; "" if none
+	page      string    // the runner's hint page, made by the backend; "" if none
 	watched   []Watcher // watching the runner, to be told when it goes
 	offset    int64     // host CLOCK_MONOTONIC - the runner guest's
 	once      sync.Once
@@ -280,7 +289,11 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 	}
 	d := vmimages.Corunner(r)
 	if runner {
-		d = vmimages.GPURunner(r, e.runnerShmem(name), e.b.HostDevs)
+		args, err := e.runnerPage(name)
+		if err != nil {
+			return nil, err
+		}
+		d = vmimages.GPURunner(r, e.runnerShmem(), args, e.b.HostDevs)
 		if d.Shmem != nil {
 			e.shmem = d.Shmem.Name
 		}
@@ -328,13 +341,35 @@ func (e *env) boot(ctx context.Context, img vmimages.Image, name string, vm back
 	return g, nil
 }
 
-// runnerShmem is the runner's hint page device: named after the domain
-// when the backend publishes pages, so that each domain has its own.
-func (e *env) runnerShmem(name string) *vmimages.Shmem {
+// runnerShmem is the runner's <shmem> device: none when the backend
+// publishes hint pages (runnerPage's device replaces it).
+func (e *env) runnerShmem() *vmimages.Shmem {
 	if e.b.Hints != nil {
-		return &vmimages.Shmem{Name: hintpage.FileName(name), SizeMiB: hintpage.ShmemSizeMiB}
+		return nil
 	}
 	return e.b.Shmem
+}
+
+// runnerPage makes the hint page of runner domain name, when the backend
+// publishes pages, before the domain starts (hints.PreparePage: 0600,
+// owned by libvirt's QEMU user from its creation, in the agent's
+// directory, where no other user can make or open it) and returns the
+// QEMU arguments of its ivshmem device; nil without Hints.
+func (e *env) runnerPage(name string) ([]string, error) {
+	if e.b.Hints == nil {
+		return nil, nil
+	}
+	uid, gid, err := qemuOwner(e.l, e.b.domainType())
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(e.b.Hints.Path(name))
+	path, err := hints.PreparePage(dir, name, uid, gid)
+	if err != nil {
+		return nil, fmt.Errorf("hint page of %s: %w", name, err)
+	}
+	e.page = path
+	return hintpage.LibvirtArgs(dir, name), nil
 }
 
 // Run runs the loop in the runner guest. The result is the guest's, with
@@ -432,6 +467,11 @@ func (e *env) Destroy() error {
 		if e.shmem != "" && len(e.created) > 0 {
 			// QEMU makes the backing file; libvirt leaves it behind.
 			os.Remove(filepath.Join("/dev/shm", e.shmem))
+		}
+		if e.page != "" {
+			// Made by runnerPage; the publisher left it to QEMU,
+			// which held it until destroyed.
+			os.Remove(e.page)
 		}
 		if e.dir != "" {
 			if err := os.RemoveAll(e.dir); err != nil {
