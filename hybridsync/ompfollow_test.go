@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 )
 
 // A window is contended where a thread that was runnable a good part of
@@ -116,5 +118,40 @@ func TestOMPFollowerGivesUp(t *testing.T) {
 	st, ended = run(&fakeWord{}, ompLocateFor+time.Second)
 	if ended || st.Active {
 		t.Errorf("no libgomp: ended %v, %+v; want it still waiting", ended, st)
+	}
+}
+
+// CPUContention reads a vCPU page's slot of the CPU asked for, whatever
+// CPU the caller runs on; a thread page (the host's own targets), a slot
+// that is stale and a slot the publisher has no verdict for yet tell
+// nothing.
+func TestCPUContention(t *testing.T) {
+	now := Now()
+	vw, vpath := newHintPage(t, 4, hintpage.FlagVCPU)
+	free, shared := runningSlot(0, now), runningSlot(0, now)
+	free.Contention = hintpage.ContFree
+	stale := shared
+	stale.PublishNs = uint64(now - 10*hintMaxAge)
+	unknown := free
+	unknown.Contention = hintpage.ContUnknown
+	for cpu, s := range []hintpage.Slot{free, shared, stale, unknown} {
+		vw.Publish(cpu, &s)
+	}
+	h := NewHintSource(vpath, nil, nil)
+	for cpu, want := range []struct {
+		c  Contention
+		ok bool
+	}{{ContentionFree, true}, {ContentionShared, true}, {ContentionUnknown, false}, {ContentionUnknown, false}} {
+		if c, ok := h.CPUContention(cpu, now); c != want.c || ok != want.ok {
+			t.Errorf("CPU %d: %v %v, want %v %v", cpu, c, ok, want.c, want.ok)
+		}
+	}
+	if _, ok := h.CPUContention(9, now); ok {
+		t.Error("a CPU past the page's slots told something")
+	}
+	tw, tpath := newHintPage(t, 4, 0)
+	tw.Publish(0, &shared)
+	if _, ok := NewHintSource(tpath, nil, nil).CPUContention(0, now); ok {
+		t.Error("a thread page told a CPU's contention")
 	}
 }
