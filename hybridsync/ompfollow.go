@@ -120,8 +120,8 @@ type SpinWord interface {
 // while the program runs.
 type OMPFollower struct {
 	word   SpinWord
-	marker uint64 // the GOMP_SPINCOUNT libgomp started with: its free spin
-	hints *HintSource // nil: none
+	marker uint64      // the GOMP_SPINCOUNT libgomp started with: its free spin
+	hints  *HintSource // nil: none
 	// info gets a line at each change of the spin, warn the one line
 	// that says the spin cannot be followed (either may be nil).
 	info, warn func(format string, args ...any)
