@@ -60,8 +60,11 @@ const (
 	// ompWaitShare: the share of its runnable time a counted thread
 	// waited for its CPU from which the window is contended.
 	ompWaitShare = 0.2
-	// ompSteal: a CPU stolen this share of the window is contended.
-	ompSteal = 0.1
+	// ompSteal: a CPU stolen this share of the last ompStealSpan is
+	// contended. Steal comes in clock ticks (10 ms), a tenth of a window:
+	// over one window a single tick would read as 10%.
+	ompSteal     = 0.1
+	ompStealSpan = 500 * time.Millisecond
 	// ompLocateFor: how long after libgomp is loaded the marker is looked
 	// for before the library gives up (a libgomp being loaded runs its
 	// constructor after it is listed).
@@ -129,7 +132,9 @@ type OMPFollower struct {
 	mu      sync.Mutex
 	prev    map[int]threadUse
 	prevAt  int64
-	steal0  map[int]int64
+	steal0  map[int]int64 // each CPU's steal (ticks) at stealAt
+	stealAt int64
+	stolen  []float64 // each CPU's stolen share over the last ompStealSpan
 	cpus    []int
 	free    int // free windows in a row while bounded
 	bounded bool
@@ -250,7 +255,6 @@ func (f *OMPFollower) read(now int64) (ompWindow, bool) {
 		f.cpus = affinityCPUs()
 	}
 	cur := readThreads()
-	steal := readSteal()
 	w := ompWindow{span: now - f.prevAt}
 	first := f.prevAt == 0
 	for tid, u := range cur {
@@ -258,20 +262,35 @@ func (f *OMPFollower) read(now int64) (ompWindow, bool) {
 			w.threads = append(w.threads, threadUse{u.run - p.run, u.delay - p.delay})
 		}
 	}
-	for _, c := range f.cpus {
-		a, ok1 := f.steal0[c]
-		b, ok2 := steal[c]
-		if ok1 && ok2 && w.span > 0 {
-			w.steal = append(w.steal, float64(b-a)*clockTick.Seconds()/(float64(w.span)/1e9))
-		}
-		if f.hints != nil {
+	f.prev, f.prevAt = cur, now
+	w.steal = f.readStolen(now)
+	if f.hints != nil {
+		for _, c := range f.cpus {
 			if cc, ok := f.hints.CPUContention(c, now); ok {
 				w.page = append(w.page, cc)
 			}
 		}
 	}
-	f.prev, f.prevAt, f.steal0 = cur, now, steal
 	return w, !first
+}
+
+// readStolen returns each CPU's stolen share over the last ompStealSpan
+// that ended by now (none before the first).
+func (f *OMPFollower) readStolen(now int64) []float64 {
+	if now-f.stealAt < int64(ompStealSpan) {
+		return f.stolen
+	}
+	steal := readSteal()
+	f.stolen = f.stolen[:0]
+	for _, c := range f.cpus {
+		a, ok1 := f.steal0[c]
+		b, ok2 := steal[c]
+		if ok1 && ok2 && f.stealAt > 0 {
+			f.stolen = append(f.stolen, float64(b-a)*clockTick.Seconds()/(float64(now-f.stealAt)/1e9))
+		}
+	}
+	f.steal0, f.stealAt = steal, now
+	return f.stolen
 }
 
 // readThreads reads each thread of the process's run time and run delay.
