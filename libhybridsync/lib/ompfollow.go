@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"unsafe"
 
+	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 
@@ -34,7 +36,7 @@ func init() {
 	// The page is read only where it says how the host shares this
 	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
 	// said by the library's configuration check, not here.
-	hints, _ := hybridsync.HintsFromEnv(os.Getenv, nil, nil)
+	hints, _ := hybridsync.HintsFromEnv(guestHints, nil, nil)
 	follower = hybridsync.NewOMPFollower(gompWord{}, marker, hints,
 		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
 		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
@@ -65,4 +67,22 @@ func followStats() *hybridsync.OMPFollowStats {
 	}
 	st := follower.Stats()
 	return &st
+}
+
+// guestHints is the environment as the follower reads it: without
+// HYBRIDSYNC_HINTS, the page `vgpu-probe guest` exposes in a VM, where
+// root made it (in /dev/shm, which every local user may write, a file
+// another user made there is not the host's page).
+func guestHints(k string) string {
+	if v := os.Getenv(k); v != "" || k != hybridsync.EnvHints {
+		return v
+	}
+	fi, err := os.Lstat(hintpage.GuestPath)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
+		return ""
+	}
+	return hintpage.GuestPath
 }
