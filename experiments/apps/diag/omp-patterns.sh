@@ -36,6 +36,16 @@ if [ "$OMPB" != - ]; then
 	pids+=($!)
 fi
 if [ "$TORCH" != - ]; then
+	# One calibration alone for every setting (torch_omp4 times its
+	# device part with CUDA events, which a busy neighbour stretches):
+	# the passes per batch of a run alone on the same CPUs.
+	if [ -z "${APPS_HOST_UNITS:-}" ]; then
+		last=$(($(nproc) - 1))
+		APPS_HOST_UNITS=$(cd experiments/apps && taskset -c $((last - 3))-$last python3 torch_omp4.py --threads 4 --seconds 1 2>/dev/null |
+			python3 -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["host_units"])')
+		echo "torch_omp4: APPS_HOST_UNITS=$APPS_HOST_UNITS (calibrated alone)" >&2
+	fi
+	export APPS_HOST_UNITS
 	experiments/apps/run.sh --only torch_omp4 --contention "$TORCH" --arms "$ARMS" --reps "$REPS" --seconds 2 \
 		--launcher "$LAUNCHER" >"$OUT/torch.log" 2>&1 &
 	pids+=($!)
