@@ -84,10 +84,8 @@ type threadUse struct{ run, delay int64 }
 // ompContended is one window's verdict: whether a neighbour competes for
 // the program's CPUs.
 func ompContended(w ompWindow) bool {
-	for _, c := range w.page {
-		if c == ContentionShared || c == ContentionThrottled {
-			return true
-		}
+	if w.pageContended() {
+		return true
 	}
 	for _, s := range w.steal {
 		if s >= ompSteal {
@@ -100,6 +98,17 @@ func ompContended(w ompWindow) bool {
 	for _, t := range w.threads {
 		r := t.run + t.delay
 		if float64(r) >= ompRunnable*float64(w.span) && float64(t.delay) >= ompWaitShare*float64(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// pageContended: the page says one of the program's CPUs is shared or
+// throttled.
+func (w ompWindow) pageContended() bool {
+	for _, c := range w.page {
+		if c == ContentionShared || c == ContentionThrottled {
 			return true
 		}
 	}
@@ -143,6 +152,7 @@ type OMPFollower struct {
 	why                         atomic.Pointer[string]
 	file                        atomic.Pointer[string]
 	windows, contended, changes atomic.Uint64
+	pageWindows, pageContended  atomic.Uint64
 	current                     atomic.Uint64
 }
 
@@ -212,7 +222,23 @@ func (f *OMPFollower) step(now int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if w, ok := f.read(now); ok {
+		f.countPage(w)
 		f.apply(ompContended(w))
+	}
+}
+
+// countPage counts the windows in which the page answered for a CPU and
+// those in which it said one was contended: what the page told the
+// follower, apart from run delay and steal, which in a guest may say
+// contended on their own (a guest's threads also wait for vCPUs the host
+// runs slowly).
+func (f *OMPFollower) countPage(w ompWindow) {
+	if len(w.page) == 0 {
+		return
+	}
+	f.pageWindows.Add(1)
+	if w.pageContended() {
+		f.pageContended.Add(1)
 	}
 }
 
@@ -345,12 +371,18 @@ type OMPFollowStats struct {
 	// Windows: windows read; Contended: of those, contended.
 	Windows   uint64 `json:"windows"`
 	Contended uint64 `json:"contended"`
+	// PageWindows: windows in which the hint page (HYBRIDSYNC_HINTS, a
+	// guest's vCPU page) answered for one of the program's CPUs at
+	// least; PageContended: of those, windows it said one was shared or
+	// throttled (contended whatever the other signals said).
+	PageWindows   uint64 `json:"page_windows"`
+	PageContended uint64 `json:"page_contended"`
 }
 
 // Stats returns what the follower did.
 func (f *OMPFollower) Stats() OMPFollowStats {
 	st := OMPFollowStats{Active: f.active.Load(), SpinCount: f.current.Load(), Changes: f.changes.Load(),
-		Windows: f.windows.Load(), Contended: f.contended.Load()}
+		Windows: f.windows.Load(), Contended: f.contended.Load(), PageWindows: f.pageWindows.Load(), PageContended: f.pageContended.Load()}
 	if w := f.why.Load(); w != nil {
 		st.Why = *w
 	}

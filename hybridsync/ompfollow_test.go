@@ -155,3 +155,22 @@ func TestCPUContention(t *testing.T) {
 		t.Error("a thread page told a CPU's contention")
 	}
 }
+
+// The stats count the windows the page answered in and those it said
+// contended, apart from the verdict: a window without the page counts in
+// neither, whatever its run delay says.
+func TestOMPFollowerCountsPage(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	f := NewOMPFollower(&fakeWord{}, testMarker, nil, nil, nil)
+	for _, w := range []ompWindow{
+		{span: 100 * ms, page: []Contention{ContentionFree, ContentionShared}},
+		{span: 100 * ms, page: []Contention{ContentionFree, ContentionFree}},
+		{span: 100 * ms, threads: []threadUse{{50 * ms, 50 * ms}}},
+	} {
+		f.countPage(w)
+		f.apply(ompContended(w))
+	}
+	if st := f.Stats(); st.Windows != 3 || st.Contended != 2 || st.PageWindows != 2 || st.PageContended != 1 {
+		t.Errorf("stats %+v, want 3 windows, 2 contended, the page answering in 2 and saying contended in 1", st)
+	}
+}

@@ -7,10 +7,13 @@
 #                      installing it (dpkg -x), so the host kernel is untouched
 #   initramfs.cpio.gz  busybox-static + /init (below) + a few virtio modules,
 #                      and /bin/vgpu-probe when $VGPU_GUEST_BIN names a static
-#                      build of it (make vmimage does; see Makefile.inc)
+#                      build of it (make vmimage does; see Makefile.inc), and
+#                      the tree $VGPU_GUEST_EXTRA names laid over its root
+#                      (make vmimage-openmp: an OpenMP program, the
+#                      launcher and their libraries; openmp-payload.sh)
 #   kernel.version     the kernel package it came from
-#   stamp              hashes of this script and of the guest binary; a
-#                      rebuild happens when either changes
+#   stamp              hashes of this script, of the guest binary and of
+#                      the extra tree; a rebuild happens when one changes
 #
 # The guest's /init mounts /proc and /sys, prints the ready line
 # "vgpu-probe-guest: ready", then idles. Kernel command line switches:
@@ -38,22 +41,28 @@ log() { echo "vmimages: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 GUEST_BIN=${VGPU_GUEST_BIN:-}
+EXTRA=${VGPU_GUEST_EXTRA:-}
+[ -z "$EXTRA" ] || [ -d "$EXTRA" ] || die "VGPU_GUEST_EXTRA=$EXTRA is not a directory"
 if [ -n "$GUEST_BIN" ]; then
 	[ -x "$GUEST_BIN" ] || die "VGPU_GUEST_BIN=$GUEST_BIN is not an executable"
 	file_type=$(od -An -c -N4 "$GUEST_BIN" | tr -d ' ')
 	[ "$file_type" = "177ELF" ] || die "VGPU_GUEST_BIN=$GUEST_BIN is not an ELF binary"
 fi
-# The stamp is the script's hash, then the guest binary's (or "none"). A
-# build that is given no binary accepts an image with any binary: the
+# The stamp is the script's hash, then the guest binary's (or "none"),
+# then the extra tree's (or "none": names, modes and contents, in order).
+# A build that is given no binary accepts an image with any binary: the
 # tests that only boot the guest (agent/libvirt) must not throw away the
-# one that make vmimage built for the experiments.
+# one that make vmimage built for the experiments. Likewise the extra.
 stamp=$(sha256sum "$SELF" | cut -d' ' -f1)
 bin_stamp=none
 [ -z "$GUEST_BIN" ] || bin_stamp=$(sha256sum "$GUEST_BIN" | cut -d' ' -f1)
+extra_stamp=none
+[ -z "$EXTRA" ] || extra_stamp=$(tar -C "$EXTRA" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . | sha256sum | cut -d' ' -f1)
 if [ "${VGPU_VMIMAGE_REBUILD:-0}" != 1 ] &&
 	[ -s "$OUT/vmlinuz" ] && [ -s "$OUT/initramfs.cpio.gz" ] &&
 	[ "$(sed -n 1p "$OUT/stamp" 2>/dev/null)" = "$stamp" ] &&
-	{ [ -z "$GUEST_BIN" ] || [ "$(sed -n 2p "$OUT/stamp" 2>/dev/null)" = "$bin_stamp" ]; }; then
+	{ [ -z "$GUEST_BIN" ] || [ "$(sed -n 2p "$OUT/stamp" 2>/dev/null)" = "$bin_stamp" ]; } &&
+	{ [ -z "$EXTRA" ] || [ "$(sed -n 3p "$OUT/stamp" 2>/dev/null)" = "$extra_stamp" ]; }; then
 	exit 0
 fi
 
@@ -63,6 +72,8 @@ command -v cpio >/dev/null || die "cpio not installed (apt-get install cpio); wi
 	die "busybox-static not installed (apt-get install busybox-static): the guest has no libc"
 
 mkdir -p "$OUT"
+# Absolute: the initramfs is written from inside its root directory.
+OUT=$(cd "$OUT" && pwd)
 WORK=$(mktemp -d "$OUT/.build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM
@@ -96,6 +107,8 @@ if [ -n "$GUEST_BIN" ]; then
 	chmod 755 "$R/bin/vgpu-probe"
 fi
 ln -s busybox "$R/bin/sh"
+# Laid over the root before init is written, so that it cannot replace it.
+[ -z "$EXTRA" ] || cp -a "$EXTRA/." "$R/"
 # The kernel opens /dev/console for init's stdio before anything is mounted.
 mknod -m 600 "$R/dev/console" c 5 1
 
@@ -173,5 +186,5 @@ chmod 644 "$WORK/vmlinuz" "$WORK/initramfs.cpio.gz"
 mv -f "$WORK/vmlinuz" "$OUT/vmlinuz"
 mv -f "$WORK/initramfs.cpio.gz" "$OUT/initramfs.cpio.gz"
 echo "$image $kver" >"$OUT/kernel.version"
-printf '%s\n%s\n' "$stamp" "$bin_stamp" >"$OUT/stamp"
+printf '%s\n%s\n%s\n' "$stamp" "$bin_stamp" "$extra_stamp" >"$OUT/stamp"
 log "built $OUT (kernel $kver, initramfs $(du -k "$OUT/initramfs.cpio.gz" | cut -f1) KiB)"

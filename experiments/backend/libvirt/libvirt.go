@@ -426,6 +426,21 @@ func (e *env) Gaps(ctx context.Context, d time.Duration) ([]job.VCPUGaps, error)
 	return rep.Gaps, nil
 }
 
+// Command runs a command job in the runner guest (job.Command: argv
+// with env added to the guest's environment, and file sent back) and
+// returns what it did; a command that exits non-zero is a result, not an
+// error.
+func (e *env) Command(ctx context.Context, argv, env []string, file string) (*job.CommandResult, error) {
+	rep, err := e.runner.do(ctx, job.Job{Kind: job.Command, Argv: argv, Env: env, File: file}, or(e.b.JobTimeout, DefaultJobTimeout))
+	if err != nil {
+		return nil, err
+	}
+	if rep.Command == nil {
+		return nil, fmt.Errorf("domain %s: command reply without a result", e.runner.name)
+	}
+	return rep.Command, nil
+}
+
 // Corunners returns the co-runner domains' QEMU pids.
 func (e *env) Corunners() []int {
 	var pids []int

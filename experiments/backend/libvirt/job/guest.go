@@ -154,6 +154,8 @@ func (g *guest) do(j Job) Reply {
 		r.Result, err = g.loop(j)
 	case Gaps:
 		r.Gaps, err = g.gaps(time.Duration(j.Seconds * float64(time.Second)))
+	case Command:
+		r.Command, err = runCommand(j)
 	default:
 		err = fmt.Errorf("job %s cannot run here", j.Kind)
 	}

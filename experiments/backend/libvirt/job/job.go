@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
@@ -54,6 +55,11 @@ const (
 	// Ping answers at once with the guest's clock, to relate it to the
 	// host's.
 	Ping = "ping"
+	// Command runs Argv, with Env added to the guest's environment, and
+	// answers with its exit status, wall time and stderr, and the file
+	// File as the command left it: how a test runs a program of the
+	// image (make vmimage-openmp) and reads what it wrote.
+	Command = "command"
 	// Poweroff ends Serve; the guest's init then powers it off.
 	Poweroff = "poweroff"
 )
@@ -75,6 +81,13 @@ type Job struct {
 	Seconds float64 `json:"seconds,omitempty"`
 	// Corunner: while1, matmul or stream.
 	Corunner string `json:"corunner,omitempty"`
+	// Command: the program and its arguments, NAME=VALUE pairs for its
+	// environment, and a file to send back once it has exited ("":
+	// none; removed before the command starts, so that what comes back
+	// is this run's).
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	File string   `json:"file,omitempty"`
 }
 
 // Validate rejects a job the guest cannot run, before it is sent.
@@ -103,6 +116,15 @@ func (j Job) Validate() error {
 	case Corunner:
 		if !corunner.Valid(j.Corunner) {
 			return fmt.Errorf("corunner job: unknown co-runner %q (want one of %v)", j.Corunner, corunner.Kinds)
+		}
+	case Command:
+		if len(j.Argv) == 0 || j.Argv[0] == "" {
+			return errors.New("command job: no program")
+		}
+		for _, kv := range j.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return fmt.Errorf("command job: environment entry %q is not NAME=VALUE", kv)
+			}
 		}
 	default:
 		return fmt.Errorf("unknown job kind %q", j.Kind)
@@ -158,6 +180,28 @@ type Reply struct {
 	Work int64 `json:"work,omitempty"`
 	// Gaps of a gaps job, one entry per vCPU.
 	Gaps []VCPUGaps `json:"gaps,omitempty"`
+	// Command of a command job.
+	Command *CommandResult `json:"command,omitempty"`
+}
+
+// Limits on what a command job sends back: the job port carries one line
+// per reply, which the host reads whole.
+const (
+	MaxStderr = 64 << 10 // the end of the command's stderr
+	MaxFile   = 1 << 20  // the file; a larger one is an error
+)
+
+// CommandResult is what a command job did.
+type CommandResult struct {
+	// ExitCode is the command's exit status (-1: killed by a signal).
+	ExitCode int `json:"exit_code"`
+	// WallS is from its start to its exit, on the guest's clock.
+	WallS float64 `json:"wall_s"`
+	// Stderr is the last MaxStderr bytes of its stderr.
+	Stderr string `json:"stderr"`
+	// File is Job.File's content; FileError why there is none.
+	File      string `json:"file,omitempty"`
+	FileError string `json:"file_error,omitempty"`
 }
 
 // VCPUGaps is what one vCPU saw of its own discontinuity while spinning.

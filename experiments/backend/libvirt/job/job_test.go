@@ -47,6 +47,8 @@ func TestValidateRejects(t *testing.T) {
 		{Kind: Calibrate},
 		{Kind: Gaps, Seconds: -1},
 		{Kind: Corunner, Corunner: "fork-bomb"},
+		{Kind: Command},
+		{Kind: Command, Argv: []string{"true"}, Env: []string{"NOEQUALS"}},
 	}
 	for _, j := range bad {
 		if err := j.Validate(); err == nil {
