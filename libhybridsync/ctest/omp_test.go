@@ -880,31 +880,12 @@ func TestBlocktimeLive(t *testing.T) {
 		// program's regions; busy loops that come a second later get
 		// its blocktime set to 0, which libgomp's spin could not.
 		gnu := needGNUOpenMP(t)
-		var mu sync.Mutex
-		var stop func()
-		var lateErr error
-		late := time.AfterFunc(time.Second, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			stop, lateErr = startLoops(cpus)
-		})
-		defer func() {
-			late.Stop()
-			mu.Lock()
-			defer mu.Unlock()
-			if stop != nil {
-				stop()
-			}
-		}()
+		late := lateLoops(cpus, time.Second)
+		defer late.stop()
 		d := liveRunVia(t, []string{launcher()}, gnu, cpus, 600, "HYBRIDSYNC_OPENMP=live")
 		l := d.OpenMP.BlocktimeLive
 		t.Logf("runtime %s, %v; master's run delay %.2f s of %.2f s", d.OpenMP.Runtime, l, d.Sched.RunDelay, d.Sched.Seconds)
-		mu.Lock()
-		started, err := stop != nil, lateErr
-		mu.Unlock()
-		if !started {
-			t.Fatalf("the busy loops did not start within the run (%.2f s): %v", d.Sched.Seconds, err)
-		}
+		late.check(t)
 		// A machine busy at the start (other tests) makes the launcher's
 		// probe set 0 itself; then 0 is what the loops keep.
 		atStart := slices.Contains(d.OpenMP.SetByHybridsyncRun, "KMP_BLOCKTIME")
@@ -935,29 +916,10 @@ func TestBlocktimeLive(t *testing.T) {
 func TestLauncherFollowsLateNeighbour(t *testing.T) {
 	gnu := needGNUOpenMP(t)
 	cpus := twoCPUs(t)
-	var mu sync.Mutex
-	var stop func()
-	var lateErr error
-	late := time.AfterFunc(time.Second, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stop, lateErr = startLoops(cpus)
-	})
-	defer func() {
-		late.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-	}()
+	late := lateLoops(cpus, time.Second)
+	defer late.stop()
 	d := liveRunVia(t, []string{launcher()}, gnu, cpus, 600, "HYBRIDSYNC_OPENMP=auto", "OMPBARRIER_CUDA=")
-	mu.Lock()
-	started, err := stop != nil, lateErr
-	mu.Unlock()
-	if !started {
-		t.Fatalf("the busy loops did not start within the run: %v", err)
-	}
+	late.check(t)
 	o, l := d.OpenMP, d.OpenMP.SpinLive
 	if l == nil {
 		t.Fatalf("runtime %s, env %v: no spin_live in the stats", o.Runtime, o.Env)
@@ -965,5 +927,46 @@ func TestLauncherFollowsLateNeighbour(t *testing.T) {
 	t.Logf("runtime %s, GOMP_SPINCOUNT=%s: %+v", o.Runtime, o.Env["GOMP_SPINCOUNT"], *l)
 	if !l.Active || !strings.Contains(filepath.Base(l.Library), "libgomp") || l.SpinCount != hybridsync.GompSpinBounded || l.Changes < 1 || l.Contended < 1 {
 		t.Errorf("spin_live %+v: want active on libgomp, bounded to %d once the loops came", *l, hybridsync.GompSpinBounded)
+	}
+}
+
+// late is a busy loop on each of two CPUs that starts after the program
+// did (lateLoops).
+type late struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	halt  func()
+	err   error
+}
+
+// lateLoops starts a busy loop on each of cpus after d.
+func lateLoops(cpus [2]int, d time.Duration) *late {
+	l := &late{}
+	l.timer = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.halt, l.err = startLoops(cpus)
+	})
+	return l
+}
+
+// check fails the test where the loops had not started by now (the run
+// ended first).
+func (l *late) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.halt == nil {
+		t.Fatalf("the busy loops did not start within the run: %v", l.err)
+	}
+}
+
+// stop stops the loops, or keeps them from starting.
+func (l *late) stop() {
+	l.timer.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.halt != nil {
+		l.halt()
 	}
 }
