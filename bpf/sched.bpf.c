@@ -52,6 +52,11 @@ struct thread_stats {
 	__u64 offcpu_ns;     // total time off CPU (closed intervals)
 	__u64 rq_wait_ns;    // of offcpu_ns, time runnable but not running
 	__u64 switches;      // switch-ins
+	// switch-outs: on a busy host the tracepoint shows some switch-outs
+	// of a thread with no switch-in between (the kernel's own trace of
+	// sched_switch has the same gaps), so this is not switches give or
+	// take one; a live block is written at each of both (hint_writes).
+	__u64 switch_outs;
 	__u64 preemptions;   // switch-outs while still runnable (involuntary)
 	__u64 wakeups;
 	__u64 throttles;     // switch-outs while runnable to the idle task: bandwidth throttling
@@ -687,6 +692,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			s->last_run_ns = ran;
 			s->on_cpu = 0;
 			s->switch_out_ns = now;
+			s->switch_outs++;
 			s->out_preempted = preempted;
 			if (preempted) {
 				s->preemptions++;

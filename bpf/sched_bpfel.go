@@ -69,6 +69,7 @@ type SchedThreadStats struct {
 	OffcpuNs           uint64
 	RqWaitNs           uint64
 	Switches           uint64
+	SwitchOuts         uint64
 	Preemptions        uint64
 	Wakeups            uint64
 	Throttles          uint64

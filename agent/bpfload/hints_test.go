@@ -17,10 +17,11 @@ import (
 )
 
 // TestHintArrayWrites: the programs write the live block of a registered
-// thread into its target's array at each switch (sleeps, and a co-runner
-// pinned to its CPU for preemptions); a reader mapping the array through
-// a read-only descriptor sees blocks that match the thread's BPF stats,
-// never a torn one it accepts, and cannot map it writable.
+// thread into its target's array at each switch they see, in or out
+// (sleeps, and a co-runner pinned to its CPU for preemptions); a reader
+// mapping the array through a read-only descriptor sees blocks that match
+// the thread's BPF stats, never a torn one it accepts, and cannot map it
+// writable.
 func TestHintArrayWrites(t *testing.T) { inEachMode(t, hintArrayWrites) }
 
 // inEachMode runs a live-array test with each program set the host can
@@ -111,6 +112,7 @@ func hintArrayWrites(t *testing.T, p *Probe) {
 	if err := p.SetHintSlot(tid, a.ID, slot); err != nil {
 		t.Fatal(err)
 	}
+	st0 := stableStats(t, p, tid) // the thread waits for start: no switch
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
 	wg.Add(1)
@@ -186,14 +188,14 @@ func hintArrayWrites(t *testing.T, p *Probe) {
 		if err := p.Stats(tid, &after); err != nil {
 			t.Fatal(err)
 		}
-		if after.Switches == st.Switches && after.HintWrites == st.HintWrites || try == 20 {
+		if sameCounts(&after, &st) || try == 20 {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	writes := st.HintWrites
-	t.Logf("switches %d preemptions %d, blocks written %d; reader: %d reads, %d ok, %d torn",
-		st.Switches, st.Preemptions, writes, reads.Load(), ok.Load(), torn.Load())
+	writes, seen := st.HintWrites-st0.HintWrites, events(&st)-events(&st0)
+	t.Logf("switch-ins %d switch-outs %d preemptions %d, blocks written %d; reader: %d reads, %d ok, %d torn",
+		st.Switches, st.SwitchOuts, st.Preemptions, writes, reads.Load(), ok.Load(), torn.Load())
 	if v := bad.Load(); v != nil {
 		t.Errorf("reader saw a bad block: %+v", v)
 	}
@@ -207,9 +209,11 @@ func hintArrayWrites(t *testing.T, p *Probe) {
 	if st.Switches < 50 || st.Preemptions == 0 {
 		t.Errorf("too few switches (%d) or no preemption (%d) to judge", st.Switches, st.Preemptions)
 	}
-	// One write per switch-in and per switch-out since registration.
-	if writes < 2*st.Switches-4 || writes > 2*st.Switches+2 {
-		t.Errorf("%d blocks written for %d switch-ins", writes, st.Switches)
+	// One write per switch the programs saw since registration, in or
+	// out; a switch the programs were inside when a count was read may
+	// fall on either side of it.
+	if writes+1 < seen || writes > seen+1 {
+		t.Errorf("%d blocks written for %d switches seen (in and out) since registration", writes, seen)
 	}
 	if ok.Load() == 0 {
 		t.Errorf("the reader never read a whole block")
@@ -270,13 +274,7 @@ func hintRegistrationChanges(t *testing.T, p *Probe) {
 		err := live[i].ReadLive(slot, sl.tid, &s)
 		return s, err == nil
 	}
-	stats := func() bpf.SchedThreadStats {
-		var st bpf.SchedThreadStats
-		if err := p.Stats(sl.tid, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	stats := func() bpf.SchedThreadStats { return stableStats(t, p, sl.tid) }
 	// written: the block is the thread's latest switch, read between
 	// two reads of its counters that agree (it may still be on its way
 	// to its wait).
@@ -307,13 +305,15 @@ func hintRegistrationChanges(t *testing.T, p *Probe) {
 		}
 	}
 
-	first := stats()
 	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 1); err != nil {
 		t.Fatal(err)
 	}
+	first := stats()
 	sl.sleep(20)
 	written("registered", 0, 1)
-	w0 := stats().HintWrites
+	if st := stats(); events(&st)-events(&first) < 20 || st.HintWrites == 0 {
+		t.Errorf("registered: %d blocks written for 20 sleeps (%d switches seen)", st.HintWrites, events(&st)-events(&first))
+	}
 
 	if err := p.SetHintSlot(sl.tid, arrs[1].ID, 2); err != nil {
 		t.Fatal(err)
@@ -329,27 +329,59 @@ func hintRegistrationChanges(t *testing.T, p *Probe) {
 	cleared := stats()
 	sl.sleep(20)
 	stale("cleared", 1, 2, cleared.SwitchOutNs)
-	if st := stats(); st.HintWrites != cleared.HintWrites || st.Switches < cleared.Switches+20 {
-		t.Errorf("cleared: %d writes after %d more switches", st.HintWrites-cleared.HintWrites, st.Switches-cleared.Switches)
+	if st := stats(); st.HintWrites != cleared.HintWrites || events(&st) < events(&cleared)+20 {
+		t.Errorf("cleared: %d writes after %d more switches", st.HintWrites-cleared.HintWrites, events(&st)-events(&cleared))
 	}
 
-	again := stats()
 	if err := p.SetHintSlot(sl.tid, arrs[0].ID, 3); err != nil {
 		t.Fatal(err)
 	}
+	again := stats()
 	sl.sleep(20)
 	written("registered again", 0, 3)
 	st := stats()
-	// Two writes per switch while registered: 3 rounds of 20 sleeps, the
-	// thread's waits for the next round, and any preemption (a loaded
-	// machine adds some); a switch-out may fall just before a change.
-	switches := (cleared.Switches - first.Switches) + (st.Switches - again.Switches)
-	if got := st.HintWrites; w0 < 2*20-2 || got+6 < 2*switches || got > 2*switches+6 {
-		t.Errorf("%d live blocks written (%d in the first round) for %d switches in 3 rounds of 20 sleeps", got, w0, switches)
+	// One write per switch the programs saw while registered, in or out
+	// (however many a busy machine adds); each of the four counts taken
+	// at a change or at the end may miss or hold one switch the programs
+	// were inside.
+	seen := (events(&cleared) - events(&first)) + (events(&st) - events(&again))
+	if got := st.HintWrites; got+4 < seen || got > seen+4 {
+		t.Errorf("%d live blocks written for %d switches seen (in and out) in 3 rounds of 20 sleeps", got, seen)
 	}
 	if reg, err := p.HintSlot(sl.tid); err != nil || reg.Target != arrs[0].ID || reg.Slot != 3 || reg.Writes != st.HintWrites {
 		t.Errorf("HintSlot: %+v, %v; counters: %d writes", reg, err, st.HintWrites)
 	}
+}
+
+// events is how many switches of the thread the programs saw, in and
+// out: each writes its live block while it is registered. Not twice the
+// switch-ins: on a busy machine the tracepoint shows some switch-outs with
+// no switch-in between (the kernel's own trace of sched_switch too).
+func events(st *bpf.SchedThreadStats) uint64 { return st.Switches + st.SwitchOuts }
+
+// sameCounts: a and b, read one after the other, hold the same switches
+// and writes (no switch came between).
+func sameCounts(a, b *bpf.SchedThreadStats) bool {
+	return a.Switches == b.Switches && a.SwitchOuts == b.SwitchOuts && a.HintWrites == b.HintWrites
+}
+
+// stableStats reads tid's counters twice until no switch came between.
+func stableStats(t *testing.T, p *Probe, tid uint32) bpf.SchedThreadStats {
+	t.Helper()
+	var a, b bpf.SchedThreadStats
+	for range 100 {
+		if err := p.Stats(tid, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stats(tid, &b); err != nil {
+			t.Fatal(err)
+		}
+		if sameCounts(&a, &b) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return b
 }
 
 // mapLive maps a live array read-only, as a target's process does.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,25 +19,19 @@ import (
 // maxQMPReply bounds what is read from a QMP socket in one session.
 const maxQMPReply = 1 << 20
 
-// maxSunPath is the longest path a unix socket address holds.
-const maxSunPath = 107
-
-// queryVCPUs asks QEMU's QMP socket at path (as socketFor resolved it)
-// for its vCPU threads (query-cpus-fast): the host thread id of each
-// cpu-index. Nothing is sent unless the socket's server is process pid
-// itself. QEMU serves one QMP client at a time on a socket; while another
-// is connected the greeting does not come and this gives up at the
-// deadline.
-func queryVCPUs(path string, pid int, timeout time.Duration) ([]libvirt.VCPU, error) {
-	if len(path) > maxSunPath {
-		return nil, fmt.Errorf("QMP %s: path longer than a socket address holds", path)
-	}
-	c, err := net.DialTimeout("unix", path, timeout)
+// queryVCPUs asks QEMU's QMP socket (sock, as socketFor opened the
+// path it names, path) for its vCPU threads (query-cpus-fast): the host thread id
+// of each cpu-index. Nothing is sent unless the socket's server is
+// process pid itself. QEMU serves one QMP client at a time on a socket;
+// while another is connected the greeting does not come and this gives
+// up at the deadline.
+func queryVCPUs(sock *os.File, path string, pid int, timeout time.Duration) ([]libvirt.VCPU, error) {
+	c, err := dialFD(sock, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
 	defer c.Close()
-	if err := peerIs(c.(*net.UnixConn), pid); err != nil {
+	if err := peerIs(c, pid); err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
 	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
@@ -59,6 +56,19 @@ func queryVCPUs(path string, pid int, timeout time.Duration) ([]libvirt.VCPU, er
 		return nil, fmt.Errorf("QMP %s: %w", path, err)
 	}
 	return v, nil
+}
+
+// dialFD connects to the unix socket whose O_PATH descriptor is sock,
+// through /proc/self/fd: the kernel follows that link to the socket's
+// inode, so the socket connected to is the one checked, whatever its
+// path names by now.
+func dialFD(sock *os.File, timeout time.Duration) (*net.UnixConn, error) {
+	c, err := net.DialTimeout("unix", "/proc/self/fd/"+strconv.Itoa(int(sock.Fd())), timeout)
+	runtime.KeepAlive(sock)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UnixConn), nil
 }
 
 // peerIs checks that the server end of c is process pid.

@@ -437,10 +437,11 @@ func (s *Scanner) refreshQMP(pid int, p *proc, alive map[int]bool) {
 		return
 	}
 	p.qmpAt = now
-	path, err := socketFor(filepath.Join(s.root, strconv.Itoa(pid)), p.id.qmp)
+	sock, err := socketFor(filepath.Join(s.root, strconv.Itoa(pid)), p.id.qmp)
 	var v []libvirt.VCPU
 	if err == nil {
-		v, err = queryVCPUs(path, pid, s.qmpTimeout)
+		v, err = queryVCPUs(sock, p.id.qmp, pid, s.qmpTimeout)
+		sock.Close()
 	}
 	if err == nil {
 		for _, c := range v {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/discover/discovertest"
 )
@@ -152,8 +153,8 @@ func TestQMPOnlyAsTheVMsUserAndOnlyToTheVM(t *testing.T) {
 }
 
 // A path resolves as its process sees it: symbolic links inside its root,
-// ".." and absolute targets; a directory its user may not search stops
-// it.
+// ".." (never above the root) and absolute targets; a directory its user
+// may not search stops it.
 func TestResolveAs(t *testing.T) {
 	root := t.TempDir()
 	must := func(err error) {
@@ -171,6 +172,7 @@ func TestResolveAs(t *testing.T) {
 	must(os.WriteFile(filepath.Join(root, "run", "closed", "x"), nil, 0o666))
 	must(os.Symlink("link2", filepath.Join(root, "loop1")))
 	must(os.Symlink("loop1", filepath.Join(root, "link2")))
+	must(os.Symlink("../../../../..", filepath.Join(root, "run", "up")))
 
 	rootCred, user := cred{uid: 0}, cred{uid: 12345, gids: []uint32{12345}}
 	for _, c := range []struct {
@@ -181,21 +183,33 @@ func TestResolveAs(t *testing.T) {
 		{"/var/run/vm/qmp.sock", rootCred, "/run/vm/qmp.sock"},
 		{"/var/run/vm/link", user, "/run/vm/qmp.sock"},
 		{"/run/vm/../vm/./qmp.sock", user, "/run/vm/qmp.sock"},
+		{"/../../run/vm/qmp.sock", user, "/run/vm/qmp.sock"},  // ".." stops at the root
+		{"/run/up/run/vm/qmp.sock", user, "/run/vm/qmp.sock"}, // so does a link's
 		{"/run/closed/x", rootCred, "/run/closed/x"},
 		{"/run/closed/x", user, ""},
 		{"/loop1", rootCred, ""},
 		{"run/vm/qmp.sock", rootCred, ""},
 		{"/run/missing", rootCred, ""},
 	} {
-		got, _, err := resolveAs(root, c.path, c.c)
+		f, st, err := resolveAs(root, c.path, c.c)
 		if c.want == "" {
 			if err == nil {
-				t.Errorf("%s as uid %d: %s, want an error", c.path, c.c.uid, got)
+				f.Close()
+				t.Errorf("%s as uid %d: resolved, want an error", c.path, c.c.uid)
 			}
 			continue
 		}
-		if err != nil || got != root+c.want {
-			t.Errorf("%s as uid %d: %q %v, want %q", c.path, c.c.uid, got, err, root+c.want)
+		if err != nil {
+			t.Errorf("%s as uid %d: %v, want %q", c.path, c.c.uid, err, c.want)
+			continue
+		}
+		f.Close()
+		var want unix.Stat_t
+		if err := unix.Stat(root+c.want, &want); err != nil {
+			t.Fatal(err)
+		}
+		if st.Ino != want.Ino || st.Dev != want.Dev {
+			t.Errorf("%s as uid %d: resolved to inode %d, want %q (inode %d)", c.path, c.c.uid, st.Ino, c.want, want.Ino)
 		}
 	}
 }

@@ -26,21 +26,30 @@ import (
 //go:embed testdata/standin.c
 var standinSource []byte
 
+//go:embed testdata/swap.c
+var swapSource []byte
+
 // Build compiles the stand-in to path, for Start.
 func Build(t testing.TB, path string) { build(t, path) }
 
 // build compiles the stand-in to path.
 func build(t testing.TB, path string) {
 	t.Helper()
+	buildC(t, "standin.c", standinSource, path)
+}
+
+// buildC compiles the C program source (called name) to path.
+func buildC(t testing.TB, name string, source []byte, path string) {
+	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		libvirttest.Unavailable(t, "the hypervisor stand-in is built with gcc: %v", err)
+		libvirttest.Unavailable(t, "the test's %s is built with gcc: %v", name, err)
 	}
-	src := filepath.Join(t.TempDir(), "standin.c")
-	if err := os.WriteFile(src, standinSource, 0o644); err != nil {
+	src := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(src, source, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := exec.Command("gcc", "-O1", "-pthread", "-o", path, src).CombinedOutput(); err != nil {
-		t.Fatalf("building the hypervisor stand-in: %v: %s", err, b)
+		t.Fatalf("building %s: %v: %s", name, err, b)
 	}
 }
 
@@ -88,6 +97,25 @@ func TenantStandIn(t testing.TB, uid int, exe string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Swapper starts, as uid, a process that exchanges the names a and b
+// (renameat2 RENAME_EXCHANGE) as fast as it can until the test ends: a
+// user who may rename them, racing a check of a path through one of
+// them. It returns once the first exchange is done.
+func Swapper(t testing.TB, uid int, a, b string) *exec.Cmd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "swapper-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // uid runs it from here
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "swap")
+	buildC(t, "swap.c", swapSource, path)
+	return start(t, path, uid, nil, "", 0, a, b)
 }
 
 // Start runs the stand-in at path as uid (-1: as the test), with
