@@ -69,12 +69,13 @@ func followStats() *hybridsync.OMPFollowStats {
 	return &st
 }
 
-// guestHints is the environment as the follower reads it: without
-// HYBRIDSYNC_HINTS, the page `vgpu-probe guest` exposes in a VM, where
-// root made it (in /dev/shm, which every local user may write, a file
-// another user made there is not the host's page).
+// guestHints is the environment as the follower reads it: where
+// HYBRIDSYNC_HINTS is unset (set empty: no page), the page `vgpu-probe
+// guest` exposes in a VM, where root made it (in /dev/shm, which every
+// local user may write, a file another user made there is not the host's
+// page).
 func guestHints(k string) string {
-	if v := os.Getenv(k); v != "" || k != hybridsync.EnvHints {
+	if v, set := os.LookupEnv(k); set || k != hybridsync.EnvHints {
 		return v
 	}
 	fi, err := os.Lstat(hintpage.GuestPath)

@@ -159,9 +159,13 @@ func (r openmpRun) String() string {
 func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	t.Helper()
 	env := []string{"HYBRIDSYNC_STATS=" + guestStats, "HYBRIDSYNC_LOG=info"}
+	// Set, even empty: without it the library reads the page the guest's
+	// init exposed all the same.
+	page := ""
 	if withPage {
-		env = append(env, hybridsync.EnvHints+"="+job.HintPage)
+		page = job.HintPage
 	}
+	env = append(env, hybridsync.EnvHints+"="+page)
 	argv := append([]string{guestLauncher, guestProgram}, ompArgs...)
 	steal0 := guestSteal(t, e)
 	c, err := e.Command(t.Context(), argv, env, guestStats)
