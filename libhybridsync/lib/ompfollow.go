@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -47,7 +48,15 @@ func init() {
 // gompWord is libgomp's spin count in this process (gompspin.c).
 type gompWord struct{}
 
-func (gompWord) Loaded() bool { return C.hs_gomp_libgomp() != 0 }
+// Loaded asks the cheap question first (an object named libgomp*), then
+// whether one is GNU's: LLVM installs libomp as libgomp.so.1 too.
+func (gompWord) Loaded() bool {
+	if C.hs_gomp_libgomp() == 0 {
+		return false
+	}
+	names, _ := ompRuntimes()
+	return slices.Contains(names, "libgomp")
+}
 
 func (gompWord) Locate(marker uint64) (int, string, error) {
 	var name [512]C.char
