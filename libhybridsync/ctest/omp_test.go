@@ -918,7 +918,8 @@ func TestLauncherFollowsLateNeighbour(t *testing.T) {
 	cpus := twoCPUs(t)
 	late := lateLoops(cpus, time.Second)
 	defer late.stop()
-	d := liveRunVia(t, []string{launcher()}, gnu, cpus, 600, "HYBRIDSYNC_OPENMP=auto", "OMPBARRIER_CUDA=")
+	// 1000 steps of a 3 ms kernel: the run lasts well past the loops' start.
+	d := liveRunVia(t, []string{launcher()}, gnu, cpus, 1000, "HYBRIDSYNC_OPENMP=auto")
 	late.check(t)
 	o, l := d.OpenMP, d.OpenMP.SpinLive
 	if l == nil {

@@ -103,7 +103,7 @@ eval "set -- $(vgpu-probe agent hints-args --dir DIR VM)" and pass "$@".`,
 	cmd.Flags().StringVar(&owner, "owner", "root", "USER[:GROUP] QEMU runs as, who owns the page")
 	cmd.Flags().BoolVar(&proxmox, "proxmox", false, "print Proxmox VE's args: line")
 	cmd.Flags().BoolVar(&noPage, "no-page", false, "print the arguments only; make no page")
-	complete.Flags(cmd, map[string]cobra.CompletionFunc{"dir": complete.Dirs})
+	complete.Flags(cmd, map[string]cobra.CompletionFunc{"dir": complete.Dirs, "owner": complete.Users})
 	return cmd
 }
 

@@ -6,6 +6,7 @@
 package complete
 
 import (
+	"os"
 	"slices"
 	"strings"
 
@@ -57,6 +58,19 @@ func AnyFile(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellC
 // Dirs completes a path to a directory.
 func Dirs(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	return nil, cobra.ShellCompDirectiveFilterDirs
+}
+
+// Users completes a local user's name (those /etc/passwd lists, where
+// QEMU's users are).
+func Users(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	b, _ := os.ReadFile("/etc/passwd")
+	var out []cobra.Completion
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(name, toComplete) {
+			out = append(out, name)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // Flags registers each flag's completion; a name that is no flag of cmd
