@@ -2,7 +2,7 @@
 // a GPU program on this VM (as it is, CUDA's blocking-sync mode,
 // libhybridsync, hybridsync-run), measured alone and beside a busy
 // neighbour, in one line. The measurement and the decision are
-// experiments/apps/suite's (advise.go, decide.go).
+// experiments/apps/suite's (advise.go) and results/decide's.
 package advise
 
 import (

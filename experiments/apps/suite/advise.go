@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 )
 
 // AdviseHelp is `vgpu-probe advise`'s help.
@@ -120,7 +121,7 @@ func (a *AdviseConfig) config() (*Config, error) {
 // Advise runs the command in every way until the advice is decided or a
 // bound is reached, writes the results to a.Out, prints the line on
 // a.Stdout and returns the advice.
-func Advise(ctx context.Context, a *AdviseConfig) (*Advice, error) {
+func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 	c, err := a.config()
 	if err != nil {
 		return nil, BadInput{err}
@@ -250,7 +251,7 @@ func (a *AdviseConfig) repeat(ctx context.Context, c *Config, work string) ([]Ru
 }
 
 // adviceOf decides from the runs so far.
-func adviceOf(runs []Run, c *Config) Advice {
+func adviceOf(runs []Run, c *Config) decide.Advice {
 	alone, contended := c.Contention[0], c.Contention[1]
 	of := func(arm, setting string) []Run {
 		var out []Run
@@ -261,12 +262,12 @@ func adviceOf(runs []Run, c *Config) Advice {
 		}
 		return out
 	}
-	var ways []Way
+	var ways []decide.Way
 	for _, arm := range c.Arms {
 		if arm == "cuda-default" || arm == "cuda-default-again" {
 			continue
 		}
-		w := Way{Arm: arm, Alone: apptable.Pair(of(arm, alone), of("cuda-default", alone)),
+		w := decide.Way{Arm: arm, Alone: apptable.Pair(of(arm, alone), of("cuda-default", alone)),
 			Contended: apptable.Pair(of(arm, contended), of("cuda-default", contended))}
 		for _, r := range runs {
 			if r.Arm == arm && !r.OK() {
@@ -275,14 +276,14 @@ func adviceOf(runs []Run, c *Config) Advice {
 		}
 		ways = append(ways, w)
 	}
-	return Decide(ways, apptable.Pair(of("cuda-default-again", alone), of("cuda-default", alone)),
+	return decide.Decide(ways, apptable.Pair(of("cuda-default-again", alone), of("cuda-default", alone)),
 		apptable.Pair(of("cuda-default-again", contended), of("cuda-default", contended)))
 }
 
 // status is a repetition's progress line: the lead way's medians and
 // whether it is decided.
-func status(a *Advice) string {
-	var lead *WayVerdict
+func status(a *decide.Advice) string {
+	var lead *decide.WayVerdict
 	for i, w := range a.Ways {
 		if !w.Excluded && (lead == nil || w.Score < lead.Score) {
 			lead = &a.Ways[i]
@@ -293,14 +294,14 @@ func status(a *Advice) string {
 		state = "decided"
 	}
 	if lead == nil || lead.Alone == nil || lead.Contended == nil {
-		return fmt.Sprintf("no way ahead of as it is (noise ±%s alone, ±%s contended), %s", percent(a.NoiseAlone), percent(a.NoiseContended), state)
+		return fmt.Sprintf("no way ahead of as it is (noise ±%s alone, ±%s contended), %s", decide.Percent(a.NoiseAlone), decide.Percent(a.NoiseContended), state)
 	}
 	return fmt.Sprintf("%s %.3f alone (%s), %.3f contended (%s) of as it is; noise ±%s, ±%s; %s", lead.Arm,
-		lead.Alone.Median, lead.AloneIs, lead.Contended.Median, lead.ContendedIs, percent(a.NoiseAlone), percent(a.NoiseContended), state)
+		lead.Alone.Median, lead.AloneIs, lead.Contended.Median, lead.ContendedIs, decide.Percent(a.NoiseAlone), decide.Percent(a.NoiseContended), state)
 }
 
 // summary writes each way's ratios and standing to stderr.
-func (a *AdviseConfig) summary(adv *Advice) {
+func (a *AdviseConfig) summary(adv *decide.Advice) {
 	show := func(p *Paired) string {
 		if p == nil {
 			return "-"
@@ -329,7 +330,7 @@ func (a *AdviseConfig) runWith(c *Config) map[string]string {
 
 // writeAdvice writes the runs, the summary, the results document and
 // the advice into dir, which becomes out.
-func writeAdvice(dir, out string, runs []Run, c *Config, adv *Advice) error {
+func writeAdvice(dir, out string, runs []Run, c *Config, adv *decide.Advice) error {
 	var jl []byte
 	for _, r := range runs {
 		b, _ := json.Marshal(r)

@@ -1,10 +1,17 @@
-package suite
+// Package decide is the decision rule of `vgpu-probe advise`: which way to
+// run a program, from its repetitions alone and beside busy neighbours.
+package decide
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
+
+// Paired is a paired ratio with its interval (apptable.Pair).
+type Paired = apptable.Paired
 
 // The decision rule of `vgpu-probe advise`: which way to run a program,
 // from each way's paired ratio of time per step to the command as it is
@@ -206,7 +213,7 @@ func (a *Advice) Line(runWith map[string]string, cpus, reps int) string {
 			}
 		}
 		return fmt.Sprintf("No way is measurably better here than as it is (noise ±%s alone, ±%s %s; %s%s)",
-			percent(a.NoiseAlone), percent(a.NoiseContended), busy, n, open)
+			Percent(a.NoiseAlone), Percent(a.NoiseContended), busy, n, open)
 	}
 	contended := phrase(w.ContendedIs, w.Contended, a.NoiseContended, busy)
 	alone := phrase(w.AloneIs, w.Alone, a.NoiseAlone, "alone")
@@ -222,14 +229,14 @@ func (a *Advice) Line(runWith map[string]string, cpus, reps int) string {
 // same alone (±2%)".
 func phrase(s Standing, p *Paired, noise float64, where string) string {
 	if s == Better {
-		return fmt.Sprintf("%s faster %s [%s, %s]", percent(1-p.Median), where, percent(1-p.CI[1]), percent(1-p.CI[0]))
+		return fmt.Sprintf("%s faster %s [%s, %s]", Percent(1-p.Median), where, Percent(1-p.CI[1]), Percent(1-p.CI[0]))
 	}
-	return fmt.Sprintf("the same %s (±%s)", where, percent(noise))
+	return fmt.Sprintf("the same %s (±%s)", where, Percent(noise))
 }
 
-// percent formats a fraction as a percentage: whole percents from 10%, one
+// Percent formats a fraction as a percentage: whole percents from 10%, one
 // decimal below.
-func percent(f float64) string {
+func Percent(f float64) string {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return "?%"
 	}
