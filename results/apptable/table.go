@@ -76,11 +76,11 @@ func (r Run) othersShare() (float64, bool) {
 // OK reports whether the run counts in the medians.
 func (r Run) OK() bool { return r.Error == "" }
 
-// perStep is the run's wall time per step, the measure arms are compared
+// PerStep is the run's wall time per step, the measure arms are compared
 // by: a program run for --seconds does as many steps as fit, so its wall
 // time is about the same in every arm. A program that reports no steps is
 // compared by its wall time.
-func (r Run) perStep() float64 {
+func (r Run) PerStep() float64 {
 	if r.Steps > 0 {
 		return r.WallS / float64(r.Steps)
 	}
@@ -277,7 +277,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				for _, r := range rs {
 					if r.OK() {
 						ar.Runs++
-						walls = append(walls, r.perStep())
+						walls = append(walls, r.PerStep())
 					} else {
 						ar.Failed++
 					}
@@ -351,13 +351,13 @@ func Pair(hs, other []Run) *Paired {
 	byRep := map[pair]float64{}
 	for _, r := range other {
 		if r.OK() {
-			byRep[pair{r.Rep, r.Round}] = r.perStep()
+			byRep[pair{r.Rep, r.Round}] = r.PerStep()
 		}
 	}
 	var rs []float64
 	for _, r := range hs {
 		if o, ok := byRep[pair{r.Rep, r.Round}]; ok && r.OK() && o > 0 {
-			rs = append(rs, r.perStep()/o)
+			rs = append(rs, r.PerStep()/o)
 		}
 	}
 	if len(rs) == 0 {
@@ -404,8 +404,8 @@ func perStepMedians(rs []Run) (wall, cpu float64) {
 	var w, c []float64
 	for _, r := range rs {
 		if r.OK() {
-			w = append(w, r.perStep())
-			c = append(c, r.CPUS*r.perStep()/r.WallS)
+			w = append(w, r.PerStep())
+			c = append(c, r.CPUS*r.PerStep()/r.WallS)
 		}
 	}
 	return stats.Median(w), stats.Median(c)

@@ -1,22 +1,40 @@
-// Package decide is the decision rule of `vgpu-probe advise`: which way to
-// run a program, from its repetitions alone and beside busy neighbours.
+// Package decide is the decision rule of `vgpu-probe advise` and of the
+// fastest mode `vgpu-probe report` names: which way to run a program,
+// from its repetitions alone and beside busy neighbours, each way's time
+// compared within the repetition it ran in (Test).
 package decide
 
 import (
-	"fmt"
 	"math"
-	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
+	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
+
+// Rule is the decision rule in words: advise's --help quotes it, and
+// docs/experiments.md says the same.
+const Rule = `In each repetition every way runs once in each setting, and the program
+as it is runs twice (cuda-default and cuda-default-again, the A/A
+control). A way wins a repetition when it took less time per step than
+both runs as it is by more than the margin (1%, or more where the two
+runs as it is differ by their order: the A/A interval's distance from 1),
+and loses it when it took more than both by as much. A way is better in a
+setting when it won so many repetitions that all the ways being alike
+would give as many wins less than once in fifty (the sign test: 4 of 4, 5
+of 6, 6 of 8); worse when it lost that many, or its median ratio's
+interval lies above 1 + noise; the same when that interval lies within
+1 ± noise, the noise being the A/A ratio's spread (at least 1%); open
+otherwise. A way is recommended when it is better in one setting and
+better or the same in the other, so never one measurably slower alone;
+among several, the one of the lowest geometric mean of its two median
+ratios. The gain shown is the median of its paired ratios to the program
+as it is, with their order-statistic interval. Repetitions stop when the
+advice can no longer change: the best way still possible is
+recommended, or every way is worse somewhere, the same in both settings,
+or failed.`
 
 // Paired is a paired ratio with its interval (apptable.Pair).
 type Paired = apptable.Paired
-
-// The decision rule of `vgpu-probe advise`: which way to run a program,
-// from each way's paired ratio of time per step to the command as it is
-// (cuda-default), alone and beside a busy neighbour, read against the
-// A/A control's ratio in the same setting.
 
 // MinNoise is the smallest difference advise calls one: the A/A interval
 // of a quiet machine can be narrower, but a gain under 1% is not worth
@@ -25,40 +43,58 @@ type Paired = apptable.Paired
 const MinNoise = 0.01
 
 // minLevel is the lowest confidence level at which an interval decides
-// anything: 75%, that of [min, max] over 3 repetitions.
+// that a way is the same or worse: 75%, that of [min, max] over 3
+// repetitions.
 const minLevel = 0.75
 
-// Way is one way of running the program with its paired ratios of time
-// per step to the command as it is (cuda-default), alone and beside a
-// busy neighbour; nil where no repetition has both.
+// Setting is the program as it is in one setting: its two runs of each
+// repetition.
+type Setting struct {
+	AsIs, Again Times
+}
+
+// Way is one way of running the program: its times alone and beside busy
+// neighbours.
 type Way struct {
 	Arm              string
-	Alone, Contended *Paired
+	Alone, Contended Times
 	// Failed says why the program failed in this way; such a way is
 	// never recommended.
 	Failed string
 }
 
 // Standing is a way's standing against the command as it is in one
-// setting, decided by its interval against the setting's A/A ratio
-// (standing).
+// setting.
 type Standing string
 
 const (
-	Open   Standing = "open"   // the interval straddles an edge of the band, or its level is under 75%
-	Better Standing = "better" // all of it below 1 - max(1%, A/A bias), its median below the A/A interval: faster
-	Same   Standing = "same"   // all of it within the band
-	Worse  Standing = "worse"  // all of it above the band: slower
+	Open   Standing = "open"   // neither of the others yet
+	Better Standing = "better" // ahead of both runs as it is by the sign test
+	Same   Standing = "same"   // its interval within 1 ± noise
+	Worse  Standing = "worse"  // behind both runs by the sign test, or its interval above the band
 )
 
-// Noise is the band advise reads a setting's ratios against: the width
-// of the A/A ratio's interval, or the distance of its farther end from 1
-// where that is larger (two runs of one arm that differ by their order
-// or their place in time), and at least MinNoise. The A/A interval
-// narrows with repetitions as the ways' intervals do, so a way the same
-// as the command as it is lands within the band, and one that differs
-// by more than MinNoise lands beyond it, given enough repetitions.
-// Without an A/A ratio it is +Inf: nothing is decided.
+// PairedOf is the median of x's time over ref's by repetition, with its
+// order-statistic interval; nil where no repetition has both.
+func PairedOf(x, ref Times) *Paired {
+	var rs []float64
+	for _, rep := range reps(x) {
+		if r, ok := ref[rep]; ok && r > 0 && x[rep] > 0 {
+			rs = append(rs, x[rep]/r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	lo, hi, level := stats.MedianCI(rs)
+	return &Paired{Median: stats.Median(rs), CI: [2]float64{lo, hi}, Level: level, N: len(rs)}
+}
+
+// Noise is the band Same and Worse read a setting's ratios against: the
+// width of the A/A ratio's interval, or the distance of its farther end
+// from 1 where that is larger (two runs of one arm that differ by their
+// order or their place in time), and at least MinNoise. Without an A/A
+// ratio it is +Inf: nothing is the same.
 func Noise(aa *Paired) float64 {
 	if aa == nil {
 		return math.Inf(1)
@@ -67,51 +103,57 @@ func Noise(aa *Paired) float64 {
 	return max(MinNoise, hi-lo, hi-1, 1-lo)
 }
 
-// bias is how far the A/A interval lies from 1 (0 where it holds 1):
-// a shift that two runs of one arm show by their order or their place in
-// time, which a way's own interval cannot see. Without an A/A ratio it is
-// +Inf.
-func bias(aa *Paired) float64 {
+// Margin is what a win must clear: MinNoise, or the A/A interval's
+// distance from 1 where it lies wholly to one side, a shift two runs of
+// one arm show by their order or place in time.
+func Margin(aa *Paired) float64 {
 	if aa == nil {
-		return math.Inf(1)
+		return MinNoise
 	}
-	return max(0, aa.CI[0]-1, 1-aa.CI[1])
+	return max(MinNoise, aa.CI[0]-1, 1-aa.CI[1])
 }
 
-// standing places the interval of p against the setting's A/A ratio aa.
-// Same and worse read it against the band 1 ± Noise: a way is the same
-// as the command as it is when its interval is no wider a spread than
-// two runs of one arm show. Better needs less than the band: the way's
-// interval already holds the spread of the runs it is paired with (a
-// bimodal program's A/A interval spans both modes, far wider than a way
-// that leaves the slow mode behind), so it is better when its whole
-// interval is below 1 by more than MinNoise and the A/A bias, and its
-// median below the A/A interval: faster than two runs of one arm ever
-// were apart.
-func standing(p, aa *Paired) Standing {
+// judged is a way in one setting as the rule sees it.
+type judged struct {
+	is     Standing
+	paired *Paired
+	sign   Sign
+}
+
+// judge places a way's times in one setting against the program as it
+// is there.
+func judge(x Times, s Setting) judged {
+	aa := PairedOf(s.Again, s.AsIs)
+	others := []Times{s.AsIs}
+	if len(s.Again) > 0 {
+		others = append(others, s.Again)
+	}
+	j := judged{paired: PairedOf(x, s.AsIs), sign: Test(x, others, Margin(aa))}
 	noise := Noise(aa)
-	if p == nil || p.Level < minLevel || math.IsInf(noise, 1) {
-		return Open
-	}
-	lo, hi := p.CI[0], p.CI[1]
+	p := j.paired
+	sure := p != nil && p.Level >= minLevel && !math.IsInf(noise, 1)
 	switch {
-	case hi < 1-max(MinNoise, bias(aa)) && p.Median < aa.CI[0]:
-		return Better
-	case lo > 1+noise:
-		return Worse
-	case lo >= 1-noise && hi <= 1+noise:
-		return Same
+	case j.sign.Ahead():
+		j.is = Better
+	case j.sign.Behind() || (sure && p.CI[0] > 1+noise):
+		j.is = Worse
+	case sure && p.CI[0] >= 1-noise && p.CI[1] <= 1+noise:
+		j.is = Same
+	default:
+		j.is = Open
 	}
-	return Open
+	return j
 }
 
 // WayVerdict is a way as Decide judged it.
 type WayVerdict struct {
-	Arm         string   `json:"arm"`
-	Alone       *Paired  `json:"alone,omitempty"`
-	Contended   *Paired  `json:"contended,omitempty"`
-	AloneIs     Standing `json:"alone_is"`
-	ContendedIs Standing `json:"contended_is"`
+	Arm           string   `json:"arm"`
+	Alone         *Paired  `json:"alone,omitempty"`
+	Contended     *Paired  `json:"contended,omitempty"`
+	AloneIs       Standing `json:"alone_is"`
+	ContendedIs   Standing `json:"contended_is"`
+	AloneSign     Sign     `json:"alone_sign"`
+	ContendedSign Sign     `json:"contended_sign"`
 	// Recommendable: better in one setting and better or the same in
 	// the other.
 	Recommendable bool `json:"recommendable"`
@@ -128,38 +170,41 @@ type WayVerdict struct {
 type Advice struct {
 	// Arm is the way recommended; "" for the command as it is.
 	Arm string `json:"arm"`
-	// Decided: the intervals settle it, so more repetitions would not
-	// change it (the best way is recommendable, or every way is
-	// excluded).
+	// Decided: more repetitions would not change it (the best way is
+	// recommendable, or every way is excluded).
 	Decided        bool         `json:"decided"`
 	NoiseAlone     float64      `json:"noise_alone"`
 	NoiseContended float64      `json:"noise_contended"`
 	Ways           []WayVerdict `json:"ways"`
 }
 
-// Decide judges the ways against the command as it is, with the A/A
-// ratios alone and beside the busy neighbour. A way is recommendable
-// when it is better in one setting and better or the same in the other:
-// never one that is slower alone by more than the A/A noise, or not yet
-// known not to be. The advice is the recommendable way of the lowest
-// score, and decided when that way is also the lowest-scoring of the
-// ways not excluded, or when every way is excluded.
-func Decide(ways []Way, aaAlone, aaContended *Paired) Advice {
-	a := Advice{NoiseAlone: Noise(aaAlone), NoiseContended: Noise(aaContended)}
+// verdictOf judges one way in both settings.
+func verdictOf(w Way, alone, contended Setting) WayVerdict {
+	a, c := judge(w.Alone, alone), judge(w.Contended, contended)
+	v := WayVerdict{Arm: w.Arm, Alone: a.paired, Contended: c.paired, AloneIs: a.is, ContendedIs: c.is,
+		AloneSign: a.sign, ContendedSign: c.sign, Failed: w.Failed, Score: math.Inf(1)}
+	if a.paired != nil && c.paired != nil {
+		v.Score = math.Sqrt(a.paired.Median * c.paired.Median)
+	}
+	s := [2]Standing{a.is, c.is}
+	anyIs := func(x Standing) bool { return s[0] == x || s[1] == x }
+	okIs := func(x Standing) bool { return x == Better || x == Same }
+	v.Recommendable = w.Failed == "" && anyIs(Better) && okIs(s[0]) && okIs(s[1])
+	v.Excluded = w.Failed != "" || anyIs(Worse) || (s[0] == Same && s[1] == Same)
+	return v
+}
+
+// Decide judges the ways against the command as it is alone and beside
+// the busy neighbours, by Rule. The advice is the recommendable way of
+// the lowest score, and decided when that way is also the lowest-scoring
+// of the ways not excluded, or when every way is excluded.
+func Decide(ways []Way, alone, contended Setting) Advice {
+	a := Advice{NoiseAlone: Noise(PairedOf(alone.Again, alone.AsIs)),
+		NoiseContended: Noise(PairedOf(contended.Again, contended.AsIs))}
 	best, bestOpen := -1, -1
-	for _, w := range ways {
-		v := WayVerdict{Arm: w.Arm, Alone: w.Alone, Contended: w.Contended, Failed: w.Failed,
-			AloneIs: standing(w.Alone, aaAlone), ContendedIs: standing(w.Contended, aaContended), Score: math.Inf(1)}
-		if w.Alone != nil && w.Contended != nil {
-			v.Score = math.Sqrt(w.Alone.Median * w.Contended.Median)
-		}
-		s := [2]Standing{v.AloneIs, v.ContendedIs}
-		anyIs := func(x Standing) bool { return s[0] == x || s[1] == x }
-		okIs := func(x Standing) bool { return x == Better || x == Same }
-		v.Recommendable = w.Failed == "" && anyIs(Better) && okIs(s[0]) && okIs(s[1])
-		v.Excluded = w.Failed != "" || anyIs(Worse) || (s[0] == Same && s[1] == Same)
+	for i, w := range ways {
+		v := verdictOf(w, alone, contended)
 		a.Ways = append(a.Ways, v)
-		i := len(a.Ways) - 1
 		if v.Recommendable && (best < 0 || v.Score < a.Ways[best].Score) {
 			best = i
 		}
@@ -182,66 +227,4 @@ func (a *Advice) Way(arm string) *WayVerdict {
 		}
 	}
 	return nil
-}
-
-// Line is the one recommendation line: how to run the program (runWith
-// by arm: the command line in that way), by how much it gains in each
-// setting with the interval, or that no way is measurably better, with
-// the noise; cpus names the neighbours (one CPU, or a busy loop on each
-// of N) and reps the repetitions it stands on.
-func (a *Advice) Line(runWith map[string]string, cpus, reps int) string {
-	busy := "beside a busy neighbour"
-	if cpus > 1 {
-		busy = fmt.Sprintf("beside a busy neighbour on each of its %d CPUs", cpus)
-	}
-	n := fmt.Sprintf("%d repetitions", reps)
-	if reps == 1 {
-		n = "1 repetition"
-	}
-	w := a.Way(a.Arm)
-	if w == nil {
-		open := ""
-		if !a.Decided {
-			var names []string
-			for _, v := range a.Ways {
-				if !v.Excluded {
-					names = append(names, v.Arm)
-				}
-			}
-			if len(names) > 0 {
-				open = fmt.Sprintf("; still open: %s (--max-reps or --max-time for more)", strings.Join(names, ", "))
-			}
-		}
-		return fmt.Sprintf("No way is measurably better here than as it is (noise ±%s alone, ±%s %s; %s%s)",
-			Percent(a.NoiseAlone), Percent(a.NoiseContended), busy, n, open)
-	}
-	contended := phrase(w.ContendedIs, w.Contended, a.NoiseContended, busy)
-	alone := phrase(w.AloneIs, w.Alone, a.NoiseAlone, "alone")
-	first, second := contended, alone
-	if w.ContendedIs != Better {
-		first, second = alone, contended
-	}
-	return fmt.Sprintf("Run it %s: %s, %s (%s)", runWith[w.Arm], strings.Replace(first, "faster", "faster than as it is", 1), second, n)
-}
-
-// phrase says how a way stands in one setting: "31% faster beside a busy
-// neighbour [24%, 38%]" (faster: that much less time per step), or "the
-// same alone (±2%)".
-func phrase(s Standing, p *Paired, noise float64, where string) string {
-	if s == Better {
-		return fmt.Sprintf("%s faster %s [%s, %s]", Percent(1-p.Median), where, Percent(1-p.CI[1]), Percent(1-p.CI[0]))
-	}
-	return fmt.Sprintf("the same %s (±%s)", where, Percent(noise))
-}
-
-// Percent formats a fraction as a percentage: whole percents from 10%, one
-// decimal below.
-func Percent(f float64) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return "?%"
-	}
-	if math.Abs(f) >= 0.095 {
-		return fmt.Sprintf("%.0f%%", 100*f)
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
 }

@@ -41,11 +41,11 @@ while1xN), for programs of several threads. A way's paired ratio (its time
 over cuda-default's in the same repetition; per step when the program
 prints apps' result line, else the whole run) has an interval that assumes
 nothing of the distribution; the noise of a setting is the width of the A/A
-interval (at least 1%). A way is recommended when its interval is below
-1 - noise in one setting and below 1 + noise in the other, so never one
-slower alone by more than the noise. Repetitions go on until that is
-decided (the best way is recommended, or no way can be), at least
---min-reps, at most --max-reps or --max-time.
+interval (at least 1%).
+
+The rule:
+
+` + decide.Rule + `
 
 The parts are found beside the binary (build/lib, build/bin from make in
 the source tree; PREFIX/lib, PREFIX/bin from make install), or given with
@@ -175,7 +175,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 		apptable.Summarized(runs, c.Names(), c.Contention, c.Arms).Print(a.Stdout, io.Discard, nil)
 	}
 	fmt.Fprintf(a.Stderr, "advise: results in %s (vgpu-probe report %s)\n", out, filepath.Join(out, results.Name))
-	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), a.CPUs, reps))
+	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), decide.Measured{Reps: reps, CPUs: a.CPUs}))
 	return &adv, nil
 }
 
@@ -252,32 +252,7 @@ func (a *AdviseConfig) repeat(ctx context.Context, c *Config, work string) ([]Ru
 
 // adviceOf decides from the runs so far.
 func adviceOf(runs []Run, c *Config) decide.Advice {
-	alone, contended := c.Contention[0], c.Contention[1]
-	of := func(arm, setting string) []Run {
-		var out []Run
-		for _, r := range runs {
-			if r.Arm == arm && r.Contention == setting {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	var ways []decide.Way
-	for _, arm := range c.Arms {
-		if arm == "cuda-default" || arm == "cuda-default-again" {
-			continue
-		}
-		w := decide.Way{Arm: arm, Alone: apptable.Pair(of(arm, alone), of("cuda-default", alone)),
-			Contended: apptable.Pair(of(arm, contended), of("cuda-default", contended))}
-		for _, r := range runs {
-			if r.Arm == arm && !r.OK() {
-				w.Failed = r.Error
-			}
-		}
-		ways = append(ways, w)
-	}
-	return decide.Decide(ways, apptable.Pair(of("cuda-default-again", alone), of("cuda-default", alone)),
-		apptable.Pair(of("cuda-default-again", contended), of("cuda-default", contended)))
+	return decide.FromRuns(runs, c.Arms, c.Contention[0], c.Contention[1])
 }
 
 // status is a repetition's progress line: the lead way's medians and

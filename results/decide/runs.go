@@ -1,0 +1,44 @@
+package decide
+
+import "github.com/vgpu-probe/vgpu-probe/results/apptable"
+
+// The arms of the program as it is: the reference and the A/A control.
+const (
+	AsIs  = "cuda-default"
+	Again = "cuda-default-again"
+)
+
+// TimesOf are the good runs' times per step of arm under setting, by
+// repetition (and round, for programs that compare the arms inside one
+// process).
+func TimesOf(runs []apptable.Run, arm, setting string) Times {
+	t := Times{}
+	for _, r := range runs {
+		if r.Arm == arm && r.Contention == setting && r.OK() {
+			t[r.Rep*1000+r.Round] = r.PerStep()
+		}
+	}
+	return t
+}
+
+// FromRuns decides from apps' runs of one program: every arm of arms
+// but the two as it is is a way, alone and contended the two settings.
+func FromRuns(runs []apptable.Run, arms []string, alone, contended string) Advice {
+	set := func(s string) Setting {
+		return Setting{AsIs: TimesOf(runs, AsIs, s), Again: TimesOf(runs, Again, s)}
+	}
+	var ways []Way
+	for _, arm := range arms {
+		if arm == AsIs || arm == Again {
+			continue
+		}
+		w := Way{Arm: arm, Alone: TimesOf(runs, arm, alone), Contended: TimesOf(runs, arm, contended)}
+		for _, r := range runs {
+			if r.Arm == arm && !r.OK() {
+				w.Failed = r.Error
+			}
+		}
+		ways = append(ways, w)
+	}
+	return Decide(ways, set(alone), set(contended))
+}
