@@ -43,3 +43,20 @@ func TestSign(t *testing.T) {
 		t.Errorf("P(>=5 of 6 at 1/2) = %v", p)
 	}
 }
+
+// The fastest mode by median is ahead only where it beat every other in
+// enough repetitions: a lead made by one slow repetition of the others is
+// not.
+func TestFastest(t *testing.T) {
+	l := Fastest(map[string]Times{"spin": times(3, 3.1, 2.9, 3, 3.2), "block": times(2, 2.1, 2, 1.9, 2), "hybrid": times(2.5, 2.4, 2.6, 2.5, 2.5)})
+	if l.Best != "block" || l.Next != "hybrid" || math.Abs(l.Margin-0.25) > 1e-9 || !l.Ahead() || l.Sign.Wins != 5 {
+		t.Errorf("clear lead: %+v", l)
+	}
+	l = Fastest(map[string]Times{"block": times(2, 2, 2.2, 2, 2), "hybrid": times(1.9, 2.1, 2.1, 1.9, 2.2)})
+	if l.Best != "block" || l.Ahead() {
+		t.Errorf("a lead within the repetitions' spread: %+v", l)
+	}
+	if l := Fastest(map[string]Times{"block": times(2)}); l.Best != "block" || l.Next != "" || l.Ahead() {
+		t.Errorf("one mode: %+v", l)
+	}
+}
