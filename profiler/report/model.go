@@ -181,7 +181,7 @@ type Verdict struct {
 	// repetition by repetition (decide.Fastest): its lead is settled
 	// where BestModeSign.Ahead().
 	BestModeSign decide.Sign `json:"best_mode_sign,omitzero"`
-	Why            string  `json:"why"`
+	Why          string      `json:"why"`
 	// Hybrid says, where hybrid is not the best mode of a setting, by how
 	// much and why (compare.Table.HybridNote): the verdict's last sentence.
 	Hybrid string `json:"hybrid,omitempty"`
