@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,36 +27,47 @@ import (
 // AdviseHelp is `vgpu-probe advise`'s help.
 const AdviseHelp = `advise answers "should I run my program as it is, in CUDA's blocking-sync
 mode, under libhybridsync, or with hybridsync-run, on this VM?" by running
-it every way, alone and beside a busy loop on its CPUs, and ends with one
-line on stdout: how to run it, by how much that gains with its interval,
-or that no way is measurably better than as it is.
+it every way that can apply, alone and beside a busy loop on each of its
+CPUs, and ends with one line on stdout: how to run it, by how much that
+gains with its interval, or that no way is measurably better than as it
+is, and why.
+
+It first runs the command once as it is and watches it: the CUDA ways
+(cuda-blocking, hybridsync) apply only to a program that loads CUDA's
+driver or runtime, the launcher's only to one that loads CUDA or an OpenMP
+runtime; the others are left out, and said. A program that loads neither
+gets "No way applies" then and there, and nothing is written. Without
+--cpus, the program runs on as many CPUs as that first run kept threads
+busy (at most the CPUs it may use).
 
 The ways (apps' arms): cuda-default (the command as it is), cuda-blocking
 (LD_PRELOAD=--blocksync, CUDA's blocking-sync mode), hybridsync
 (LD_PRELOAD=--lib), hybridsync-run (the command under --launcher, left out
 with a note if there is none), and cuda-default-again, the command as it is
-once more: the A/A control, whose ratio to cuda-default is the noise of the
-machine and the method. Each repetition runs every way back to back, in an
-order that rotates, alone on one CPU (none) and beside a busy loop pinned to
-it (while1); --cpus N runs on N CPUs with a busy loop on each (nonexN,
-while1xN), for programs of several threads. A way's paired ratio (its time
-over cuda-default's in the same repetition; per step when the program
-prints apps' result line, else the whole run) has an interval that assumes
-nothing of the distribution; the noise of a setting is the width of the A/A
-interval (at least 1%).
+once more: the A/A control. Each repetition runs every way back to back, in
+an order that rotates, alone on its CPUs (none, nonexN) and beside a busy
+loop pinned to each (while1, while1xN). Times are per step when the
+program prints apps' result line, else the whole run.
 
 The rule:
 
 ` + decide.Rule + `
 
+Stderr has a line as soon as the first run starts, then one per
+repetition. Ctrl-C stops it: the repetitions that ended are kept and
+written, and the line gives the advice they support.
+
 The parts are found beside the binary (build/lib, build/bin from make in
 the source tree; PREFIX/lib, PREFIX/bin from make install), or given with
---lib, --blocksync and --launcher. A program that fails as it is, on the
+--lib, --blocksync and --launcher. A program that fails as it is, in the
 first run, stops it with an error; one that fails in another way leaves
 that way out. Results go to --out (default results/advise-TIMESTAMP in the
 working directory, the time in UTC, as run, bench and apps write):
 runs.jsonl, summary.json, advice.json, and results.json for vgpu-probe
-report, which shows the paired table; nothing is left there on failure.`
+report, which shows the paired table. They are written to a hidden
+directory beside --out and renamed to it at the end, so a failure leaves
+nothing; one left by an advise that was killed is removed by the next in
+the same folder.`
 
 // AdviseConfig is one advise: the command and its bounds.
 type AdviseConfig struct {
@@ -88,25 +101,31 @@ func (a *AdviseConfig) settings() (alone, contended string) {
 	return aloneOn(a.CPUs), fmt.Sprintf("while1x%d", a.CPUs)
 }
 
-// config is the suite's matrix for the command.
-func (a *AdviseConfig) config() (*Config, error) {
+// validate checks the flags, each error one line that names its flag.
+func (a *AdviseConfig) validate() error {
 	switch {
 	case len(a.Command) == 0 || a.Command[0] == "":
-		return nil, errors.New("no command: give it after --, as in vgpu-probe advise [flags] -- CMD ARGS")
+		return errors.New("no command: give it after --, as in vgpu-probe advise [flags] -- CMD ARGS")
 	case a.MaxReps < 1 || a.MinReps < 1:
-		return nil, errors.New("--min-reps and --max-reps must be positive")
+		return errors.New("--min-reps and --max-reps must be positive")
+	case a.MinReps > a.MaxReps:
+		return fmt.Errorf("--min-reps %d is more than --max-reps %d", a.MinReps, a.MaxReps)
 	case a.MaxTime <= 0:
-		return nil, errors.New("--max-time must be positive")
-	case a.CPUs < 1:
-		return nil, errors.New("--cpus must be positive")
+		return errors.New("--max-time must be positive")
+	case a.CPUs < 0:
+		return errors.New("--cpus must be positive (0: the CPUs its first run kept busy)")
 	}
 	if online, err := corunner.Online(); err == nil && a.CPUs > len(online) {
-		return nil, fmt.Errorf("--cpus %d: this process may use %d CPUs (%v)", a.CPUs, len(online), online)
+		return fmt.Errorf("--cpus %d: this process may use %d CPUs (%v)", a.CPUs, len(online), online)
 	}
+	return nil
+}
+
+// config is the suite's matrix for the command in the ways arms.
+func (a *AdviseConfig) config(arms []string) (*Config, error) {
 	alone, contended := a.settings()
-	arms := slices.Clone(adviseArms)
 	if a.Launcher == "" {
-		arms = slices.DeleteFunc(arms, func(s string) bool { return s == "hybridsync-run" })
+		arms = slices.DeleteFunc(slices.Clone(arms), func(s string) bool { return s == "hybridsync-run" })
 	}
 	c := &Config{Programs: []Program{{Name: programName(a.Command[0]), Command: quoteWords(a.Command)}},
 		Dir: ".", Arms: arms, Contention: []string{alone, contended}, Reps: a.MaxReps, CPU: a.CPU,
@@ -118,136 +137,323 @@ func (a *AdviseConfig) config() (*Config, error) {
 	return c, nil
 }
 
-// Advise runs the command in every way until the advice is decided or a
-// bound is reached, writes the results to a.Out, prints the line on
-// a.Stdout and returns the advice.
+// Advise runs the command in every way that can apply to it until the
+// advice is decided or a bound is reached, writes the results to a.Out,
+// prints the line on a.Stdout and returns the advice. Interrupted (ctx
+// ends), it keeps the runs so far, prints the advice they support and
+// returns it with ctx's error.
 func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
-	c, err := a.config()
+	if err := a.validate(); err != nil {
+		return nil, BadInput{err}
+	}
+	out, err := outDir(a.Out)
 	if err != nil {
 		return nil, BadInput{err}
 	}
-	out := a.Out
-	if out == "" {
-		out = results.DefaultDir(results.KindAdvise, time.Now())
+	if _, err := a.config(adviseArms); err != nil {
+		return nil, BadInput{err}
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return nil, BadInput{fmt.Errorf("--out: %w", err)}
-	}
-	if ents, err := os.ReadDir(out); err == nil && len(ents) > 0 {
-		return nil, BadInput{fmt.Errorf("--out %s: not empty; pick another directory", out)}
-	}
-	// The runs go to a directory beside out, renamed to it at the end,
-	// so that a failure or Ctrl-C leaves nothing behind.
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
-	}
-	work, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-")
+	arms, err := a.firstRun(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+		return nil, err
+	}
+	if arms == nil {
+		return &decide.Advice{Decided: true}, nil
+	}
+	c, err := a.config(arms)
+	if err != nil {
+		return nil, BadInput{err}
+	}
+	work, err := workDir(out)
+	if err != nil {
+		return nil, BadInput{err}
 	}
 	defer os.RemoveAll(work)
-	if err := os.Mkdir(filepath.Join(work, "stats"), 0o755); err != nil {
-		return nil, err
+	runs, reps, stopped := a.repeat(ctx, c, work)
+	if stopped != nil && !errors.Is(stopped, context.Canceled) {
+		return nil, stopped
 	}
-	runs, reps, err := a.repeat(ctx, c, work)
-	if err != nil {
-		return nil, err
+	if reps == 0 {
+		return nil, stopped // interrupted before a repetition ended: nothing to stand on
 	}
 	adv := adviceOf(runs, c)
+	if err := a.keep(work, out, runs, c, &adv); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), decide.Measured{Reps: reps, CPUs: a.CPUs}))
+	return &adv, stopped
+}
+
+// keep writes the runs and the advice into work, renames it to out, and
+// says so.
+func (a *AdviseConfig) keep(work, out string, runs []Run, c *Config, adv *decide.Advice) error {
 	for i := range runs {
 		if runs[i].Stats != "" {
 			runs[i].Stats = filepath.Join(out, strings.TrimPrefix(runs[i].Stats, work))
 		}
 	}
-	if err := writeAdvice(work, out, runs, c, &adv); err != nil {
-		return nil, err
+	if err := writeAdvice(work, out, runs, c, adv); err != nil {
+		return err
 	}
 	// MkdirTemp made it private; results directories are not.
 	if err := os.Chmod(work, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	os.Remove(out) // empty, if it is there: rename replaces only an empty directory
 	if err := os.Rename(work, out); err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+		return fmt.Errorf("--out %s: %w", out, unwrapPath(err))
 	}
-	a.summary(&adv)
+	a.summary(adv)
 	if a.Table {
 		apptable.Summarized(runs, c.Names(), c.Contention, c.Arms).Print(a.Stdout, io.Discard, nil)
 	}
 	fmt.Fprintf(a.Stderr, "advise: results in %s (vgpu-probe report %s)\n", out, filepath.Join(out, results.Name))
-	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), decide.Measured{Reps: reps, CPUs: a.CPUs}))
-	return &adv, nil
+	return nil
+}
+
+// firstRun runs the command once as it is (probe) and returns the arms
+// that can apply to it, with the A/A pair; nil (and the line said on
+// stdout) where no way can. It says what the program showed, the ways
+// left out and why, and, where --cpus was not given, sets a.CPUs to the
+// threads it kept busy, at most the CPUs this process may use.
+func (a *AdviseConfig) firstRun(ctx context.Context) ([]string, error) {
+	name := programName(a.Command[0])
+	fmt.Fprintf(a.Stderr, "advise: a first run of %s as it is, to see what it uses\n", name)
+	u := probe(ctx, a.Command)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if u.Err != nil {
+		return nil, BadInput{fmt.Errorf("%s failed as it is (%s): advise needs a command that runs", name, u.Err)}
+	}
+	fmt.Fprintf(a.Stderr, "advise: %s took %s with %s loaded, %d busy thread(s)\n", name, u.Wall.Round(time.Millisecond), u.Words(), u.Threads)
+	arms, skipped := applicable(u, a.Launcher != "")
+	if len(arms) == 2 {
+		fmt.Fprintf(a.Stdout, "No way applies: %s loaded %s in a first run as it is; the ways change CUDA's and OpenMP's waits only\n", name, u.Words())
+		return nil, nil
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(a.Stderr, "advise: left out, as %s loaded %s: %s\n", name, u.Words(), strings.Join(skipped, ", "))
+	}
+	if a.CPUs == 0 {
+		online, err := corunner.Online()
+		if err != nil {
+			return nil, err
+		}
+		a.CPUs = max(1, min(u.Threads, len(online)))
+		fmt.Fprintf(a.Stderr, "advise: --cpus %d: the threads it kept busy, of the %d CPUs it may use\n", a.CPUs, len(online))
+	}
+	return arms, nil
+}
+
+// applicable are the arms that can change how the program waits: the
+// CUDA ways where it loaded CUDA, the launcher where it loaded CUDA or
+// an OpenMP runtime (and there is a launcher); with the A/A pair where
+// any is left. skipped are the others, each with why.
+func applicable(u Uses, launcher bool) (arms, skipped []string) {
+	for _, arm := range adviseArms {
+		switch {
+		case arm == "cuda-blocking" || arm == "hybridsync":
+			if !u.CUDA {
+				skipped = append(skipped, arm+" (no CUDA)")
+				continue
+			}
+		case arm == "hybridsync-run":
+			if !launcher {
+				continue // FindParts said so
+			}
+			if !u.CUDA && u.OpenMP == "" {
+				skipped = append(skipped, arm+" (neither CUDA nor OpenMP)")
+				continue
+			}
+		}
+		arms = append(arms, arm)
+	}
+	return arms, skipped
+}
+
+// workPrefix names the directories advise writes into before renaming
+// them to --out, with the writer's pid: one whose writer is gone (killed)
+// is removed by the next advise in the same folder.
+const workPrefix = ".vgpu-probe-advise-"
+
+// outDir is --out as an absolute path (the default if ""), checked: empty
+// or absent, its folder one advise can write in.
+func outDir(out string) (string, error) {
+	if out == "" {
+		out = results.DefaultDir(results.KindAdvise, time.Now())
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("--out %s: %w", out, err)
+	}
+	if ents, err := os.ReadDir(abs); err == nil && len(ents) > 0 {
+		return "", fmt.Errorf("--out %s: not empty; pick another directory", abs)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", fmt.Errorf("--out %s: %v", abs, unwrapPath(err))
+	}
+	probe, err := os.MkdirTemp(filepath.Dir(abs), workPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", fmt.Errorf("--out %s: cannot write in %s: %v", abs, filepath.Dir(abs), unwrapPath(err))
+	}
+	os.Remove(probe)
+	return abs, nil
+}
+
+// workDir makes the directory the runs go to, beside out, renamed to it
+// at the end, so that a failure or Ctrl-C leaves nothing behind; it first
+// removes those that advise processes now gone left there.
+func workDir(out string) (string, error) {
+	parent := filepath.Dir(out)
+	removeStale(parent)
+	work, err := os.MkdirTemp(parent, workPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", fmt.Errorf("--out %s: cannot write in %s: %v", out, parent, unwrapPath(err))
+	}
+	if err := os.Mkdir(filepath.Join(work, "stats"), 0o755); err != nil {
+		os.RemoveAll(work)
+		return "", err
+	}
+	return work, nil
+}
+
+// removeStale removes the work directories in parent whose advise process
+// is gone.
+func removeStale(parent string) {
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), workPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, fs.ErrNotExist) {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+// unwrapPath is err without the path an *os.PathError names, which may
+// be a temporary one the user never gave.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 // repeat runs repetitions until the advice is decided (after MinReps)
-// or MaxReps or MaxTime is reached; it returns the runs and how many
-// repetitions ran.
+// or MaxReps or MaxTime is reached; it returns the runs of the
+// repetitions that ended, how many, and why it stopped early where that
+// was an error or ctx's end (the runs so far still count).
 func (a *AdviseConfig) repeat(ctx context.Context, c *Config, work string) ([]Run, int, error) {
-	p := c.Programs[0]
-	arms := slices.Clone(c.Arms)
-	if n := ompEnvNote(arms); n != "" {
+	if n := ompEnvNote(c.Arms); n != "" {
 		fmt.Fprintln(a.Stderr, "advise:", n)
 	}
-	bar := progress.New(a.Stderr)
-	bar.Begin(a.MaxReps * len(arms) * len(c.Contention))
-	finished := false
-	defer func() { bar.Finish(finished) }()
+	r := repeater{a: a, c: c, work: work, arms: slices.Clone(c.Arms), bar: progress.New(a.Stderr)}
+	r.bar.Begin(a.MaxReps * len(c.Arms) * len(c.Contention))
+	defer r.bar.Finish(true)
 	f, isFile := a.Stderr.(*os.File)
 	onTerminal := isFile && term.IsTerminal(int(f.Fd()))
-	var runs []Run
 	start := time.Now()
 	var longest time.Duration
-	done := 0
 	for rep := range a.MaxReps {
 		if rep > 0 && time.Since(start)+longest > a.MaxTime {
 			fmt.Fprintf(a.Stderr, "advise: stopped by --max-time %v after %d repetitions\n", a.MaxTime, rep)
-			finished = true
-			return runs, rep, nil
+			return r.runs, rep, nil
 		}
 		repStart := time.Now()
-		for ci, setting := range c.Contention {
-			for _, arm := range rotate(c.Arms, rep+ci) {
-				if !slices.Contains(arms, arm) {
-					continue
-				}
-				bar.Next(fmt.Sprintf("rep %d %s %s", rep+1, setting, arm))
-				rs, err := c.runCell(ctx, p, setting, rep, []string{arm}, work, done, 0)
-				if err != nil {
-					return nil, 0, err
-				}
-				bar.Advance()
-				done++
-				for _, r := range rs {
-					r.Order = slices.Index(rotate(c.Arms, rep+ci), arm)
-					runs = append(runs, r)
-					if r.OK() {
-						continue
-					}
-					if arm == "cuda-default" || arm == "cuda-default-again" {
-						err := fmt.Errorf("%s failed as it is (%s, %s): advise needs a command that runs", p.Name, setting, r.Error)
-						if rep == 0 {
-							err = BadInput{err}
-						}
-						return nil, 0, err
-					}
-					arms = slices.DeleteFunc(arms, func(s string) bool { return s == arm })
-					fmt.Fprintf(a.Stderr, "advise: %s failed under %s (%s): that way is left out\n", p.Name, arm, r.Error)
-				}
+		if err := r.one(ctx, rep); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(a.Stderr, "advise: interrupted: the advice stands on the repetitions that ended, %d\n", rep)
+				return r.runs, rep, ctx.Err()
 			}
+			return nil, 0, err
 		}
 		longest = max(longest, time.Since(repStart))
-		adv := adviceOf(runs, c)
+		adv := adviceOf(r.runs, c)
 		if !onTerminal {
 			fmt.Fprintf(a.Stderr, "advise: %d of at most %d repetitions, %s: %s\n", rep+1, a.MaxReps,
 				time.Since(start).Round(time.Second), status(&adv))
 		}
-		if rep+1 >= min(a.MinReps, a.MaxReps) && adv.Decided {
-			finished = true
-			return runs, rep + 1, nil
+		if rep+1 >= a.MinReps && adv.Decided {
+			return r.runs, rep + 1, nil
 		}
 	}
-	finished = true
-	return runs, a.MaxReps, nil
+	return r.runs, a.MaxReps, nil
+}
+
+// repeater is repeat's state: the runs of the repetitions that ended,
+// and the ways still run.
+type repeater struct {
+	a    *AdviseConfig
+	c    *Config
+	work string
+	arms []string
+	runs []Run
+	bar  *progress.Bar
+	done int
+}
+
+// one runs repetition rep: every way still run in each setting, in an
+// order that rotates. Its runs join r.runs only if it ends.
+func (r *repeater) one(ctx context.Context, rep int) error {
+	p := r.c.Programs[0]
+	var runs []Run
+	for ci, setting := range r.c.Contention {
+		order := rotate(r.c.Arms, rep+ci)
+		for _, arm := range order {
+			if !slices.Contains(r.arms, arm) {
+				continue
+			}
+			r.bar.Next(fmt.Sprintf("rep %d %s %s", rep+1, setting, arm))
+			rs, err := r.c.runCell(ctx, p, setting, rep, []string{arm}, r.work, r.done, 0)
+			if err != nil {
+				return err
+			}
+			r.bar.Advance()
+			r.done++
+			for _, run := range rs {
+				run.Order = slices.Index(order, arm)
+				runs = append(runs, run)
+				if err := r.failed(run, rep); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	r.runs = append(r.runs, runs...)
+	return nil
+}
+
+// failed judges a failed run: the program failing as it is ends advise
+// (bad input in the first repetition); failing in a way leaves that way
+// out.
+func (r *repeater) failed(run Run, rep int) error {
+	if run.OK() {
+		return nil
+	}
+	name := r.c.Programs[0].Name
+	if run.Arm == decide.AsIs || run.Arm == decide.Again {
+		err := fmt.Errorf("%s failed as it is (%s, %s): advise needs a command that runs", name, run.Contention, run.Error)
+		if rep == 0 {
+			return BadInput{err}
+		}
+		return err
+	}
+	r.arms = slices.DeleteFunc(r.arms, func(s string) bool { return s == run.Arm })
+	fmt.Fprintf(r.a.Stderr, "advise: %s failed under %s (%s): that way is left out\n", name, run.Arm, run.Error)
+	return nil
 }
 
 // adviceOf decides from the runs so far.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +18,21 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/decide"
 )
+
+// standinCUDA builds libhybridsync's stand-in CUDA driver, a real
+// libcuda.so.1 for a program to load.
+func standinCUDA(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed: it builds the stand-in CUDA driver")
+	}
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	out, err := exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", lib, "../../../libhybridsync/testdata/standin/cuda.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return lib
+}
 
 // touch makes a file (and its folders) with mode.
 func touch(t *testing.T, path string, mode os.FileMode) string {
@@ -95,9 +112,18 @@ func adviseParts(t *testing.T) Parts {
 func TestAdviseSameEveryWay(t *testing.T) {
 	// The launcher's way starts without it: the log says so.
 	t.Setenv("OMP_WAIT_POLICY", "ACTIVE")
-	words := []string{"sh", "-c", `echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
+	// A program that loads CUDA's driver (the stand-in), so that every
+	// way applies; it sleeps so that the first run sees it.
+	t.Setenv("LD_PRELOAD", standinCUDA(t))
+	words := []string{"sh", "-c", `sleep 0.05; echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
 	parent := t.TempDir()
 	out := filepath.Join(parent, "advice")
+	// What an advise killed with SIGKILL left: removed by the next one.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(parent, fmt.Sprintf("%s%d-123", workPrefix, gone.ProcessState.Pid()), "runs.jsonl"), 0o644)
 	var stdout, stderr bytes.Buffer
 	a := &AdviseConfig{Command: words, CPUs: 1, CPU: -1, Parts: adviseParts(t), MinReps: 3, MaxReps: 6, MaxTime: time.Minute,
 		Out: out, Stdout: &stdout, Stderr: &stderr}
@@ -168,7 +194,7 @@ func TestAdviseBadInput(t *testing.T) {
 	}{
 		{"no command", nil, "", 3, "no command", 1},
 		{"not found", []string{"no-such-program-here"}, "", 3, "not found in PATH", 1},
-		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (none, exit status 3: broken)", 1},
+		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (exit status 3: broken)", 1},
 		{"no reps", []string{"true"}, "", 0, "--max-reps", 1},
 		{"more CPUs than there are", []string{"true"}, "", 3, "--cpus 4096: this process may use", 4096},
 		{"out not empty", []string{"true"}, filepath.Dir(full), 3, "not empty", 1},
