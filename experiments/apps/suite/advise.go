@@ -177,7 +177,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 		return nil, stopped // interrupted before a repetition ended: nothing to stand on
 	}
 	adv := adviceOf(runs, c)
-	if err := a.keep(work, out, runs, c, &adv); err != nil {
+	if err := a.keep(work, out, runs, reps, c, &adv); err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), decide.Measured{Reps: reps, CPUs: a.CPUs}))
@@ -186,13 +186,13 @@ func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 
 // keep writes the runs and the advice into work, renames it to out, and
 // says so.
-func (a *AdviseConfig) keep(work, out string, runs []Run, c *Config, adv *decide.Advice) error {
+func (a *AdviseConfig) keep(work, out string, runs []Run, reps int, c *Config, adv *decide.Advice) error {
 	for i := range runs {
 		if runs[i].Stats != "" {
 			runs[i].Stats = filepath.Join(out, strings.TrimPrefix(runs[i].Stats, work))
 		}
 	}
-	if err := writeAdvice(work, out, runs, c, adv); err != nil {
+	if err := writeAdvice(work, out, runs, reps, c, adv); err != nil {
 		return err
 	}
 	// MkdirTemp made it private; results directories are not.
@@ -509,9 +509,10 @@ func (a *AdviseConfig) runWith(c *Config) map[string]string {
 	}
 }
 
-// writeAdvice writes the runs, the summary, the results document and
-// the advice into dir, which becomes out.
-func writeAdvice(dir, out string, runs []Run, c *Config, adv *decide.Advice) error {
+// writeAdvice writes the runs, the summary, the results document (of
+// the reps repetitions that ran) and the advice into dir, which becomes
+// out.
+func writeAdvice(dir, out string, runs []Run, reps int, c *Config, adv *decide.Advice) error {
 	var jl []byte
 	for _, r := range runs {
 		b, _ := json.Marshal(r)
@@ -520,7 +521,7 @@ func writeAdvice(dir, out string, runs []Run, c *Config, adv *decide.Advice) err
 	if err := os.WriteFile(filepath.Join(dir, RunsName), jl, 0o644); err != nil {
 		return err
 	}
-	doc := ResultsFile(runs, c.Names(), c.Contention, c.Arms, c.Reps, 0, 0, results.ThisMachine())
+	doc := ResultsFile(runs, c.Names(), c.Contention, c.Arms, reps, 0, 0, results.ThisMachine())
 	doc.Apps.CPU, doc.Apps.Out = c.CPU, out
 	if _, err := WriteResults(dir, doc); err != nil {
 		return err

@@ -168,6 +168,9 @@ func TestAdviseSameEveryWay(t *testing.T) {
 	if err != nil || len(doc.Cells) != 10 {
 		t.Errorf("results.json: %v, %d cells", err, len(doc.Cells))
 	}
+	if doc.Config.Reps != 3 || doc.Apps.Reps != 3 {
+		t.Errorf("results.json: %d repetitions (table %d), want the 3 that ran", doc.Config.Reps, doc.Apps.Reps)
+	}
 	var saved decide.Advice
 	if b, err := os.ReadFile(filepath.Join(out, "advice.json")); err != nil || json.Unmarshal(b, &saved) != nil || !saved.Decided {
 		t.Errorf("advice.json: %v %+v", err, saved)
