@@ -47,17 +47,18 @@ const MinNoise = 0.01
 // repetitions.
 const minLevel = 0.75
 
-// Setting is the program as it is in one setting: its two runs of each
-// repetition.
+// Setting is the program as it is in one setting: its name
+// (apptable's: none, while1x4-1s) and its two runs of each repetition.
 type Setting struct {
+	Name        string
 	AsIs, Again Times
 }
 
-// Way is one way of running the program: its times alone and beside busy
-// neighbours.
+// Way is one way of running the program: its times in each setting, in
+// the order of Decide's settings.
 type Way struct {
-	Arm              string
-	Alone, Contended Times
+	Arm   string
+	Times []Times
 	// Failed says why the program failed in this way; such a way is
 	// never recommended.
 	Failed string
@@ -113,54 +114,54 @@ func Margin(aa *Paired) float64 {
 	return max(MinNoise, aa.CI[0]-1, 1-aa.CI[1])
 }
 
-// judged is a way in one setting as the rule sees it.
-type judged struct {
-	is     Standing
-	paired *Paired
-	sign   Sign
+// Judged is a way in one setting as the rule sees it.
+type Judged struct {
+	Setting string   `json:"setting"`
+	Is      Standing `json:"is"`
+	// Paired is its median ratio to the program as it is, with its
+	// interval; nil where no repetition has both.
+	Paired *Paired `json:"paired,omitempty"`
+	Sign   Sign    `json:"sign"`
 }
 
 // judge places a way's times in one setting against the program as it
 // is there.
-func judge(x Times, s Setting) judged {
+func judge(x Times, s Setting) Judged {
 	aa := PairedOf(s.Again, s.AsIs)
 	others := []Times{s.AsIs}
 	if len(s.Again) > 0 {
 		others = append(others, s.Again)
 	}
-	j := judged{paired: PairedOf(x, s.AsIs), sign: Test(x, others, Margin(aa))}
+	j := Judged{Setting: s.Name, Paired: PairedOf(x, s.AsIs), Sign: Test(x, others, Margin(aa))}
 	noise := Noise(aa)
-	p := j.paired
+	p := j.Paired
 	sure := p != nil && p.Level >= minLevel && !math.IsInf(noise, 1)
 	switch {
-	case j.sign.Ahead():
-		j.is = Better
-	case j.sign.Behind() || (sure && p.CI[0] > 1+noise):
-		j.is = Worse
+	case j.Sign.Ahead():
+		j.Is = Better
+	case j.Sign.Behind() || (sure && p.CI[0] > 1+noise):
+		j.Is = Worse
 	case sure && p.CI[0] >= 1-noise && p.CI[1] <= 1+noise:
-		j.is = Same
+		j.Is = Same
 	default:
-		j.is = Open
+		j.Is = Open
 	}
 	return j
 }
 
 // WayVerdict is a way as Decide judged it.
 type WayVerdict struct {
-	Arm           string   `json:"arm"`
-	Alone         *Paired  `json:"alone,omitempty"`
-	Contended     *Paired  `json:"contended,omitempty"`
-	AloneIs       Standing `json:"alone_is"`
-	ContendedIs   Standing `json:"contended_is"`
-	AloneSign     Sign     `json:"alone_sign"`
-	ContendedSign Sign     `json:"contended_sign"`
+	Arm string `json:"arm"`
+	// In is its standing in each setting, in Decide's order: alone
+	// first.
+	In []Judged `json:"settings"`
 	// Recommendable: better in one setting and better or the same in
-	// the other.
+	// every other.
 	Recommendable bool `json:"recommendable"`
 	// Excluded: it cannot become recommendable with more repetitions
-	// (worse in a setting, the same in both, or failed).
+	// (worse in a setting, the same in all, or failed).
 	Excluded bool `json:"excluded"`
-	// Score is the geometric mean of its two median ratios: the ways are
+	// Score is the geometric mean of its median ratios: the ways are
 	// ranked by it, lowest first.
 	Score  float64 `json:"score"`
 	Failed string  `json:"failed,omitempty"`
@@ -172,38 +173,61 @@ type Advice struct {
 	Arm string `json:"arm"`
 	// Decided: more repetitions would not change it (the best way is
 	// recommendable, or every way is excluded).
-	Decided        bool         `json:"decided"`
-	NoiseAlone     float64      `json:"noise_alone"`
-	NoiseContended float64      `json:"noise_contended"`
-	Ways           []WayVerdict `json:"ways"`
+	Decided bool `json:"decided"`
+	// Noise is each setting's (Noise), in Decide's order.
+	Noise []SettingNoise `json:"noise"`
+	Ways  []WayVerdict   `json:"ways"`
 }
 
-// verdictOf judges one way in both settings.
-func verdictOf(w Way, alone, contended Setting) WayVerdict {
-	a, c := judge(w.Alone, alone), judge(w.Contended, contended)
-	v := WayVerdict{Arm: w.Arm, Alone: a.paired, Contended: c.paired, AloneIs: a.is, ContendedIs: c.is,
-		AloneSign: a.sign, ContendedSign: c.sign, Failed: w.Failed, Score: math.Inf(1)}
-	if a.paired != nil && c.paired != nil {
-		v.Score = math.Sqrt(a.paired.Median * c.paired.Median)
+// SettingNoise is a setting's noise band.
+type SettingNoise struct {
+	Setting string  `json:"setting"`
+	Noise   float64 `json:"noise"`
+}
+
+// verdictOf judges one way in every setting.
+func verdictOf(w Way, settings []Setting) WayVerdict {
+	v := WayVerdict{Arm: w.Arm, Failed: w.Failed}
+	logSum, all := 0.0, true
+	for i, s := range settings {
+		var x Times
+		if i < len(w.Times) {
+			x = w.Times[i]
+		}
+		j := judge(x, s)
+		v.In = append(v.In, j)
+		if j.Paired == nil {
+			all = false
+		} else {
+			logSum += math.Log(j.Paired.Median)
+		}
 	}
-	s := [2]Standing{a.is, c.is}
-	anyIs := func(x Standing) bool { return s[0] == x || s[1] == x }
-	okIs := func(x Standing) bool { return x == Better || x == Same }
-	v.Recommendable = w.Failed == "" && anyIs(Better) && okIs(s[0]) && okIs(s[1])
-	v.Excluded = w.Failed != "" || anyIs(Worse) || (s[0] == Same && s[1] == Same)
+	v.Score = math.Inf(1)
+	if all && len(settings) > 0 {
+		v.Score = math.Exp(logSum / float64(len(settings)))
+	}
+	count := map[Standing]int{}
+	for _, j := range v.In {
+		count[j.Is]++
+	}
+	v.Recommendable = w.Failed == "" && count[Better] > 0 && count[Better]+count[Same] == len(v.In)
+	v.Excluded = w.Failed != "" || count[Worse] > 0 || count[Same] == len(v.In)
 	return v
 }
 
-// Decide judges the ways against the command as it is alone and beside
-// the busy neighbours, by Rule. The advice is the recommendable way of
-// the lowest score, and decided when that way is also the lowest-scoring
-// of the ways not excluded, or when every way is excluded.
-func Decide(ways []Way, alone, contended Setting) Advice {
-	a := Advice{NoiseAlone: Noise(PairedOf(alone.Again, alone.AsIs)),
-		NoiseContended: Noise(PairedOf(contended.Again, contended.AsIs))}
+// Decide judges the ways against the command as it is in each setting
+// (alone first, then beside the busy neighbours), by Rule. The advice is
+// the recommendable way of the lowest score, and decided when that way
+// is also the lowest-scoring of the ways not excluded, or when every way
+// is excluded.
+func Decide(ways []Way, settings []Setting) Advice {
+	var a Advice
+	for _, s := range settings {
+		a.Noise = append(a.Noise, SettingNoise{s.Name, Noise(PairedOf(s.Again, s.AsIs))})
+	}
 	best, bestOpen := -1, -1
 	for i, w := range ways {
-		v := verdictOf(w, alone, contended)
+		v := verdictOf(w, settings)
 		a.Ways = append(a.Ways, v)
 		if v.Recommendable && (best < 0 || v.Score < a.Ways[best].Score) {
 			best = i

@@ -4,74 +4,85 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
-// Measured is what the advice stands on, as the line says it: the
-// repetitions that ran and the settings as measured.
-type Measured struct {
-	Reps int
-	// CPUs the program ran on, with a busy loop on each beside it.
-	CPUs int
-	// Pattern is when the loops were there: "" or "start" for the whole
-	// run (apptable.Patterns).
-	Pattern string
-}
-
-// busy names the contended setting.
-func (m Measured) busy() string {
-	n := "a busy loop on its CPU"
-	if m.CPUs > 1 {
-		n = fmt.Sprintf("a busy loop on each of its %d CPUs", m.CPUs)
+// Where names a setting as the line says it: "alone", "beside a busy
+// loop on each of its 2 CPUs", "... coming and going (1s on, 1s off)".
+func Where(setting string) string {
+	rest, pattern := apptable.SplitPattern(setting)
+	base, cpus := apptable.Setting(rest)
+	if base == "none" {
+		return "alone"
 	}
-	switch m.Pattern {
+	n := "a busy loop on its CPU"
+	if cpus > 1 {
+		n = fmt.Sprintf("a busy loop on each of its %d CPUs", cpus)
+	}
+	switch pattern {
 	case "", "start":
 		return "beside " + n
 	case "late":
 		return "beside " + n + " started after its ready line"
 	}
-	return fmt.Sprintf("beside %s coming and going (%s on, %s off)", n, m.Pattern, m.Pattern)
+	return fmt.Sprintf("beside %s coming and going (%s on, %s off)", n, pattern, pattern)
 }
 
-func (m Measured) reps() string {
-	if m.Reps == 1 {
+// repsWords is "1 repetition", "4 repetitions".
+func repsWords(n int) string {
+	if n == 1 {
 		return "1 repetition"
 	}
-	return fmt.Sprintf("%d repetitions", m.Reps)
+	return fmt.Sprintf("%d repetitions", n)
 }
 
 // Line is the one recommendation line: how to run the program (runWith
 // by arm: the command line in that way), by how much it gains in each
 // setting with the interval, or that no way is measurably better, with
-// the noise and what stands in the way.
-func (a *Advice) Line(runWith map[string]string, m Measured) string {
-	busy := m.busy()
+// each setting's noise and what stands in the way; reps is how many
+// repetitions ran.
+func (a *Advice) Line(runWith map[string]string, reps int) string {
 	w := a.Way(a.Arm)
 	if w == nil {
-		return fmt.Sprintf("No way is measurably better here than as it is (noise ±%s alone, ±%s %s; %s%s)",
-			Percent(a.NoiseAlone), Percent(a.NoiseContended), busy, m.reps(), a.why())
+		var noise []string
+		for _, n := range a.Noise {
+			noise = append(noise, fmt.Sprintf("±%s %s", Percent(n.Noise), Where(n.Setting)))
+		}
+		return fmt.Sprintf("No way is measurably better here than as it is (noise %s; %s%s)",
+			strings.Join(noise, ", "), repsWords(reps), a.why())
 	}
-	contended := phrase(w.ContendedIs, w.Contended, a.NoiseContended, busy)
-	alone := phrase(w.AloneIs, w.Alone, a.NoiseAlone, "alone")
-	first, second := contended, alone
-	if w.ContendedIs != Better {
-		first, second = alone, contended
+	var better, same []string
+	for i, j := range w.In {
+		p := phrase(j, a.Noise[i].Noise)
+		if j.Is == Better {
+			better = append(better, p)
+		} else {
+			same = append(same, p)
+		}
 	}
-	return fmt.Sprintf("Run it %s: %s, %s (%s)", runWith[w.Arm], strings.Replace(first, "faster", "faster than as it is", 1), second, m.reps())
+	better[0] = strings.Replace(better[0], "faster", "faster than as it is", 1)
+	return fmt.Sprintf("Run it %s: %s (%s)", runWith[w.Arm], strings.Join(append(better, same...), ", "), repsWords(reps))
 }
 
-// why says what kept each near way from being recommended: a trade (better
-// in one setting, worse in the other) and the ways still open.
+// why says what kept each near way from being recommended: a trade
+// (better in one setting, worse in another) and the ways still open.
 func (a *Advice) why() string {
 	var trades, open []string
 	for _, v := range a.Ways {
+		var better, worse []string
+		for _, j := range v.In {
+			switch j.Is {
+			case Better:
+				better = append(better, fmt.Sprintf("%s faster %s", Percent(1-j.Paired.Median), Where(j.Setting)))
+			case Worse:
+				worse = append(worse, fmt.Sprintf("%s slower %s", Percent(j.Paired.Median-1), Where(j.Setting)))
+			}
+		}
 		switch {
 		case v.Failed != "":
-		case v.AloneIs == Worse && v.ContendedIs == Better:
-			trades = append(trades, fmt.Sprintf("%s is %s faster beside the loops but %s slower alone", v.Arm,
-				Percent(1-v.Contended.Median), Percent(v.Alone.Median-1)))
-		case v.ContendedIs == Worse && v.AloneIs == Better:
-			trades = append(trades, fmt.Sprintf("%s is %s faster alone but %s slower beside the loops", v.Arm,
-				Percent(1-v.Alone.Median), Percent(v.Contended.Median-1)))
+		case len(better) > 0 && len(worse) > 0:
+			trades = append(trades, fmt.Sprintf("%s is %s but %s", v.Arm, strings.Join(better, ", "), strings.Join(worse, ", ")))
 		case !v.Excluded && !a.Decided:
 			open = append(open, v.Arm)
 		}
@@ -89,11 +100,12 @@ func (a *Advice) why() string {
 // phrase says how a way stands in one setting: "31% faster beside a busy
 // loop on its CPU [24%, 38%]" (faster: that much less time per step), or
 // "the same alone (±2%)".
-func phrase(s Standing, p *Paired, noise float64, where string) string {
-	if s == Better {
-		return fmt.Sprintf("%s faster %s [%s, %s]", Percent(1-p.Median), where, Percent(1-p.CI[1]), Percent(1-p.CI[0]))
+func phrase(j Judged, noise float64) string {
+	if j.Is == Better {
+		p := j.Paired
+		return fmt.Sprintf("%s faster %s [%s, %s]", Percent(1-p.Median), Where(j.Setting), Percent(1-p.CI[1]), Percent(1-p.CI[0]))
 	}
-	return fmt.Sprintf("the same %s (±%s)", where, Percent(noise))
+	return fmt.Sprintf("the same %s (±%s)", Where(j.Setting), Percent(noise))
 }
 
 // Percent formats a fraction as a percentage: whole percents from 10%,

@@ -22,17 +22,21 @@ func TimesOf(runs []apptable.Run, arm, setting string) Times {
 }
 
 // FromRuns decides from apps' runs of one program: every arm of arms
-// but the two as it is is a way, alone and contended the two settings.
-func FromRuns(runs []apptable.Run, arms []string, alone, contended string) Advice {
-	set := func(s string) Setting {
-		return Setting{AsIs: TimesOf(runs, AsIs, s), Again: TimesOf(runs, Again, s)}
+// but the two as it is is a way, settings are the settings, alone first.
+func FromRuns(runs []apptable.Run, arms, settings []string) Advice {
+	var set []Setting
+	for _, s := range settings {
+		set = append(set, Setting{Name: s, AsIs: TimesOf(runs, AsIs, s), Again: TimesOf(runs, Again, s)})
 	}
 	var ways []Way
 	for _, arm := range arms {
 		if arm == AsIs || arm == Again {
 			continue
 		}
-		w := Way{Arm: arm, Alone: TimesOf(runs, arm, alone), Contended: TimesOf(runs, arm, contended)}
+		w := Way{Arm: arm}
+		for _, s := range settings {
+			w.Times = append(w.Times, TimesOf(runs, arm, s))
+		}
 		for _, r := range runs {
 			if r.Arm == arm && !r.OK() {
 				w.Failed = r.Error
@@ -40,5 +44,5 @@ func FromRuns(runs []apptable.Run, arms []string, alone, contended string) Advic
 		}
 		ways = append(ways, w)
 	}
-	return Decide(ways, set(alone), set(contended))
+	return Decide(ways, set)
 }

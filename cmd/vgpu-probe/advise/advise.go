@@ -60,6 +60,7 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 	f.SetInterspersed(false)
 	f.IntVar(&o.CPUs, "cpus", 0, "CPUs the program runs on, with a busy loop on each beside it (nonexN, while1xN); 0: the threads its first run kept busy, at most the CPUs it may use")
 	f.IntVar(&o.CPU, "cpu", -1, "the highest of its CPUs (default: the last one this process may use)")
+	f.StringSliceVar(&o.Patterns, "patterns", []string{"start", "1s"}, "the busy loops' patterns, each a setting: start (there from the start), 1s or 10s (on that long, off as long)")
 	f.IntVar(&o.MinReps, "min-reps", 3, "repetitions before the advice may stop early")
 	f.IntVar(&o.MaxReps, "max-reps", 30, "at most this many repetitions")
 	o.MaxTime = 10 * time.Minute

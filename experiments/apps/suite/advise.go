@@ -75,6 +75,9 @@ type AdviseConfig struct {
 	CPUs    int      // 1 (none, while1) or N (nonexN, while1xN)
 	CPU     int      // the highest of its CPUs; -1: the last this process may use
 	Parts
+	// Patterns are the busy loops' patterns measured, each a setting
+	// (advisePatterns; none: start).
+	Patterns         []string
 	MinReps, MaxReps int
 	MaxTime          time.Duration
 	Out              string // "": results.DefaultDir(results.KindAdvise, ...)
@@ -93,12 +96,35 @@ func (e BadInput) Unwrap() error { return e.Err }
 // so that its distance in time from cuda-default is like theirs.
 var adviseArms = []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
 
-// settings returns the settings alone and beside the busy loop.
-func (a *AdviseConfig) settings() (alone, contended string) {
-	if a.CPUs <= 1 {
-		return "none", "while1"
+// advisePatterns are the busy loops' patterns advise can measure
+// (apptable.Patterns but late, which starts them at a ready line that
+// only a suite entry names).
+var advisePatterns = []string{"start", "1s", "10s"}
+
+// settings returns the settings: alone, then beside a busy loop on each
+// CPU in each pattern.
+func (a *AdviseConfig) settings() []string {
+	loops := "while1"
+	if a.CPUs > 1 {
+		loops = fmt.Sprintf("while1x%d", a.CPUs)
 	}
-	return aloneOn(a.CPUs), fmt.Sprintf("while1x%d", a.CPUs)
+	out := []string{aloneOn(max(1, a.CPUs))}
+	for _, p := range a.patterns() {
+		if p == "start" {
+			out = append(out, loops)
+		} else {
+			out = append(out, loops+"-"+p)
+		}
+	}
+	return out
+}
+
+// patterns are --patterns, "start" where none are given.
+func (a *AdviseConfig) patterns() []string {
+	if len(a.Patterns) == 0 {
+		return []string{"start"}
+	}
+	return a.Patterns
 }
 
 // validate checks the flags, each error one line that names its flag.
@@ -115,6 +141,11 @@ func (a *AdviseConfig) validate() error {
 	case a.CPUs < 0:
 		return errors.New("--cpus must be positive (0: the CPUs its first run kept busy)")
 	}
+	for _, p := range a.Patterns {
+		if !slices.Contains(advisePatterns, p) {
+			return fmt.Errorf("--patterns %s: want some of %s (late needs a ready line, which a command does not give)", p, strings.Join(advisePatterns, ", "))
+		}
+	}
 	if online, err := corunner.Online(); err == nil && a.CPUs > len(online) {
 		return fmt.Errorf("--cpus %d: this process may use %d CPUs (%v)", a.CPUs, len(online), online)
 	}
@@ -123,12 +154,11 @@ func (a *AdviseConfig) validate() error {
 
 // config is the suite's matrix for the command in the ways arms.
 func (a *AdviseConfig) config(arms []string) (*Config, error) {
-	alone, contended := a.settings()
 	if a.Launcher == "" {
 		arms = slices.DeleteFunc(slices.Clone(arms), func(s string) bool { return s == "hybridsync-run" })
 	}
 	c := &Config{Programs: []Program{{Name: programName(a.Command[0]), Command: quoteWords(a.Command)}},
-		Dir: ".", Arms: arms, Contention: []string{alone, contended}, Reps: a.MaxReps, CPU: a.CPU,
+		Dir: ".", Arms: arms, Contention: a.settings(), Reps: a.MaxReps, CPU: a.CPU,
 		Lib: a.Lib, Blocksync: a.Blocksync, Launcher: a.Launcher, Timeout: a.MaxTime,
 		CapQuota: 10 * time.Millisecond, CapPeriod: 20 * time.Millisecond, Log: io.Discard}
 	if err := c.Check(); err != nil {
@@ -180,7 +210,7 @@ func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 	if err := a.keep(work, out, runs, reps, c, &adv); err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), decide.Measured{Reps: reps, CPUs: a.CPUs}))
+	fmt.Fprintln(a.Stdout, adv.Line(a.runWith(c), reps))
 	return &adv, stopped
 }
 
@@ -226,7 +256,13 @@ func (a *AdviseConfig) firstRun(ctx context.Context) ([]string, error) {
 	if u.Err != nil {
 		return nil, BadInput{fmt.Errorf("%s failed as it is (%s): advise needs a command that runs", name, u.Err)}
 	}
-	fmt.Fprintf(a.Stderr, "advise: %s took %s with %s loaded, %d busy thread(s)\n", name, u.Wall.Round(time.Millisecond), u.Words(), u.Threads)
+	if !u.Seen {
+		// Ended before its libraries could be read: every way is run.
+		u.CUDA, u.OpenMP = true, "unknown"
+		fmt.Fprintf(a.Stderr, "advise: %s ended in %s, before what it loads could be read: every way is measured\n", name, u.Wall.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(a.Stderr, "advise: %s took %s with %s loaded, %d busy thread(s)\n", name, u.Wall.Round(time.Millisecond), u.Words(), u.Threads)
+	}
 	arms, skipped := applicable(u, a.Launcher != "")
 	if len(arms) == 2 {
 		fmt.Fprintf(a.Stdout, "No way applies: %s loaded %s in a first run as it is; the ways change CUDA's and OpenMP's waits only\n", name, u.Words())
@@ -458,11 +494,11 @@ func (r *repeater) failed(run Run, rep int) error {
 
 // adviceOf decides from the runs so far.
 func adviceOf(runs []Run, c *Config) decide.Advice {
-	return decide.FromRuns(runs, c.Arms, c.Contention[0], c.Contention[1])
+	return decide.FromRuns(runs, c.Arms, c.Contention)
 }
 
-// status is a repetition's progress line: the lead way's medians and
-// whether it is decided.
+// status is a repetition's progress line: the lead way's median ratio
+// and standing in each setting, and whether it is decided.
 func status(a *decide.Advice) string {
 	var lead *decide.WayVerdict
 	for i, w := range a.Ways {
@@ -474,23 +510,30 @@ func status(a *decide.Advice) string {
 	if a.Decided {
 		state = "decided"
 	}
-	if lead == nil || lead.Alone == nil || lead.Contended == nil {
-		return fmt.Sprintf("no way ahead of as it is (noise ±%s alone, ±%s contended), %s", decide.Percent(a.NoiseAlone), decide.Percent(a.NoiseContended), state)
+	if lead == nil {
+		return "no way can be better than as it is, " + state
 	}
-	return fmt.Sprintf("%s %.3f alone (%s), %.3f contended (%s) of as it is; noise ±%s, ±%s; %s", lead.Arm,
-		lead.Alone.Median, lead.AloneIs, lead.Contended.Median, lead.ContendedIs, decide.Percent(a.NoiseAlone), decide.Percent(a.NoiseContended), state)
+	return fmt.Sprintf("%s %s of as it is; %s", lead.Arm, standings(lead), state)
+}
+
+// standings are a way's median ratio, interval and standing in each
+// setting.
+func standings(w *decide.WayVerdict) string {
+	var parts []string
+	for _, j := range w.In {
+		p := "-"
+		if j.Paired != nil {
+			p = fmt.Sprintf("%.3f [%.3f, %.3f]", j.Paired.Median, j.Paired.CI[0], j.Paired.CI[1])
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s (won %d, lost %d of %d)", j.Setting, p, j.Is, j.Sign.Wins, j.Sign.Losses, j.Sign.N))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // summary writes each way's ratios and standing to stderr.
 func (a *AdviseConfig) summary(adv *decide.Advice) {
-	show := func(p *Paired) string {
-		if p == nil {
-			return "-"
-		}
-		return fmt.Sprintf("%.3f [%.3f, %.3f]", p.Median, p.CI[0], p.CI[1])
-	}
-	for _, w := range adv.Ways {
-		line := fmt.Sprintf("alone %s %s, contended %s %s", show(w.Alone), w.AloneIs, show(w.Contended), w.ContendedIs)
+	for i, w := range adv.Ways {
+		line := standings(&adv.Ways[i])
 		if w.Failed != "" {
 			line = "failed: " + w.Failed
 		}

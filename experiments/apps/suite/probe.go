@@ -24,7 +24,10 @@ type Uses struct {
 	// compete for CPUs (a runtime's idle helpers do not count).
 	Threads int
 	Wall    time.Duration
-	Err     error // the run's own failure, if any
+	// Seen: the program's maps were read at least once before it ended;
+	// without, nothing is known of what it loads.
+	Seen bool
+	Err  error // the run's own failure, if any
 }
 
 // Words says what the program uses, for advise's lines.
@@ -49,9 +52,14 @@ var runtimes = []struct{ file, name string }{
 	{"libgomp.so", "libgomp"}, {"libomp.so", "libomp"}, {"libiomp5.so", "libiomp5"},
 }
 
-// probeEvery is how often probe reads the program's threads and maps: a
-// program of a tenth of a second is still seen a few times.
-const probeEvery = 10 * time.Millisecond
+// probeEvery is how often probe reads the program's threads and maps:
+// every millisecond over its first tenth of a second, so that a short
+// program is seen after it loaded its libraries, then every 10 ms.
+const (
+	probeFirst = time.Millisecond
+	probeEvery = 10 * time.Millisecond
+	probeFast  = 100 * time.Millisecond
+)
 
 // probe runs argv once as it is and watches it: the libraries its
 // processes map (CUDA's are mapped by the first CUDA call at the latest,
@@ -70,9 +78,10 @@ func probe(ctx context.Context, argv []string) Uses {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	w := watcher{pgid: cmd.Process.Pid, cpu: map[int]float64{}}
-	tick := time.NewTicker(probeEvery)
+	w := watcher{pid: cmd.Process.Pid, cpu: map[int]float64{}}
+	tick := time.NewTicker(probeFirst)
 	defer tick.Stop()
+	slowed := false
 	for {
 		select {
 		case u.Err = <-done:
@@ -81,32 +90,37 @@ func probe(ctx context.Context, argv []string) Uses {
 				u.Err = fmt.Errorf("%w: %s", u.Err, last)
 			}
 			u.Threads = max(1, w.busy)
-			u.CUDA, u.OpenMP = w.cuda, w.omp
+			u.CUDA, u.OpenMP, u.Seen = w.cuda, w.omp, w.seen
 			return u
 		case <-tick.C:
 			w.look()
+			if !slowed && time.Since(start) > probeFast {
+				tick.Reset(probeEvery)
+				slowed = true
+			}
 		}
 	}
 }
 
-// watcher keeps what probe saw of a process group.
+// watcher keeps what probe saw of a process tree.
 type watcher struct {
-	pgid      int
+	pid       int
 	cpu       map[int]float64 // CPU seconds by thread at the last look
 	last      time.Time
 	busy      int
 	cuda      bool
 	omp       string
 	lookedAny bool
+	seen      bool // a maps file was read
 }
 
-// look reads every process of the group once: its maps, and its
-// threads' CPU time since the last look.
+// look reads every process of the tree once: its maps, and its threads'
+// CPU time since the last look.
 func (w *watcher) look() {
 	now := time.Now()
 	dt := now.Sub(w.last).Seconds()
 	busy := 0
-	for _, pid := range groupPids(w.pgid) {
+	for _, pid := range tree(w.pid) {
 		w.maps(pid)
 		busy += w.threads(pid, dt)
 	}
@@ -119,9 +133,10 @@ func (w *watcher) look() {
 // maps notes the runtimes pid maps.
 func (w *watcher) maps(pid int) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
+	if err != nil || len(b) == 0 {
 		return
 	}
+	w.seen = true
 	s := string(b)
 	for _, r := range runtimes {
 		if !strings.Contains(s, "/"+r.file) {
@@ -184,20 +199,18 @@ func cpuSeconds(path string) (float64, bool) {
 	return (ut + st) / clockTick, err1 == nil && err2 == nil
 }
 
-// groupPids are the processes of process group pgid.
-func groupPids(pgid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
-			out = append(out, pid)
+// tree is pid and its descendants, from each thread's children file.
+func tree(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], t.Name()))
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+				}
+			}
 		}
 	}
 	return out

@@ -169,3 +169,25 @@ func TestAdviseInterrupted(t *testing.T) {
 		t.Errorf("runs kept: %d, %v; want one repetition's 10", len(runs), err)
 	}
 }
+
+// --patterns are settings beside the loops: start as the plain setting,
+// the others by their suffix; late, which needs a ready line, is refused.
+func TestAdvisePatterns(t *testing.T) {
+	a := &AdviseConfig{Command: []string{"true"}, CPUs: 2, Patterns: []string{"start", "1s", "10s"}, MinReps: 1, MaxReps: 1, MaxTime: time.Second}
+	if got := a.settings(); strings.Join(got, " ") != "nonex2 while1x2 while1x2-1s while1x2-10s" {
+		t.Errorf("settings %q", got)
+	}
+	for _, s := range a.settings() {
+		if err := checkSettings([]string{s}); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	a.CPUs, a.Patterns = 1, nil
+	if got := a.settings(); strings.Join(got, " ") != "none while1" {
+		t.Errorf("settings %q", got)
+	}
+	a.Patterns = []string{"late"}
+	if err := a.validate(); err == nil || !strings.Contains(err.Error(), "--patterns late: want some of start, 1s, 10s") {
+		t.Errorf("late: %v", err)
+	}
+}
