@@ -13,25 +13,25 @@ import (
 
 // Rule is the decision rule in words: advise's --help quotes it, and
 // docs/experiments.md says the same.
-const Rule = `In each repetition every way runs once in each setting, and the program
-as it is runs twice (cuda-default and cuda-default-again, the A/A
-control). A way wins a repetition when it took less time per step than
-both runs as it is by more than the margin (1%, or more where the two
-runs as it is differ by their order: the A/A interval's distance from 1),
-and loses it when it took more than both by as much. A way is better in a
-setting when it won so many repetitions that all the ways being alike
-would give as many wins less than once in fifty (the sign test: 4 of 4, 5
-of 6, 6 of 8); worse when it lost that many, or its median ratio's
-interval lies above 1 + noise; the same when that interval lies within
-1 ± noise, the noise being the A/A ratio's spread (at least 1%); open
-otherwise. A way is recommended when it is better in one setting and
-better or the same in the other, so never one measurably slower alone;
-among several, the one of the lowest geometric mean of its two median
-ratios. The gain shown is the median of its paired ratios to the program
-as it is, with their order-statistic interval. Repetitions stop when the
-advice can no longer change: the best way still possible is
-recommended, or every way is worse somewhere, the same in both settings,
-or failed.`
+const Rule = `In each repetition every way runs once in each setting (alone, and beside
+busy loops in each of their patterns), and the program as it is runs
+twice (cuda-default and cuda-default-again, the A/A control). A way wins a
+repetition when it took less time per step than both runs as it is by
+more than the margin (1%, or more where the two runs as it is differ by
+their order: the A/A interval's distance from 1), and loses it when it
+took more than both by as much. A way is better in a setting when it won
+so many repetitions that all the ways being alike would give as many wins
+less than once in fifty (the sign test: 4 of 4, 5 of 6, 6 of 8); worse
+when it lost that many, or its median ratio's interval lies above
+1 + noise; the same when that interval lies within 1 ± noise, the noise
+being the A/A ratio's spread (at least 1%); open otherwise. A way is
+recommended when it is better in one setting and better or the same in
+every other, so never one measurably slower alone; among several, the one
+of the lowest geometric mean of its median ratios. The gain shown is the
+median of its paired ratios to the program as it is, with their
+order-statistic interval. Repetitions stop when the advice can no longer
+change: the best way still possible is recommended, or every way is
+worse somewhere, the same everywhere, or failed.`
 
 // Paired is a paired ratio with its interval (apptable.Pair).
 type Paired = apptable.Paired

@@ -46,8 +46,10 @@ The ways (apps' arms): cuda-default (the command as it is), cuda-blocking
 with a note if there is none), and cuda-default-again, the command as it is
 once more: the A/A control. Each repetition runs every way back to back, in
 an order that rotates, alone on its CPUs (none, nonexN) and beside a busy
-loop pinned to each (while1, while1xN). Times are per step when the
-program prints apps' result line, else the whole run.
+loop pinned to each (while1, while1xN) in each pattern of --patterns:
+start (there from the start), 1s or 10s (on that long, off as long:
+while1xN-1s). Times are per step when the program prints apps' result
+line, else the whole run.
 
 The rule:
 
