@@ -520,6 +520,22 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// Every run failed: no results document, which would read as a result;
+// the command fails in one line that says where the runs are.
+func TestAllFailed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, _, err := execute(context.Background(), "--program", standin(t, "exits", "--fail"),
+		"--arms", "cuda-default", "--contention", "none", "--reps", "1", "--timeout", "2m", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "every run failed (exits under none, cuda-default: exit status 3") ||
+		!strings.Contains(err.Error(), "no results.json written") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "results.json")); err == nil {
+		t.Error("results.json written")
+	}
+	checkNothingLeft(t)
+}
+
 // TestSummaryUnwritable: a summary.json that cannot be written (a
 // directory is in its place) fails the command in one line, and leaves
 // no partial file.
