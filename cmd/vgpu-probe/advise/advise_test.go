@@ -144,7 +144,8 @@ func build(t *testing.T) (bin string) {
 
 // advise runs the binary's advise on argv with env added, and checks what
 // every run must give: exit 0, one line on stdout that is a
-// recommendation, every way run under both settings, the results
+// recommendation, every way run in each default setting (alone, beside
+// the loop from the start, and with it on and off by the second), the results
 // document report reads, the advice; it returns the line and the runs.
 func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) (string, []suite.Run) {
 	t.Helper()
@@ -176,14 +177,14 @@ func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) 
 	for _, r := range runs {
 		count[r.Contention+" "+r.Arm]++
 	}
-	for _, s := range []string{"none", "while1"} {
+	for _, s := range []string{"none", "while1", "while1-1s"} {
 		for _, arm := range []string{"cuda-default", "cuda-default-again", "cuda-blocking", "hybridsync", "hybridsync-run"} {
 			if count[s+" "+arm] != 3 {
 				t.Errorf("%s under %s: %d runs, want 3", arm, s, count[s+" "+arm])
 			}
 		}
 	}
-	if doc, err := results.Read(filepath.Join(out, results.Name)); err != nil || len(doc.Cells) != 10 {
+	if doc, err := results.Read(filepath.Join(out, results.Name)); err != nil || len(doc.Cells) != 15 {
 		t.Errorf("results.json: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(out, "advice.json")); err != nil {

@@ -456,6 +456,10 @@ func (r *repeater) one(ctx context.Context, rep int) error {
 			}
 			r.bar.Next(fmt.Sprintf("rep %d %s %s", rep+1, setting, arm))
 			rs, err := r.c.runCell(ctx, p, setting, rep, []string{arm}, r.work, r.done, 0)
+			if ctx.Err() != nil {
+				// Ctrl-C reaches the program too: its run is no failure.
+				return ctx.Err()
+			}
 			if err != nil {
 				return err
 			}
