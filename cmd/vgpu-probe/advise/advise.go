@@ -75,6 +75,7 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 		"blocksync": complete.Files("so"),
 		"launcher":  complete.AnyFile,
 		"out":       complete.Dirs,
+		"patterns":  complete.List(suite.AdvisePatterns...),
 	})
 	return cmd
 }

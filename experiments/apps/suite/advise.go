@@ -78,7 +78,7 @@ type AdviseConfig struct {
 	CPU     int      // the highest of its CPUs; -1: the last this process may use
 	Parts
 	// Patterns are the busy loops' patterns measured, each a setting
-	// (advisePatterns; none: start).
+	// (AdvisePatterns; none: start).
 	Patterns         []string
 	MinReps, MaxReps int
 	MaxTime          time.Duration
@@ -98,10 +98,10 @@ func (e BadInput) Unwrap() error { return e.Err }
 // so that its distance in time from cuda-default is like theirs.
 var adviseArms = []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
 
-// advisePatterns are the busy loops' patterns advise can measure
+// AdvisePatterns are the busy loops' patterns advise can measure
 // (apptable.Patterns but late, which starts them at a ready line that
 // only a suite entry names).
-var advisePatterns = []string{"start", "1s", "10s"}
+var AdvisePatterns = []string{"start", "1s", "10s"}
 
 // settings returns the settings: alone, then beside a busy loop on each
 // CPU in each pattern.
@@ -144,8 +144,8 @@ func (a *AdviseConfig) validate() error {
 		return errors.New("--cpus must be positive (0: the CPUs its first run kept busy)")
 	}
 	for _, p := range a.Patterns {
-		if !slices.Contains(advisePatterns, p) {
-			return fmt.Errorf("--patterns %s: want some of %s (late needs a ready line, which a command does not give)", p, strings.Join(advisePatterns, ", "))
+		if !slices.Contains(AdvisePatterns, p) {
+			return fmt.Errorf("--patterns %s: want some of %s (late needs a ready line, which a command does not give)", p, strings.Join(AdvisePatterns, ", "))
 		}
 	}
 	if online, err := corunner.Online(); err == nil && a.CPUs > len(online) {
