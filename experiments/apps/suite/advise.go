@@ -398,11 +398,11 @@ func (a *AdviseConfig) repeat(ctx context.Context, c *Config, work string) ([]Ru
 	if n := ompEnvNote(c.Arms); n != "" {
 		fmt.Fprintln(a.Stderr, "advise:", n)
 	}
-	r := repeater{a: a, c: c, work: work, arms: slices.Clone(c.Arms), bar: progress.New(a.Stderr)}
-	r.bar.Begin(a.MaxReps * len(c.Arms) * len(c.Contention))
-	defer r.bar.Finish(true)
 	f, isFile := a.Stderr.(*os.File)
 	onTerminal := isFile && term.IsTerminal(int(f.Fd()))
+	r := repeater{a: a, c: c, work: work, arms: slices.Clone(c.Arms), bar: progress.New(a.Stderr), lines: !onTerminal}
+	r.bar.Begin(a.MaxReps * len(c.Arms) * len(c.Contention))
+	defer r.bar.Finish(true)
 	start := time.Now()
 	var longest time.Duration
 	for rep := range a.MaxReps {
@@ -441,6 +441,9 @@ type repeater struct {
 	runs []Run
 	bar  *progress.Bar
 	done int
+	// lines: a line per run on stderr, which is no terminal to draw
+	// the bar on.
+	lines bool
 }
 
 // one runs repetition rep: every way still run in each setting, in an
@@ -468,6 +471,9 @@ func (r *repeater) one(ctx context.Context, rep int) error {
 			for _, run := range rs {
 				run.Order = slices.Index(order, arm)
 				runs = append(runs, run)
+				if r.lines {
+					fmt.Fprintf(r.a.Stderr, "advise: rep %d %-14s %-18s %s\n", rep+1, setting, arm, runWords(run))
+				}
 				if err := r.failed(run, rep); err != nil {
 					return err
 				}
@@ -476,6 +482,17 @@ func (r *repeater) one(ctx context.Context, rep int) error {
 	}
 	r.runs = append(r.runs, runs...)
 	return nil
+}
+
+// runWords is a run's time per step (or whole), or why it failed.
+func runWords(r Run) string {
+	switch {
+	case !r.OK():
+		return "FAILED: " + r.Error
+	case r.Steps > 0:
+		return fmt.Sprintf("%.1f µs/step", r.PerStep()*1e6)
+	}
+	return fmt.Sprintf("%.2f s", r.WallS)
 }
 
 // failed judges a failed run: the program failing as it is ends advise
