@@ -1,6 +1,10 @@
 package decide
 
-import "github.com/vgpu-probe/vgpu-probe/results/apptable"
+import (
+	"slices"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
+)
 
 // The arms of the program as it is: the reference and the A/A control.
 const (
@@ -22,7 +26,8 @@ func TimesOf(runs []apptable.Run, arm, setting string) Times {
 }
 
 // FromRuns decides from apps' runs of one program: every arm of arms
-// but the two as it is is a way, settings are the settings, alone first.
+// but the two as it is that has runs is a way, settings are the
+// settings, alone first.
 func FromRuns(runs []apptable.Run, arms, settings []string) Advice {
 	var set []Setting
 	for _, s := range settings {
@@ -30,7 +35,7 @@ func FromRuns(runs []apptable.Run, arms, settings []string) Advice {
 	}
 	var ways []Way
 	for _, arm := range arms {
-		if arm == AsIs || arm == Again {
+		if arm == AsIs || arm == Again || !slices.ContainsFunc(runs, func(r apptable.Run) bool { return r.Arm == arm }) {
 			continue
 		}
 		w := Way{Arm: arm}
