@@ -74,7 +74,7 @@ the same folder.`
 // AdviseConfig is one advise: the command and its bounds.
 type AdviseConfig struct {
 	Command []string // the program and its arguments
-	CPUs    int      // 1 (none, while1) or N (nonexN, while1xN)
+	CPUs    int      // 1 (none, while1) or N (nonexN, while1xN); 0: the threads the first run kept busy
 	CPU     int      // the highest of its CPUs; -1: the last this process may use
 	Parts
 	// Patterns are the busy loops' patterns measured, each a setting
