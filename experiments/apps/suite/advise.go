@@ -206,7 +206,8 @@ func Advise(ctx context.Context, a *AdviseConfig) (*decide.Advice, error) {
 		return nil, stopped
 	}
 	if reps == 0 {
-		return nil, stopped // interrupted before a repetition ended: nothing to stand on
+		fmt.Fprintln(a.Stderr, "advise: no repetition ended: nothing written")
+		return nil, stopped
 	}
 	adv := adviceOf(runs, c)
 	if err := a.keep(work, out, runs, reps, c, &adv); err != nil {
