@@ -24,7 +24,9 @@ so many repetitions that all the ways being alike would give as many wins
 less than once in fifty (the sign test: 4 of 4, 5 of 6, 6 of 8); worse
 when it lost that many, or its median ratio's interval lies above
 1 + noise; the same when that interval lies within 1 ± noise, the noise
-being the A/A ratio's spread (at least 1%); open otherwise. A way is
+being the A/A ratio's spread (at least 1%), over enough repetitions for
+the sign test to have found it better (4 with the A/A control); open
+otherwise. A way is
 recommended when it is better in one setting and better or the same in
 every other, so never one measurably slower alone; among several, the one
 of the lowest geometric mean of its median ratios. The gain shown is the
@@ -141,7 +143,7 @@ func judge(x Times, s Setting) Judged {
 		j.Is = Better
 	case j.Sign.Behind() || (sure && p.CI[0] > 1+noise):
 		j.Is = Worse
-	case sure && p.CI[0] >= 1-noise && p.CI[1] <= 1+noise:
+	case sure && p.CI[0] >= 1-noise && p.CI[1] <= 1+noise && j.Sign.Decisive():
 		j.Is = Same
 	default:
 		j.Is = Open

@@ -65,6 +65,8 @@ func TestDecide(t *testing.T) {
 			"", true, []string{"No way is measurably better"}},
 		{"3 wins of 3: too few", []Way{way("hybridsync", scaled(base[:3], 1), scaled(base[:3], 1.4), "")},
 			"", false, []string{"still open"}},
+		{"the same over 3: too few to be no better", []Way{way("hybridsync", scaled(base[:3], 1), scaled(base[:3], 2), "")},
+			"", false, []string{"still open"}},
 		{"wins by less than the margin", []Way{way("hybridsync", same, scaled(base, 1.985), "")},
 			"", true, []string{"No way is measurably better"}},
 	} {
@@ -156,6 +158,9 @@ func TestReplay(t *testing.T) {
 		// a 2-CPU VM"): the launcher slower alone, no faster beside the
 		// loops.
 		{"../../docs/bench/2026-12-07-2cpu-advise/barrier-200k-runs.jsonl", []string{"nonex2", "while1x2", "while1x2-1s"}, "", true, []string{"No way is measurably better", "6 repetitions"}},
+		// The same VM, a longer run: 3 repetitions, each way within a
+		// wide band, are too few to call the launcher no better.
+		{"../../docs/bench/2026-12-07-2cpu-advise/barrier-1m-runs.jsonl", []string{"nonex2", "while1x2", "while1x2-1s"}, "", false, []string{"still open: hybridsync-run"}},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
 			runs, err := apptable.ReadRuns([]string{tc.file})

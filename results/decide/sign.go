@@ -86,6 +86,11 @@ func (s Sign) Ahead() bool { return s.N > 0 && tail(s.N, s.Wins, s.P0) <= Alpha 
 // Behind: the losses are too many for chance at Alpha.
 func (s Sign) Behind() bool { return s.N > 0 && tail(s.N, s.Losses, s.P0) <= Alpha }
 
+// Decisive: the repetitions are enough for the test to find an arm ahead
+// had it won them all. Before, that an arm is no better is not yet
+// known, however alike the times.
+func (s Sign) Decisive() bool { return s.N > 0 && tail(s.N, s.N, s.P0) <= Alpha }
+
 // P is the chance of at least as many wins were all the arms alike.
 func (s Sign) P() float64 { return tail(s.N, s.Wins, s.P0) }
 

@@ -36,6 +36,14 @@ func TestSign(t *testing.T) {
 			t.Errorf("%s: %+v ahead %v behind %v p %.4f", tc.name, s, s.Ahead(), s.Behind(), s.P())
 		}
 	}
+	for _, tc := range []struct {
+		n, others int
+		want      bool
+	}{{3, 2, false}, {4, 2, true}, {5, 1, false}, {6, 1, true}, {0, 2, false}} {
+		if got := (Sign{N: tc.n, P0: 1 / float64(1+tc.others)}).Decisive(); got != tc.want {
+			t.Errorf("%d repetitions against %d: decisive %v", tc.n, tc.others, got)
+		}
+	}
 	if p := tail(4, 4, 1.0/3); math.Abs(p-1.0/81) > 1e-12 {
 		t.Errorf("P(4 of 4 at 1/3) = %v", p)
 	}
