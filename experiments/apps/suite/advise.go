@@ -317,7 +317,8 @@ func applicable(u Uses, launcher bool) (arms, skipped []string) {
 const workPrefix = ".vgpu-probe-advise-"
 
 // outDir is --out as an absolute path (the default if ""), checked: empty
-// or absent, its folder one advise can write in.
+// or absent, its folder one advise can write in; the work directories
+// that advise processes now gone left there are removed.
 func outDir(out string) (string, error) {
 	if out == "" {
 		out = results.DefaultDir(results.KindAdvise, time.Now())
@@ -332,6 +333,7 @@ func outDir(out string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return "", fmt.Errorf("--out %s: %v", abs, unwrapPath(err))
 	}
+	removeStale(filepath.Dir(abs))
 	probe, err := os.MkdirTemp(filepath.Dir(abs), workPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", fmt.Errorf("--out %s: cannot write in %s: %v", abs, filepath.Dir(abs), unwrapPath(err))
@@ -341,11 +343,9 @@ func outDir(out string) (string, error) {
 }
 
 // workDir makes the directory the runs go to, beside out, renamed to it
-// at the end, so that a failure or Ctrl-C leaves nothing behind; it first
-// removes those that advise processes now gone left there.
+// at the end, so that a failure leaves nothing behind.
 func workDir(out string) (string, error) {
 	parent := filepath.Dir(out)
-	removeStale(parent)
 	work, err := os.MkdirTemp(parent, workPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", fmt.Errorf("--out %s: cannot write in %s: %v", out, parent, unwrapPath(err))

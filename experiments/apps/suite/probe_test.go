@@ -71,9 +71,16 @@ func TestProbe(t *testing.T) {
 }
 
 // A program that loads neither CUDA nor an OpenMP runtime: no way
-// applies, said in one line after the first run, and nothing is written.
+// applies, said in one line after the first run, and nothing is written;
+// a killed advise's work directory beside --out is removed.
 func TestAdviseNoWayApplies(t *testing.T) {
 	parent := t.TempDir()
+	// What an advise killed with SIGKILL left: removed by this one.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(parent, workPrefix+strconv.Itoa(gone.ProcessState.Pid())+"-123", "runs.jsonl"), 0o644)
 	var stdout, stderr bytes.Buffer
 	adv, err := Advise(context.Background(), &AdviseConfig{Command: []string{"sleep", "0.2"}, CPU: -1, Parts: adviseParts(t),
 		MinReps: 3, MaxReps: 6, MaxTime: time.Minute, Out: filepath.Join(parent, "out"), Stdout: &stdout, Stderr: &stderr})
