@@ -41,8 +41,8 @@ var scenarioDocs = map[string]string{
 	"shared1":    "runner and co-runner VMs share the same CPUs, no isolation",
 	"shared2":    "as shared1, with CPU bandwidth control giving each VM a fair share",
 	"baseline":   "the runner alone with half the vCPUs, on dedicated CPUs",
-	"none":       "the program alone on its CPU",
-	"while1":     "a busy-loop co-runner pinned to the program's CPU",
+	"none":       "the program alone on its CPUs",
+	"while1":     "a busy-loop co-runner pinned to each of the program's CPUs",
 	"cap":        "the program in a cgroup with a CPU bandwidth limit",
 	"cap+while1": "both: capped program, uncapped busy-loop co-runner outside its cgroup",
 }

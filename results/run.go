@@ -43,6 +43,10 @@ type Result struct {
 	// reason, those that fell back, where the loop read one (the libvirt
 	// backend's guest under run --hints).
 	Hints *hybridsync.HintStats `json:"hints,omitempty"`
+	// Rep is the repetition, from 1, where the writer numbers them, so
+	// that the modes of a setting pair by repetition though some failed;
+	// 0: the result's place among its cell's Reps is its repetition.
+	Rep int `json:"rep,omitempty"`
 }
 
 // Latencies reports whether r measured its launch and receive latencies: a

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"github.com/vgpu-probe/vgpu-probe/results/compare"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
@@ -436,13 +437,8 @@ func verdict(cells []Cell, f *results.File, cmp compare.Table) Verdict {
 	if v.SyncsPerKernel == 0 && f.Config.Workload == "namd-like" {
 		v.SyncsPerKernel = 1
 	}
-	if set, ok := mostContended(cells, ref); ok {
-		for _, r := range cmp.Rows {
-			if r.Key == set {
-				v.BestMode, v.RunnerUp, v.BestModeMargin = r.Best, r.Next, r.Margin
-			}
-		}
-	}
+	lead, led := contendedLead(cells, f, ref)
+	v.BestMode, v.RunnerUp, v.BestModeMargin, v.BestModeSign = lead.Best, lead.Next, lead.Margin, lead.Sign
 	worst := ""
 	if v.WorstSlowdown > 0 {
 		worst = fmt.Sprintf("worst slowdown %.2fx (%s) against the fastest %s cell", v.WorstSlowdown, v.WorstCell, ref)
@@ -472,14 +468,89 @@ func verdict(cells []Cell, f *results.File, cmp compare.Table) Verdict {
 	default:
 		v.Why = fmt.Sprintf("not sync-intensive: %.0f kernels/s < %d; CPU sharing delays few launches and waits", v.KernelsPerS, syncIntensiveKPS)
 	}
-	switch {
-	case v.RunnerUp != "":
-		v.Why += fmt.Sprintf("; fastest mode under contention: %s, %s ahead of the runner-up %s", v.BestMode, fmtPct(v.BestModeMargin), v.RunnerUp)
-	case v.BestMode != "":
-		v.Why += fmt.Sprintf("; the only mode under contention: %s", v.BestMode)
-	}
+	v.Why += leadWords(lead, led)
 	v.Hybrid = cmp.HybridNote()
 	return v
+}
+
+// contendedLead is the fastest mode of the most contended setting by
+// decide.Fastest (the rule advise decides by), and in how many of the
+// settings other than the reference the same mode leads, of how many.
+func contendedLead(cells []Cell, f *results.File, ref string) (decide.Lead, [2]int) {
+	set, ok := mostContended(cells, ref)
+	if !ok {
+		return decide.Lead{}, [2]int{}
+	}
+	lead := decide.Fastest(modeTimes(f, set))
+	var led [2]int
+	seen := map[results.Key]bool{}
+	for _, c := range f.Cells {
+		k := Setting(c.Key)
+		if c.Scenario == ref || seen[k] {
+			continue
+		}
+		seen[k] = true
+		led[1]++
+		if decide.Fastest(modeTimes(f, k)).Best == lead.Best {
+			led[0]++
+		}
+	}
+	return lead, led
+}
+
+// modeTimes are the times of each mode of setting set, by repetition:
+// per step where the file compares so, paired by Result.Rep where the
+// writer numbered them, else by their place; a cell without
+// repetitions by its median.
+func modeTimes(f *results.File, set results.Key) map[string]decide.Times {
+	out := map[string]decide.Times{}
+	for _, c := range f.Cells {
+		if Setting(c.Key) != set {
+			continue
+		}
+		t := decide.Times{}
+		reps := c.Reps
+		if len(reps) == 0 {
+			reps = []results.Result{c.Median} // an older file: its median alone
+		}
+		for i, r := range reps {
+			rep := i + 1
+			if r.Rep > 0 {
+				rep = r.Rep
+			}
+			if x := r.WallS; x > 0 {
+				if f.Config.PerStep && r.Steps > 0 {
+					x /= float64(r.Steps)
+				}
+				t[rep] = x
+			}
+		}
+		out[c.Mode] = t
+	}
+	return out
+}
+
+// leadWords is the verdict's clause on the fastest mode under contention:
+// by how much it leads the runner-up in the most contended setting, in
+// how many repetitions it beat every other mode, whether that settles it
+// (decide.Test), and in how many contended settings it leads.
+func leadWords(l decide.Lead, led [2]int) string {
+	if l.Best == "" {
+		return ""
+	}
+	if l.Next == "" {
+		return fmt.Sprintf("; the only mode under contention: %s", l.Best)
+	}
+	settled := "settled by the sign test"
+	if !l.Ahead() {
+		settled = "not settled: as many would come by chance more than once in fifty"
+	}
+	where := ""
+	if led[1] > 1 {
+		where = fmt.Sprintf("; it leads %d of the %d settings under contention", led[0], led[1])
+	}
+	return fmt.Sprintf("; fastest mode under contention: %s, %s ahead of the runner-up %s, faster than every other mode in %d of %d repetitions (%s)%s",
+		l.Best, fmtPct(l.Margin), l.Next, l.Sign.Wins, l.Sign.N, settled, where)
 }
 
 // fmtPct prints a share as bottom lines do: "6.6%", "23%".

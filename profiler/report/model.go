@@ -7,6 +7,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/profiler/agentapi"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 )
 
 // Version is the format version of the report's JSON. 2: a quantity no
@@ -170,13 +171,17 @@ type Verdict struct {
 	SyncsPerKernel float64 `json:"syncs_per_kernel,omitempty"`
 	WorstSlowdown  float64 `json:"worst_slowdown,omitempty"`
 	WorstCell      string  `json:"worst_cell,omitempty"`
-	// BestMode is the fastest wait mode under the most contended setting,
+	// BestMode is the fastest wait mode (by median) under the most contended setting,
 	// RunnerUp the second; BestModeMargin is RunnerUp's time over
 	// BestMode's, less 1 (the margin that decides between them).
 	BestMode       string  `json:"best_mode,omitempty"`
 	RunnerUp       string  `json:"runner_up,omitempty"`
 	BestModeMargin float64 `json:"best_mode_margin,omitempty"`
-	Why            string  `json:"why"`
+	// BestModeSign is BestMode against every other mode of the setting,
+	// repetition by repetition (decide.Fastest): its lead is settled
+	// where BestModeSign.Ahead().
+	BestModeSign decide.Sign `json:"best_mode_sign,omitzero"`
+	Why          string      `json:"why"`
 	// Hybrid says, where hybrid is not the best mode of a setting, by how
 	// much and why (compare.Table.HybridNote): the verdict's last sentence.
 	Hybrid string `json:"hybrid,omitempty"`

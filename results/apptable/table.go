@@ -76,11 +76,11 @@ func (r Run) othersShare() (float64, bool) {
 // OK reports whether the run counts in the medians.
 func (r Run) OK() bool { return r.Error == "" }
 
-// perStep is the run's wall time per step, the measure arms are compared
+// PerStep is the run's wall time per step, the measure arms are compared
 // by: a program run for --seconds does as many steps as fit, so its wall
 // time is about the same in every arm. A program that reports no steps is
 // compared by its wall time.
-func (r Run) perStep() float64 {
+func (r Run) PerStep() float64 {
 	if r.Steps > 0 {
 		return r.WallS / float64(r.Steps)
 	}
@@ -277,7 +277,7 @@ func Summarize(runs []Run, programs, contentions, arms []string) []Row {
 				for _, r := range rs {
 					if r.OK() {
 						ar.Runs++
-						walls = append(walls, r.perStep())
+						walls = append(walls, r.PerStep())
 					} else {
 						ar.Failed++
 					}
@@ -351,13 +351,13 @@ func Pair(hs, other []Run) *Paired {
 	byRep := map[pair]float64{}
 	for _, r := range other {
 		if r.OK() {
-			byRep[pair{r.Rep, r.Round}] = r.perStep()
+			byRep[pair{r.Rep, r.Round}] = r.PerStep()
 		}
 	}
 	var rs []float64
 	for _, r := range hs {
 		if o, ok := byRep[pair{r.Rep, r.Round}]; ok && r.OK() && o > 0 {
-			rs = append(rs, r.perStep()/o)
+			rs = append(rs, r.PerStep()/o)
 		}
 	}
 	if len(rs) == 0 {
@@ -404,8 +404,8 @@ func perStepMedians(rs []Run) (wall, cpu float64) {
 	var w, c []float64
 	for _, r := range rs {
 		if r.OK() {
-			w = append(w, r.perStep())
-			c = append(c, r.CPUS*r.perStep()/r.WallS)
+			w = append(w, r.PerStep())
+			c = append(c, r.CPUS*r.PerStep()/r.WallS)
 		}
 	}
 	return stats.Median(w), stats.Median(c)
@@ -467,49 +467,86 @@ func Columns(rows []Row) (head []string, cells [][]string) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
+	has := measured(rows)
 	head = []string{"program", "contention"}
 	for _, a := range rows[0].Arms {
 		head = append(head, a.Arm+" wall", "cpu s")
 	}
-	head = append(head, "best", "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target")
-	aa := slices.ContainsFunc(rows, func(r Row) bool { return r.AAPaired != nil })
-	if aa {
+	head = append(head, "best")
+	if has.hs {
+		head = append(head, "hybridsync vs best CUDA", "vs default", "paired [CI]", "n (level)", "target")
+	}
+	if has.aa {
 		head = append(head, "A/A paired [CI]")
 	}
-	others := slices.ContainsFunc(rows, func(r Row) bool { return len(r.VsDefaultPaired) > 0 })
-	if others {
+	if has.others {
 		head = append(head, "vs default paired [CI]")
 	}
-	head = append(head, "limit", "arms / limit", "co-runner CPU", "failed")
+	if has.limit {
+		head = append(head, "limit", "arms / limit")
+	}
+	if has.share {
+		head = append(head, "co-runner CPU")
+	}
+	head = append(head, "failed")
 	for _, r := range rows {
-		cols := []string{r.Program, r.Contention}
-		failed := 0
-		for _, a := range r.Arms {
-			failed += a.Failed
-			switch {
-			case a.Runs == 0:
-				cols = append(cols, "-", "-")
-				continue
-			case a.Ratio != nil:
-				cols = append(cols, fmt.Sprintf("%.2f [%.2f-%.2f]", *a.Ratio, *a.RatioMin, *a.RatioMax))
-			default:
-				cols = append(cols, fmt.Sprintf("%.1f µs/step", a.StepUS))
-			}
-			cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
-		}
-		cols = append(cols, orDash(r.Best), pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
-			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
-			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict))
-		if aa {
-			cols = append(cols, pairedPct(r.AAPaired))
-		}
-		if others {
-			cols = append(cols, vsDefaultCol(r))
-		}
-		cols = append(cols, limitCol(r.Limit), vsLimitCol(r), othersCol(r), fmt.Sprint(failed))
-		cells = append(cells, cols)
+		cells = append(cells, rowColumns(r, has))
 	}
 	return head, cells
+}
+
+// columnsOf says which of the optional columns some row measured: a
+// column no row has is left out.
+type columnsOf struct{ hs, aa, others, limit, share bool }
+
+func measured(rows []Row) columnsOf {
+	return columnsOf{
+		hs:     slices.ContainsFunc(rows, func(r Row) bool { return r.HSVsDefault != nil || r.HSVsBestCUDA != nil }),
+		aa:     slices.ContainsFunc(rows, func(r Row) bool { return r.AAPaired != nil }),
+		others: slices.ContainsFunc(rows, func(r Row) bool { return len(r.VsDefaultPaired) > 0 }),
+		limit:  slices.ContainsFunc(rows, func(r Row) bool { return r.Limit != nil }),
+		share: slices.ContainsFunc(rows, func(r Row) bool {
+			return slices.ContainsFunc(r.Arms, func(a ArmResult) bool { return a.OthersCPUShare != nil })
+		}),
+	}
+}
+
+// rowColumns is one row's cells under Columns' head.
+func rowColumns(r Row, has columnsOf) []string {
+	cols := []string{r.Program, r.Contention}
+	failed := 0
+	for _, a := range r.Arms {
+		failed += a.Failed
+		switch {
+		case a.Runs == 0:
+			cols = append(cols, "-", "-")
+			continue
+		case a.Ratio != nil:
+			cols = append(cols, fmt.Sprintf("%.2f [%.2f-%.2f]", *a.Ratio, *a.RatioMin, *a.RatioMax))
+		default:
+			cols = append(cols, fmt.Sprintf("%.1f µs/step", a.StepUS))
+		}
+		cols = append(cols, fmt.Sprintf("%.3f", a.CPUS))
+	}
+	cols = append(cols, orDash(r.Best))
+	if has.hs {
+		cols = append(cols, pct(r.HSVsBestCUDA), pct(r.HSVsDefault),
+			pairedPct(r.HSVsBestCUDAPaired)+" / "+pairedPct(r.HSVsDefaultPaired),
+			pairedN(r.HSVsBestCUDAPaired), orDash(r.Verdict))
+	}
+	if has.aa {
+		cols = append(cols, pairedPct(r.AAPaired))
+	}
+	if has.others {
+		cols = append(cols, vsDefaultCol(r))
+	}
+	if has.limit {
+		cols = append(cols, limitCol(r.Limit), vsLimitCol(r))
+	}
+	if has.share {
+		cols = append(cols, othersCol(r))
+	}
+	return append(cols, fmt.Sprint(failed))
 }
 
 // limitCol is the limit: the bound that applies, then T and 2C, and on

@@ -2,7 +2,7 @@
 // a GPU program on this VM (as it is, CUDA's blocking-sync mode,
 // libhybridsync, hybridsync-run), measured alone and beside a busy
 // neighbour, in one line. The measurement and the decision are
-// experiments/apps/suite's (advise.go, decide.go).
+// experiments/apps/suite's (advise.go) and results/decide's.
 package advise
 
 import (
@@ -58,11 +58,13 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 	f := cmd.Flags()
 	// Flags after the command are the command's own.
 	f.SetInterspersed(false)
-	f.IntVar(&o.CPUs, "cpus", 1, "CPUs the program runs on, with a busy loop on each beside it (nonexN, while1xN): for programs of several threads")
+	f.IntVar(&o.CPUs, "cpus", 0, "CPUs the program runs on, with a busy loop on each beside it (nonexN, while1xN); 0: the threads its first run kept busy, at most the CPUs it may use")
 	f.IntVar(&o.CPU, "cpu", -1, "the highest of its CPUs (default: the last one this process may use)")
-	f.IntVar(&o.MinReps, "min-reps", 5, "repetitions before the advice may stop early")
+	f.StringSliceVar(&o.Patterns, "patterns", []string{"start", "1s"}, "the busy loops' patterns, each a setting: start (there from the start), 1s or 10s (on that long, off as long)")
+	f.IntVar(&o.MinReps, "min-reps", 3, "repetitions before the advice may stop early")
 	f.IntVar(&o.MaxReps, "max-reps", 30, "at most this many repetitions")
-	f.DurationVar(&o.MaxTime, "max-time", 10*time.Minute, "no repetition starts that would end after this long (also the limit of one run)")
+	o.MaxTime = 10 * time.Minute
+	f.Var((*duration)(&o.MaxTime), "max-time", "no repetition starts that would end after this long (also the limit of one run)")
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (default: build/lib beside the binary, or PREFIX/lib)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim (default: build/"+suite.BlocksyncPath+" beside the binary, or PREFIX/"+suite.BlocksyncPath+")")
 	f.StringVar(&o.Launcher, "launcher", "", "hybridsync-run (default: bin/ beside the library's folder; without one that way is left out)")
@@ -73,6 +75,23 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 		"blocksync": complete.Files("so"),
 		"launcher":  complete.AnyFile,
 		"out":       complete.Dirs,
+		"patterns":  complete.List(suite.AdvisePatterns...),
 	})
 	return cmd
+}
+
+// duration is a flag of a positive duration with its unit, whose error
+// says so rather than quoting Go's parser.
+type duration time.Duration
+
+func (d *duration) String() string { return time.Duration(*d).String() }
+func (d *duration) Type() string   { return "duration" }
+
+func (d *duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return errors.New("want a positive duration with a unit, as 10m or 90s")
+	}
+	*d = duration(v)
+	return nil
 }

@@ -62,9 +62,14 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--"}, "no command", true},
 		{[]string{"--max-rep", "3", "--", "true"}, "unknown flag: --max-rep", false},
 		{[]string{"--lib", filepath.Join(dir, "nope.so"), "--", "true"}, "--lib " + filepath.Join(dir, "nope.so") + ": not a file", true},
-		{append(parts, "--", "false"), "false failed as it is (none, exit status 1)", true},
+		{append(parts, "--", "false"), "false failed as it is (exit status 1)", true},
+		{append(parts, "--min-reps", "50", "--max-reps", "5", "--", "true"), "--min-reps 50 is more than --max-reps 5", true},
+		{append(parts, "--max-time", "-1", "--"), `invalid argument "-1" for "--max-time" flag: want a positive duration with a unit, as 10m or 90s`, false},
+		{append(parts, "--max-time", "5", "--"), `invalid argument "5" for "--max-time" flag: want a positive duration with a unit, as 10m or 90s`, false},
+		{[]string{"--lib", empty, "--blocksync", empty, "--out", "/proc/x", "--", "true"}, "--out /proc/x: cannot write in /proc:", true},
+		{append(parts, "--cpus", "-1", "--", "true"), "--cpus must be positive", true},
 		{append(parts, "--", "no-such-program-here", "x"), "not found in PATH", true},
-		{append(parts, "--max-time", "0", "--", "true"), "--max-time must be positive", true},
+		{append(parts, "--max-time", "0", "--", "true"), `invalid argument "0" for "--max-time" flag: want a positive duration`, false},
 	} {
 		stdout, _, err := execute(tc.args...)
 		switch {
@@ -74,6 +79,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%q: %v is not bad input (exit status 1, not 2)", tc.args, err)
 		case stdout != "":
 			t.Errorf("%q: stdout %q", tc.args, stdout)
+		case strings.Contains(err.Error(), ".vgpu-probe-advise-"):
+			t.Errorf("%q: %v names a path it was not given", tc.args, err)
 		}
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
@@ -137,12 +144,13 @@ func build(t *testing.T) (bin string) {
 
 // advise runs the binary's advise on argv with env added, and checks what
 // every run must give: exit 0, one line on stdout that is a
-// recommendation, every way run under both settings, the results
+// recommendation, every way run in each default setting (alone, beside
+// the loop from the start, and with it on and off by the second), the results
 // document report reads, the advice; it returns the line and the runs.
 func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) (string, []suite.Run) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "advice")
-	cmd := exec.Command(bin, append([]string{"advise", "--cpu", cpu, "--max-reps", "3", "--min-reps", "3", "--out", out, "--"}, argv...)...)
+	cmd := exec.Command(bin, append([]string{"advise", "--cpus", "1", "--cpu", cpu, "--max-reps", "3", "--min-reps", "3", "--out", out, "--"}, argv...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -169,14 +177,14 @@ func advise(t *testing.T, bin string, env []string, cpu string, argv ...string) 
 	for _, r := range runs {
 		count[r.Contention+" "+r.Arm]++
 	}
-	for _, s := range []string{"none", "while1"} {
+	for _, s := range []string{"none", "while1", "while1-1s"} {
 		for _, arm := range []string{"cuda-default", "cuda-default-again", "cuda-blocking", "hybridsync", "hybridsync-run"} {
 			if count[s+" "+arm] != 3 {
 				t.Errorf("%s under %s: %d runs, want 3", arm, s, count[s+" "+arm])
 			}
 		}
 	}
-	if doc, err := results.Read(filepath.Join(out, results.Name)); err != nil || len(doc.Cells) != 10 {
+	if doc, err := results.Read(filepath.Join(out, results.Name)); err != nil || len(doc.Cells) != 15 {
 		t.Errorf("results.json: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(out, "advice.json")); err != nil {
@@ -196,12 +204,28 @@ func cpu(t *testing.T, i int) string {
 }
 
 // After make, advise needs nothing else: it finds the library, the shim
-// and the launcher beside the binary. It runs beside the next test, each
-// on a CPU of its own (CI has 2), to keep the two short.
+// and the launcher beside the binary. On a program that loads neither
+// CUDA nor OpenMP it says after the first run that no way applies, and
+// writes nothing. It runs beside the next test (CI has 2 CPUs).
 func TestAfterMake(t *testing.T) {
 	t.Parallel()
 	bin := build(t)
-	advise(t, bin, nil, cpu(t, 0), "sleep", "0.2")
+	out := filepath.Join(t.TempDir(), "advice")
+	cmd := exec.Command(bin, "advise", "--out", out, "--", "sleep", "0.2")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if want := "No way applies: sleep loaded no CUDA and no OpenMP runtime in a first run as it is; the ways change CUDA's and OpenMP's waits only\n"; stdout.String() != want {
+		t.Errorf("stdout %q, want %q\n%s", stdout.String(), want, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "left out") {
+		t.Errorf("a part was missing: the build should have every one\n%s", stderr.String())
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written", out)
+	}
 }
 
 // A CUDA program on the stand-in driver and runtime (libhybridsync's

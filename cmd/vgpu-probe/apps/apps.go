@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -226,6 +227,10 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if !slices.ContainsFunc(runs, suite.Run.OK) {
+		// A results document without a cell would read as a result.
+		return fmt.Errorf("every run failed (%s): no results.json written; the runs are in %s", firstError(runs), filepath.Join(out, suite.RunsName))
+	}
 	doc := suite.ResultsFile(runs, o.Names(), o.Contention, o.Arms, o.Reps, o.CapQuota, o.CapPeriod, results.ThisMachine())
 	doc.Apps.CPU, doc.Apps.Out = o.CPU, out
 	path, err := suite.WriteResults(out, doc)
@@ -235,6 +240,16 @@ func run(ctx context.Context, o *Options) error {
 	err = doc.Apps.Print(o.Out, o.Err, encoder(o.JSON, doc))
 	fmt.Fprintf(o.Err, "apps: raw runs in %s, results in %s\n", filepath.Join(out, suite.RunsName), path)
 	return err
+}
+
+// firstError is the first failed run's error ("no runs" without any).
+func firstError(runs []suite.Run) string {
+	for _, r := range runs {
+		if !r.OK() {
+			return fmt.Sprintf("%s under %s, %s: %s", r.Program, r.Contention, r.Arm, r.Error)
+		}
+	}
+	return "no runs"
 }
 
 // encoder prints doc with --json (results.Encode), nil without.

@@ -520,6 +520,22 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// Every run failed: no results document, which would read as a result;
+// the command fails in one line that says where the runs are.
+func TestAllFailed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, _, err := execute(context.Background(), "--program", standin(t, "exits", "--fail"),
+		"--arms", "cuda-default", "--contention", "none", "--reps", "1", "--timeout", "2m", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "every run failed (exits under none, cuda-default: exit status 3") ||
+		!strings.Contains(err.Error(), "no results.json written") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "results.json")); err == nil {
+		t.Error("results.json written")
+	}
+	checkNothingLeft(t)
+}
+
 // TestSummaryUnwritable: a summary.json that cannot be written (a
 // directory is in its place) fails the command in one line, and leaves
 // no partial file.
@@ -549,7 +565,7 @@ func TestTimeout(t *testing.T) {
 	start := time.Now()
 	_, stderr, err := execute(context.Background(), "--program", standin(t, "hangs", "--hang"),
 		"--arms", "cuda-default", "--contention", "while1", "--reps", "1", "--timeout", "2s", "--out", out)
-	if err == nil || !strings.Contains(err.Error(), "1 of 1 runs failed") || !strings.Contains(stderr, "timed out after 2s") {
+	if err == nil || !strings.Contains(err.Error(), "every run failed (hangs under while1, cuda-default: timed out after 2s)") || !strings.Contains(stderr, "timed out after 2s") {
 		t.Fatalf("err = %v, stderr:\n%s", err, stderr)
 	}
 	// The stand-in sleeps a minute.
@@ -870,7 +886,7 @@ func TestFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	// while1 by repetition: 1.5/2 and 2.4/3, median 0.775; by medians 1.95/2.5 = 0.78.
-	if !strings.Contains(stdout, "paired") || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "p while1 2.50 [2.00-3.00] 2.500 1.95 [1.50-2.40] 1.950 hybridsync -22.0% -22.0% -22.5% [-25.0,-20.0] / -22.5% [-25.0,-20.0] 2 (50%) open: >3% behind the better CUDA mode, slower than default - - - 0") {
+	if !strings.Contains(stdout, "paired") || !strings.Contains(strings.Join(strings.Fields(stdout), " "), "p while1 2.50 [2.00-3.00] 2.500 1.95 [1.50-2.40] 1.950 hybridsync -22.0% -22.0% -22.5% [-25.0,-20.0] / -22.5% [-25.0,-20.0] 2 (50%) open: >3% behind the better CUDA mode, slower than default 0") {
 		t.Errorf("table:\n%s", stdout)
 	}
 	stdout, _, err = execute(context.Background(), "--from", a, "--json")

@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
-	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,130 +16,22 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 )
 
-// iv is a paired ratio with its interval, at the level of 6 or more
-// repetitions.
-func iv(lo, med, hi float64) *Paired {
-	return &Paired{Median: med, CI: [2]float64{lo, hi}, Level: 0.96, N: 8}
-}
-
-// The decision rule on made-up ratios: the A/A interval sets each
-// setting's band, and a way is recommended only when it is better in one
-// setting and not worse, nor possibly worse, in the other.
-func TestDecide(t *testing.T) {
-	quietAA := iv(0.99, 1.0, 1.01)   // noise: its width, 2%
-	busyAA := iv(0.97, 1.0, 1.02)    // 5%
-	same := iv(0.995, 1.0, 1.005)    // within any band
-	faster := iv(0.68, 0.71, 0.74)   // 29% faster
-	slower := iv(1.10, 1.14, 1.18)   // 14% slower
-	straddle := iv(0.96, 0.99, 1.04) // across an edge of the 2% band
-	for _, tc := range []struct {
-		name      string
-		ways      []Way
-		aa, aaC   *Paired
-		arm       string
-		decided   bool
-		lineParts []string
-	}{
-		{"no way better", []Way{{"cuda-blocking", same, same, ""}, {"hybridsync", same, iv(0.97, 0.99, 1.02), ""}},
-			quietAA, busyAA, "", true, []string{"No way is measurably better here than as it is (noise ±2.0% alone, ±5.0% beside a busy neighbour; 8 repetitions)"}},
-		{"library better under contention and the same alone", []Way{{"cuda-blocking", same, slower, ""}, {"hybridsync", same, faster, ""}},
-			quietAA, busyAA, "hybridsync", true, []string{"Run it with `LD_PRELOAD=/l/libhybridsync.so app -n 1`: 29% faster than as it is beside a busy neighbour [26%, 32%], the same alone (±2.0%) (8 repetitions)"}},
-		{"better under contention but worse alone: not recommended", []Way{{"cuda-blocking", slower, faster, ""}, {"hybridsync", same, same, ""}},
-			quietAA, busyAA, "", true, []string{"No way is measurably better"}},
-		{"better under contention, alone open: not yet", []Way{{"hybridsync", straddle, faster, ""}},
-			quietAA, busyAA, "", false, []string{"No way is measurably better", "still open: hybridsync"}},
-		{"better alone, the same beside the neighbour", []Way{{"cuda-blocking", iv(0.85, 0.87, 0.9), iv(0.98, 1.0, 1.03), ""}},
-			quietAA, busyAA, "cuda-blocking", true, []string{"blocking-sync mode", "13% faster than as it is alone [10%, 15%], the same beside a busy neighbour (±5.0%)"}},
-		{"the best of two recommendable ways", []Way{{"hybridsync", same, faster, ""}, {"hybridsync-run", same, iv(0.5, 0.55, 0.6), ""}},
-			quietAA, busyAA, "hybridsync-run", true, []string{"Run it with `/b/hybridsync-run app -n 1`: 45% faster"}},
-		{"an open way ahead of a recommendable one", []Way{{"hybridsync", same, faster, ""}, {"hybridsync-run", iv(0.97, 0.99, 1.05), iv(0.5, 0.55, 0.6), ""}},
-			quietAA, busyAA, "hybridsync", false, []string{"LD_PRELOAD=/l/libhybridsync.so"}},
-		{"a way that failed", []Way{{"hybridsync", same, faster, "exit status 1"}},
-			quietAA, busyAA, "", true, []string{"No way is measurably better"}},
-		{"too few repetitions", []Way{{"hybridsync", &Paired{Median: 0.7, CI: [2]float64{0.69, 0.71}, Level: 0.5, N: 2}, same, ""}},
-			quietAA, busyAA, "", false, []string{"still open"}},
-		{"no A/A control", []Way{{"hybridsync", same, faster, ""}}, nil, nil, "", false, []string{"noise ±?% alone"}},
-		{"an A/A bias widens the band", []Way{{"hybridsync", same, iv(0.94, 0.955, 0.97), ""}},
-			quietAA, iv(1.03, 1.04, 1.05), "", false, []string{"±5.0% beside"}},
-		{"a bimodal default: a wide A/A interval, a way below all of it", []Way{{"hybridsync-run", same, iv(0.41, 0.54, 0.63), ""}},
-			quietAA, iv(0.64, 1.0, 1.35), "hybridsync-run", true, []string{"46% faster than as it is beside a busy neighbour [37%, 59%], the same alone (±2.0%)"}},
-		{"below 1 but within what two runs of one arm differ by", []Way{{"hybridsync", same, iv(0.88, 0.92, 0.96), ""}},
-			quietAA, iv(0.85, 1.0, 1.15), "", true, []string{"No way is measurably better here than as it is (noise ±2.0% alone, ±30% beside"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := Decide(tc.ways, tc.aa, tc.aaC)
-			if a.Arm != tc.arm || a.Decided != tc.decided {
-				t.Errorf("advice %q decided %v, want %q decided %v (%+v)", a.Arm, a.Decided, tc.arm, tc.decided, a.Ways)
-			}
-			line := a.Line(map[string]string{
-				"cuda-blocking":  "in CUDA's blocking-sync mode (`LD_PRELOAD=/s/blocksync.so app -n 1`)",
-				"hybridsync":     "with `LD_PRELOAD=/l/libhybridsync.so app -n 1`",
-				"hybridsync-run": "with `/b/hybridsync-run app -n 1`",
-			}, 1, 8)
-			for _, p := range tc.lineParts {
-				if !strings.Contains(line, p) {
-					t.Errorf("line %q\nwant %q in it", line, p)
-				}
-			}
-			if strings.Contains(line, "\n") {
-				t.Errorf("line %q: more than one line", line)
-			}
-		})
+// standinCUDA builds libhybridsync's stand-in CUDA driver, a real
+// libcuda.so.1 for a program to load.
+func standinCUDA(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed: it builds the stand-in CUDA driver")
 	}
-}
-
-// advise's runs on the GPU machine (docs/bench/2026-11-29-h200-advise),
-// decided again from the same runs: the advice must be the one the suite's
-// table gives for the program. GROMACS with four OpenMP threads: beside
-// the busy loops the command as it is runs in one of two modes, 4x apart,
-// so its A/A interval spans both, while the launcher's runs all lie below
-// it. torch_train, which the suite ties across the ways: no way.
-func TestAdviseDeviceRuns(t *testing.T) {
-	arms := []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
-	for _, tc := range []struct {
-		file       string
-		contention []string
-		arm        string
-		decided    bool
-	}{
-		{"gromacs-ntomp4-runs.jsonl", []string{"nonex4", "while1x4"}, "hybridsync-run", true},
-		{"gromacs-ntomp4-live-runs.jsonl", []string{"nonex4", "while1x4"}, "hybridsync-run", true},
-		{"torch-train-runs.jsonl", []string{"none", "while1"}, "", false},
-	} {
-		runs, err := apptable.ReadRuns([]string{"../../../docs/bench/2026-11-29-h200-advise/" + tc.file})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := adviceOf(runs, &Config{Arms: arms, Contention: tc.contention})
-		if a.Arm != tc.arm || a.Decided != tc.decided {
-			t.Errorf("%s: advice %q decided %v, want %q decided %v (%+v)", tc.file, a.Arm, a.Decided, tc.arm, tc.decided, a.Ways)
-		}
-		if tc.arm == "hybridsync-run" && a.NoiseContended < 0.5 {
-			t.Errorf("%s: contended noise %.2f: the A/A interval spans both modes", tc.file, a.NoiseContended)
-		}
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	out, err := exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", lib, "../../../libhybridsync/testdata/standin/cuda.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-}
-
-func TestNoise(t *testing.T) {
-	for _, tc := range []struct {
-		aa   *Paired
-		want float64
-	}{
-		{iv(0.999, 1, 1.001), MinNoise},
-		{iv(0.98, 1, 1.03), 0.05},
-		{iv(1.04, 1.05, 1.06), 0.06},
-		{iv(0.90, 0.93, 0.95), 0.10},
-		{nil, math.Inf(1)},
-	} {
-		if got := Noise(tc.aa); math.Abs(got-tc.want) > 1e-9 && got != tc.want {
-			t.Errorf("Noise(%v) = %v, want %v", tc.aa, got, tc.want)
-		}
-	}
-	if got := (&Advice{Ways: nil, NoiseAlone: 0.02, NoiseContended: 0.05}).Line(nil, 4, 1); !strings.Contains(got, "on each of its 4 CPUs; 1 repetition)") {
-		t.Errorf("line on 4 CPUs: %q", got)
-	}
+	return lib
 }
 
 // touch makes a file (and its folders) with mode.
@@ -219,9 +112,18 @@ func adviseParts(t *testing.T) Parts {
 func TestAdviseSameEveryWay(t *testing.T) {
 	// The launcher's way starts without it: the log says so.
 	t.Setenv("OMP_WAIT_POLICY", "ACTIVE")
-	words := []string{"sh", "-c", `echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
+	// A program that loads CUDA's driver (the stand-in), so that every
+	// way applies; it sleeps so that the first run sees it.
+	t.Setenv("LD_PRELOAD", standinCUDA(t))
+	words := []string{"sh", "-c", `sleep 0.05; echo '{"program":"same","steps":10,"wall_s":0.5,"cpu_s":0.25}'`}
 	parent := t.TempDir()
 	out := filepath.Join(parent, "advice")
+	// What an advise killed with SIGKILL left: removed by the next one.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(parent, fmt.Sprintf("%s%d-123", workPrefix, gone.ProcessState.Pid()), "runs.jsonl"), 0o644)
 	var stdout, stderr bytes.Buffer
 	a := &AdviseConfig{Command: words, CPUs: 1, CPU: -1, Parts: adviseParts(t), MinReps: 3, MaxReps: 6, MaxTime: time.Minute,
 		Out: out, Stdout: &stdout, Stderr: &stderr}
@@ -234,8 +136,8 @@ func TestAdviseSameEveryWay(t *testing.T) {
 		t.Error("no note of the OpenMP setting the launcher's way goes without")
 	}
 	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "No way is measurably better here than as it is (noise ±1.0% alone, ±1.0% beside a busy neighbour; 3 repetitions)") {
-		t.Errorf("stdout: %q, want one line: no way better, after 3 repetitions", stdout.String())
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "No way is measurably better here than as it is (noise ±1.0% alone, ±1.0% beside a busy loop on its CPU; 4 repetitions)") {
+		t.Errorf("stdout: %q, want one line: no way better, after the 4 repetitions the sign test needs", stdout.String())
 	}
 	if adv.Arm != "" || !adv.Decided || len(adv.Ways) != 3 {
 		t.Errorf("advice %+v", adv)
@@ -257,8 +159,8 @@ func TestAdviseSameEveryWay(t *testing.T) {
 	}
 	for _, s := range []string{"none", "while1"} {
 		for _, arm := range adviseArms {
-			if count[s+" "+arm] != 3 {
-				t.Errorf("%s %s: %d runs, want 3 (%v)", s, arm, count[s+" "+arm], count)
+			if count[s+" "+arm] != 4 {
+				t.Errorf("%s %s: %d runs, want 4 (%v)", s, arm, count[s+" "+arm], count)
 			}
 		}
 	}
@@ -266,7 +168,10 @@ func TestAdviseSameEveryWay(t *testing.T) {
 	if err != nil || len(doc.Cells) != 10 {
 		t.Errorf("results.json: %v, %d cells", err, len(doc.Cells))
 	}
-	var saved Advice
+	if doc.Config.Reps != 4 || doc.Apps.Reps != 4 {
+		t.Errorf("results.json: %d repetitions (table %d), want the 4 that ran", doc.Config.Reps, doc.Apps.Reps)
+	}
+	var saved decide.Advice
 	if b, err := os.ReadFile(filepath.Join(out, "advice.json")); err != nil || json.Unmarshal(b, &saved) != nil || !saved.Decided {
 		t.Errorf("advice.json: %v %+v", err, saved)
 	}
@@ -292,7 +197,7 @@ func TestAdviseBadInput(t *testing.T) {
 	}{
 		{"no command", nil, "", 3, "no command", 1},
 		{"not found", []string{"no-such-program-here"}, "", 3, "not found in PATH", 1},
-		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (none, exit status 3: broken)", 1},
+		{"fails as it is", []string{"sh", "-c", "echo broken >&2; exit 3"}, "", 3, "failed as it is (exit status 3: broken)", 1},
 		{"no reps", []string{"true"}, "", 0, "--max-reps", 1},
 		{"more CPUs than there are", []string{"true"}, "", 3, "--cpus 4096: this process may use", 4096},
 		{"out not empty", []string{"true"}, filepath.Dir(full), 3, "not empty", 1},

@@ -107,7 +107,7 @@ func cellOf(k results.Key, rs []Run) results.Cell {
 	c := results.Cell{Key: k, RunnerVCPUs: k.VCPUs}
 	var wall, cpu, steps []float64
 	for _, r := range rs {
-		c.Reps = append(c.Reps, results.Result{WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps})
+		c.Reps = append(c.Reps, results.Result{WallS: r.WallS, CPUS: r.CPUS, Steps: r.Steps, Rep: r.Rep + 1})
 		wall, cpu, steps = append(wall, r.WallS), append(cpu, r.CPUS), append(steps, float64(r.Steps))
 	}
 	c.Median = results.Result{WallS: stats.Median(wall), CPUS: stats.Median(cpu), Steps: int(stats.Median(steps))}
