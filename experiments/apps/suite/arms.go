@@ -177,4 +177,3 @@ func ompEnvNote(arms []string) string {
 	}
 	return fmt.Sprintf("%s set here: every arm but %s runs with it", strings.Join(set, " "), strings.Join(separateOnly, ", "))
 }
-
