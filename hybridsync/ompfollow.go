@@ -69,6 +69,11 @@ const (
 	// for before the library gives up (a libgomp being loaded runs its
 	// constructor after it is listed).
 	ompLocateFor = 2 * time.Second
+	// ompLoadWait, ompLoadPoll: a program that has not loaded libgomp
+	// after ompLoadWait is looked at every ompLoadPoll rather than every
+	// ompTick.
+	ompLoadWait = 10 * time.Second
+	ompLoadPoll = time.Second
 )
 
 // ompWindow is what the follower read over one window.
@@ -174,6 +179,7 @@ func (f *OMPFollower) setWhy(s string) { f.why.Store(&s) }
 func (f *OMPFollower) Run(stop <-chan struct{}) {
 	t := time.NewTicker(ompTick)
 	defer t.Stop()
+	start := time.Now()
 	var loadedAt time.Time
 	for {
 		select {
@@ -186,8 +192,15 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 			continue
 		}
 		if !f.word.Loaded() {
+			// A program that loads no libgomp for a while (a CUDA-only
+			// one, a wrapper script) is looked at once a second: each
+			// look wakes the library's runtime on the program's CPUs.
+			if time.Since(start) > ompLoadWait {
+				t.Reset(ompLoadPoll)
+			}
 			continue
 		}
+		t.Reset(ompTick)
 		if loadedAt.IsZero() {
 			loadedAt = time.Now()
 		}
