@@ -128,6 +128,10 @@ func competed(f disturbance.Figures) float64 { return max(0, f.RunDelay-f.Thrott
 const (
 	busyAlone     = 0.02
 	busyThrottled = 0.03
+	// othersAlone: the share of the machine's CPU time other processes
+	// may use before the alone test's CPU is not the thread's alone (a
+	// quiet machine's daemons use a few percent).
+	othersAlone = 0.25
 )
 
 func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
@@ -166,6 +170,12 @@ func TestSchedSignalAlone(t *testing.T) {
 	}
 	if busy := competed(fig); busy > busyAlone {
 		t.Skipf("another task took CPU %d during the test (the thread waited for it %.0f%% of the time; %v): shared is then the right verdict (%.0f%% of verdicts), and alone cannot be tested", cpu, 100*busy, fig, 100*shared)
+	}
+	// A task of lower priority (a nice 19 loop) hardly delays the thread
+	// but takes its CPU whenever it sleeps: the signal counts a CPU that
+	// never idles while the thread sleeps as shared, rightly.
+	if fig.Others > othersAlone {
+		t.Skipf("other processes used %.0f%% of the machine's CPU time during the test (%v): its CPU was not the thread's alone, so shared is the right verdict (%.0f%% of verdicts), and alone cannot be tested", 100*fig.Others, fig, 100*shared)
 	}
 	// The signal reads steal time as another VM competing for the
 	// physical CPU, and a 10 ms tick of it keeps the verdict shared for
