@@ -222,7 +222,7 @@ func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime st
 	off := func(why string) BlocktimeSetting { return BlocktimeSetting{Why: why, FreeMS: -1} }
 	if !callable {
 		if strings.Contains(runtime, "libgomp") {
-			return off("libgomp: no call changes its spin once it started (hybridsync-run sets GOMP_SPINCOUNT before the program starts; HYBRIDSYNC_OPENMP=live runs it on libomp)")
+			return off("libgomp: no call changes its spin (under hybridsync-run the library follows it: the stats' spin_live)")
 		}
 		return off("no OpenMP runtime with kmp_set_blocktime")
 	}

@@ -291,7 +291,12 @@ func (f *OMPFollower) set(bounded bool) {
 // the first read, which only starts one.
 func (f *OMPFollower) read(now int64) (ompWindow, bool) {
 	if f.cpus == nil {
-		f.cpus = affinityCPUs()
+		// Unreadable: no CPU's steal or page slot is read, the threads
+		// still are.
+		f.cpus, _ = affinityCPUs()
+		if f.cpus == nil {
+			f.cpus = []int{}
+		}
 	}
 	cur := readThreads()
 	w := ompWindow{span: now - f.prevAt}
@@ -353,12 +358,11 @@ func readThreads() map[int]threadUse {
 	return out
 }
 
-// affinityCPUs are the CPUs this process may run on (none where that
-// cannot be read).
-func affinityCPUs() []int {
+// affinityCPUs are the CPUs this process may run on.
+func affinityCPUs() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return []int{}
+		return nil, fmt.Errorf("reading the CPUs this process may use: %w", err)
 	}
 	cpus := []int{}
 	for c := 0; c < len(set)*64; c++ {
@@ -366,7 +370,7 @@ func affinityCPUs() []int {
 			cpus = append(cpus, c)
 		}
 	}
-	return cpus
+	return cpus, nil
 }
 
 // OMPFollowStats is what the follower did, for the stats' openmp object.

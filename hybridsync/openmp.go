@@ -177,14 +177,9 @@ func OpenMPEnv(mode string) (OpenMPVerdict, error) {
 	default:
 		return v, fmt.Errorf("HYBRIDSYNC_OPENMP=%q: want auto, bounded, default or live", mode)
 	}
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return v, fmt.Errorf("reading the CPUs this process may use: %w", err)
-	}
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			v.CPUs = append(v.CPUs, c)
-		}
+	var err error
+	if v.CPUs, err = affinityCPUs(); err != nil {
+		return v, err
 	}
 	if len(v.CPUs) == 0 {
 		return v, fmt.Errorf("no CPU in this process's affinity")
