@@ -12,14 +12,16 @@ import (
 
 const module = "github.com/vgpu-probe/vgpu-probe"
 
-// The layers, top to bottom. cmd wires everything together; experiments
-// runs the measurements (and may start the agent's parts and read its API
+// The layers, top to bottom. cmd wires everything together; advise is
+// the product's command that measures a user's program (over the apps
+// suite of experiments); experiments runs the measurements (and may start the agent's parts and read its API
 // through the profiler's client); profiler and agent are two roles that
 // know nothing of each other; libhybridsync is the C library and the real GPU over
 // hybridsync; base is what several roles share (formats, readers, the
 // policy), and base packages import only each other.
 const (
 	cmd         = "cmd"
+	advise      = "advise"
 	experiments = "experiments"
 	profiler    = "profiler"
 	agent       = "agent"
@@ -30,6 +32,7 @@ const (
 // layerOf is the layer of each top-level directory.
 var layerOf = map[string]string{
 	"cmd":           cmd,
+	"advise":        advise,
 	"experiments":   experiments,
 	"profiler":      profiler,
 	"agent":         agent,
@@ -44,13 +47,23 @@ var layerOf = map[string]string{
 	"nvml":          base, // the NVML sampler and its file (agent, run, report)
 	"input":         base, // bounded reading and number checks of inputs
 	"layers":        base, // this test
-	"internal":      base, // test helpers (internal/disturbance: what disturbed a timing test)
+	"internal":      base, // reexec (children of this binary), progress (the bar), test helpers (disturbance, schedtest, tmpfstest)
+}
+
+// layerOfPackage places a package whose role is not its directory's:
+// the profiler's fixture builder lives with the fixtures it makes, but
+// it is an experiment run (the NAMD-like workload beside co-runners).
+// Nothing imports it (a command), so this adds no arrow into the
+// profiler.
+var layerOfPackage = map[string]string{
+	"profiler/internal/mksample": experiments,
 }
 
 // mayImport lists, for each layer, the other layers it may import; every
 // layer may import itself and base.
 var mayImport = map[string][]string{
-	cmd:         {experiments, profiler, agent, clib},
+	cmd:         {advise, experiments, profiler, agent, clib},
+	advise:      {experiments},
 	experiments: {profiler, agent},
 	profiler:    {},
 	agent:       {},
@@ -152,6 +165,11 @@ func check(from, imp string, test bool) error {
 
 // layer is the layer of the package at rel, a path in the module.
 func layer(rel string) (string, error) {
+	for p, l := range layerOfPackage {
+		if under(rel, p) {
+			return l, nil
+		}
+	}
 	top, _, _ := strings.Cut(rel, "/")
 	l, ok := layerOf[top]
 	if !ok {
@@ -174,18 +192,24 @@ func TestCheck(t *testing.T) {
 		bad       string // "" when allowed
 	}{
 		{"cmd/vgpu-probe", "libhybridsync/cudadev", false, ""},
-		{"experiments/runner", "profiler/agentapi", false, ""},
-		{"experiments/hintfeed", "agent/hints", false, ""},
+		{"cmd/vgpu-probe/advise", "advise", false, ""},
+		{"advise", "experiments/apps/suite", false, ""},
+		{"profiler/internal/mksample", "experiments/paper/workload", false, ""},
+		{"experiments/apps/suite", "advise", false, "experiments/apps/suite (experiments) imports advise (advise)"},
+		{"advise", "cmd/vgpu-probe/usage", false, "advise (advise) imports cmd/vgpu-probe/usage (cmd)"},
+		{"profiler/report", "profiler/internal/mksample", false, "profiler/report (profiler) imports profiler/internal/mksample (experiments)"},
+		{"experiments/paper/runner", "profiler/agentapi", false, ""},
+		{"agent/hintfeed", "agent/hints", false, ""},
 		{"profiler/report", "results", false, ""},
 		{"hybridsync", "hintpage", false, ""},
 		{"agent/monitor", "agent/bpfload", false, ""},
 		{"profiler/agentapi", "agent/exporter", true, ""},
 		{"hybridsync", "experiments/cpucap", true, ""},
-		{"experiments/runner", "cmd/vgpu-probe/usage", false, "experiments/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
-		{"profiler/report", "experiments/workload", false, "profiler/report (profiler) imports experiments/workload (experiments)"},
+		{"experiments/paper/runner", "cmd/vgpu-probe/usage", false, "experiments/paper/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
+		{"profiler/report", "experiments/paper/workload", false, "profiler/report (profiler) imports experiments/paper/workload (experiments)"},
 		{"agent/exporter", "profiler/nvml", false, "agent/exporter (agent) imports profiler/nvml (profiler)"},
-		{"libhybridsync/cudadev", "experiments/workload", false, "libhybridsync/cudadev (libhybridsync) imports experiments/workload (experiments)"},
-		{"results", "experiments/workload", false, "results (base) imports experiments/workload (experiments)"},
+		{"libhybridsync/cudadev", "experiments/paper/workload", false, "libhybridsync/cudadev (libhybridsync) imports experiments/paper/workload (experiments)"},
+		{"results", "experiments/paper/workload", false, "results (base) imports experiments/paper/workload (experiments)"},
 		{"profiler/agentapi", "agent/exporter", false, "profiler/agentapi (profiler) imports agent/exporter (agent)"},
 		{"hybridsync", "experiments/corunner", true, "hybridsync (base) imports experiments/corunner"},
 		{"newdir/x", "results", false, "top-level directory newdir has no layer"},

@@ -3,7 +3,7 @@ package results
 import "github.com/vgpu-probe/vgpu-probe/hybridsync"
 
 // Step is one step's timeline, in ns since the run started: a step of the
-// benchmark's loop (experiments/workload), as results files keep it.
+// benchmark's loop (experiments/paper/workload), as results files keep it.
 type Step struct {
 	HostStart int64  `json:"host_start"`
 	HostEnd   int64  `json:"host_end"`

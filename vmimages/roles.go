@@ -29,7 +29,7 @@ type Role struct {
 	CPUs []int
 	// PeriodUS and QuotaUS are per-vCPU CFS bandwidth (<cputune>); 0: none.
 	PeriodUS, QuotaUS int64
-	// Job is the guest's first job, "vgpu.job=..." (experiments/backend/
+	// Job is the guest's first job, "vgpu.job=..." (experiments/paper/backend/
 	// libvirt/job); Channel carries the rest and the results.
 	Job       string
 	Channel   *Channel

@@ -1,7 +1,7 @@
 // Package assembly puts the agent's parts together: the mitigator
 // (--mitigate's slices), the hint publisher (--hints' pages), the eBPF
 // programs and the monitor. The host agent (agent/daemon) and the agent
-// run inside experiments (experiments/hintfeed) both use it, so that the
+// run inside experiments (agent/hintfeed) both use it, so that the
 // order the parts start and stop in, and what is undone on a failure,
 // is written once.
 //

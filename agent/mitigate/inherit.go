@@ -20,7 +20,7 @@ import (
 // ends with the goroutine only where the restore failed (so that no other
 // goroutine runs with the slice). Ending it is not harmless: a child that
 // any goroutine started earlier from this thread with Pdeathsig (as
-// experiments/reexec's co-runners are) is killed when the thread exits,
+// internal/reexec's co-runners are) is killed when the thread exits,
 // and Go may well have run that earlier goroutine on it.
 func (m *Mitigator) Inherit(start func() error) error {
 	errc := make(chan error, 1)

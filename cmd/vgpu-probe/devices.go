@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 	"github.com/vgpu-probe/vgpu-probe/libhybridsync/cudadev"
 )

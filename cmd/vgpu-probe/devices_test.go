@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/workload"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
 )
 
 // `bench --device cuda` and run's cells find the GPU only if this binary

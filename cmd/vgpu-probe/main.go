@@ -32,7 +32,7 @@ import (
 	runcmd "github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/run"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/vmjob"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 )
 
 // version and commit are set at build time by the Makefile (-ldflags

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = prepare ]; then
-	exec experiments/device/run.sh prepare
+	exec experiments/paper/device/run.sh prepare
 fi
 D=build/device
 B=build/apps

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 )
 
 // Kinds of built-in co-runners:

@@ -17,7 +17,7 @@ import (
 // driver is loaded once per process, so this is the only Open here).
 func TestOpenWithoutDriver(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
-		t.Skip("a GPU driver is present; experiments/device/run.sh covers this machine")
+		t.Skip("a GPU driver is present; experiments/paper/device/run.sh covers this machine")
 	}
 	t.Setenv("HYBRIDSYNC_CUDA_LIB", "/nonexistent/libcuda.so.1")
 	_, _, _, err := Open(hybridsync.ModeHybrid)

@@ -299,7 +299,7 @@ int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
  * ones too (a synchronous copy's), exactly as in a program that chose
  * blocking-sync mode. Event waits it leaves alone, as that mode does: an
  * event blocks only if it was created with CU_EVENT_BLOCKING_SYNC, whatever
- * the schedule, before or after a switch (experiments/device/ctxflags.cu;
+ * the schedule, before or after a switch (experiments/paper/device/ctxflags.cu;
  * docs/BENCHMARKS.md, "Event waits and CUDA's schedule flags"). The
  * program's events stay as created (making them blocking bought nothing);
  * the policy arm's event waits block on shadow events (hs_core_block, from

@@ -162,7 +162,7 @@ func SetSlowdowns(f *results.File) {
 
 // waitKinds counts the steps whose wait found the kernel unfinished and,
 // of those, the ones that spun whole or in part: the wait kinds
-// experiments/workload records (WaitSpin, WaitMixed, WaitBlock; WaitReady
+// experiments/paper/workload records (WaitSpin, WaitMixed, WaitBlock; WaitReady
 // had nothing to wait for).
 func waitKinds(steps []results.Step) (waited, spun int) {
 	for _, s := range steps {

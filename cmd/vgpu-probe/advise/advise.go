@@ -1,8 +1,8 @@
 // Package advise is `vgpu-probe advise -- CMD ARGS...`: which way to run
 // a GPU program on this VM (as it is, CUDA's blocking-sync mode,
 // libhybridsync, hybridsync-run), measured alone and beside a busy
-// neighbour, in one line. The measurement and the decision are
-// experiments/apps/suite's (advise.go) and results/decide's.
+// neighbour, in one line. The measurement is package advise's (over the
+// apps suite), the decision results/decide's.
 package advise
 
 import (
@@ -13,18 +13,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	adv "github.com/vgpu-probe/vgpu-probe/advise"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/complete"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 )
 
 // NewCmd returns the advise command; runF replaces the run in tests.
-func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Command {
-	o := &suite.AdviseConfig{}
+func NewCmd(runF func(context.Context, *adv.Config) error) *cobra.Command {
+	o := &adv.Config{}
 	cmd := &cobra.Command{
 		Use:   "advise [flags] -- CMD [ARGS...]",
 		Short: "Which way to run a GPU program here: as it is, CUDA blocking-sync, libhybridsync or hybridsync-run",
-		Long:  suite.AdviseHelp,
+		Long:  adv.Help,
 		Example: `  make && ./vgpu-probe advise -- ./my_cuda_app --size 4096
   vgpu-probe advise --cpus 4 --max-time 20m -- python3 train.py --epochs 1
   vgpu-probe advise --lib /opt/hs/lib/libhybridsync.so --blocksync ./blocksync.so --max-reps 10 --table -- ./app`,
@@ -48,8 +49,8 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			_, err = suite.Advise(cmd.Context(), o)
-			if errors.As(err, new(suite.BadInput)) {
+			_, err = adv.Run(cmd.Context(), o)
+			if errors.As(err, new(adv.BadInput)) {
 				return usage.Wrap(err)
 			}
 			return err
@@ -75,7 +76,7 @@ func NewCmd(runF func(context.Context, *suite.AdviseConfig) error) *cobra.Comman
 		"blocksync": complete.Files("so"),
 		"launcher":  complete.AnyFile,
 		"out":       complete.Dirs,
-		"patterns":  complete.List(suite.AdvisePatterns...),
+		"patterns":  complete.List(adv.Patterns...),
 	})
 	return cmd
 }

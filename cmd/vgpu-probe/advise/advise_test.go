@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	adv "github.com/vgpu-probe/vgpu-probe/advise"
 	"io"
 	"os"
 	"os/exec"
@@ -17,7 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
@@ -95,8 +96,8 @@ func TestCommandFlags(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var got *suite.AdviseConfig
-	cmd := NewCmd(func(_ context.Context, o *suite.AdviseConfig) error { got = o; return nil })
+	var got *adv.Config
+	cmd := NewCmd(func(_ context.Context, o *adv.Config) error { got = o; return nil })
 	cmd.SetArgs([]string{"--lib", empty, "--blocksync", empty, "--max-reps", "4", "./app", "--size", "4096", "--max-reps", "9"})
 	cmd.SetErr(io.Discard)
 	if err := cmd.Execute(); err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/results"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )

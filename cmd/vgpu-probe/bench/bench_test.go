@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

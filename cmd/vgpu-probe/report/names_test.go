@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/runner"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/runner"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt"
-	"github.com/vgpu-probe/vgpu-probe/experiments/progress"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/backend/libvirt"
+	"github.com/vgpu-probe/vgpu-probe/internal/progress"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 

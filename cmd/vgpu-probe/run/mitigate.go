@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/agent/hints"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
-	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 )
 
 func addMitigateFlag(f *pflag.FlagSet, o *Options) {

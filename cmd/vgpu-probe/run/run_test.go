@@ -18,7 +18,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/scenario"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/scenario"
 	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )

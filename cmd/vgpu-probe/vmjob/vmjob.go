@@ -1,7 +1,7 @@
 // Package vmjob is `vgpu-probe vm-job`, hidden: the guest side of the
 // libvirt experiment backend. The test guest's init runs it with the job
 // from the kernel command line; it talks to the host over a virtio-serial
-// port (see experiments/backend/libvirt/job).
+// port (see experiments/paper/backend/libvirt/job).
 package vmjob
 
 import (
@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
-	"github.com/vgpu-probe/vgpu-probe/experiments/backend/libvirt/job"
+	"github.com/vgpu-probe/vgpu-probe/experiments/paper/backend/libvirt/job"
 )
 
 // NewCmd returns the vm-job command.

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
 )
 

@@ -162,10 +162,10 @@ func (c *Config) checkLauncher() error {
 	return nil
 }
 
-// ompEnvNote names the OpenMP wait variables set in this process's
+// OMPEnvNote names the OpenMP wait variables set in this process's
 // environment, which the arms other than the OpenMP ones and the
 // launcher's pass on; "" when none is.
-func ompEnvNote(arms []string) string {
+func OMPEnvNote(arms []string) string {
 	var set []string
 	for _, v := range ompWaitVars {
 		if val, ok := os.LookupEnv(v); ok {

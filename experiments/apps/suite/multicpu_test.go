@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite/suitetest"
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 	"math"
 	"os"
@@ -48,7 +49,7 @@ func TestSettingNames(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming it with %q", name, err, want)
 		}
 	}
-	if err := checkSettings([]string{"while1x2", "while1x2"}); err == nil || !strings.Contains(err.Error(), "given twice") {
+	if err := CheckSettings([]string{"while1x2", "while1x2"}); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("a setting twice: %v", err)
 	}
 	names := []string{"while1x2", "cap", "nonex4", "none", "nonex2", "noisy", "while1"}
@@ -61,32 +62,9 @@ func TestSettingNames(t *testing.T) {
 	}
 }
 
-// fakeLauncher writes a stand-in for hybridsync-run at dir/bin, beside
-// dir/lib/libhybridsync.so (an empty file): it records what OpenMP wait
-// variables it was given, sets GOMP_SPINCOUNT as the real one does, and
-// runs the command.
+// fakeLauncher writes suitetest's stand-in for hybridsync-run under dir.
 func fakeLauncher(t *testing.T, dir string) (lib string) {
-	t.Helper()
-	for _, d := range []string{"bin", "lib"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lib = filepath.Join(dir, "lib", "libhybridsync.so")
-	script := `#!/bin/sh
-FAKE_LAUNCHER_SAW="${OMP_WAIT_POLICY-}${GOMP_SPINCOUNT-}${KMP_BLOCKTIME-}"
-FAKE_LAUNCHER=1
-GOMP_SPINCOUNT=1000
-export FAKE_LAUNCHER FAKE_LAUNCHER_SAW GOMP_SPINCOUNT
-exec "$@"
-`
-	if err := os.WriteFile(filepath.Join(dir, "bin", LauncherName), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(lib, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return lib
+	return suitetest.Launcher(t, dir, LauncherName)
 }
 
 func readStandinInfos(t *testing.T, dir string) []standinInfo {

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vgpu-probe/vgpu-probe/agent/hintfeed"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/hintfeed"
 
 	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
@@ -125,7 +125,7 @@ func (c *Config) Check() error {
 	if err := uniqueIn("--arms", "arm", c.Arms, AllArms); err != nil {
 		return err
 	}
-	if err := checkSettings(c.Contention); err != nil {
+	if err := CheckSettings(c.Contention); err != nil {
 		return err
 	}
 	if st, err := os.Stat(c.Dir); err != nil || !st.IsDir() {

@@ -47,7 +47,7 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 	for _, l := range c.skipped() {
 		fmt.Fprintln(c.Log, "apps:", l)
 	}
-	for _, n := range []string{ompEnvNote(c.Arms)} {
+	for _, n := range []string{OMPEnvNote(c.Arms)} {
 		if n != "" {
 			fmt.Fprintln(c.Log, "apps:", n)
 		}
@@ -67,7 +67,7 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 		// program given as separate programs (with and without an
 		// environment variable, say) are compared by repetition, and
 		// the first run of a repetition must not always be the same one.
-		for pi, p := range rotate(c.Programs, rep) {
+		for pi, p := range Rotate(c.Programs, rep) {
 			for ci, setting := range c.Contention {
 				if !p.runsUnder(setting) {
 					continue
@@ -77,7 +77,7 @@ func (c *Config) Run(ctx context.Context, out string) ([]Run, error) {
 				if p.InProcess {
 					rs, err = c.runInProcess(ctx, p, setting, rep, out, started, total)
 				} else {
-					rs, err = c.runCell(ctx, p, setting, rep, rotate(c.Arms, rep+pi+ci), out, started, total)
+					rs, err = c.RunCell(ctx, p, setting, rep, Rotate(c.Arms, rep+pi+ci), out, started, total)
 				}
 				started += p.processes(len(c.Arms))
 				for _, r := range rs {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/proctree"
 	"golang.org/x/sys/unix"
 )
@@ -113,8 +113,8 @@ func started(r io.Reader) (monoNs int64, stubCPU time.Duration, ok bool) {
 	return monoNs, time.Duration(cpu), true
 }
 
-// rotate returns s starting at position k, wrapping around.
-func rotate[T any](s []T, k int) []T {
+// Rotate returns s starting at position k, wrapping around.
+func Rotate[T any](s []T, k int) []T {
 	n := len(s)
 	out := make([]T, n)
 	for i := range s {
@@ -209,9 +209,9 @@ func (c *Config) runInProcess(ctx context.Context, p Program, contention string,
 	return runs, nil
 }
 
-// runCell runs the program in each arm in the order given, under one
+// RunCell runs the program in each arm in the order given, under one
 // contention setting.
-func (c *Config) runCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
+func (c *Config) RunCell(ctx context.Context, p Program, contention string, rep int, arms []string, out string, done, total int) ([]Run, error) {
 	var runs []Run
 	for i, arm := range arms {
 		stats := ""

@@ -113,8 +113,8 @@ func aloneOn(n int) string { return apptable.AloneOn(n) }
 // last, as they are.
 func sortSettings(names []string) { apptable.SortSettings(names) }
 
-// checkSettings checks the names of --contention: each a setting, once.
-func checkSettings(names []string) error {
+// CheckSettings checks the names of --contention: each a setting, once.
+func CheckSettings(names []string) error {
 	seen := map[string]bool{}
 	for _, n := range names {
 		if _, err := parseSetting(n); err != nil {

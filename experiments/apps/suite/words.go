@@ -1,6 +1,11 @@
 package suite
 
-import "errors"
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
 
 // SplitWords splits a command line into words as a POSIX shell would,
 // without expanding anything: blanks separate words, 'single quotes' keep
@@ -56,4 +61,40 @@ func SplitWords(s string) ([]string, error) {
 		words = append(words, string(cur))
 	}
 	return words, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// ProgramName is the program's name in the results: its file's name in
+// the characters a program name may have.
+func ProgramName(argv0 string) string {
+	n := unsafeName.ReplaceAllString(filepath.Base(argv0), "_")
+	if !nameRE.MatchString(n) {
+		n = "p" + n
+	}
+	return n
+}
+
+// QuoteWords quotes every word so that SplitWords gives them back.
+func QuoteWords(argv []string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// ShellWords is argv as a shell command line: words quoted only where
+// they need it.
+func ShellWords(argv []string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = w
+		if !plainWord.MatchString(w) {
+			q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
 }

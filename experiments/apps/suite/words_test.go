@@ -2,6 +2,7 @@ package suite
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -27,8 +28,26 @@ func TestSplitWords(t *testing.T) {
 
 func TestRotate(t *testing.T) {
 	for k, want := range []string{"[a b c]", "[b c a]", "[c a b]", "[a b c]"} {
-		if got := fmt.Sprint(rotate([]string{"a", "b", "c"}, k)); got != want {
+		if got := fmt.Sprint(Rotate([]string{"a", "b", "c"}, k)); got != want {
 			t.Errorf("rotate %d = %s, want %s", k, got, want)
+		}
+	}
+}
+
+// A command line is quoted so that SplitWords gives its words back, shown
+// quoted only where a shell needs it, and named in a program name's characters.
+func TestProgramWords(t *testing.T) {
+	argv := []string{"/opt/my app/run", "it's", "a b", "--x=1"}
+	back, err := SplitWords(QuoteWords(argv))
+	if err != nil || !slices.Equal(back, argv) {
+		t.Errorf("QuoteWords: %q back as %q, %v", QuoteWords(argv), back, err)
+	}
+	if got := ShellWords(argv); got != `'/opt/my app/run' 'it'\''s' 'a b' --x=1` {
+		t.Errorf("ShellWords: %s", got)
+	}
+	for in, want := range map[string]string{"sleep": "sleep", "./my app": "my_app", "/x/_hidden": "p_hidden", "python3.12": "python3.12"} {
+		if got := ProgramName(in); got != want || !nameRE.MatchString(got) {
+			t.Errorf("ProgramName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
