@@ -143,10 +143,10 @@ clean:
 # What `vgpu-probe advise` finds beside the binary (experiments/apps/suite,
 # FindParts): the library and the launcher where `make lib` puts them,
 # without the static archive and the package files, and CUDA's
-# blocking-sync shim (experiments/apps/blocksync.c, which needs no CUDA
+# blocking-sync shim (advise/blocksync/blocksync.c, which needs no CUDA
 # headers) where `make install` puts it under the prefix.
 parts: $(HS_LIB)/libhybridsync.so $(HS_BUILD)/bin/hybridsync-run $(HS_BUILD)/bin/hybridsync-openmp $(BUILD)/lib/vgpu-probe/blocksync.so
 
-$(BUILD)/lib/vgpu-probe/blocksync.so: experiments/apps/blocksync.c
+$(BUILD)/lib/vgpu-probe/blocksync.so: advise/blocksync/blocksync.c
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC -O2 -Wall -o $@.tmp $< -ldl && mv $@.tmp $@

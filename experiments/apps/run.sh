@@ -29,7 +29,7 @@ for p in mixed_static launch_bound; do
 			"$NVCC" -O2 -arch=sm_90 -o "$B/$p" "experiments/apps/$p.cu"
 	fi
 done
-gcc -shared -fPIC -O2 -o "$B/blocksync.so" experiments/apps/blocksync.c -ldl
+gcc -shared -fPIC -O2 -o "$B/blocksync.so" advise/blocksync/blocksync.c -ldl
 cp experiments/apps/*.py "$B/"
 {
 	date -u

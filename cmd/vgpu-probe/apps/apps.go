@@ -119,8 +119,7 @@ and stats/PROGRAM-CONTENTION-REP.json from each hybridsync run
 removed after each cell, also on Ctrl-C and failure.`,
 		Example: `  vgpu-probe apps --suite experiments/apps/suite.json --dir build/apps \
       --lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so
-  vgpu-probe apps --program 'mine=./my_cuda_app --size 4096' --blocksync build/apps/blocksync.so \
-      --lib build/lib/libhybridsync.so --contention none,while1 --reps 5
+  make && ./vgpu-probe apps --program 'mine=./my_cuda_app --size 4096' --contention none,while1 --reps 5
   vgpu-probe apps --program 'infer=python3 infer.py --batch 8' --arms cuda-default,hybridsync \
       --lib libhybridsync.so --contention none,while1 --reps 7 --json
   sudo vgpu-probe apps --suite experiments/apps/inproc.json --dir build/apps \
@@ -154,8 +153,8 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.StringSliceVar(&o.Contention, "contention", corunner.Contentions, suite.ContentionHelp)
 	f.IntVar(&o.Reps, "reps", 5, "repetitions of every cell; medians are reported")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the program and the co-runner to, the highest of N for the settings xN (default: the last one this process may use)")
-	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs)")
-	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm)")
+	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (needed by the hybridsync arm and by in-process programs; default: build/lib/libhybridsync.so beside the binary, or PREFIX/lib's)")
+	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim blocksync.so (needed by the cuda-blocking arm; default: build/"+suite.BlocksyncPath+" beside the binary, or PREFIX/"+suite.BlocksyncPath+")")
 	f.BoolVar(&o.ContendAtStart, "contend-at-start", false, "put each setting in place before the program starts, not at its ready line (hybridsync-run measures contention at the start)")
 	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
@@ -203,6 +202,12 @@ func (o *Options) complete() error {
 			return fmt.Errorf("--program %q: want NAME=COMMAND", p)
 		}
 		o.Programs = append(o.Programs, suite.Program{Name: name, Command: command})
+	}
+	// The parts not given are those make built or make install installed
+	// beside this binary, as advise finds them.
+	if exe, err := os.Executable(); err == nil {
+		p := suite.Built(suite.Parts{Lib: o.Lib, Blocksync: o.Blocksync, Launcher: o.Launcher}, exe)
+		o.Lib, o.Blocksync, o.Launcher = p.Lib, p.Blocksync, p.Launcher
 	}
 	var err error
 	if o.Agent, err = o.agent(); err != nil {

@@ -167,7 +167,7 @@ func standin(t *testing.T, name string, args ...string) string {
 func shims(t *testing.T) (blocksync, lib string) {
 	dir := t.TempDir()
 	blocksync, lib = filepath.Join(dir, "blocksync.so"), filepath.Join(dir, "libhybridsync.so")
-	src := filepath.Join("..", "..", "..", "experiments", "apps", "blocksync.c")
+	src := filepath.Join("..", "..", "..", "advise", "blocksync", "blocksync.c")
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", blocksync, src, "-ldl").CombinedOutput(); err != nil {
 		t.Logf("gcc blocksync.c: %v %s; using empty files as shims", err, out)
 		os.WriteFile(blocksync, nil, 0o644)

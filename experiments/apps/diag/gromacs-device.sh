@@ -57,7 +57,7 @@ suite)
 	[ -x "$G/plain/install/bin/gmx" ] || { echo "no gmx under $G: run '$0 build' or '$0 unpack' first" >&2; exit 2; }
 	export GMX=$G/plain/install/bin/gmx GMX_LINKED=$G/linked/install/bin/gmx
 	# What run.sh does, less the .cu programs that GROMACS does not need.
-	gcc -shared -fPIC -O2 -o build/apps/blocksync.so experiments/apps/blocksync.c -ldl
+	gcc -shared -fPIC -O2 -o build/apps/blocksync.so advise/blocksync/blocksync.c -ldl
 	cp experiments/apps/*.py build/apps/
 	exec build/device/vgpu-probe apps --suite experiments/apps/gromacs.json --dir build/apps \
 		--lib build/device/lib/libhybridsync.so --blocksync build/apps/blocksync.so \

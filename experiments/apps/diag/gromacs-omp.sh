@@ -41,7 +41,7 @@ mkdir -p "$OUT" build/apps
 [ -x "$GMX" ] || { echo "gromacs-omp.sh: $GMX is not an executable gmx" >&2; exit 2; }
 [ -f "$TPR" ] || { echo "gromacs-omp.sh: $TPR: no such file (gromacs.py input makes it)" >&2; exit 2; }
 [ "$NTOMP" -le "$(nproc)" ] || { echo "gromacs-omp.sh: NTOMP=$NTOMP is more than the $(nproc) CPUs" >&2; exit 2; }
-case ,$ARMS, in *,cuda-blocking,*) gcc -shared -fPIC -O2 -o "$SHIM" experiments/apps/blocksync.c -ldl ;; esac
+case ,$ARMS, in *,cuda-blocking,*) gcc -shared -fPIC -O2 -o "$SHIM" advise/blocksync/blocksync.c -ldl ;; esac
 
 # count N: a spin count as written in an arm's name (1000, 10k).
 count() {

@@ -66,56 +66,81 @@ func regular(path string) bool {
 // the library's folder first, as the library's build and install put
 // it). A part given that is not a file is an error.
 func FindParts(given Parts, exe string) (Parts, []string, error) {
-	p := given
-	var notes []string
-	pre := prefixes(exe)
-	find := func(flag string, path *string, rel func(libdir string) string, how string) error {
-		if *path != "" {
-			if !regular(*path) {
-				return fmt.Errorf("%s %s: not a file", flag, *path)
-			}
-			return nil
+	p, looked := built(given, prefixes(exe))
+	for _, part := range []struct {
+		flag, path, name, how string
+	}{
+		{"--lib", p.Lib, "libhybridsync.so", "run make in the source tree (build/lib), or make install-lib"},
+		{"--blocksync", p.Blocksync, "blocksync.so", "run make in the source tree (build/" + BlocksyncPath + "), or gcc -shared -fPIC -O2 -o blocksync.so advise/blocksync/blocksync.c -ldl"},
+	} {
+		switch {
+		case part.path == "":
+			return p, nil, fmt.Errorf("no %s at %s: %s, or give %s", part.name, strings.Join(looked[part.flag], " or "), part.how, part.flag)
+		case !regular(part.path):
+			return p, nil, fmt.Errorf("%s %s: not a file", part.flag, part.path)
 		}
-		var looked []string
+	}
+	if p.Launcher == "" {
+		return p, []string{fmt.Sprintf("no %s beside %s: the way hybridsync-run is left out (make builds build/bin/%s; or give --launcher)",
+			LauncherName, p.Lib, LauncherName)}, nil
+	}
+	if !executable(p.Launcher) {
+		return p, nil, fmt.Errorf("--launcher %s: not an executable file", p.Launcher)
+	}
+	return p, nil, nil
+}
+
+// Built fills the parts that given leaves empty with those found beside
+// the binary exe, as FindParts finds them, and leaves empty those not
+// found: apps, whose arms each need only some of them (Check says which
+// is missing).
+func Built(given Parts, exe string) Parts {
+	p, _ := built(given, prefixes(exe))
+	return p
+}
+
+// built fills the parts given leaves empty with those found under the
+// prefixes pre, and returns, per flag, where it looked for one it did not
+// find. The launcher is looked for beside the library's folder first.
+func built(given Parts, pre []string) (Parts, map[string][]string) {
+	p := given
+	looked := map[string][]string{}
+	find := func(flag string, path *string, rel string) {
+		if *path != "" {
+			return
+		}
 		for _, pr := range pre {
 			for _, d := range libDirs(pr) {
-				c := rel(d)
+				c := filepath.Join(d, rel)
 				if regular(c) {
 					*path = c
-					return nil
+					return
 				}
 				if filepath.Base(d) == "lib" {
-					looked = append(looked, c)
+					looked[flag] = append(looked[flag], c)
 				}
 			}
 		}
-		return fmt.Errorf("no %s at %s: %s, or give %s", filepath.Base(rel("")), strings.Join(looked, " or "), how, flag)
 	}
-	if err := find("--lib", &p.Lib, func(d string) string { return filepath.Join(d, "libhybridsync.so") },
-		"run make in the source tree (build/lib), or make install-lib"); err != nil {
-		return p, nil, err
-	}
-	if err := find("--blocksync", &p.Blocksync, func(d string) string { return filepath.Join(d, "vgpu-probe", "blocksync.so") },
-		"run make in the source tree (build/"+BlocksyncPath+"), or gcc -shared -fPIC -O2 -o blocksync.so experiments/apps/blocksync.c -ldl"); err != nil {
-		return p, nil, err
-	}
-	if p.Launcher != "" {
-		if st, err := os.Stat(p.Launcher); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-			return p, nil, fmt.Errorf("--launcher %s: not an executable file", p.Launcher)
+	find("--lib", &p.Lib, "libhybridsync.so")
+	find("--blocksync", &p.Blocksync, filepath.Join("vgpu-probe", "blocksync.so"))
+	if p.Launcher == "" && p.Lib != "" {
+		candidates := []string{LauncherFor(p.Lib)}
+		for _, pr := range pre {
+			candidates = append(candidates, filepath.Join(pr, "bin", LauncherName))
 		}
-		return p, notes, nil
-	}
-	candidates := []string{LauncherFor(p.Lib)}
-	for _, pr := range pre {
-		candidates = append(candidates, filepath.Join(pr, "bin", LauncherName))
-	}
-	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			p.Launcher = c
-			return p, notes, nil
+		for _, c := range candidates {
+			if executable(c) {
+				p.Launcher = c
+				break
+			}
 		}
 	}
-	notes = append(notes, fmt.Sprintf("no %s beside %s: the way hybridsync-run is left out (make builds build/bin/%s; or give --launcher)",
-		LauncherName, p.Lib, LauncherName))
-	return p, notes, nil
+	return p, looked
+}
+
+// executable reports whether path is a regular file someone may run.
+func executable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }

@@ -55,3 +55,26 @@ func TestFindParts(t *testing.T) {
 		t.Errorf("--launcher not executable: %v", err)
 	}
 }
+
+// Built (apps) fills what make built beside the binary and leaves empty
+// what is not there, without an error; what was given stays.
+func TestBuilt(t *testing.T) {
+	tree := t.TempDir()
+	exe := suitetest.File(t, filepath.Join(tree, "vgpu-probe"), 0o755)
+	if p := Built(Parts{}, exe); p != (Parts{}) {
+		t.Errorf("nothing built: %+v", p)
+	}
+	shim := suitetest.File(t, filepath.Join(tree, "build", BlocksyncPath), 0o755)
+	if p := Built(Parts{}, exe); p != (Parts{Blocksync: shim}) {
+		t.Errorf("the shim only: %+v", p)
+	}
+	lib := suitetest.File(t, filepath.Join(tree, "build", "lib", "libhybridsync.so"), 0o755)
+	run := suitetest.File(t, filepath.Join(tree, "build", "bin", LauncherName), 0o755)
+	if p := Built(Parts{}, exe); p != (Parts{Lib: lib, Blocksync: shim, Launcher: run}) {
+		t.Errorf("make's parts: %+v", p)
+	}
+	given := Parts{Lib: "/opt/x/lib/libhybridsync.so", Blocksync: "/opt/shim.so"}
+	if p := Built(given, exe); p.Lib != given.Lib || p.Blocksync != given.Blocksync || p.Launcher != run {
+		t.Errorf("given kept, the launcher found: %+v", p)
+	}
+}
