@@ -10,9 +10,11 @@ import (
 )
 
 // Root is where run, bench, apps and advise write when --out is not
-// given: results/ under the working directory. In the source tree git
-// ignores what they write there (.gitignore: /results/KIND-*/).
-const Root = "results"
+// given: vgpu-probe-results/ under the working directory, a name of its
+// own, so that in the source tree it is none of the project's package
+// folders (git ignores it: .gitignore), and in a user's folder it says
+// what wrote it.
+const Root = "vgpu-probe-results"
 
 // KindAdvise names advise's default directories; the results document it
 // writes is of KindApps.

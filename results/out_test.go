@@ -17,10 +17,10 @@ import (
 func TestDefaultDir(t *testing.T) {
 	at := time.Date(2026, 11, 29, 7, 5, 9, 0, time.FixedZone("CET", 3600))
 	for kind, want := range map[string]string{
-		KindRun:    "results/run-20261129-060509",
-		KindBench:  "results/bench-20261129-060509",
-		KindApps:   "results/apps-20261129-060509",
-		KindAdvise: "results/advise-20261129-060509",
+		KindRun:    "vgpu-probe-results/run-20261129-060509",
+		KindBench:  "vgpu-probe-results/bench-20261129-060509",
+		KindApps:   "vgpu-probe-results/apps-20261129-060509",
+		KindAdvise: "vgpu-probe-results/advise-20261129-060509",
 	} {
 		if got := DefaultDir(kind, at); got != want {
 			t.Errorf("%s: %s, want %s", kind, got, want)
@@ -89,9 +89,9 @@ func TestEncodeIsTheFile(t *testing.T) {
 // TestOneWriter: no command makes its own default output directory or
 // dates it its own way: outside this package no Go file of the tree
 // names the time layout of DefaultDir and Stamp, joins a path under
-// "results", or looks up $XDG_STATE_HOME.
+// Root, or looks up $XDG_STATE_HOME.
 func TestOneWriter(t *testing.T) {
-	banned := []string{`"20060102-150405"`, `Join("results"`, `"XDG_STATE_HOME"`}
+	banned := []string{`"20060102-150405"`, `Join("` + Root + `"`, `"XDG_STATE_HOME"`}
 	root := ".."
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {

@@ -215,6 +215,12 @@ func (f *File) check() error {
 	c.Range("config.host_us", f.Config.HostUS, 0, input.MaxUS)
 	c.Range("config.kernel_us", f.Config.KernelUS, 0, input.MaxUS)
 	c.Range("config.period_us", float64(f.Config.PeriodUS), 0, input.MaxUS)
+	if len(f.Cells) == 0 {
+		// Writers write no document before their first cell; one without
+		// cells is from a run that failed or was stopped before it, and
+		// must not read as a result.
+		c.Failf("no cells: the run that wrote it ended before its first cell (it failed or was stopped)")
+	}
 	for i := range f.Cells {
 		f.Cells[i].check(&c, fmt.Sprintf("cells[%d]", i))
 	}

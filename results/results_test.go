@@ -67,6 +67,8 @@ func TestParseRejectsImpossibleValues(t *testing.T) {
 		{"config.kernel_us", func(f *File) { f.Config.KernelUS = -500 }},
 		{"config.reps", func(f *File) { f.Config.Reps = -1 }},
 		{"machine.cpus", func(f *File) { f.Machine.CPUs = -4 }},
+		// What a run that failed before its first cell would have left.
+		{"no cells", func(f *File) { f.Cells = nil }},
 	} {
 		f := good()
 		tc.spoil(f)

@@ -69,7 +69,7 @@ func NewCmd(runF func(context.Context, *adv.Config) error) *cobra.Command {
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (default: build/lib beside the binary, or PREFIX/lib)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim (default: build/"+suite.BlocksyncPath+" beside the binary, or PREFIX/"+suite.BlocksyncPath+")")
 	f.StringVar(&o.Launcher, "launcher", "", "hybridsync-run (default: bin/ beside the library's folder; without one that way is left out)")
-	f.StringVar(&o.Out, "out", "", "output directory (default results/advise-TIMESTAMP, UTC)")
+	f.StringVar(&o.Out, "out", "", "output directory (default vgpu-probe-results/advise-TIMESTAMP, UTC)")
 	f.BoolVar(&o.Table, "table", false, "print apps' table of every way before the line")
 	complete.Flags(cmd, map[string]cobra.CompletionFunc{
 		"lib":       complete.Files("so"),

@@ -125,7 +125,7 @@ removed after each cell, also on Ctrl-C and failure.`,
   sudo vgpu-probe apps --suite experiments/apps/inproc.json --dir build/apps \
       --lib build/device/lib/libhybridsync.so --contention none,while1 \
       --with-agent --hints --mitigate slice=100us --mitigate-arms hybridsync
-  vgpu-probe apps --from results/apps-20261124-135706/runs.jsonl`,
+  vgpu-probe apps --from vgpu-probe-results/apps-20261124-135706/runs.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out, o.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -158,7 +158,7 @@ removed after each cell, also on Ctrl-C and failure.`,
 	f.BoolVar(&o.ContendAtStart, "contend-at-start", false, "put each setting in place before the program starts, not at its ready line (hybridsync-run measures contention at the start)")
 	f.StringVar(&o.Launcher, "launcher", "", "the library's launcher hybridsync-run, for the hybridsync-run arm (default: bin/hybridsync-run beside --lib's folder)")
 	f.Float64Var(&o.Seconds, "seconds", 0, "pass --seconds S to each program (0: do not; the programs default to 2 s)")
-	f.StringVar(&o.OutDir, "out", "", "output directory (default results/apps-TIMESTAMP, UTC)")
+	f.StringVar(&o.OutDir, "out", "", "output directory (default vgpu-probe-results/apps-TIMESTAMP, UTC)")
 	f.BoolVar(&o.JSON, "json", false, "print the results document (results.json, with the table as its apps part) instead of the table")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time limit of one run")
 	f.DurationVar(&o.CapQuota, "cap-quota", 10*time.Millisecond, "CPU quota per period for the cap settings")

@@ -115,7 +115,7 @@ statistics (one file per cell process).`,
 	f.DurationVar(&o.CapPeriod, "cap-period", 20*time.Millisecond, "CPU bandwidth period for the cap settings")
 	f.IntVar(&o.CPU, "cpu", -1, "CPU to pin the benchmark and co-runner to (default: the last one this process may use)")
 	f.BoolVar(&o.JSON, "json", false, "print the results document (results.json, with the table as its bench part) instead of the table")
-	f.StringVar(&o.OutDir, "out", "", "directory for results.json, the results document `vgpu-probe report` reads (default results/bench-TIMESTAMP, UTC)")
+	f.StringVar(&o.OutDir, "out", "", "directory for results.json, the results document `vgpu-probe report` reads (default vgpu-probe-results/bench-TIMESTAMP, UTC)")
 	f.StringVar(&o.Mitigate, "mitigate", "", "give each benchmark cell's threads (not the co-runner's) a short EEVDF slice, as the agent's --mitigate does: "+mitigate.Usage+" (needs Linux 6.12+)")
 	f.StringSliceVar(&o.Thresholds, "threshold", []string{workload.ThresholdGuest},
 		"where the wait takes the remaining time slice from: hints (the agent's hint page), guest (the guest-only estimate), static (the paper's fixed 10 ms); overrides HYBRIDSYNC_HINTS and HYBRIDSYNC_MAX_SPIN_US in the cells")

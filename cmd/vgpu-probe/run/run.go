@@ -139,7 +139,7 @@ docs/experiments.md.`,
 	f.IntVar(&o.Reps, "reps", 3, "repetitions per cell; the median is reported, min and max kept")
 	f.DurationVar(&o.Period, "cpu-period", 20*time.Millisecond, "CPU bandwidth period of shared2's quotas")
 	f.IntVar(&o.TimelineSteps, "timeline-steps", 100, "steps per vCPU of the median run kept per cell for the profiler (0: none)")
-	f.StringVar(&o.OutDir, "out", "", "output directory (default results/run-TIMESTAMP)")
+	f.StringVar(&o.OutDir, "out", "", "output directory (default vgpu-probe-results/run-TIMESTAMP)")
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out: keep its cells, run the rest")
 	f.BoolVar(&o.SampleNVML, "nvml", false, "sample GPU utilisation, clocks and memory with NVML during the run, into --out DIR/nvml-*.json (default: only with --device cuda; a host without a GPU is noted once)")
 	f.DurationVar(&o.NVMLInterval, "nvml-interval", 200*time.Millisecond, "how often --nvml samples (0: off)")
@@ -336,6 +336,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		if f != nil && len(f.Cells) > 0 {
 			fmt.Fprintf(o.Err, "vgpu-probe: %d cells finished before this and are in %s (continue with --out %s --resume)\n", len(f.Cells), path, o.OutDir)
+		} else {
+			// No cell, no results file (runner.Run): the directory goes
+			// too where nothing else was written in it.
+			os.Remove(o.OutDir)
 		}
 		if interrupted {
 			return errors.New("interrupted; everything it started was stopped and removed")

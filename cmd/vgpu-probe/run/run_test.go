@@ -57,7 +57,7 @@ func TestDefaults(t *testing.T) {
 		t.Error("parsing created the output directory")
 	}
 	o, err = parse(t)
-	if err != nil || !strings.HasPrefix(o.OutDir, filepath.Join("results", "run-")) {
+	if err != nil || !strings.HasPrefix(o.OutDir, filepath.Join("vgpu-probe-results", "run-")) {
 		t.Errorf("default --out %q, %v", o.OutDir, err)
 	}
 }

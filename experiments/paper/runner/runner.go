@@ -135,7 +135,8 @@ func sameWorkload(old, cfg results.Config, path string) error {
 
 // Run runs the experiment and returns the results (also those resumed).
 // On cancellation or failure it returns the error with the results of
-// every group that finished, which are also in OutDir.
+// every group that finished, which are also in OutDir (where none
+// finished, OutDir has no results file).
 func Run(ctx context.Context, o Options) (*results.File, error) {
 	if o.Reps <= 0 {
 		return nil, fmt.Errorf("reps must be positive")
@@ -198,9 +199,9 @@ func Run(ctx context.Context, o Options) (*results.File, error) {
 		// co-runner exists: the work is a fixed amount of CPU.
 		o.Workload.Config.Work = workload.CalibrateOn(cpus[len(cpus)-1], o.HostWork)
 	}
-	if err := o.write(f); err != nil {
-		return f, err
-	}
+	// The results file is written after each group, never before the
+	// first: a run that fails before any cell leaves none that would read
+	// as a result.
 	for _, g := range plan {
 		cells, err := o.runGroup(ctx, g, cpus)
 		if err != nil {

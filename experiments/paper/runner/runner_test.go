@@ -473,8 +473,14 @@ func TestCommandWorkload(t *testing.T) {
 			t.Errorf("cell %+v: no slowdown", c.Key)
 		}
 	}
+	// A run that fails in its first cell leaves no results file, which
+	// would read as a result without cells.
 	o.Matrix.Modes = []hybridsync.Mode{hybridsync.ModeHybrid}
+	o.OutDir = t.TempDir()
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("a failing command: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(o.OutDir, ResultsName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a run that failed in its first cell left %s: %v", ResultsName, err)
 	}
 }
