@@ -498,34 +498,14 @@ func contendedLead(cells []Cell, f *results.File, ref string) (decide.Lead, [2]i
 	return lead, led
 }
 
-// modeTimes are the times of each mode of setting set, by repetition:
-// per step where the file compares so, paired by Result.Rep where the
-// writer numbered them, else by their place; a cell without
-// repetitions by its median.
+// modeTimes are the times of each mode of setting set, by repetition
+// (compare.RepTimes: the table's own).
 func modeTimes(f *results.File, set results.Key) map[string]decide.Times {
 	out := map[string]decide.Times{}
 	for _, c := range f.Cells {
-		if Setting(c.Key) != set {
-			continue
+		if Setting(c.Key) == set {
+			out[c.Mode] = compare.RepTimes(c, f.Config.PerStep)
 		}
-		t := decide.Times{}
-		reps := c.Reps
-		if len(reps) == 0 {
-			reps = []results.Result{c.Median} // an older file: its median alone
-		}
-		for i, r := range reps {
-			rep := i + 1
-			if r.Rep > 0 {
-				rep = r.Rep
-			}
-			if x := r.WallS; x > 0 {
-				if f.Config.PerStep && r.Steps > 0 {
-					x /= float64(r.Steps)
-				}
-				t[rep] = x
-			}
-		}
-		out[c.Mode] = t
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
@@ -31,6 +32,9 @@ type Cell struct {
 	// Reps are the repetitions' times (the same measure as WallS), for
 	// the spread; none is fine.
 	Reps []float64
+	// Times are the same by repetition, paired across the modes of a
+	// row for decide.Fastest; nil ranks the cell by WallS alone.
+	Times decide.Times
 	// Waited and Spun count the waits of the cell's timeline that found
 	// their kernel unfinished, and of those the ones the thread spent on
 	// the CPU, whole or in part (results.Step.Wait); both 0 where the
@@ -90,9 +94,11 @@ type Row struct {
 	Cells map[string]Entry
 	// Best is the fastest mode, Next the second; Margin is Next's time
 	// over Best's, less 1 (0.07: Best is 7% faster). Next is "" with one
-	// mode.
+	// mode. They are decide.Fastest's, the rule report's verdict and
+	// advise decide by, whose Sign says whether the repetitions settle it.
 	Best, Next string
 	Margin     float64
+	Sign       decide.Sign
 }
 
 // Noisy reports whether the repetitions of the row's two leading modes
@@ -138,6 +144,7 @@ func FromFile(f *results.File) Table {
 		for _, r := range c.Reps {
 			cell.Reps = append(cell.Reps, measure(r, f.Config.PerStep))
 		}
+		cell.Times = RepTimes(c, f.Config.PerStep)
 		if f.Config.PerStep {
 			cell.WallS = stats.Median(cell.Reps)
 			if len(cell.Reps) == 0 {
@@ -178,6 +185,27 @@ func waitKinds(steps []results.Step) (waited, spun int) {
 }
 
 // measure is a run's time as compared: its wall time, or per step.
+// RepTimes are a cell's times by repetition: per step where perStep,
+// numbered by Result.Rep where the writer numbered them, else by their
+// place; a cell without repetitions by its median (an older file).
+func RepTimes(c results.Cell, perStep bool) decide.Times {
+	t := decide.Times{}
+	reps := c.Reps
+	if len(reps) == 0 {
+		reps = []results.Result{c.Median}
+	}
+	for i, r := range reps {
+		rep := i + 1
+		if r.Rep > 0 {
+			rep = r.Rep
+		}
+		if x := measure(r, perStep); x > 0 {
+			t[rep] = x
+		}
+	}
+	return t
+}
+
 func measure(r results.Result, perStep bool) float64 {
 	if perStep && r.Steps > 0 {
 		return r.WallS / float64(r.Steps)
@@ -190,6 +218,7 @@ func measure(r results.Result, perStep bool) float64 {
 func Build(cells []Cell, reference string) Table {
 	t := Table{Reference: reference, Refs: map[RefKey]Ref{}}
 	index := map[results.Key]int{}
+	times := map[results.Key]map[string]decide.Times{} // by row, by mode
 	for _, c := range cells {
 		if c.WallS <= 0 {
 			continue
@@ -219,21 +248,19 @@ func Build(cells []Cell, reference string) Table {
 			e.MaxS = max(e.MaxS, r)
 		}
 		t.Rows[i].Cells[c.Key.Mode] = e
+		ct := c.Times
+		if ct == nil {
+			ct = decide.Times{1: c.WallS}
+		}
+		if times[k] == nil {
+			times[k] = map[string]decide.Times{}
+		}
+		times[k][c.Key.Mode] = ct
 	}
 	for i := range t.Rows {
 		r := &t.Rows[i]
-		var ranked []string
-		for _, m := range t.Modes {
-			if _, ok := r.Cells[m]; ok {
-				ranked = append(ranked, m)
-			}
-		}
-		slices.SortStableFunc(ranked, func(a, b string) int { return cmp.Compare(r.Cells[a].WallS, r.Cells[b].WallS) })
-		r.Best = ranked[0]
-		if len(ranked) > 1 {
-			r.Next = ranked[1]
-			r.Margin = r.Cells[r.Next].WallS/r.Cells[r.Best].WallS - 1
-		}
+		lead := decide.Fastest(times[r.Key])
+		r.Best, r.Next, r.Margin, r.Sign = lead.Best, lead.Next, lead.Margin, lead.Sign
 		for m, e := range r.Cells {
 			if ref := t.Refs[refKey(r.Key)]; ref.WallS > 0 {
 				e.VsRef = e.WallS / ref.WallS
@@ -384,6 +411,14 @@ func LabelParts(k results.Key) []string {
 	return parts
 }
 
+// settledWords says whether a lead's sign test settles it.
+func settledWords(s decide.Sign) string {
+	if s.Ahead() {
+		return "settled by the sign test"
+	}
+	return "not settled"
+}
+
 // BottomLine is one sentence naming the best mode of each setting and its
 // margin over the next; "" without cells.
 func (t Table) BottomLine() string {
@@ -392,6 +427,9 @@ func (t Table) BottomLine() string {
 		s := fmt.Sprintf("%s: %s", Label(r.Key), r.Best)
 		if r.Next != "" {
 			s += fmt.Sprintf(", %s ahead of %s", pct(r.Margin), r.Next)
+			if r.Sign.N > 1 {
+				s += fmt.Sprintf(" (faster than every other mode in %d of %d repetitions: %s)", r.Sign.Wins, r.Sign.N, settledWords(r.Sign))
+			}
 		}
 		parts = append(parts, s)
 	}

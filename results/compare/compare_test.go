@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/results"
+	"github.com/vgpu-probe/vgpu-probe/results/decide"
 	"github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
@@ -163,6 +164,39 @@ func TestBottomLine(t *testing.T) {
 	}
 	if w := tb.Warnings(); len(w) != 0 {
 		t.Errorf("warnings %q without repetitions", w)
+	}
+}
+
+// The row's best mode is decide.Fastest's over the repetitions, paired
+// by number (the rule report's verdict and advise use), and the bottom
+// line says whether the sign test settles it: a mode whose median is
+// least but which won only some of the repetitions is not settled; one
+// that won every one of 6 is.
+func TestBottomLineSettled(t *testing.T) {
+	k := func(mode string) results.Key { return results.Key{Scenario: shared1, VCPUs: 1, Corunner: "while1", Corunners: 1, Mode: mode} }
+	times := func(x ...float64) decide.Times {
+		out := decide.Times{}
+		for i, v := range x {
+			out[i+1] = v
+		}
+		return out
+	}
+	row := func(hybrid, block decide.Times) Row {
+		return Build([]Cell{{Key: k("hybrid"), WallS: 1, Times: hybrid}, {Key: k("block"), WallS: 1, Times: block}}, "baseline").Rows[0]
+	}
+	r := row(times(1, 1, 1, 1, 1, 1), times(2, 2, 2, 2, 2, 2))
+	if r.Best != "hybrid" || r.Sign.Wins != 6 || r.Sign.N != 6 || !r.Sign.Ahead() {
+		t.Errorf("won all 6: %+v", r)
+	}
+	// block's median is least, hybrid won the other half by far: ranked
+	// by the medians, not settled.
+	r = row(times(1, 1, 1, 5, 5, 5), times(2, 2, 2, 1.5, 1.5, 1.5))
+	if r.Best != "block" || r.Sign.Ahead() {
+		t.Errorf("split: %+v", r)
+	}
+	tb := Build([]Cell{{Key: k("hybrid"), WallS: 1, Times: times(1, 1, 1, 5, 5, 5)}, {Key: k("block"), WallS: 1, Times: times(2, 2, 2, 1.5, 1.5, 1.5)}}, "baseline")
+	if got := tb.BottomLine(); !strings.Contains(got, "block, 71% ahead of hybrid (faster than every other mode in 3 of 6 repetitions: not settled)") {
+		t.Errorf("bottom line %q", got)
 	}
 }
 
