@@ -70,6 +70,7 @@ install-bin: build man completions $(BUILD)/lib/vgpu-probe/blocksync.so
 	install -m 0644 $(BUILD)/vgpu-probe-agent.service $(DESTDIR)$(UNITDIR)/
 	rm -f $(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1
 	install -m 0644 $(BUILD)/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 libhybridsync/hybridsync-run.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(BUILD)/completion/vgpu-probe.bash $(DESTDIR)$(BASHCOMPDIR)/vgpu-probe
 	install -m 0644 $(BUILD)/completion/_vgpu-probe $(DESTDIR)$(ZSHCOMPDIR)/_vgpu-probe
 	install -m 0644 $(BUILD)/completion/vgpu-probe.fish $(DESTDIR)$(FISHCOMPDIR)/vgpu-probe.fish
@@ -79,6 +80,7 @@ uninstall-bin:
 	rmdir $(DESTDIR)$(LIBDIR)/vgpu-probe 2>/dev/null || true
 	rm -f $(DESTDIR)$(BINDIR)/vgpu-probe $(DESTDIR)$(UNITDIR)/vgpu-probe-agent.service \
 		$(DESTDIR)$(MANDIR)/man1/vgpu-probe.1 $(DESTDIR)$(MANDIR)/man1/vgpu-probe-*.1 \
+		$(DESTDIR)$(MANDIR)/man1/hybridsync-run.1 \
 		$(DESTDIR)$(BASHCOMPDIR)/vgpu-probe $(DESTDIR)$(ZSHCOMPDIR)/_vgpu-probe \
 		$(DESTDIR)$(FISHCOMPDIR)/vgpu-probe.fish
 

@@ -74,8 +74,8 @@ up() {
 
 	# Without udev, /dev/kvm stays root:root 0600. libvirt then sees that the
 	# QEMU user (libvirt-qemu, group kvm) cannot open it, declares its cached
-	# QEMU capabilities stale on every call and re-probes every QEMU binary:
-	# ~48 s per domain start instead of ~0.3 s (measured). Give it the mode
+	# QEMU capabilities stale on every call and re-probes every QEMU binary
+	# at each domain start (docs/vm-testing.md has the cost). Give it the mode
 	# Debian's udev rule would (root:kvm 0660). Our domains still use TCG.
 	if [ -c /dev/kvm ] && ! getent group kvm >/dev/null; then
 		log "creating group kvm for /dev/kvm (no udev here)"

@@ -199,9 +199,9 @@ struct {
 // A thread whose last involuntary interval (of QUIET_OFF_NS or more) ended
 // longer ago than this has its CPU to itself: its hint says no slice ends
 // (the publisher's contendedFor), whatever the time of its switch-in, so
-// that switch-in wakes nobody either. Waking the reader for every
-// switch-in cost the agent 15% of a core for a pair of threads switching
-// 33k times a second (docs/tried.md: "Waking the reader for every switch-in").
+// that switch-in wakes nobody either: waking the reader for every
+// switch-in costs the agent CPU at every switch of a watched thread, however
+// fast it switches (docs/tried.md: "Waking the reader for every switch-in").
 #define CONTENDED_NS 500000000ULL
 
 // Only a switch-in after an involuntary switch-out (the co-runner's turn

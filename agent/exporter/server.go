@@ -59,8 +59,8 @@ func ValidateWebConfig(path string) error {
 const fdReserve = 1024
 
 // connBytes is what one open connection may cost, user and kernel side
-// (goroutine stack, buffers, socket): measured ~20 KiB for an idle
-// keep-alive connection (make bench-agent-http), doubled for headroom.
+// (goroutine stack, buffers, socket): twice what an idle keep-alive
+// connection costs as make bench-agent-http measures it (docs/agent.md).
 const connBytes = 40 << 10
 
 // connHeapBytes is the part of an idle connection's cost that is on the

@@ -65,6 +65,7 @@ func TestMakeInstall(t *testing.T) {
 		"share/zsh/site-functions/_vgpu-probe":               0o644,
 		"share/fish/vendor_completions.d/vgpu-probe.fish":    0o644,
 		"share/man/man3/libhybridsync.3":                     0o644,
+		"share/man/man1/hybridsync-run.1":                    0o644,
 		"lib/libhybridsync.so.0.1.0":                         0o755,
 		"lib/vgpu-probe/blocksync.so":                        0o755,
 		"lib/libhybridsync.a":                                0o644,

@@ -14,9 +14,9 @@ import (
 // Adjusted is an arm compared with cuda-default at the same CPU speed.
 //
 // Step times of separate processes can differ by far more than any wait
-// policy changes them: on a GPU machine that is itself a VM one mdrun
-// runs up to 1.5x slower than the next with the same input, every
-// CPU-side activity slower by one factor for the process's life. A
+// policy changes them (docs/gromacs.md: one mdrun against the next with
+// the same input, on a GPU machine that is itself a VM), every CPU-side
+// activity slower by one factor for the process's life. A
 // program that reports CPU-side work with no wait inside it (Run.HostS)
 // gauges that speed, and over every run of a program and setting
 //
