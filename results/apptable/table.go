@@ -549,13 +549,26 @@ func rowColumns(r Row, has columnsOf) []string {
 	return append(cols, fmt.Sprint(failed))
 }
 
+// pairWords is T and 2C in the unit that suits the larger: a step's in
+// µs, a program's timed whole (no result line) in ms or s.
+func pairWords(t, twoC float64) string {
+	unit, div, format := "µs", 1.0, "%.1f"
+	switch m := max(t, twoC); {
+	case m >= 1e6:
+		unit, div, format = "s", 1e6, "%.2f"
+	case m >= 1e4:
+		unit, div = "ms", 1e3
+	}
+	return fmt.Sprintf("T "+format+" / 2C "+format+" %s", t/div, twoC/div, unit)
+}
+
 // limitCol is the limit: the bound that applies, then T and 2C, and on
 // several CPUs how many C is over.
 func limitCol(l *Limit) string {
 	if l == nil {
 		return "-"
 	}
-	s := fmt.Sprintf("%s: T %.1f / 2C %.1f µs", l.Bound, l.TUS, l.TwoCUS)
+	s := fmt.Sprintf("%s: %s", l.Bound, pairWords(l.TUS, l.TwoCUS))
 	if l.CPUs > 1 {
 		s += fmt.Sprintf(" (C over %d CPUs)", l.CPUs)
 	}

@@ -347,3 +347,20 @@ func TestScriptArms(t *testing.T) {
 		t.Errorf("row:\n%s", lines[1])
 	}
 }
+
+// The limit's T and 2C read in the unit of their size: a step's in µs, a
+// program timed whole in s (not millions of µs).
+func TestLimitUnits(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		want string
+	}{
+		{Limit{Bound: "2C", TUS: 400, TwoCUS: 810}, "2C: T 400.0 / 2C 810.0 µs"},
+		{Limit{Bound: "T", TUS: 25000, TwoCUS: 12000}, "T: T 25.0 / 2C 12.0 ms"},
+		{Limit{Bound: "2C", TUS: 1947587.2, TwoCUS: 1955677.0, CPUs: 2}, "2C: T 1.95 / 2C 1.96 s (C over 2 CPUs)"},
+	} {
+		if got := limitCol(&tc.l); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.l, got, tc.want)
+		}
+	}
+}

@@ -28,8 +28,8 @@ func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, cap
 	var vcpus []int
 	for _, c := range contentions {
 		s := settingOf(c)
-		if !slices.Contains(scenarios, s.Base) {
-			scenarios = append(scenarios, s.Base)
+		if !slices.Contains(scenarios, s.scenario()) {
+			scenarios = append(scenarios, s.scenario())
 		}
 		if !slices.Contains(vcpus, s.CPUs) {
 			vcpus = append(vcpus, s.CPUs)
@@ -73,7 +73,7 @@ func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, cap
 					continue
 				}
 				s := settingOf(c)
-				f.Cells = append(f.Cells, cellOf(results.Key{Program: p, Scenario: s.Base, VCPUs: s.CPUs, Mode: a}, rs))
+				f.Cells = append(f.Cells, cellOf(results.Key{Program: p, Scenario: s.scenario(), VCPUs: s.CPUs, Mode: a}, rs))
 			}
 		}
 	}
@@ -101,7 +101,7 @@ func WriteResults(dir string, doc *results.File) (string, error) {
 // cellOf is one cell from its good runs: each a repetition, the median
 // field by field.
 func cellOf(k results.Key, rs []Run) results.Cell {
-	if strings.HasSuffix(k.Scenario, "while1") {
+	if base, _ := apptable.SplitPattern(k.Scenario); strings.HasSuffix(base, "while1") {
 		k.Corunner, k.Corunners = "while1", 1
 	}
 	c := results.Cell{Key: k, RunnerVCPUs: k.VCPUs}

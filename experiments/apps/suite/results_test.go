@@ -54,6 +54,32 @@ func ptrVal(p *float64) float64 {
 func near(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) < 1e-9 }
 
 // TestSettingOrder: the table sorts settings in corunner's order.
+// Two patterns of one setting (advise's while1x2 and while1x2-1s) are
+// two cells of the results document, each named as measured, not one
+// cell measured twice.
+func TestResultsFilePatterns(t *testing.T) {
+	contentions := []string{"nonex2", "while1x2", "while1x2-1s"}
+	var runs []Run
+	for rep := range 2 {
+		for i, c := range contentions {
+			runs = append(runs, Run{Program: "p", Contention: c, Arm: "cuda-default", Rep: rep, WallS: float64(1 + i), CPUS: 1})
+		}
+	}
+	f := ResultsFile(runs, []string{"p"}, contentions, []string{"cuda-default"}, 2, 0, 0, results.Machine{})
+	want := map[string]float64{"none": 1, "while1": 2, "while1-1s": 3}
+	if len(f.Cells) != len(want) {
+		t.Fatalf("%d cells, want %d: %+v", len(f.Cells), len(want), f.Cells)
+	}
+	for _, c := range f.Cells {
+		if w, ok := want[c.Scenario]; !ok || c.Median.WallS != w || c.VCPUs != 2 || (c.Scenario != "none" && c.Corunner != "while1") {
+			t.Errorf("cell %+v: median %v", c.Key, c.Median.WallS)
+		}
+	}
+	if !slices.Equal(f.Config.Scenarios, []string{"none", "while1", "while1-1s"}) {
+		t.Errorf("scenarios %v", f.Config.Scenarios)
+	}
+}
+
 func TestSettingOrder(t *testing.T) {
 	if !slices.Equal(apptable.SettingOrder, corunner.Contentions) {
 		t.Errorf("apptable.SettingOrder %v, corunner.Contentions %v", apptable.SettingOrder, corunner.Contentions)

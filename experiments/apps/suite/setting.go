@@ -79,6 +79,17 @@ func parseSetting(name string) (setting, error) {
 	return s, nil
 }
 
+// scenario is the setting as the results document's cells name it: the
+// setting on each CPU and the busy loops' pattern ("while1-1s"), apart
+// from the CPUs, which the cell's VCPUs count. Two patterns of one
+// setting are two rows of report's table, not one.
+func (s setting) scenario() string {
+	if s.Pattern == "" {
+		return s.Base
+	}
+	return s.Base + "-" + s.Pattern
+}
+
 // period is how long the busy loops of a coming-and-going pattern stay
 // on, and then off (0: they stay).
 func (s setting) period() time.Duration {
