@@ -173,7 +173,9 @@ func TestBottomLine(t *testing.T) {
 // least but which won only some of the repetitions is not settled; one
 // that won every one of 6 is.
 func TestBottomLineSettled(t *testing.T) {
-	k := func(mode string) results.Key { return results.Key{Scenario: shared1, VCPUs: 1, Corunner: "while1", Corunners: 1, Mode: mode} }
+	k := func(mode string) results.Key {
+		return results.Key{Scenario: shared1, VCPUs: 1, Corunner: "while1", Corunners: 1, Mode: mode}
+	}
 	times := func(x ...float64) decide.Times {
 		out := decide.Times{}
 		for i, v := range x {
