@@ -63,8 +63,9 @@ The parts are found beside the binary (build/lib, build/bin from make in
 the source tree; PREFIX/lib, PREFIX/bin from make install), or given with
 --lib, --blocksync and --launcher. A program that fails as it is, in the
 first run, stops it with an error; one that fails in another way leaves
-that way out. Results go to --out (default vgpu-probe-results/advise-TIMESTAMP in the
-working directory, the time in UTC, as run, bench and apps write):
+that way out. Results go to --out (default
+vgpu-probe-results/advise-TIMESTAMP in the working directory, the time in
+UTC, as run, bench and apps write):
 runs.jsonl, summary.json, advice.json, and results.json for vgpu-probe
 report, which shows the paired table. They are written to a hidden
 directory beside --out and renamed to it at the end, so a failure leaves
