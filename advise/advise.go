@@ -95,9 +95,9 @@ type BadInput struct{ Err error }
 func (e BadInput) Error() string { return e.Err.Error() }
 func (e BadInput) Unwrap() error { return e.Err }
 
-// arms are the arms advise runs, the A/A control among the ways,
+// allArms are the arms advise runs, the A/A control among the ways,
 // so that its distance in time from cuda-default is like theirs.
-var arms = []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
+var allArms = []string{"cuda-default", "cuda-blocking", "cuda-default-again", "hybridsync", "hybridsync-run"}
 
 // Patterns are the busy loops' patterns advise can measure
 // (apptable.Patterns but late, which starts them at a ready line that
@@ -183,10 +183,18 @@ func Run(ctx context.Context, a *Config) (*decide.Advice, error) {
 	if err != nil {
 		return nil, BadInput{err}
 	}
-	if _, err := a.config(arms); err != nil {
+	if _, err := a.config(allArms); err != nil {
 		return nil, BadInput{err}
 	}
-	arms, err := a.firstRun(ctx)
+	// --max-time bounds the whole advise, the first run and a repetition
+	// under way included: a program slowed down by the machine's other
+	// work must not hold it for many times the bound.
+	bounded, cancel := context.WithTimeoutCause(ctx, a.MaxTime, errMaxTime)
+	defer cancel()
+	arms, err := a.firstRun(bounded)
+	if errors.Is(context.Cause(bounded), errMaxTime) && ctx.Err() == nil {
+		return nil, fmt.Errorf("--max-time %v ended the first run as it is: nothing written (give a longer --max-time)", a.MaxTime)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +210,15 @@ func Run(ctx context.Context, a *Config) (*decide.Advice, error) {
 		return nil, BadInput{err}
 	}
 	defer os.RemoveAll(work)
-	runs, reps, stopped := a.repeat(ctx, c, work)
+	runs, reps, stopped := a.repeat(bounded, c, work)
 	if stopped != nil && !errors.Is(stopped, context.Canceled) {
 		return nil, stopped
 	}
 	if reps == 0 {
 		fmt.Fprintln(a.Stderr, "advise: no repetition ended: nothing written")
+		if stopped == nil {
+			return nil, fmt.Errorf("--max-time %v ended the first repetition: nothing written (give a longer --max-time)", a.MaxTime)
+		}
 		return nil, stopped
 	}
 	adv := adviceOf(runs, c)
@@ -291,7 +302,7 @@ func (a *Config) firstRun(ctx context.Context) ([]string, error) {
 // an OpenMP runtime (and there is a launcher); with the A/A pair where
 // any is left. skipped are the others, each with why.
 func applicable(u Uses, launcher bool) (arms, skipped []string) {
-	for _, arm := range arms {
+	for _, arm := range allArms {
 		switch {
 		case arm == "cuda-blocking" || arm == "hybridsync":
 			if !u.CUDA {
@@ -392,10 +403,14 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// errMaxTime is the cause of the context that --max-time ends.
+var errMaxTime = errors.New("--max-time reached")
+
 // repeat runs repetitions until the advice is decided (after MinReps)
-// or MaxReps or MaxTime is reached; it returns the runs of the
-// repetitions that ended, how many, and why it stopped early where that
-// was an error or ctx's end (the runs so far still count).
+// or MaxReps or MaxTime is reached (ctx ends with errMaxTime: the
+// repetition under way is stopped and left out); it returns the runs of
+// the repetitions that ended, how many, and why it stopped early where
+// that was an error or an interruption (the runs so far still count).
 func (a *Config) repeat(ctx context.Context, c *suite.Config, work string) ([]suite.Run, int, error) {
 	if n := suite.OMPEnvNote(c.Arms); n != "" {
 		fmt.Fprintln(a.Stderr, "advise:", n)
@@ -406,14 +421,20 @@ func (a *Config) repeat(ctx context.Context, c *suite.Config, work string) ([]su
 	r.bar.Begin(a.MaxReps * len(c.Arms) * len(c.Contention))
 	defer r.bar.Finish(true)
 	start := time.Now()
+	deadline, bounded := ctx.Deadline()
 	var longest time.Duration
 	for rep := range a.MaxReps {
-		if rep > 0 && time.Since(start)+longest > a.MaxTime {
+		// A repetition that would not end in time is not started.
+		if rep > 0 && bounded && time.Now().Add(longest).After(deadline) {
 			fmt.Fprintf(a.Stderr, "advise: stopped by --max-time %v after %d repetitions\n", a.MaxTime, rep)
 			return r.runs, rep, nil
 		}
 		repStart := time.Now()
 		if err := r.one(ctx, rep); err != nil {
+			if errors.Is(context.Cause(ctx), errMaxTime) {
+				fmt.Fprintf(a.Stderr, "advise: stopped by --max-time %v in repetition %d: the advice stands on the repetitions that ended, %d\n", a.MaxTime, rep+1, rep)
+				return r.runs, rep, nil
+			}
 			if ctx.Err() != nil {
 				fmt.Fprintf(a.Stderr, "advise: interrupted: the advice stands on the repetitions that ended, %d\n", rep)
 				return r.runs, rep, ctx.Err()

@@ -100,7 +100,7 @@ func TestAdviseSameEveryWay(t *testing.T) {
 		count[r.Contention+" "+r.Arm]++
 	}
 	for _, s := range []string{"none", "while1"} {
-		for _, arm := range arms {
+		for _, arm := range allArms {
 			if count[s+" "+arm] != 4 {
 				t.Errorf("%s %s: %d runs, want 4 (%v)", s, arm, count[s+" "+arm], count)
 			}

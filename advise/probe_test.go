@@ -200,3 +200,30 @@ func TestAdvisePatterns(t *testing.T) {
 		t.Errorf("late: %v", err)
 	}
 }
+
+// --max-time bounds the whole advise, a repetition under way included: a
+// program that takes longer than the bound leaves the first repetition
+// unfinished, stopped after a run or two of the ten it holds, and
+// advise says so in one error, writing nothing.
+func TestAdviseMaxTime(t *testing.T) {
+	t.Setenv("LD_PRELOAD", standinCUDA(t))
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	_, err := Run(context.Background(), &Config{Command: []string{"sh", "-c", `echo x >>"$0"; sleep 1`, started}, CPUs: 1, CPU: -1,
+		Parts: adviseParts(t), MinReps: 4, MaxReps: 30, MaxTime: 2500 * time.Millisecond, Out: out, Stdout: &stdout, Stderr: &stderr})
+	if err == nil || !strings.Contains(err.Error(), "--max-time 2.5s ended the first repetition: nothing written") {
+		t.Fatalf("error %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "advise: stopped by --max-time 2.5s in repetition 1") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	b, _ := os.ReadFile(started)
+	if n := strings.Count(string(b), "x"); n < 2 || n > 6 {
+		t.Errorf("the program started %d times: want the first run and part of one repetition of 10", n)
+	}
+	if _, err := os.Stat(out); err == nil || stdout.Len() > 0 {
+		t.Errorf("written: %s, stdout %q", out, stdout.String())
+	}
+}
