@@ -65,7 +65,7 @@ func NewCmd(runF func(context.Context, *adv.Config) error) *cobra.Command {
 	f.IntVar(&o.MinReps, "min-reps", 3, "repetitions before the advice may stop early")
 	f.IntVar(&o.MaxReps, "max-reps", 30, "at most this many repetitions")
 	o.MaxTime = 10 * time.Minute
-	f.Var((*duration)(&o.MaxTime), "max-time", "no repetition starts that would end after this long (also the limit of one run)")
+	f.Var((*duration)(&o.MaxTime), "max-time", "the bound of the whole advise: no repetition starts that would end after it, one under way is stopped and left out (also the limit of one run)")
 	f.StringVar(&o.Lib, "lib", "", "libhybridsync.so (default: build/lib beside the binary, or PREFIX/lib)")
 	f.StringVar(&o.Blocksync, "blocksync", "", "the blocking-sync shim (default: build/"+suite.BlocksyncPath+" beside the binary, or PREFIX/"+suite.BlocksyncPath+")")
 	f.StringVar(&o.Launcher, "launcher", "", "hybridsync-run (default: bin/ beside the library's folder; without one that way is left out)")
