@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // Name is the results document's file name in a command's output
@@ -47,9 +49,25 @@ var scenarioDocs = map[string]string{
 	"cap+while1": "both: capped program, uncapped busy-loop co-runner outside its cgroup",
 }
 
-// ScenarioDoc says what the scenario called name is; "" for a name it
-// does not know.
-func ScenarioDoc(name string) string { return scenarioDocs[name] }
+// patternDocs say how the busy loops of a setting with a pattern
+// (apps' and advise's while1-1s) come and go.
+var patternDocs = map[string]string{
+	"start": "there before the program starts",
+	"late":  "from the program's ready line",
+	"1s":    "on for 1 s, off for 1 s, from the start",
+	"10s":   "on for 10 s, off for 10 s, from the start",
+}
+
+// ScenarioDoc says what the scenario called name is, with its busy
+// loops' pattern where it has one; "" for a name it does not know.
+func ScenarioDoc(name string) string {
+	base, pattern := apptable.SplitPattern(name)
+	doc := scenarioDocs[base]
+	if doc == "" || pattern == "" {
+		return doc
+	}
+	return doc + ", " + patternDocs[pattern]
+}
 
 // ThisMachine describes the machine this process runs on.
 func ThisMachine() Machine {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/results/apptable"
 )
 
 // samples are the measured results files the profiler's tests use.
@@ -161,4 +163,20 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-encoded file refused: %v", err)
 		}
 	})
+}
+
+// A setting with a busy loops' pattern is its setting and how the loops
+// come and go; every pattern apps knows has words; an unknown name none.
+func TestScenarioDoc(t *testing.T) {
+	if got := ScenarioDoc("while1-1s"); got != "a busy-loop co-runner pinned to each of the program's CPUs, on for 1 s, off for 1 s, from the start" {
+		t.Errorf("while1-1s: %q", got)
+	}
+	for _, p := range apptable.Patterns {
+		if d := ScenarioDoc("while1-" + p); !strings.HasPrefix(d, ScenarioDoc("while1")+", ") || strings.HasSuffix(d, ", ") {
+			t.Errorf("pattern %s: %q", p, d)
+		}
+	}
+	if ScenarioDoc("bogus") != "" || ScenarioDoc("bogus-1s") != "" {
+		t.Error("an unknown name has words")
+	}
 }

@@ -254,11 +254,7 @@ func parseResults(name string, b []byte) (model.ResultsInput, error) {
 		return in, err
 	}
 	programs, contentions, arms := apptable.Present(runs)
-	reps := 0
-	for _, r := range runs {
-		reps = max(reps, r.Rep+1)
-	}
-	doc, jerr := json.Marshal(suite.ResultsFile(runs, programs, contentions, arms, reps, 0, 0, results.Machine{Hostname: "unknown"}))
+	doc, jerr := json.Marshal(suite.ResultsFile(runs, programs, contentions, arms, 0, 0, 0, results.Machine{Hostname: "unknown"}))
 	if jerr != nil {
 		return in, jerr
 	}

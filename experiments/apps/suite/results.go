@@ -21,9 +21,16 @@ import (
 // (results.Config.PerStep), each program against its own cells of the
 // setting none on as many vCPUs. Failed runs are left out and counted in
 // a note. Its apps part is the runs' table (apptable.Summarized): the
-// caller notes the CPU and the output directory. It is dated by the last run's start; capQuota and capPeriod,
-// where known (0: not), are noted.
+// caller notes the CPU and the output directory. It is dated by the last
+// run's start; capQuota and capPeriod, where known (0: not), are noted;
+// reps 0 is as many repetitions as the runs number.
 func ResultsFile(runs []Run, programs, contentions, arms []string, reps int, capQuota, capPeriod time.Duration, m results.Machine) *results.File {
+	if reps == 0 {
+		// Runs read back from a file: as many as they number.
+		for _, r := range runs {
+			reps = max(reps, r.Rep+1)
+		}
+	}
 	var scenarios []string
 	var vcpus []int
 	for _, c := range contentions {
