@@ -263,3 +263,28 @@ func TestCUDAStandin(t *testing.T) {
 		t.Error("no run of the library wrote its stats")
 	}
 }
+
+// apps finds the parts make built beside the binary as advise does: the
+// arms that need the shim, the library and the launcher run without
+// --blocksync, --lib or --launcher.
+func TestAppsFindsTheParts(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	out := filepath.Join(t.TempDir(), "apps")
+	cmd := exec.Command(bin, "apps", "--program", "p=sleep 0.05", "--arms", "cuda-default,cuda-blocking,hybridsync,hybridsync-run",
+		"--contention", "none", "--reps", "1", "--cpu", cpu(t, 1), "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("apps without --blocksync, --lib, --launcher after make: %v\n%s", err, stderr.String())
+	}
+	runs, err := apptable.ReadRuns([]string{filepath.Join(out, suite.RunsName)})
+	if err != nil || len(runs) != 4 {
+		t.Fatalf("runs: %d, %v", len(runs), err)
+	}
+	for _, r := range runs {
+		if !r.OK() {
+			t.Errorf("%s: %s", r.Arm, r.Error)
+		}
+	}
+}

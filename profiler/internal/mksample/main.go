@@ -1,7 +1,6 @@
 // Command mksample makes a real results.json for the profiler's sample
-// report and golden tests while `vgpu-probe run` does not exist yet. It
-// runs the NAMD-like workload (experiments/paper/workload) on the simulated GPU,
-// pinned to one CPU, in the paper's three scenarios mapped onto one CPU:
+// report and golden tests: it runs the NAMD-like workload
+// (experiments/paper/workload) on the simulated GPU, pinned to one CPU, in the paper's three scenarios mapped onto one CPU:
 //
 //	baseline  the workload alone
 //	shared1   a while(1) co-runner on the same CPU, no isolation
