@@ -209,3 +209,23 @@ func TestReportComputesAppsTable(t *testing.T) {
 		t.Errorf("report's text lacks apps --from's table:\n%s\n%s", table, text)
 	}
 }
+
+// A run that fails before its first cell (the CUDA device on a machine
+// without CUDA) exits 1 and leaves no results file that would read as a
+// result, nor the directory it made for one.
+func TestFailedRunLeavesNoResults(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("a GPU driver is present: run --device cuda would succeed")
+	}
+	t.Setenv("HYBRIDSYNC_CUDA_LIB", "/nonexistent/libcuda.so.1")
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "--device", "cuda", "--nvml=false", "--scenario", "baseline", "--vcpus", "1", "--modes", "block",
+		"--reps", "1", "--steps", "10", "--out", out}, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (stderr %q)", code, stderr.String())
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left (%v): a failed run must leave no results", out, err)
+	}
+}
