@@ -184,7 +184,6 @@ func waitKinds(steps []results.Step) (waited, spun int) {
 	return waited, spun
 }
 
-// measure is a run's time as compared: its wall time, or per step.
 // RepTimes are a cell's times by repetition: per step where perStep,
 // numbered by Result.Rep where the writer numbered them, else by their
 // place; a cell without repetitions by its median (an older file).
@@ -206,6 +205,7 @@ func RepTimes(c results.Cell, perStep bool) decide.Times {
 	return t
 }
 
+// measure is a run's time as compared: its wall time, or per step.
 func measure(r results.Result, perStep bool) float64 {
 	if perStep && r.Steps > 0 {
 		return r.WallS / float64(r.Steps)
@@ -249,7 +249,7 @@ func Build(cells []Cell, reference string) Table {
 		}
 		t.Rows[i].Cells[c.Key.Mode] = e
 		ct := c.Times
-		if ct == nil {
+		if len(ct) == 0 {
 			ct = decide.Times{1: c.WallS}
 		}
 		if times[k] == nil {
