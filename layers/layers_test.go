@@ -30,6 +30,7 @@ const (
 // layerOf is the layer of each top-level directory.
 var layerOf = map[string]string{
 	"cmd":           cmd,
+	"packaging":     cmd, // builds the packages and the image of what cmd builds
 	"experiments":   experiments,
 	"profiler":      profiler,
 	"agent":         agent,
