@@ -251,4 +251,3 @@ func systemdBytes(s string) (int64, error) {
 	}
 	return v * m, nil
 }
-
