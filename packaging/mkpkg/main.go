@@ -3,8 +3,9 @@
 // described by packaging/nfpm.yaml, with nfpm as a library: no dpkg-deb or
 // rpmbuild needed, and only the two packagers it uses are linked in.
 //
-//	mkpkg -config packaging/nfpm.yaml -root build/pkgroot -version 0.9.0 -out build/pkg
+//	mkpkg -config packaging/nfpm.yaml -version 0.9.0 -out build/pkg -deb build/pkgroot-deb -rpm build/pkgroot-rpm
 //
+// Each format has its own staged tree (the library's directory differs).
 // It prints the path of each package it writes.
 package main
 
@@ -23,23 +24,42 @@ import (
 
 func main() {
 	config := flag.String("config", "packaging/nfpm.yaml", "the nfpm description of the packages")
-	root := flag.String("root", "", "the staged install tree (make install DESTDIR=ROOT PREFIX=/usr)")
 	version := flag.String("version", "", "the packages' version (the VERSION file's)")
 	out := flag.String("out", ".", "directory to write the packages into")
-	formats := flag.String("formats", "deb,rpm", "comma-separated package formats: deb, rpm")
+	roots := map[string]*string{}
+	for _, f := range formats {
+		roots[f] = flag.String(f, "", "build the ."+f+" from this staged install tree (make install DESTDIR=ROOT PREFIX=/usr)")
+	}
 	flag.Parse()
-	if err := run(*config, *root, *version, *out, strings.Split(*formats, ",")); err != nil {
-		fmt.Fprintln(os.Stderr, "mkpkg:", err)
-		os.Exit(1)
+	if *version == "" {
+		fmt.Fprintln(os.Stderr, "mkpkg: -version is required")
+		os.Exit(2)
+	}
+	built := 0
+	for _, f := range formats {
+		if *roots[f] == "" {
+			continue
+		}
+		if err := run(*config, *roots[f], *version, *out, f); err != nil {
+			fmt.Fprintf(os.Stderr, "mkpkg: %s: %v\n", f, err)
+			os.Exit(1)
+		}
+		built++
+	}
+	if built == 0 {
+		fmt.Fprintln(os.Stderr, "mkpkg: no package asked for: give -deb ROOT, -rpm ROOT or both")
+		os.Exit(2)
 	}
 }
 
-var packagers = map[string]nfpm.Packager{"deb": deb.Default, "rpm": rpm.DefaultRPM}
+// formats are the package formats mkpkg builds, each with its packager.
+var (
+	formats   = []string{"deb", "rpm"}
+	packagers = map[string]nfpm.Packager{"deb": deb.Default, "rpm": rpm.DefaultRPM}
+)
 
-func run(config, root, version, out string, formats []string) error {
-	if root == "" || version == "" {
-		return fmt.Errorf("-root and -version are required")
-	}
+// run builds the package of one format from its staged tree.
+func run(config, root, version, out, format string) error {
 	if fi, err := os.Stat(filepath.Join(root, "usr", "bin", "vgpu-probe")); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a staged install (no usr/bin/vgpu-probe): run make install DESTDIR=%s PREFIX=/usr", root, root)
 	}
@@ -73,16 +93,7 @@ func run(config, root, version, out string, formats []string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, format := range formats {
-		p, ok := packagers[format]
-		if !ok {
-			return fmt.Errorf("unknown package format %q (deb, rpm)", format)
-		}
-		if err := write(&cfg, filepath.Dir(config), format, p, out); err != nil {
-			return fmt.Errorf("%s: %w", format, err)
-		}
-	}
-	return nil
+	return write(&cfg, filepath.Dir(config), format, packagers[format], out)
 }
 
 // write builds one package into out, under its distribution's
