@@ -1,7 +1,8 @@
 package main
 
 // The packages as operators use them: `make package` builds both; the
-// .deb installs with dpkg, its agent runs from the installed paths, its
+// .deb installs with dpkg, its agent, launcher and library work from the
+// installed paths (pkg-config and CMake find the library unaided), its
 // unit passes systemd-analyze verify and is enabled, and dpkg -r leaves
 // nothing of it but its configuration; the .rpm holds the same files.
 
@@ -215,6 +216,13 @@ func dpkgInstallRemove(t *testing.T, deb, version string) {
 		if got := output(t, "pkg-config", "--libs", "hybridsync"); !strings.Contains(got, "-lhybridsync") {
 			t.Errorf("pkg-config --libs hybridsync: %q", got)
 		}
+	}
+	// A CMake project finds the packaged library in the distribution's
+	// directory with no variable set.
+	if _, err := exec.LookPath("cmake"); err == nil {
+		bdir := t.TempDir()
+		output(t, "cmake", "-S", filepath.Join(repoRoot(t), "libhybridsync", "testdata", "cmake"), "-B", bdir)
+		output(t, "cmake", "--build", bdir, "--target", "consumer")
 	}
 
 	output(t, "dpkg", "-r", "vgpu-probe")
