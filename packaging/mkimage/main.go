@@ -176,13 +176,14 @@ func rootfs(files map[string]string, mtime time.Time) ([]byte, error) {
 	for p := range files {
 		paths = append(paths, p)
 	}
-	var all []string
-	for _, p := range append(paths, "/tmp/") {
-		for d := filepath.Dir(filepath.Clean(p)); d != "/"; d = filepath.Dir(d) {
+	for _, p := range paths {
+		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
 			dirs[d] = true
 		}
 	}
+	// Go's os.TempDir, for whatever the agent's libraries write there.
 	dirs["/tmp"] = true
+	var all []string
 	for d := range dirs {
 		all = append(all, d)
 	}
