@@ -4,7 +4,8 @@ package main
 // .deb installs with dpkg, its agent, launcher and library work from the
 // installed paths (pkg-config and CMake find the library unaided), its
 // unit passes systemd-analyze verify and is enabled, and dpkg -r leaves
-// nothing of it but its configuration; the .rpm holds the same files.
+// nothing of it but its configuration; the .rpm holds the same files,
+// and rpm installs, verifies and erases it under a root of its own.
 
 import (
 	"bytes"
@@ -159,6 +160,30 @@ func TestPackages(t *testing.T) {
 		if !strings.Contains(scripts, "enable") {
 			t.Error("no maintainer script enables the unit")
 		}
+	})
+
+	// rpm itself installs, verifies and erases the .rpm under a root of
+	// its own (no Red Hat system here: without its dependencies and
+	// scripts, which need glibc's package and systemd).
+	t.Run("rpm", func(t *testing.T) {
+		root := t.TempDir()
+		output(t, "rpm", "--root", root, "--initdb")
+		output(t, "rpm", "--root", root, "-i", "--nodeps", "--noscripts", rpm)
+		for _, f := range rpmFiles(t, rpm) {
+			if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
+				t.Errorf("rpm -i: %v", err)
+			}
+		}
+		if b, err := exec.Command("rpm", "--root", root, "-V", "--nodeps", "vgpu-probe").CombinedOutput(); err != nil {
+			t.Errorf("rpm -V (each file's digest, mode and owner as the package says): %v\n%s", err, b)
+		}
+		output(t, "rpm", "--root", root, "-e", "--nodeps", "--noscripts", "vgpu-probe")
+		filepath.WalkDir(filepath.Join(root, "usr"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				t.Errorf("left after rpm -e: %s", strings.TrimPrefix(path, root))
+			}
+			return err
+		})
 	})
 
 	t.Run("dpkg", func(t *testing.T) { dpkgInstallRemove(t, deb, version) })
