@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,17 +169,17 @@ func TestImageRunsAsDaemonSet(t *testing.T) {
 	}
 	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
 	pid := strconv.Itoa(target.Process.Pid)
-	port := freePort(t)
 	// The manifest's arguments, watching the process instead of
-	// discovering VMs (there are none here), on a loopback port, with
-	// hint pages in the mounted directory.
+	// discovering VMs (there are none here), on a loopback port of the
+	// kernel's choosing (the agent logs it), with hint pages in the
+	// mounted directory.
 	var args []string
 	for i := 0; i < len(c.Args); i++ {
 		switch c.Args[i] {
 		case "--discover":
 			args = append(args, "--pid", pid)
 		case "--listen":
-			args = append(args, "--listen", "127.0.0.1:"+port)
+			args = append(args, "--listen", "127.0.0.1:0")
 			i++
 		default:
 			args = append(args, c.Args[i])
@@ -194,13 +194,21 @@ func TestImageRunsAsDaemonSet(t *testing.T) {
 	}
 	page := filepath.Join(host, "run", "vgpu-probe", "hints", "vgpu-probe-hints-"+pid)
 	deadline := time.Now().Add(60 * time.Second)
-	var body string
+	listening := regexp.MustCompile(`serving /metrics.* listen=(\S+)`)
+	addr, body := "", ""
 	for ; time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		if st, _ := pm("inspect", "-f", "{{.State.Running}}", "agent").Output(); strings.TrimSpace(string(st)) != "true" {
 			logs, _ := pm("logs", "agent").CombinedOutput()
 			t.Fatalf("the agent's container stopped:\n%s", logs)
 		}
-		resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+		if addr == "" {
+			logs, _ := pm("logs", "agent").CombinedOutput()
+			if m := listening.FindSubmatch(logs); m != nil {
+				addr = string(m[1])
+			}
+			continue
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			continue
 		}
@@ -213,16 +221,6 @@ func TestImageRunsAsDaemonSet(t *testing.T) {
 	}
 	logs, _ := pm("logs", "agent").CombinedOutput()
 	_, perr := os.Stat(page)
-	t.Fatalf("after 60 s: page %s: %v; /metrics has the target's series: %v\nagent's log:\n%s",
-		page, perr, strings.Contains(body, `domain="`+pid+`"`), logs)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	t.Fatalf("after 60 s: serving on %q; page %s: %v; /metrics has the target's series: %v\nagent's log:\n%s",
+		addr, page, perr, strings.Contains(body, `domain="`+pid+`"`), logs)
 }
