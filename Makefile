@@ -141,6 +141,7 @@ clean:
 -include libhybridsync/Makefile.inc
 -include profiler/Makefile.inc
 -include vmimages/Makefile.inc
+-include packaging/Makefile.inc
 
 # What `vgpu-probe advise` finds beside the binary (experiments/apps/suite,
 # FindParts): the library and the launcher where `make lib` puts them,

@@ -12,6 +12,9 @@ done
 # python3-numpy: the suite's user-loop programs' host work
 # (experiments/apps/test_userloop.py, run by experiments/apps/suite's tests).
 python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
+# lmod: the environment module's test (libhybridsync/ctest, TestModuleLoad)
+# loads it as a site's users would.
+[ -f /usr/share/lmod/lmod/init/bash ] || need+=(lmod)
 if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -q --no-install-recommends "${need[@]}"
 fi

@@ -33,6 +33,7 @@ const (
 var layerOf = map[string]string{
 	"cmd":           cmd,
 	"advise":        advise,
+	"packaging":     cmd, // builds the packages and the image of what cmd builds
 	"experiments":   experiments,
 	"profiler":      profiler,
 	"agent":         agent,

@@ -73,6 +73,7 @@ func TestMakeInstall(t *testing.T) {
 		"lib/pkgconfig/hybridsync.pc":                        0o644,
 		"lib/cmake/hybridsync/hybridsyncConfig.cmake":        0o644,
 		"lib/cmake/hybridsync/hybridsyncConfigVersion.cmake": 0o644,
+		"share/modulefiles/hybridsync/0.1.0":                 0o644,
 	}
 	tree := newRootCmd()
 	tree.InitDefaultCompletionCmd()

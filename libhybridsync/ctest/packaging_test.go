@@ -288,3 +288,80 @@ func TestBuildTree(t *testing.T) {
 		runBare(t, filepath.Join(bdir, "consumer_static"))
 	})
 }
+
+// lmodInit is Lmod's shell setup as Debian's lmod package installs it.
+const lmodInit = "/usr/share/lmod/lmod/init/bash"
+
+// TestModuleLoad: a site's recipe (docs/libhybridsync.md, "Environment
+// modules for sites"): the library installed under its own prefix,
+// `module use PREFIX/share/modulefiles` and `module load hybridsync` under
+// Lmod, then what a user does with it: a program built with pkg-config's
+// flags and one built by CMake's find_package run (the library found
+// through the module's LD_LIBRARY_PATH, the CUDA stand-in through the
+// test's), and hybridsync-run runs a program; `module unload` takes the
+// prefix off PATH again. pkg-config prints no -L for the module's
+// library: pkgconf leaves out directories in LIBRARY_PATH, which the
+// module sets and the compiler searches.
+func TestModuleLoad(t *testing.T) {
+	need(t)
+	if _, err := os.Stat(lmodInit); err != nil {
+		t.Skipf("Lmod not installed (%v; .ci/setup-libhybridsync.sh installs the lmod package)", err)
+	}
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("cmake not installed (.ci/setup-libhybridsync.sh installs it)")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdir := t.TempDir()
+	script := `set -e
+. ` + lmodInit + `
+module use "$PREFIX/share/modulefiles"
+module load hybridsync
+echo "libs=$(pkg-config --libs hybridsync)"
+cc -o "$BDIR/pc_consumer" "$SRC/consumer.c" $(pkg-config --cflags --libs hybridsync)
+"$BDIR/pc_consumer"
+echo "run=$(command -v hybridsync-run)"
+echo "man=$MANPATH"
+cmake -S "$SRC" -B "$BDIR" >/dev/null
+cmake --build "$BDIR" --target consumer >/dev/null
+"$BDIR/consumer"
+hybridsync-run true
+echo "run-ok"
+module unload hybridsync
+echo "path-after=$PATH"
+`
+	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", script)
+	// A user's environment without any other prefix in the search paths.
+	cmd.Env = []string{
+		"HOME=" + bdir, "PATH=/usr/local/bin:/usr/bin:/bin", "PREFIX=" + built.prefix, "BDIR=" + bdir,
+		"SRC=" + filepath.Join(root, "libhybridsync", "testdata", "cmake"),
+		"LD_LIBRARY_PATH=" + built.dir,
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("module load, then programs built with pkg-config and cmake, and hybridsync-run: %v\n%s", err, out)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			lines[k] = v
+		}
+	}
+	if !strings.Contains(lines["libs"], "-lhybridsync") {
+		t.Errorf("pkg-config --libs hybridsync after module load: %q, want -lhybridsync", lines["libs"])
+	}
+	if want := filepath.Join(built.prefix, "bin", "hybridsync-run"); lines["run"] != want {
+		t.Errorf("hybridsync-run after module load is %q, want %s", lines["run"], want)
+	}
+	if !strings.Contains(lines["man"], filepath.Join(built.prefix, "share", "man")) {
+		t.Errorf("MANPATH after module load: %q, want %s/share/man in it", lines["man"], built.prefix)
+	}
+	if !strings.Contains(string(out), "run-ok") {
+		t.Errorf("hybridsync-run true did not finish:\n%s", out)
+	}
+	if strings.Contains(lines["path-after"], built.prefix) {
+		t.Errorf("PATH after module unload still names the prefix: %s", lines["path-after"])
+	}
+}
