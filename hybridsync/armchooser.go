@@ -3,7 +3,9 @@ package hybridsync
 import (
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Arm is how a thread's waits go during one epoch (the C library's default
@@ -126,7 +128,7 @@ type EpochDone struct {
 // quota, where each arm's first period inherits what the other left of
 // the quota and the comparison already leans to the device arm. Where the
 // hint page says the agent gave the thread a short EEVDF slice
-// (MitigationSource), a blocked waiter's wake-up preempts the co-runner at
+// (signal.MitigationSource), a blocked waiter's wake-up preempts the co-runner at
 // once, so the policy arm needs no confirmation and wins ties.
 //
 // The policy arm blocks in event waits too, where CUDA's blocking-sync
@@ -141,12 +143,12 @@ type EpochDone struct {
 //
 // The zero value is not usable; Syncers make theirs.
 type armChooser struct {
-	cont    ContentionSource
+	cont    signal.ContentionSource
 	quiet   int64                            // epochPlan.Quiet in the free regime
 	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
-	mitig   MitigationSource                 // nil: no thread is known to be mitigated
-	team    TeamSource                       // nil: no thread is known to have a team
-	threads threadSlots[armThread]
+	mitig   signal.MitigationSource          // nil: no thread is known to be mitigated
+	team    signal.TeamSource                // nil: no thread is known to have a team
+	threads perthread.Slots[armThread]
 
 	epochs       [arms]atomic.Uint64
 	epochNs      [arms]atomic.Int64
@@ -230,20 +232,6 @@ const (
 	teamMaxRun = 12_800_000_000
 )
 
-// MitigationSource tells whether the host agent gave a thread a short
-// EEVDF slice (HintSource reads it from the hint page).
-type MitigationSource interface {
-	Mitigation(tid int) (slice time.Duration, ok bool)
-}
-
-// TeamSource tells whether other threads of the process spin on other
-// contended CPUs while thread tid waits (an OpenMP team at its barrier:
-// SchedSignal reads it from the kernel's accounting, teamScan says why it
-// matters); known is false where it cannot tell (then no team is assumed).
-type TeamSource interface {
-	Team(tid int, now int64) (team, known bool)
-}
-
 // explore is the exploration's order of its pair of arms (armThread.pair);
 // order 1 swaps them.
 var explore = [4]int{0, 1, 1, 0}
@@ -293,16 +281,16 @@ type armThread struct {
 	blockableNs, wallNs float64
 }
 
-func newArmChooser(cont ContentionSource) *armChooser {
+func newArmChooser(cont signal.ContentionSource) *armChooser {
 	o := &armChooser{cont: cont}
 	// Only a verdict drawn from the thread's run delay can be checked
 	// without Go (the hint page's and a fixed one cannot).
-	if _, ok := cont.(*SchedSignal); ok {
+	if _, ok := cont.(*signal.SchedSignal); ok {
 		o.quiet = freeQuiet
 	}
 	o.quota, _ = cont.(interface{ QuotaPeriod() int64 })
-	o.mitig, _ = cont.(MitigationSource)
-	o.team, _ = cont.(TeamSource)
+	o.mitig, _ = cont.(signal.MitigationSource)
+	o.team, _ = cont.(signal.TeamSource)
 	return o
 }
 
@@ -310,12 +298,12 @@ func newArmChooser(cont ContentionSource) *armChooser {
 // run (done, in order; its first report has none), at now, and returns
 // its next epochs.
 func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
-	t := o.threads.get(tid)
+	t := o.threads.Get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started {
 		t.started, t.policy = true, ArmPolicy
-		return o.run(t, epochPlan{Len: samplePeriod}, ArmModel)
+		return o.run(t, epochPlan{Len: signal.SamplePeriod}, ArmModel)
 	}
 	t.track(o.cont.Contention(tid, now), now)
 	o.record(t, done)
@@ -340,7 +328,7 @@ func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
 // contended: thread tid is in the contended regime (track), as of its
 // last report.
 func (o *armChooser) contended(tid int) bool {
-	t := o.threads.get(tid)
+	t := o.threads.Get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.regime
@@ -387,9 +375,9 @@ func (t *armThread) shortWaits() bool {
 }
 
 // track moves the thread into or out of the contended regime.
-func (t *armThread) track(c Contention, now int64) {
+func (t *armThread) track(c signal.Contention, now int64) {
 	switch {
-	case c == ContentionShared || c == ContentionThrottled:
+	case c == signal.ContentionShared || c == signal.ContentionThrottled:
 		t.regime, t.freeSince = true, 0
 	case !t.regime:
 	case t.freeSince == 0:
@@ -444,12 +432,12 @@ func (o *armChooser) run(t *armThread, e epochPlan, arms ...Arm) epochPlan {
 // The share is measured in either arm, so a thread whose waits grow long
 // returns to the model at its next report.
 func (o *armChooser) free(t *armThread) epochPlan {
-	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: sharedDelayFrac}
+	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: signal.SharedDelayFrac}
 	// A throttle is contention whatever the delay per run (a thread that
 	// sleeps often spreads one refill's wait over many wake-ups), so
 	// under a quota only the fraction counts.
 	if o.quiet > 0 && o.period() == 0 {
-		e.QuietPerRun = sharedDelayPerRun
+		e.QuietPerRun = signal.SharedDelayPerRun
 	}
 	arm := ArmModel
 	if t.shortWaits() {

@@ -3,6 +3,9 @@ package hybridsync
 import (
 	"strings"
 	"sync/atomic"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // libomp's blocktime, adapted while the program runs. LLVM's OpenMP
@@ -47,7 +50,7 @@ import (
 
 // blocktimeMinGap: a thread's blocktime changes at most once in this
 // long (sharedHold: a shared verdict of the signal lasts as long).
-const blocktimeMinGap = sharedHold
+const blocktimeMinGap = signal.SharedHold
 
 // blocktimeWaitShare, blocktimeWaitSpan: a thread in the contended
 // regime gets blocktime 0 once it waited for its CPU this share of the
@@ -82,7 +85,7 @@ type blocktimeLive struct {
 	on      atomic.Bool
 	freeMS  atomic.Int64
 	why     atomic.Pointer[string]
-	threads threadSlots[blocktimeThread]
+	threads perthread.Slots[blocktimeThread]
 	looked  atomic.Uint64 // threads that made their first look
 	changes atomic.Uint64
 	first   atomic.Int64 // the first thread that looked (0: none)
@@ -121,7 +124,7 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 	if cur < 0 || !s.bt.on.Load() {
 		return -1
 	}
-	t := s.bt.threads.get(tid)
+	t := s.bt.threads.Get(tid)
 	if !t.seen.Load() {
 		t.original.Store(int64(cur))
 		t.firstAt.Store(now)
@@ -201,7 +204,7 @@ func (s *Syncer) BlocktimeStats() BlocktimeStats {
 		st.Why = "not configured"
 	}
 	if tid := s.bt.first.Load(); tid != 0 {
-		t := s.bt.threads.get(int(tid))
+		t := s.bt.threads.Get(int(tid))
 		o, c := t.original.Load(), t.current.Load()
 		st.OriginalMS, st.CurrentMS = &o, &c
 	}

@@ -1,11 +1,15 @@
 package hybridsync
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+)
 
 // settable is a contention source whose verdict the test sets.
-type settable struct{ c Contention }
+type settable struct{ c signal.Contention }
 
-func (s *settable) Contention(int, int64) Contention { return s.c }
+func (s *settable) Contention(int, int64) signal.Contention { return s.c }
 
 // TestBlocktimeFollowsRegime: a thread's blocktime goes to 0 at the first
 // report that finds its CPU contended, stays there while the regime
@@ -14,12 +18,12 @@ func (s *settable) Contention(int, int64) Contention { return s.c }
 // now (cur -1) is told nothing; changes are counted.
 func TestBlocktimeFollowsRegime(t *testing.T) {
 	const tid = 7
-	src := &settable{c: ContentionFree}
+	src := &settable{c: signal.ContentionFree}
 	s := New(Config{Contention: src})
 	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(cur int) int {
-		s.Report(tid, nil, now, RunDelay{})
+		s.Report(tid, nil, now, signal.RunDelay{})
 		return s.Blocktime(tid, now, cur)
 	}
 	if got := report(200); got != -1 {
@@ -29,7 +33,7 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	if got := report(200); got != -1 {
 		t.Fatalf("free: set %d, want -1", got)
 	}
-	src.c = ContentionShared
+	src.c = signal.ContentionShared
 	now += 20e6
 	if got := report(-1); got != -1 {
 		t.Fatalf("inside a parallel region (cur -1): set %d, want -1", got)
@@ -42,7 +46,7 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	if got := report(0); got != -1 {
 		t.Fatalf("still contended at 0: set %d, want -1", got)
 	}
-	src.c = ContentionFree
+	src.c = signal.ContentionFree
 	for i := range 10 {
 		now += 100e6
 		if got := report(0); got != -1 {
@@ -83,19 +87,19 @@ func (a *accounted) window(dt int64, share float64) {
 // thread that sleeps hides them).
 func TestBlocktimeNeedsWaits(t *testing.T) {
 	const tid = 9
-	src := &accounted{settable: settable{c: ContentionFree}}
+	src := &accounted{settable: settable{c: signal.ContentionFree}}
 	s := New(Config{Contention: src})
 	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(dt int64, share float64, cur int) int {
 		now += dt
 		src.window(dt, share)
-		s.Report(tid, nil, now, RunDelay{})
+		s.Report(tid, nil, now, signal.RunDelay{})
 		return s.Blocktime(tid, now, cur)
 	}
 	report(0, 0, 200)
 	for i := range 10 {
-		src.c = ContentionShared // one late scheduling-in: a shared verdict, 1% of the time waited
+		src.c = signal.ContentionShared // one late scheduling-in: a shared verdict, 1% of the time waited
 		if got := report(200e6, 0.01, 200); got != -1 {
 			t.Fatalf("report %d: contended, waited 1%%: set %d, want -1", i, got)
 		}
@@ -109,7 +113,7 @@ func TestBlocktimeNeedsWaits(t *testing.T) {
 	if got := report(200e6, 0.01, 0); got != -1 {
 		t.Fatalf("at 0, still contended, waits hidden: set %d, want -1", got)
 	}
-	src.c = ContentionFree
+	src.c = signal.ContentionFree
 	report(100e6, 0, 0)
 	if got := report(regimeExit, 0, 0); got != 200 {
 		t.Fatalf("free past regimeExit: set %d, want 200", got)
@@ -121,18 +125,18 @@ func TestBlocktimeNeedsWaits(t *testing.T) {
 // once they are free, not the 0 of its first look.
 func TestBlocktimeFreeAfterLauncher(t *testing.T) {
 	const tid = 8
-	src := &settable{c: ContentionShared}
+	src := &settable{c: signal.ContentionShared}
 	s := New(Config{Contention: src})
 	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
 	now := int64(1e9)
 	report := func(cur int) int {
-		s.Report(tid, nil, now, RunDelay{})
+		s.Report(tid, nil, now, signal.RunDelay{})
 		return s.Blocktime(tid, now, cur)
 	}
 	if got := report(0); got != -1 {
 		t.Fatalf("contended at the launcher's 0: set %d, want -1", got)
 	}
-	src.c = ContentionFree
+	src.c = signal.ContentionFree
 	now += 100e6
 	report(0)
 	now += regimeExit + 100e6
@@ -145,24 +149,24 @@ func TestBlocktimeFreeAfterLauncher(t *testing.T) {
 // blocktimeMinGap, and the one held back comes at a later report.
 func TestBlocktimeMinGap(t *testing.T) {
 	const tid = 8
-	src := &settable{c: ContentionShared}
+	src := &settable{c: signal.ContentionShared}
 	s := New(Config{Contention: src})
 	s.EnableBlocktime(BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
-	s.Report(tid, nil, now, RunDelay{}) // the thread's first report: no regime yet
+	s.Report(tid, nil, now, signal.RunDelay{}) // the thread's first report: no regime yet
 	now += 4e6
-	s.Report(tid, nil, now, RunDelay{})
+	s.Report(tid, nil, now, signal.RunDelay{})
 	if got := s.Blocktime(tid, now, 5); got != 0 {
 		t.Fatalf("contended: set %d, want 0", got)
 	}
 	// The program set it back itself at once: held back for the gap.
 	now += blocktimeMinGap / 2
-	s.Report(tid, nil, now, RunDelay{})
+	s.Report(tid, nil, now, signal.RunDelay{})
 	if got := s.Blocktime(tid, now, 5); got != -1 {
 		t.Fatalf("within blocktimeMinGap of the last change: set %d, want -1", got)
 	}
 	now += blocktimeMinGap
-	s.Report(tid, nil, now, RunDelay{})
+	s.Report(tid, nil, now, signal.RunDelay{})
 	if got := s.Blocktime(tid, now, 5); got != 0 {
 		t.Fatalf("after blocktimeMinGap: set %d, want 0", got)
 	}
@@ -171,12 +175,12 @@ func TestBlocktimeMinGap(t *testing.T) {
 // TestBlocktimeOff: off, or outside the default mode, nothing is set and
 // the stats say why.
 func TestBlocktimeOff(t *testing.T) {
-	src := &settable{c: ContentionShared}
+	src := &settable{c: signal.ContentionShared}
 	s := New(Config{Contention: src})
 	s.EnableBlocktime(BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
 	for i := range 3 {
 		now := int64(1e9) + int64(i)*100e6
-		s.Report(9, nil, now, RunDelay{})
+		s.Report(9, nil, now, signal.RunDelay{})
 		if got := s.Blocktime(9, now, 200); got != -1 {
 			t.Fatalf("off: set %d", got)
 		}

@@ -1,5 +1,7 @@
 package hybridsync
 
+import "github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+
 // The engine's verdicts for a caller that executes them itself: the C
 // library (libhybridsync), whose program threads cannot afford a call
 // into Go per wait. A call from a C thread into Go costs 0.2-30 µs and up
@@ -114,27 +116,13 @@ func (e epochPlan) plan() Plan {
 // down meanwhile): every wait the device's own, for a second.
 func DevicePlan() Plan { return Plan{N: 1, Len: 1_000_000_000, BlockCost: blockCost} }
 
-// RunDelay is the calling thread's scheduler statistics as its caller read
-// them for a report (/proc/thread-self/schedstat): the run delay and the
-// times it was scheduled in. OK false: none read.
-type RunDelay struct {
-	Delay, Runs int64
-	OK          bool
-}
-
-// runDelayObserver is a contention source that can take a reading its
-// caller made instead of making its own (SchedSignal).
-type runDelayObserver interface {
-	observeRunDelay(tid int, now int64, rd RunDelay)
-}
-
 // Report takes what thread tid measured of the epochs it last ran (done,
 // in order; its first report has none), at now, with its run delay as
 // read then (the contention signal reads no other for this decision), and
 // returns its next plan.
-func (s *Syncer) Report(tid int, done []EpochDone, now int64, rd RunDelay) Plan {
-	if o, ok := s.cont.(runDelayObserver); ok && rd.OK {
-		o.observeRunDelay(tid, now, rd)
+func (s *Syncer) Report(tid int, done []EpochDone, now int64, rd signal.RunDelay) Plan {
+	if o, ok := s.cont.(signal.RunDelayObserver); ok && rd.OK {
+		o.ObserveRunDelay(tid, now, rd)
 	}
 	if s.mode != ModeHybrid {
 		return DevicePlan()

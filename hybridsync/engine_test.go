@@ -1,6 +1,10 @@
 package hybridsync
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+)
 
 // TestPlanRoutes: each arm reaches the caller as the routes that make it
 // (docs/libhybridsync.md, "How a wait runs"), with the plan's numbers.
@@ -37,21 +41,21 @@ func TestReportTakesCallersRunDelay(t *testing.T) {
 	const tid = 1 << 30 // no such thread: the signal cannot read one itself
 	s := New(Config{})
 	now := int64(1e9)
-	s.Report(tid, nil, now, RunDelay{Delay: 1e6, Runs: 10, OK: true})
-	now += samplePeriod
-	p := s.Report(tid, []EpochDone{{Waits: 10, Wall: samplePeriod, Blockable: samplePeriod / 2}}, now,
-		RunDelay{Delay: 1e6, Runs: 12, OK: true})
-	perRun := int64(sharedDelayPerRun)
+	s.Report(tid, nil, now, signal.RunDelay{Delay: 1e6, Runs: 10, OK: true})
+	now += signal.SamplePeriod
+	p := s.Report(tid, []EpochDone{{Waits: 10, Wall: signal.SamplePeriod, Blockable: signal.SamplePeriod / 2}}, now,
+		signal.RunDelay{Delay: 1e6, Runs: 12, OK: true})
+	perRun := int64(signal.SharedDelayPerRun)
 	if s.chooser.period() > 0 {
 		perRun = 0 // under a CPU quota only the fraction counts (armChooser.free)
 	}
-	if p.N != 1 || p.Steps[0].Event != RouteModel || p.Quiet != freeQuiet || p.QuietFrac != sharedDelayFrac || p.QuietPerRun != perRun {
+	if p.N != 1 || p.Steps[0].Event != RouteModel || p.Quiet != freeQuiet || p.QuietFrac != signal.SharedDelayFrac || p.QuietPerRun != perRun {
 		t.Errorf("flat run delay: plan %+v, want the model's, quiet by the signal's rule", p)
 	}
 	now += 10_000_000
 	p = s.Report(tid, []EpochDone{{Waits: 10, Wall: 10_000_000, Blockable: 5_000_000}}, now,
-		RunDelay{Delay: 1e6 + 6_000_000, Runs: 16, OK: true})
-	if c := s.cont.Contention(tid, now); c != ContentionShared {
+		signal.RunDelay{Delay: 1e6 + 6_000_000, Runs: 16, OK: true})
+	if c := s.cont.Contention(tid, now); c != signal.ContentionShared {
 		t.Errorf("60%% of the window in run delay, 1.5 ms per run: %v, want shared", c)
 	}
 	if p.N != 4 || p.MinWaits == 0 {

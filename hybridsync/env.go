@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Environment variables that configure a Syncer without code changes (the
@@ -55,7 +57,7 @@ var envVars = [...]struct {
 	{EnvMaxSpin, "a number of µs >= 0, or inf", func(c *EnvConfig, v string) bool {
 		ns, err := ParseMicros(v)
 		// An explicit cap is the paper's static max_threshold.
-		c.MaxSpin, c.Threshold = ns, Static(ns)
+		c.MaxSpin, c.Threshold = ns, signal.Static(ns)
 		return err == nil
 	}},
 	{EnvLog, oneOf(LogLevels[:]), func(c *EnvConfig, v string) bool {
@@ -105,8 +107,8 @@ func ConfigFromEnv(getenv func(string) string) (EnvConfig, error) {
 	// left and whether the CPU is contended; where it cannot (missing,
 	// stale, torn, not a page at all) the guest-only estimate and the
 	// kernel's accounting do.
-	fallback := &GuestEstimator{}
-	if hs, err := HintsFromEnv(getenv, fallback, &SchedSignal{}); hs != nil {
+	fallback := &signal.GuestEstimator{}
+	if hs, err := signal.HintsFromEnv(getenv, fallback, &signal.SchedSignal{}); hs != nil {
 		if c.Threshold == nil {
 			c.Threshold = hs
 		}
@@ -126,10 +128,10 @@ func ConfigFromEnv(getenv func(string) string) (EnvConfig, error) {
 // ns.
 func ParseMicros(s string) (int64, error) {
 	if s == "inf" {
-		return Infinite, nil
+		return clock.Infinite, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v != v || v > float64(Infinite)/1e3 {
+	if err != nil || v < 0 || v != v || v > float64(clock.Infinite)/1e3 {
 		return 0, fmt.Errorf("%q is not a number of microseconds >= 0 (or inf)", s)
 	}
 	return int64(v * 1e3), nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // TestConfigFromEnvHints: HYBRIDSYNC_HINTS names the page that answers both
@@ -13,20 +15,20 @@ import (
 // is a notice for the log, not an error, and the defaults stand in for it.
 func TestConfigFromEnvHints(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-page-yet")
-	env := map[string]string{hybridsync.EnvHints: path}
+	env := map[string]string{signal.EnvHints: path}
 	c, err := hybridsync.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, ok := c.Threshold.(*hybridsync.HintSource)
+	hs, ok := c.Threshold.(*signal.HintSource)
 	if !ok || c.Contention != hs {
 		t.Fatalf("threshold %T, contention %T: want the hint source for both", c.Threshold, c.Contention)
 	}
-	if !strings.Contains(c.Notice, hybridsync.EnvHints) {
-		t.Errorf("notice %q: want it to name %s", c.Notice, hybridsync.EnvHints)
+	if !strings.Contains(c.Notice, signal.EnvHints) {
+		t.Errorf("notice %q: want it to name %s", c.Notice, signal.EnvHints)
 	}
 	// Without a page, the source falls back and says so in the stats.
-	hs.Contention(1, hybridsync.Now())
+	hs.Contention(1, clock.Now())
 	s := hybridsync.New(c.Config)
 	st := s.Stats(nil)
 	if st.Hints == nil {
@@ -89,12 +91,12 @@ func TestCheckEnv(t *testing.T) {
 // falls back, as for a bad page.
 func TestConfigFromEnvHintsRefused(t *testing.T) {
 	c, err := hybridsync.ConfigFromEnv(func(k string) string {
-		return map[string]string{hybridsync.EnvHints: t.TempDir()}[k]
+		return map[string]string{signal.EnvHints: t.TempDir()}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.Contention.(*hybridsync.HintSource); !ok || c.Notice != "" ||
+	if _, ok := c.Contention.(*signal.HintSource); !ok || c.Notice != "" ||
 		!strings.Contains(c.Refused, "HYBRIDSYNC_HINTS: hint page: not a regular file") {
 		t.Errorf("contention %T, notice %q, refused %q: want the hint source, refused", c.Contention, c.Notice, c.Refused)
 	}

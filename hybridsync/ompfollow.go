@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // GNU libgomp's spin, followed while the program runs. A thread of
@@ -81,7 +84,7 @@ type ompWindow struct {
 	span    int64       // ns
 	threads []threadUse // each thread's run time and run delay in it
 	steal   []float64   // each CPU's stolen share of it
-	page    []Contention
+	page    []signal.Contention
 }
 
 type threadUse struct{ run, delay int64 }
@@ -113,7 +116,7 @@ func ompContended(w ompWindow) bool {
 // throttled.
 func (w ompWindow) pageContended() bool {
 	for _, c := range w.page {
-		if c == ContentionShared || c == ContentionThrottled {
+		if c == signal.ContentionShared || c == signal.ContentionThrottled {
 			return true
 		}
 	}
@@ -137,8 +140,8 @@ type SpinWord interface {
 // while the program runs.
 type OMPFollower struct {
 	word   SpinWord
-	marker uint64      // the GOMP_SPINCOUNT libgomp started with: its free spin
-	hints  *HintSource // nil: none
+	marker uint64             // the GOMP_SPINCOUNT libgomp started with: its free spin
+	hints  *signal.HintSource // nil: none
 	// info gets a line at each change of the spin, warn the one line
 	// that says the spin cannot be followed (either may be nil).
 	info, warn func(format string, args ...any)
@@ -165,7 +168,7 @@ type OMPFollower struct {
 // marker (GOMP_SPINCOUNT), reading the page hints too where it is not
 // nil; info gets a line at each change of the spin, warn the line that
 // says why it cannot follow it.
-func NewOMPFollower(word SpinWord, marker uint64, hints *HintSource, info, warn func(string, ...any)) *OMPFollower {
+func NewOMPFollower(word SpinWord, marker uint64, hints *signal.HintSource, info, warn func(string, ...any)) *OMPFollower {
 	f := &OMPFollower{word: word, marker: marker, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
 	f.setWhy("libgomp not loaded (yet)")
 	f.current.Store(marker)
@@ -188,7 +191,7 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		if f.active.Load() {
-			f.step(Now())
+			f.step(clock.Now())
 			continue
 		}
 		if !f.word.Loaded() {
@@ -343,7 +346,7 @@ func readThreads() map[int]threadUse {
 	if err != nil {
 		return nil
 	}
-	names, _ := d.Readdirnames(teamMaxThreads)
+	names, _ := d.Readdirnames(signal.TeamMaxThreads)
 	d.Close()
 	out := make(map[int]threadUse, len(names))
 	for _, name := range names {
@@ -351,8 +354,8 @@ func readThreads() map[int]threadUse {
 		if err != nil {
 			continue
 		}
-		if run, delay, _, ok := readSchedstatAll("/proc/self/task/" + name + "/schedstat"); ok {
-			out[tid] = threadUse{run, delay}
+		if st, err := signal.ReadSchedstat("/proc/self/task/" + name + "/schedstat"); err == nil {
+			out[tid] = threadUse{st.Run, st.Delay}
 		}
 	}
 	return out

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // OpenMP's waits are the library's waits one level up: a thread at a
@@ -227,32 +229,18 @@ func probeCPU(cpu int, d time.Duration) (float64, error) {
 		return 0, fmt.Errorf("pinning a probe to CPU %d: %w", cpu, err)
 	}
 	path := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/schedstat"
-	d0, err := runDelay(path)
+	s0, err := signal.ReadSchedstat(path)
 	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
 	for time.Since(start) < d {
 	}
-	d1, err := runDelay(path)
+	s1, err := signal.ReadSchedstat(path)
 	if err != nil {
 		return 0, err
 	}
-	return float64(d1-d0) / float64(time.Since(start).Nanoseconds()), nil
-}
-
-// runDelay is the second field of a schedstat file: ns spent runnable
-// but waiting for a CPU.
-func runDelay(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, fmt.Errorf("%s: %q", path, b)
-	}
-	return strconv.ParseInt(f[1], 10, 64)
+	return float64(s1.Delay-s0.Delay) / float64(time.Since(start).Nanoseconds()), nil
 }
 
 // clockTick is USER_HZ, the unit of /proc/stat.

@@ -1,6 +1,11 @@
 package hybridsync
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+)
 
 // policy is one way to wait for an event that was not complete when Sync
 // was called. Every implementation must return only once the event is
@@ -21,7 +26,7 @@ var policies = map[Mode]policy{
 type spin struct{}
 
 func (spin) wait(c *call) error {
-	c.spin(Infinite)
+	c.spin(clock.Infinite)
 	c.end = endSpin
 	return c.err
 }
@@ -35,7 +40,7 @@ type yield struct{}
 func (yield) wait(c *call) error {
 	for {
 		done, err := c.ev.Query()
-		now := Now()
+		now := clock.Now()
 		if done {
 			c.seen, c.err, c.end = now, err, endSpin
 			return err
@@ -56,9 +61,9 @@ type cudaAuto struct{}
 // contexts than CPUs.
 func (cudaAuto) wait(c *call) error {
 	if aw, ok := c.ev.(AutoWaiter); ok {
-		start := Now()
+		start := clock.Now()
 		c.err = aw.AutoWait()
-		c.seen = Now()
+		c.seen = clock.Now()
 		c.blocked += c.seen - start
 		c.end = endBlock
 		return c.err
@@ -74,7 +79,7 @@ type paper struct{}
 
 func (paper) wait(c *call) error {
 	t, _ := c.timing()
-	now := Now()
+	now := clock.Now()
 	maxThreshold := c.spinCap(now)
 	if t.Mean > maxThreshold {
 		return c.block()
@@ -135,9 +140,9 @@ const (
 )
 
 func (hybrid) wait(c *call) error {
-	now := Now()
+	now := clock.Now()
 	state := c.contention(now)
-	if state == ContentionShared {
+	if state == signal.ContentionShared {
 		return c.block()
 	}
 	if t, ok := c.timing(); ok && t.N >= warmup {
@@ -146,7 +151,7 @@ func (hybrid) wait(c *call) error {
 		}
 	}
 	budget := c.spinCap(now)
-	if state == ContentionThrottled {
+	if state == signal.ContentionThrottled {
 		budget = min(c.s.blockLate.typical(defaultLate), budget)
 	}
 	if budget <= 0 {
@@ -159,7 +164,7 @@ func (hybrid) wait(c *call) error {
 // is time enough to, then spins through the prediction's uncertainty (free:
 // as long as the slice allows) and blocks if the work is still running.
 // It reports whether it waited.
-func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
+func (c *call) sleepFirst(t Timing, now int64, state signal.Contention) (bool, error) {
 	pred := c.launch + t.Mean
 	tol := 2*t.Dev + tolFloor
 	wake := pred - tol - c.s.sleepLate.typical(defaultLate)
@@ -167,9 +172,9 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 		return false, nil
 	}
 	c.sleepUntil(wake)
-	now = Now()
+	now = clock.Now()
 	deadline := max(pred+tol, now+tol)
-	if state == ContentionFree || state == ContentionUnknown {
+	if state == signal.ContentionFree || state == signal.ContentionUnknown {
 		deadline = max(deadline, now+c.spinCap(now))
 	}
 	if deadline-now > c.spinCap(now) {

@@ -67,8 +67,8 @@ var testOnly = map[string][]string{
 	// The load test reads the agent's responses with the profiler's client.
 	"agent/exporter/loadtest": {"profiler/agentapi"},
 	// Real cgroups with a CPU quota, made with the experiments' helper.
-	"agent/hints": {"experiments/cpucap"},
-	"hybridsync":  {"experiments/cpucap"},
+	"agent/hints":       {"experiments/cpucap"},
+	"hybridsync/signal": {"experiments/cpucap"},
 	// The C library under the apps suite's arms and co-runners.
 	"libhybridsync/ctest": {"experiments/corunner", "experiments/apps/suite"},
 }
@@ -180,7 +180,7 @@ func TestCheck(t *testing.T) {
 		{"hybridsync", "hintpage", false, ""},
 		{"agent/monitor", "agent/bpfload", false, ""},
 		{"profiler/agentapi", "agent/exporter", true, ""},
-		{"hybridsync", "experiments/cpucap", true, ""},
+		{"hybridsync/signal", "experiments/cpucap", true, ""},
 		{"experiments/runner", "cmd/vgpu-probe/usage", false, "experiments/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
 		{"profiler/report", "experiments/workload", false, "profiler/report (profiler) imports experiments/workload (experiments)"},
 		{"agent/exporter", "profiler/nvml", false, "agent/exporter (agent) imports profiler/nvml (profiler)"},

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Window is a span of a test whose disturbances are being counted.
@@ -189,16 +190,8 @@ func runDelays(tids []int) map[int]int64 {
 }
 
 func runDelay(tid int) (int64, bool) {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, false
-	}
-	d, err := strconv.ParseInt(f[1], 10, 64)
-	return d, err == nil
+	st, err := signal.ReadSchedstat("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	return st.Delay, err == nil
 }
 
 // cpuTicks is one CPU's line of /proc/stat: its steal ticks, its idle

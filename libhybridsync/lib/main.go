@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/libhybridsync/hscore"
 )
 
@@ -228,7 +229,7 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok 
 		}
 		tid := unix.Gettid()
 		p = l.s.Report(tid, d[:min(int(n), len(d))], int64(now),
-			hybridsync.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
+			signal.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
 		bt = l.s.Blocktime(tid, int64(now), int(blocktime))
 	}
 	*plan = C.struct_hs_plan{n: C.int(p.N), len: C.int64_t(p.Len), extend: C.int64_t(p.Extend), max_len: C.int64_t(p.MaxLen),

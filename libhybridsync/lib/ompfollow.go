@@ -16,6 +16,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // follower follows libgomp's spin while the program runs
@@ -37,7 +38,7 @@ func init() {
 	// The page is read only where it says how the host shares this
 	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
 	// said by the library's configuration check, not here.
-	hints, _ := hybridsync.HintsFromEnv(guestHints, nil, nil)
+	hints, _ := signal.HintsFromEnv(guestHints, nil, nil)
 	follower = hybridsync.NewOMPFollower(gompWord{}, marker, hints,
 		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
 		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
@@ -84,7 +85,7 @@ func followStats() *hybridsync.OMPFollowStats {
 // local user may write, a file another user made there is not the host's
 // page).
 func guestHints(k string) string {
-	if v, set := os.LookupEnv(k); set || k != hybridsync.EnvHints {
+	if v, set := os.LookupEnv(k); set || k != signal.EnvHints {
 		return v
 	}
 	fi, err := os.Lstat(hintpage.GuestPath)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 func TestMain(m *testing.M) {
@@ -144,8 +145,8 @@ func threadsOf(pid int) map[string]busyThread {
 				th.CPUs, _ = corunner.ParseCPUs(strings.TrimSpace(v))
 			}
 		}
-		if b, err := os.ReadFile(filepath.Join(d, "schedstat")); err == nil {
-			fmt.Sscan(string(b), &th.RanNs)
+		if st, err := signal.ReadSchedstat(filepath.Join(d, "schedstat")); err == nil {
+			th.RanNs = st.Run
 		}
 		out[filepath.Base(d)] = th
 	}

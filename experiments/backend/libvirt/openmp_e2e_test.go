@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/reexec"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
 
@@ -165,7 +166,7 @@ func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	if withPage {
 		page = job.HintPage
 	}
-	env = append(env, hybridsync.EnvHints+"="+page)
+	env = append(env, signal.EnvHints+"="+page)
 	argv := append([]string{guestLauncher, guestProgram}, ompArgs...)
 	steal0 := guestSteal(t, e)
 	c, err := e.Command(t.Context(), argv, env, guestStats)

@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // EnvHints names the hint page the library reads (HYBRIDSYNC_HINTS):
@@ -79,7 +80,7 @@ const (
 // not exist yet: it is opened on first use and re-opened when replaced.
 func NewHintSource(path string, fallback *GuestEstimator, cont ContentionSource) *HintSource {
 	h := newHintSource(path, fallback, cont)
-	h.reopen(Now())
+	h.reopen(clock.Now())
 	return h
 }
 
@@ -100,7 +101,7 @@ func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont Con
 		return nil, nil
 	}
 	h := newHintSource(path, fallback, cont)
-	switch err := h.reopen(Now()); {
+	switch err := h.reopen(clock.Now()); {
 	case errors.Is(err, hintpage.ErrNotRegular):
 		// Never a page, and the user should know: a FIFO or a device
 		// named by mistake. It is looked at again as a replaced page
@@ -115,7 +116,7 @@ func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont Con
 var (
 	_ ThresholdSource  = (*HintSource)(nil)
 	_ ContentionSource = (*HintSource)(nil)
-	_ gapObserver      = (*HintSource)(nil)
+	_ GapObserver      = (*HintSource)(nil)
 )
 
 // reopen maps the page again if it is missing or was replaced; at most
@@ -270,7 +271,7 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 	switch {
 	case s.Contention == hintpage.ContFree || s.ExpectedSliceNs == hintpage.Infinite:
 		h.used.Add(1)
-		return Infinite
+		return clock.Infinite
 	case s.ExpectedSliceNs == 0:
 		h.fallbacks[fbUnknown].Add(1)
 		return h.fallback.Remaining(tid, now)
@@ -325,11 +326,11 @@ func (h *HintSource) Contention(tid int, now int64) Contention {
 	return ContentionUnknown
 }
 
-// observeRunDelay hands a caller's reading of the thread's run delay to
+// ObserveRunDelay hands a caller's reading of the thread's run delay to
 // the fallback contention source, where that takes one.
-func (h *HintSource) observeRunDelay(tid int, now int64, rd RunDelay) {
-	if o, ok := h.cont.(runDelayObserver); ok {
-		o.observeRunDelay(tid, now, rd)
+func (h *HintSource) ObserveRunDelay(tid int, now int64, rd RunDelay) {
+	if o, ok := h.cont.(RunDelayObserver); ok {
+		o.ObserveRunDelay(tid, now, rd)
 	}
 }
 
@@ -348,7 +349,7 @@ func (h *HintSource) Team(tid int, now int64) (team, known bool) {
 // With one, a blocked waiter's wake-up preempts its co-runner at once.
 func (h *HintSource) Mitigation(tid int) (time.Duration, bool) {
 	var s hintpage.Slot
-	if _, ok := h.slot(tid, Now(), &s); !ok {
+	if _, ok := h.slot(tid, clock.Now(), &s); !ok {
 		return 0, false
 	}
 	h.used.Add(1)

@@ -1,7 +1,8 @@
-package hybridsync
+package signal
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"unsafe"
 
@@ -47,20 +48,26 @@ func (f procFile) read(buf []byte) (int, error) {
 	return int(n), nil
 }
 
-// readSchedstat reads run_delay and timeslices from /proc/.../schedstat
-// ("run_time run_delay timeslices").
-func readSchedstat(f procFile) (delay, runs int64, ok bool) {
-	_, delay, runs, ok = readSchedstatRun(f)
-	return delay, runs, ok
-}
+// Schedstat is a thread's scheduler statistics: its time on a CPU and its
+// run delay (time runnable but waiting for a CPU), in ns, and how often it
+// was scheduled in.
+type Schedstat struct{ Run, Delay, Runs int64 }
 
-// readSchedstatRun is readSchedstat with the thread's time on the CPU
-// (the file's first field), from the same read.
-func readSchedstatRun(f procFile) (run, delay, runs int64, ok bool) {
+var errSchedstat = errors.New("not a schedstat file (want three counts)")
+
+// ReadSchedstat reads a schedstat file (/proc/<pid>/task/<tid>/schedstat,
+// /proc/<tid>/schedstat): the one parser of these files in the tree's Go,
+// for the wait path's signals, the OpenMP follower, the agent and the
+// experiments. A vanished thread's error is fs.ErrNotExist.
+func ReadSchedstat(path string) (Schedstat, error) { return newProcFile(path).schedstat() }
+
+// schedstat reads and parses the file in place: no allocation, for the
+// wait path's samples.
+func (f procFile) schedstat() (Schedstat, error) {
 	var buf [96]byte
 	n, err := f.read(buf[:])
 	if err != nil {
-		return 0, 0, 0, false
+		return Schedstat{}, err
 	}
 	var v [3]int64
 	rest := buf[:n]
@@ -69,11 +76,11 @@ func readSchedstatRun(f procFile) (run, delay, runs int64, ok bool) {
 		field, rest = nextField(rest)
 		x, err := strconv.ParseInt(string(field), 10, 64)
 		if err != nil || x < 0 {
-			return 0, 0, 0, false
+			return Schedstat{}, errSchedstat
 		}
 		v[i] = x
 	}
-	return v[0], v[1], v[2], true
+	return Schedstat{Run: v[0], Delay: v[1], Runs: v[2]}, nil
 }
 
 // nextField returns the first space-separated field of b and what follows.
