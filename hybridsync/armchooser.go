@@ -99,7 +99,7 @@ type EpochDone struct {
 // no co-runner gains from a block. The thread stays in ArmModel, which
 // spins like CUDA's default and so costs nothing alone, or in ArmDevice
 // where its waits are too short for blocking to pay (free). It leaves the
-// contended regime only after regimeExit of free verdicts, because a
+// contended regime only after RegimeExit of free verdicts, because a
 // blocked thread shows contention only when it wakes.
 //
 // Where the CPU is contended (shared or throttled), no model has been
@@ -181,11 +181,11 @@ const (
 	minEpochWaits = 8
 	maxEpoch      = 500_000_000
 	// exitCheck: epochs of the chosen arm per report while the CPU looks
-	// free again (regimeExit is then checked that often).
+	// free again (RegimeExit is then checked that often).
 	exitCheck = 8
-	// regimeExit: free verdicts needed, in a row, to leave the contended
+	// RegimeExit: free verdicts needed, in a row, to leave the contended
 	// regime.
-	regimeExit = 2_000_000_000
+	RegimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	// waysTieGap: the same between the policy's two ways, which differ
 	// by a few percent where they differ at all (the policy's blocking
@@ -382,7 +382,7 @@ func (t *armThread) track(c signal.Contention, now int64) {
 	case !t.regime:
 	case t.freeSince == 0:
 		t.freeSince = now
-	case now-t.freeSince >= regimeExit:
+	case now-t.freeSince >= RegimeExit:
 		t.regime = false
 	}
 }

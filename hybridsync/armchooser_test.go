@@ -473,7 +473,7 @@ func TestArmChooserExplorationOrder(t *testing.T) {
 }
 
 // TestArmChooserRegimeExit: after contention goes, the thread keeps to the
-// contended arms for regimeExit and leaves soon after (at most a run of
+// contended arms for RegimeExit and leaves soon after (at most a run of
 // the chosen arm, an exploration and exitCheck epochs later); when
 // contention returns, the last decision resumes without a new exploration.
 func TestArmChooserRegimeExit(t *testing.T) {
@@ -490,8 +490,8 @@ func TestArmChooserRegimeExit(t *testing.T) {
 		w.step()
 	}
 	late := int64(maxExploit*epochLen + 4*exploreLen + exitCheck*epochLen)
-	if d := w.now - gone; d < regimeExit || d > regimeExit+late {
-		t.Errorf("back to the model %d ms after contention went, want %d-%d ms", d/1_000_000, regimeExit/1_000_000, (regimeExit+late)/1_000_000)
+	if d := w.now - gone; d < RegimeExit || d > RegimeExit+late {
+		t.Errorf("back to the model %d ms after contention went, want %d-%d ms", d/1_000_000, RegimeExit/1_000_000, (RegimeExit+late)/1_000_000)
 	}
 	before := w.o.Stats().Explorations
 	src.c.Store(int64(signal.ContentionShared))
@@ -636,9 +636,9 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	}
 	// Its CPU free again, the thread leaves the contended regime after
 	// the run under way (the device arm, which spins as the model does
-	// alone) and regimeExit, its runs meanwhile short, as exploit's are.
+	// alone) and RegimeExit, its runs meanwhile short, as exploit's are.
 	src.free.Store(true)
-	d := int64(teamMaxRun + regimeExit + 2*exitCheck*epochLen)
+	d := int64(teamMaxRun + RegimeExit + 2*exitCheck*epochLen)
 	w.run(d)
 	if w.e.Arms[0] != ArmModel {
 		t.Errorf("beside the team, its CPU free again for %.1f s: next %+v, want the model's (the regime left)", float64(d)/1e9, w.e)

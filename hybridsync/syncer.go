@@ -53,7 +53,6 @@ type Syncer struct {
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by signal.Contention
 	chooser   *armChooser
-	bt        blocktimeLive // libomp's blocktime, adapted live (blocktime.go)
 }
 
 // New returns a Syncer for cfg.
@@ -80,6 +79,14 @@ func New(cfg Config) *Syncer {
 	}
 	return s
 }
+
+// Contended says whether thread tid is in the arm chooser's contended
+// regime, as of its last report (in the default mode, whose threads
+// report): what OpenMP's live settings follow (hybridsync/openmp).
+func (s *Syncer) Contended(tid int) bool { return s.chooser.contended(tid) }
+
+// Contention is the source of the contention verdicts.
+func (s *Syncer) Contention() signal.ContentionSource { return s.cont }
 
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }

@@ -199,3 +199,36 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// hybridsyncOrder is hybridsync's packages by role, lowest first: the
+// clock and the per-thread tables; the contention signals (and the one
+// schedstat reader); the primitive and its engine; OpenMP's waits; the
+// simulated GPU. Each imports only packages before it
+// (docs/architecture.md, "hybridsync's packages").
+var hybridsyncOrder = []string{"hybridsync/clock", "hybridsync/perthread", "hybridsync/signal", "hybridsync", "hybridsync/openmp", "hybridsync/simdev"}
+
+// TestHybridsyncOrder fails naming each import inside hybridsync that
+// goes up the order, and each hybridsync package the order leaves out. A
+// package's tests may import anything (a signal's test may run a Syncer).
+func TestHybridsyncOrder(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH to list the packages")
+	}
+	for _, p := range listPackages(t) {
+		from := strings.TrimPrefix(p.ImportPath, module+"/")
+		if from != "hybridsync" && !strings.HasPrefix(from, "hybridsync/") {
+			continue
+		}
+		i := slices.Index(hybridsyncOrder, from)
+		if i < 0 {
+			t.Errorf("%s is not in hybridsyncOrder: place it", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			rel := strings.TrimPrefix(imp, module+"/")
+			if j := slices.Index(hybridsyncOrder, rel); j >= i {
+				t.Errorf("%s imports %s, which is not below it in hybridsyncOrder", from, rel)
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package signal
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,11 +91,11 @@ func newHintSource(path string, fallback *GuestEstimator, cont ContentionSource)
 	return &HintSource{path: path, fallback: fallback, cont: cont}
 }
 
-// HintsFromEnv returns a HintSource for HYBRIDSYNC_HINTS, or nil when it
-// is unset. A page that cannot be read now is not an error (the agent may
-// start later); an error says why it is not used yet, for the log.
-func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont ContentionSource) (*HintSource, error) {
-	path := strings.TrimSpace(getenv(EnvHints))
+// HintsAt returns a HintSource for the page at path (HYBRIDSYNC_HINTS,
+// as hybridsync's configuration parsed it), or nil for "". A page that
+// cannot be read now is not an error (the agent may start later); an
+// error says why it is not used yet, for the log.
+func HintsAt(path string, fallback *GuestEstimator, cont ContentionSource) (*HintSource, error) {
 	if path == "" {
 		return nil, nil
 	}

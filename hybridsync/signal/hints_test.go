@@ -265,24 +265,24 @@ func TestHintSourceVCPUPage(t *testing.T) {
 	}
 }
 
-func TestHintsFromEnv(t *testing.T) {
-	if h, err := HintsFromEnv(func(string) string { return "" }, nil, nil); h != nil || err != nil {
+func TestHintsAt(t *testing.T) {
+	if h, err := HintsAt("", nil, nil); h != nil || err != nil {
 		t.Fatalf("unset: %v %v", h, err)
 	}
-	h, err := HintsFromEnv(func(string) string { return "/nonexistent/page" }, nil, nil)
+	h, err := HintsAt("/nonexistent/page", nil, nil)
 	if h == nil || err == nil {
 		t.Fatalf("missing page: want a source that falls back and an error to log, got %v %v", h, err)
 	}
 	_, path := newHintPage(t, 1, 0)
-	if h, err := HintsFromEnv(func(string) string { return path }, nil, nil); h == nil || err != nil {
+	if h, err := HintsAt(path, nil, nil); h == nil || err != nil {
 		t.Fatalf("good page: %v %v", h, err)
 	}
 }
 
-// TestHintsFromEnvNotAPage: a FIFO (whose blocking open would wait for a
+// TestHintsAtNotAPage: a FIFO (whose blocking open would wait for a
 // writer forever), a device or a directory is refused at once, with
 // hintpage.ErrNotRegular, and the source falls back as for a bad page.
-func TestHintsFromEnvNotAPage(t *testing.T) {
+func TestHintsAtNotAPage(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -294,14 +294,14 @@ func TestHintsFromEnvNotAPage(t *testing.T) {
 		}
 		done := make(chan res, 1)
 		go func() {
-			h, err := HintsFromEnv(func(string) string { return path }, nil, nil)
+			h, err := HintsAt(path, nil, nil)
 			done <- res{h, err}
 		}()
 		var r res
 		select {
 		case r = <-done:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: HintsFromEnv still blocked after 30 s", path)
+			t.Fatalf("%s: HintsAt still blocked after 30 s", path)
 		}
 		if r.h == nil || !errors.Is(r.err, hintpage.ErrNotRegular) || !strings.Contains(r.err.Error(), EnvHints) {
 			t.Fatalf("%s: %v %v, want a source that falls back and ErrNotRegular naming %s", path, r.h, r.err, EnvHints)

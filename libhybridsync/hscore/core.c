@@ -98,7 +98,7 @@ void hs_log_user(const char *msg) { log_always("%s", msg); }
  * call into Go, so every entry point checks this and passes through. */
 static void on_fork_child(void) { atomic_store(&hs_forked, 1); }
 
-/* HYBRIDSYNC_LOG as hybridsync.CheckEnv reads it, blanks around it
+/* HYBRIDSYNC_LOG as hybridsync.ParseConfig reads it, blanks around it
  * ignored; one that is too long for any level is left as it is (bad). */
 static const char *log_env(char *buf, size_t n)
 {

@@ -2,7 +2,7 @@
  * to the device (CUDA's own synchronize), and the counts of waits that
  * never reached the Go policy. A leaf: it calls nothing. The wait runner
  * (wait.c) reads it on every wait, so the lookups are inline here, and
- * records the policy's verdicts that hsgo_sync returns; Go (hsgo_init, the
+ * records the policy's verdicts that hsgo_sync returns; Go (hsgo_start, the
  * stats) sets and reads it through deleg.c. */
 #ifndef HS_DELEG_H
 #define HS_DELEG_H

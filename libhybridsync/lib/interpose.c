@@ -47,7 +47,7 @@ static atomic_int interposing = -1;
 
 /* Interposing is on under LD_PRELOAD of this library, off when a program
  * merely links it (its own CUDA calls stay its own), and HYBRIDSYNC_INTERPOSE
- * decides either way. Its value is read as hybridsync.CheckEnv reads it,
+ * decides either way. Its value is read as hybridsync.ParseConfig reads it,
  * blanks around it ignored; one other than 0 or 1 is a configuration error
  * there, which keeps the library from starting. */
 __attribute__((constructor)) static void decide(void)

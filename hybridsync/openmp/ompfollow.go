@@ -1,4 +1,4 @@
-package hybridsync
+package openmp
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // before it sleeps (~300,000 by default, milliseconds). On CPUs of its
 // own that spin is what makes the next parallel region start at once; on
 // CPUs shared with a busy neighbour it burns the slice the team's other
-// threads need (openmp.go). Neighbours come and go while a program runs,
+// threads need (launch.go). Neighbours come and go while a program runs,
 // so a choice made at start is right only while they stay as they were.
 //
 // libgomp reads its spin count from a variable at every wait but offers
@@ -44,9 +44,7 @@ import (
 // some clouds report no steal, and the host's neighbour shows to the guest
 // only there.
 
-// GompSpinBounded is the spin while the CPUs are contended: 1000
-// iterations (a pause and a load each, 10-40 ns: about a wake-up from
-// another CPU), as OpenMPSpin.
+// GompSpinBounded is the spin while the CPUs are contended (Bounded).
 const GompSpinBounded = 1000
 
 // Follower timing: a window is read every ompTick; one contended window
@@ -278,9 +276,9 @@ func (f *OMPFollower) apply(contended bool) {
 
 func (f *OMPFollower) set(bounded bool) {
 	f.bounded = bounded
-	v, why := f.marker, "free"
+	v, why := uint64(Decide(bounded, Waits{Spin: int64(f.marker), BlocktimeMS: -1}).Spin), "free"
 	if bounded {
-		v, why = GompSpinBounded, "contended"
+		why = "contended"
 	}
 	f.word.Store(v)
 	f.current.Store(v)
