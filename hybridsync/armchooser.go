@@ -120,9 +120,9 @@ type EpochDone struct {
 // wait wins. The contention verdict is taken at each report: after an
 // exploration, and after the chosen arm's run (epochPlan).
 //
-// A wrong choice of the policy arm can cost more than a program ever
-// loses to CUDA's default (where blocking is much slower), and one
-// exploration misjudges gaps of about 10%, so on a gap under confirmGap
+// A wrong choice of the policy arm costs more than a wrong choice of the
+// device arm (blocking can be much slower than CUDA's default), and one
+// exploration can misjudge a small gap, so on a gap under confirmGap
 // the policy arm is taken only when the exploration before also favoured
 // it; until then the device arm runs deferRun epochs. Not under a CPU
 // quota, where each arm's first period inherits what the other left of
@@ -188,9 +188,8 @@ const (
 	RegimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	// waysTieGap: the same between the policy's two ways, which differ
-	// by a few percent where they differ at all (the policy's blocking
-	// event waits halve the CPU per wait, so a 3% window would keep it
-	// while ArmBlocking runs the program up to 3% faster).
+	// by a few percent where they differ at all: narrower, so that the
+	// way with less CPU per wait does not keep a slower program.
 	tieGap     = 0.03
 	waysTieGap = 0.01
 	// exploreShare: below this share of the thread's time blockable

@@ -4,10 +4,10 @@ import "github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 
 // The engine's verdicts for a caller that executes them itself: the C
 // library (libhybridsync), whose program threads cannot afford a call
-// into Go per wait. A call from a C thread into Go costs 0.2-30 µs and up
-// to five context switches of the Go runtime's threads, the more the
-// longer the thread ran in C since its last call; a call from Go into C
-// costs about 50 ns and none (libhybridsync/crossing's benchmarks). So
+// into Go per wait: a call from a C thread into Go wakes the Go runtime's
+// threads, the more the longer the thread ran in C since its last call,
+// while a call from Go into C costs tens of ns (docs/architecture.md, "One
+// wait", has the figures). So
 // every choice of how a wait goes is made here, in Go, and handed over as
 // data that the caller keeps and applies to each wait with no call: a
 // thread's Plan (the route of each kind of wait, epoch by epoch, and when

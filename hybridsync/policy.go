@@ -94,11 +94,8 @@ func (paper) wait(c *call) error {
 //   - shared (a co-runner, another vCPU on the same CPU): block at once,
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
-//     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too, with the
-//     agent's short slice or without: the spin after the timer lands
-//     when the co-runner wants the CPU, and the timer's wake-up comes
-//     late (docs/tried.md: "Sleep-then-spin on a shared CPU");
+//     when it wakes; a spin after a timed sleep lands when the co-runner
+//     wants the CPU (docs/tried.md: "Sleep-then-spin on a shared CPU");
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
@@ -110,11 +107,9 @@ func (paper) wait(c *call) error {
 //     long as blocking would cost (2-competitive), since spinning spends
 //     quota.
 //
-// On real PyTorch and CuPy programs, a policy that judged contention from
-// its own spins spun under a co-runner (short spins rarely see the thread
-// lose its CPU) and lost to CUDA's blocking mode (docs/tried.md:
-// "Contention judged from the policy's own spins"); hence the separate
-// signal (docs/BENCHMARKS.md, "The contention signal"). Under LD_PRELOAD,
+// Contention comes from a signal of its own, not from the policy's
+// spins, which are too short to see the thread lose its CPU (docs/tried.md:
+// "Contention judged from the policy's own spins"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
 //
 // The agent's mitigation (MitigationSource: a short slice, so that a
@@ -187,10 +182,10 @@ func (c *call) sleepFirst(t Timing, now int64, state signal.Contention) (bool, e
 }
 
 // ShortWait: a kernel whose completion usually comes within this long of
-// its launch (ns) is not worth a decision per wait. Spinning that long costs
-// less CPU than a blocking wake-up costs time on a VM, blocking for it
-// loses to CUDA's default under a co-runner on real programs, and the
-// policy's own overhead per wait (a few µs) is a measurable share of it.
+// its launch (ns) is not worth a decision per wait: spinning that long
+// costs less CPU than a blocking wake-up costs time on a VM, and the
+// policy's own overhead per wait is a share of it (docs/tried.md: "Every
+// wait through the Go policy").
 const ShortWait = 150_000
 
 // ShortWaits reports whether waits for kernel k are short enough to leave

@@ -39,14 +39,12 @@ import (
 // The regime is entered on one verdict, which a single late
 // scheduling-in gives (a few ms of a window): for the arm chooser that
 // costs an exploration, for the blocktime a program whose team sleeps
-// at every region's end. Alone, a program with more threads than its
-// team (PyTorch) meets such moments now and then, and ran slower at 0.
-// So where the contention signal keeps an account of the thread's waits
-// for its CPU (SchedSignal.Waited), the blocktime goes to 0 only once
-// the thread also waited blocktimeWaitShare of the time since its last
-// look: beside a busy neighbour a master waits a large share of it,
-// alone a few percent at most (the stats' sched.run_delay_seconds;
-// docs/BENCHMARKS.md, "Several OpenMP threads"). A hint page's verdict
+// at every region's end. So where the contention signal keeps an account
+// of the thread's waits for its CPU (SchedSignal.Waited), the blocktime
+// goes to 0 only once the thread also waited blocktimeWaitShare of the
+// time since its last look: the share that tells a busy neighbour from a
+// program's own threads (docs/BENCHMARKS.md, "Several OpenMP threads",
+// has the figures). A hint page's verdict
 // needs no such check: the agent counts no thread of the program's own
 // as a competitor.
 

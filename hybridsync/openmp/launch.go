@@ -223,7 +223,7 @@ func measure(c hybridsync.EnvConfig, lookup func(string) (string, bool)) (Verdic
 		w := waited[i]
 		if a, ok := steal0[c]; ok {
 			if b, ok := steal1[c]; ok {
-				w = max(w, float64(b-a)*clockTick.Seconds()/Probe.Seconds())
+				w = max(w, float64(b-a)*signal.TickNs/1e9/Probe.Seconds())
 			}
 		}
 		v.Waited = max(v.Waited, w)
@@ -258,27 +258,13 @@ func probeCPU(cpu int, d time.Duration) (float64, error) {
 	return float64(s1.Delay-s0.Delay) / float64(time.Since(start).Nanoseconds()), nil
 }
 
-// clockTick is USER_HZ, the unit of /proc/stat.
-const clockTick = 10 * time.Millisecond
-
 // readSteal is each CPU's steal time in /proc/stat (clock ticks); none
 // where it cannot be read.
 func readSteal() map[int]int64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return nil
-	}
-	out := map[int]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		c, err1 := strconv.Atoi(f[0][3:])
-		s, err2 := strconv.ParseInt(f[8], 10, 64)
-		if err1 == nil && err2 == nil {
-			out[c] = s
-		}
+	all, _ := signal.ReadCPUTicks()
+	out := make(map[int]int64, len(all))
+	for _, c := range all {
+		out[c.CPU] = c.Steal
 	}
 	return out
 }

@@ -331,7 +331,7 @@ func (f *OMPFollower) readStolen(now int64) []float64 {
 		a, ok1 := f.steal0[c]
 		b, ok2 := steal[c]
 		if ok1 && ok2 && f.stealAt > 0 {
-			f.stolen = append(f.stolen, float64(b-a)*clockTick.Seconds()/(float64(now-f.stealAt)/1e9))
+			f.stolen = append(f.stolen, float64(b-a)*signal.TickNs/1e9/(float64(now-f.stealAt)/1e9))
 		}
 	}
 	f.steal0, f.stealAt = steal, now

@@ -300,9 +300,9 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 // (block at once) is for a CPU that a competitor keeps wanting
 // (SchedSignal: run delay, and a CPU that never idles while the thread
 // sleeps). Where the fallback says free or throttled, that is the
-// answer: under a CPU quota on a busy machine, blocking at once for every
-// such turn ran behind sleeping until the predicted completion
-// (docs/BENCHMARKS.md, "Hints as the threshold in the NAMD-like bench"). A vCPU's
+// answer: under a CPU quota a turn of the page's is no competitor to
+// block at once for (docs/BENCHMARKS.md, "Hints as the threshold in the
+// NAMD-like bench"). A vCPU's
 // page stays as it is: inside a guest, the host's contention shows only
 // on the page (and as steal).
 func (h *HintSource) Contention(tid int, now int64) Contention {

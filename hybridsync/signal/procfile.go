@@ -3,7 +3,9 @@ package signal
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -81,6 +83,67 @@ func (f procFile) schedstat() (Schedstat, error) {
 		v[i] = x
 	}
 	return Schedstat{Run: v[0], Delay: v[1], Runs: v[2]}, nil
+}
+
+// CPUTicks is one CPU's line of /proc/stat, in clock ticks (TickNs): its
+// steal ticks (in a VM, the time the host ran something else on the
+// physical CPU behind it), its idle ones (idle and iowait) and all its
+// ticks.
+type CPUTicks struct {
+	CPU                int
+	Steal, Idle, Total int64
+}
+
+// TickNs is USER_HZ, the unit of /proc/stat, in ns (100 Hz on every Linux
+// ABI).
+const TickNs = 10_000_000
+
+// ReadCPUTicks reads each CPU's line of /proc/stat: the one reader of the
+// file in the tree's Go, for the contention signal, the OpenMP probe and
+// follower, and the tests' disturbance figures.
+func ReadCPUTicks() ([]CPUTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUTicks(string(b)), nil
+}
+
+// ParseCPUTicks reads the per-CPU lines of /proc/stat ("cpuN user nice
+// system idle iowait irq softirq steal ..."); a kernel without the steal
+// column has no lines to give.
+func ParseCPUTicks(s string) []CPUTicks {
+	var out []CPUTicks
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil || cpu < 0 {
+			continue
+		}
+		c := CPUTicks{CPU: cpu}
+		for i, v := range f[1:] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				break
+			}
+			switch i {
+			case 3, 4:
+				c.Idle += n
+			case 7:
+				c.Steal = n
+			}
+			// guest and guest_nice (9th and 10th) are already in user
+			// and nice.
+			if i < 8 {
+				c.Total += n
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // nextField returns the first space-separated field of b and what follows.

@@ -198,8 +198,8 @@ func (g *SchedSignal) sampleWith(t *threadSched, now, run, delay, runs int64) {
 // delay beyond the throttled time counts as a competitor. But cpu.stat
 // counts a throttle's time when it ends, while the run delay grows all
 // through it: a window inside a throttle would show delay nothing
-// explains yet (alone under a 10 ms per 20 ms quota, 38% of verdicts said
-// shared). So under a quota (period > 0) the windows are judged together
+// explains yet, and call a thread alone under a quota shared. So under a
+// quota (period > 0) the windows are judged together
 // when the throttled time moves, or once they span two periods without it
 // (a throttle ends within its period and is counted at the next sample;
 // one period would end mid-throttle when the thread runs its quota at once

@@ -23,8 +23,7 @@ import (
 // blocks gives its CPU to the co-runner and comes back out of step with the
 // spinners at every wait: each step then waits for scheduler ticks, as
 // libhybridsync/testdata/programs/ompsteps.c on the CUDA stand-in shows
-// (docs/tried.md, "Blocking beside a spinning OpenMP team", has the
-// numbers). CUDA's blocking-sync mode leaves a plain event's waits
+// (docs/tried.md, "Blocking beside a spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's waits
 // spinning, so neither of CUDA's modes does that to such a program.
 // armChooser cannot see it by comparing epochs either: the team's phase
 // outlives the epoch that changed it, so the device arm is scored in the

@@ -68,9 +68,8 @@ type threadRun struct {
 
 // minGaps is how many deschedulings a thread must see, each within
 // staleAfter of the last, before its estimate is used. One gap may be an
-// interrupt storm or a page fault: a single short "run" before one such
-// gap made hybrid block until the estimate went stale (docs/tried.md:
-// "Every clock gap as a descheduling").
+// interrupt storm or a page fault, and a single short "run" before it is
+// no slice (docs/tried.md: "Every clock gap as a descheduling").
 const minGaps = 3
 
 // MinDescheduleNs: a gap shorter than this is an interruption, not the
@@ -80,9 +79,9 @@ const minGaps = 3
 // about a wake-up's cost, so spinning through one costs no more than
 // blocking; what the estimate guards against is losing the CPU for
 // another task's slice (0.75 ms and up under Linux, milliseconds under a
-// hypervisor or a bandwidth quota). Counted, such gaps made the estimate a
-// "slice" of tens of µs even with no co-runner, and hybrid blocked many of
-// its waits (docs/tried.md: "Every clock gap as a descheduling").
+// hypervisor or a bandwidth quota). Counted, such gaps would make the
+// estimate a "slice" of tens of µs with no co-runner at all
+// (docs/tried.md: "Every clock gap as a descheduling").
 const MinDescheduleNs = 250_000
 
 // staleAfter: with no descheduling seen for this long, contention is
