@@ -104,7 +104,8 @@ type Stats struct {
 	// that fell back, by reason (HYBRIDSYNC_HINTS only).
 	Hints *signal.HintStats `json:"hints,omitempty"`
 	// Outcomes: the epochs of each arm where the C library's default
-	// mode checks its choices against their outcomes (absent elsewhere).
+	// mode checks its choices against their outcomes (Engine.Outcomes;
+	// absent elsewhere).
 	Outcomes       *ArmStats     `json:"outcomes,omitempty"`
 	UnknownKernels Counts        `json:"unknown_kernels"`
 	Kernels        []KernelStats `json:"kernels"`
@@ -144,9 +145,6 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	case *signal.HintSource:
 		h := c.Stats()
 		st.Hints = &h
-	}
-	if o := s.chooser.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
-		st.Outcomes = &o
 	}
 	if g, ok := s.thr.(*signal.GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()

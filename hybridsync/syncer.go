@@ -52,7 +52,6 @@ type Syncer struct {
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
 	byState   [4]atomic.Uint64 // waits that had to wait, by signal.Contention
-	chooser   *armChooser
 }
 
 // New returns a Syncer for cfg.
@@ -71,7 +70,6 @@ func New(cfg Config) *Syncer {
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
-	s.chooser = newArmChooser(s.cont)
 	s.policy = policies[cfg.Mode]
 	if s.policy == nil {
 		s.policy = policies[ModeHybrid]
@@ -79,11 +77,6 @@ func New(cfg Config) *Syncer {
 	}
 	return s
 }
-
-// Contended says whether thread tid is in the arm chooser's contended
-// regime, as of its last report (in the default mode, whose threads
-// report): what OpenMP's live settings follow (hybridsync/openmp).
-func (s *Syncer) Contended(tid int) bool { return s.chooser.contended(tid) }
 
 // Contention is the source of the contention verdicts.
 func (s *Syncer) Contention() signal.ContentionSource { return s.cont }

@@ -81,10 +81,10 @@ type BlocktimeSetting struct {
 }
 
 // Blocktime is the live adaptation of libomp's blocktime over one
-// Syncer, whose threads report (the C library builds it beside the
-// Syncer, libhybridsync/lib/main.go).
+// engine, to which the threads report (the C library builds it beside
+// its Engine, libhybridsync/lib/main.go).
 type Blocktime struct {
-	s       *hybridsync.Syncer
+	e       *hybridsync.Engine
 	on      atomic.Bool
 	freeMS  atomic.Int64
 	why     atomic.Pointer[string]
@@ -105,11 +105,12 @@ type blocktimeThread struct {
 	waitedMuch        atomic.Bool  // that share was blocktimeWaitShare or more
 }
 
-// NewBlocktime returns the live adaptation of libomp's blocktime over s,
+// NewBlocktime returns the live adaptation of libomp's blocktime over e,
 // on or off as BlocktimeLive decided. It runs only in the default mode,
 // whose threads report (the regime it follows is the arm chooser's).
-func NewBlocktime(s *hybridsync.Syncer, b BlocktimeSetting) *Blocktime {
-	bt := &Blocktime{s: s}
+func NewBlocktime(e *hybridsync.Engine, b BlocktimeSetting) *Blocktime {
+	bt := &Blocktime{e: e}
+	s := e.Syncer()
 	on, why := b.On, b.Why
 	bt.freeMS.Store(int64(b.FreeMS))
 	if on && s.Mode() != hybridsync.ModeHybrid {
@@ -149,7 +150,7 @@ func (b *Blocktime) Next(tid int, now int64, cur int) int {
 		}
 	}
 	much := b.waitedMuch(t, tid) // at every look, so that a share covers only the time since the last
-	want = Decide(b.s.Contended(tid) && (cur == 0 || much), Waits{Spin: -1, BlocktimeMS: want}).BlocktimeMS
+	want = Decide(b.e.Contended(tid) && (cur == 0 || much), Waits{Spin: -1, BlocktimeMS: want}).BlocktimeMS
 	if want == int64(cur) || now-t.changed.Load() < blocktimeMinGap {
 		return -1
 	}
@@ -164,7 +165,7 @@ func (b *Blocktime) Next(tid int, now int64, cur int) int {
 // once blocktimeWaitSpan of it was judged (until then, the last share's
 // answer); true where the contention source keeps no account of waits.
 func (b *Blocktime) waitedMuch(t *blocktimeThread, tid int) bool {
-	acc, ok := b.s.Contention().(waitAccount)
+	acc, ok := b.e.Syncer().Contention().(waitAccount)
 	if !ok {
 		return true
 	}

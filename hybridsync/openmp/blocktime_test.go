@@ -21,10 +21,11 @@ func TestBlocktimeFollowsRegime(t *testing.T) {
 	const tid = 7
 	src := &settable{c: signal.ContentionFree}
 	s := hybridsync.New(hybridsync.Config{Contention: src})
-	bt := NewBlocktime(s, BlocktimeSetting{On: true, FreeMS: -1})
+	e := hybridsync.NewEngine(s)
+	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(cur int) int {
-		s.Report(tid, nil, now, signal.RunDelay{})
+		e.Report(tid, nil, now, signal.RunDelay{})
 		return bt.Next(tid, now, cur)
 	}
 	if got := report(200); got != -1 {
@@ -90,12 +91,13 @@ func TestBlocktimeNeedsWaits(t *testing.T) {
 	const tid = 9
 	src := &accounted{settable: settable{c: signal.ContentionFree}}
 	s := hybridsync.New(hybridsync.Config{Contention: src})
-	bt := NewBlocktime(s, BlocktimeSetting{On: true, FreeMS: -1})
+	e := hybridsync.NewEngine(s)
+	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(dt int64, share float64, cur int) int {
 		now += dt
 		src.window(dt, share)
-		s.Report(tid, nil, now, signal.RunDelay{})
+		e.Report(tid, nil, now, signal.RunDelay{})
 		return bt.Next(tid, now, cur)
 	}
 	report(0, 0, 200)
@@ -128,10 +130,11 @@ func TestBlocktimeFreeAfterLauncher(t *testing.T) {
 	const tid = 8
 	src := &settable{c: signal.ContentionShared}
 	s := hybridsync.New(hybridsync.Config{Contention: src})
-	bt := NewBlocktime(s, BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
+	e := hybridsync.NewEngine(s)
+	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
 	now := int64(1e9)
 	report := func(cur int) int {
-		s.Report(tid, nil, now, signal.RunDelay{})
+		e.Report(tid, nil, now, signal.RunDelay{})
 		return bt.Next(tid, now, cur)
 	}
 	if got := report(0); got != -1 {
@@ -152,22 +155,23 @@ func TestBlocktimeMinGap(t *testing.T) {
 	const tid = 8
 	src := &settable{c: signal.ContentionShared}
 	s := hybridsync.New(hybridsync.Config{Contention: src})
-	bt := NewBlocktime(s, BlocktimeSetting{On: true, FreeMS: -1})
+	e := hybridsync.NewEngine(s)
+	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
-	s.Report(tid, nil, now, signal.RunDelay{}) // the thread's first report: no regime yet
+	e.Report(tid, nil, now, signal.RunDelay{}) // the thread's first report: no regime yet
 	now += 4e6
-	s.Report(tid, nil, now, signal.RunDelay{})
+	e.Report(tid, nil, now, signal.RunDelay{})
 	if got := bt.Next(tid, now, 5); got != 0 {
 		t.Fatalf("contended: set %d, want 0", got)
 	}
 	// The program set it back itself at once: held back for the gap.
 	now += blocktimeMinGap / 2
-	s.Report(tid, nil, now, signal.RunDelay{})
+	e.Report(tid, nil, now, signal.RunDelay{})
 	if got := bt.Next(tid, now, 5); got != -1 {
 		t.Fatalf("within blocktimeMinGap of the last change: set %d, want -1", got)
 	}
 	now += blocktimeMinGap
-	s.Report(tid, nil, now, signal.RunDelay{})
+	e.Report(tid, nil, now, signal.RunDelay{})
 	if got := bt.Next(tid, now, 5); got != 0 {
 		t.Fatalf("after blocktimeMinGap: set %d, want 0", got)
 	}
@@ -178,10 +182,11 @@ func TestBlocktimeMinGap(t *testing.T) {
 func TestBlocktimeOff(t *testing.T) {
 	src := &settable{c: signal.ContentionShared}
 	s := hybridsync.New(hybridsync.Config{Contention: src})
-	bt := NewBlocktime(s, BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
+	e := hybridsync.NewEngine(s)
+	bt := NewBlocktime(e, BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
 	for i := range 3 {
 		now := int64(1e9) + int64(i)*100e6
-		s.Report(9, nil, now, signal.RunDelay{})
+		e.Report(9, nil, now, signal.RunDelay{})
 		if got := bt.Next(9, now, 200); got != -1 {
 			t.Fatalf("off: set %d", got)
 		}
@@ -190,7 +195,8 @@ func TestBlocktimeOff(t *testing.T) {
 		t.Errorf("off: stats %+v", st)
 	}
 	sp := hybridsync.New(hybridsync.Config{Mode: hybridsync.ModeSpin, Contention: src})
-	spbt := NewBlocktime(sp, BlocktimeSetting{On: true, FreeMS: -1})
+	spe := hybridsync.NewEngine(sp)
+	spbt := NewBlocktime(spe, BlocktimeSetting{On: true, FreeMS: -1})
 	if st := spbt.Stats(); st.Active || st.Why == "" {
 		t.Errorf("spin mode: stats %+v, want inactive and why", st)
 	}

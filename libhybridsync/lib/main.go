@@ -55,7 +55,8 @@ func main() {}
 // lib is one configuration of the primitive; hs_init replaces it.
 type lib struct {
 	s         *hybridsync.Syncer
-	bt        *openmp.Blocktime // libomp's blocktime, adapted live
+	e         *hybridsync.Engine // the plans and delegations C executes
+	bt        *openmp.Blocktime  // libomp's blocktime, adapted live
 	statsPath string
 }
 
@@ -169,14 +170,15 @@ func hsgo_start() C.int {
 	defer initMu.Unlock()
 	C.hs_fast_reset()
 	s := hybridsync.New(cfg.Config)
+	e := hybridsync.NewEngine(s)
 	// libomp's blocktime, adapted live where the program runs it and the
 	// user left it alone (hybridsync/openmp/blocktime.go): decided here,
 	// set by each reporting thread (omplive.c).
-	bt := openmp.NewBlocktime(s, openmp.BlocktimeLive(clookupEnv, cfg.OpenMP, C.hs_omp_live_resolve() != 0, ompRuntime()))
+	bt := openmp.NewBlocktime(e, openmp.BlocktimeLive(clookupEnv, cfg.OpenMP, C.hs_omp_live_resolve() != 0, ompRuntime()))
 	C.hs_omp_live_set(boolInt(bt.Stats().Active))
-	d := s.Delegation()
+	d := e.Delegation()
 	C.hs_delegate_mode(boolInt(d.On), C.int64_t(d.Short), C.int64_t(d.DoneAtStart))
-	current.Store(&lib{s: s, bt: bt, statsPath: cfg.StatsPath})
+	current.Store(&lib{s: s, e: e, bt: bt, statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	if cfg.Notice != "" {
 		logf(C.HS_LOG_INFO, "%s", cfg.Notice)
@@ -240,7 +242,7 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok 
 			d[i] = goDone(x)
 		}
 		tid := unix.Gettid()
-		p = l.s.Report(tid, d[:min(int(n), len(d))], int64(now),
+		p = l.e.Report(tid, d[:min(int(n), len(d))], int64(now),
 			signal.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
 		bt = l.bt.Next(tid, int64(now), int(blocktime))
 	}
@@ -287,6 +289,7 @@ type statsDoc struct {
 
 func statsJSON(l *lib) ([]byte, error) {
 	st := l.s.Stats(kernelName)
+	st.Outcomes = l.e.Outcomes()
 	addFast(&st)
 	if st.Outcomes != nil {
 		st.Outcomes.QuietChecks = uint64(C.hs_quiet_checks())
