@@ -7,6 +7,13 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
+// engineWith is an engine over a Syncer whose contention source is src,
+// and the blocktime b asks for over it.
+func engineWith(src signal.ContentionSource, b BlocktimeSetting) (*hybridsync.Engine, *Blocktime) {
+	e := hybridsync.NewEngine(hybridsync.New(hybridsync.Config{Contention: src}))
+	return e, NewBlocktime(e, b)
+}
+
 // settable is a contention source whose verdict the test sets.
 type settable struct{ c signal.Contention }
 
@@ -20,9 +27,7 @@ func (s *settable) Contention(int, int64) signal.Contention { return s.c }
 func TestBlocktimeFollowsRegime(t *testing.T) {
 	const tid = 7
 	src := &settable{c: signal.ContentionFree}
-	s := hybridsync.New(hybridsync.Config{Contention: src})
-	e := hybridsync.NewEngine(s)
-	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
+	e, bt := engineWith(src, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(cur int) int {
 		e.Report(tid, nil, now, signal.RunDelay{})
@@ -90,9 +95,7 @@ func (a *accounted) window(dt int64, share float64) {
 func TestBlocktimeNeedsWaits(t *testing.T) {
 	const tid = 9
 	src := &accounted{settable: settable{c: signal.ContentionFree}}
-	s := hybridsync.New(hybridsync.Config{Contention: src})
-	e := hybridsync.NewEngine(s)
-	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
+	e, bt := engineWith(src, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	report := func(dt int64, share float64, cur int) int {
 		now += dt
@@ -129,9 +132,7 @@ func TestBlocktimeNeedsWaits(t *testing.T) {
 func TestBlocktimeFreeAfterLauncher(t *testing.T) {
 	const tid = 8
 	src := &settable{c: signal.ContentionShared}
-	s := hybridsync.New(hybridsync.Config{Contention: src})
-	e := hybridsync.NewEngine(s)
-	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
+	e, bt := engineWith(src, BlocktimeSetting{On: true, FreeMS: libompDefaultBlocktime})
 	now := int64(1e9)
 	report := func(cur int) int {
 		e.Report(tid, nil, now, signal.RunDelay{})
@@ -154,9 +155,7 @@ func TestBlocktimeFreeAfterLauncher(t *testing.T) {
 func TestBlocktimeMinGap(t *testing.T) {
 	const tid = 8
 	src := &settable{c: signal.ContentionShared}
-	s := hybridsync.New(hybridsync.Config{Contention: src})
-	e := hybridsync.NewEngine(s)
-	bt := NewBlocktime(e, BlocktimeSetting{On: true, FreeMS: -1})
+	e, bt := engineWith(src, BlocktimeSetting{On: true, FreeMS: -1})
 	now := int64(1e9)
 	e.Report(tid, nil, now, signal.RunDelay{}) // the thread's first report: no regime yet
 	now += 4e6
@@ -181,9 +180,7 @@ func TestBlocktimeMinGap(t *testing.T) {
 // the stats say why.
 func TestBlocktimeOff(t *testing.T) {
 	src := &settable{c: signal.ContentionShared}
-	s := hybridsync.New(hybridsync.Config{Contention: src})
-	e := hybridsync.NewEngine(s)
-	bt := NewBlocktime(e, BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
+	e, bt := engineWith(src, BlocktimeSetting{Why: "KMP_BLOCKTIME set by the user", FreeMS: -1})
 	for i := range 3 {
 		now := int64(1e9) + int64(i)*100e6
 		e.Report(9, nil, now, signal.RunDelay{})
