@@ -21,7 +21,6 @@ package main
 #cgo LDFLAGS: -ldl -lpthread
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "core.h"
 #include "deleg.h"
 #include "hybridsync.h"
