@@ -1,3 +1,10 @@
+// Package openmp decides OpenMP's wait settings (GNU libgomp's spin
+// count, LLVM libomp's blocktime) by one rule, Decide: bounded on
+// contended CPUs, the runtime's own on free ones. Three readings of
+// contention apply it: the launcher's settings before the program starts
+// (Launch, which hybridsync-run applies as they are), libgomp's spin
+// followed while the program runs (OMPFollower) and libomp's blocktime
+// set at the threads' reports (Blocktime, over hybridsync's Engine).
 package openmp
 
 import "strconv"
