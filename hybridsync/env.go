@@ -236,16 +236,23 @@ func (c *EnvConfig) AddSources() {
 		return
 	}
 	hs, err := signal.HintsAt(c.HintsPath, &signal.GuestEstimator{}, &signal.SchedSignal{})
+	var notes []string
 	if c.Threshold == nil {
 		c.Threshold = hs
+	} else {
+		// An explicit spin cap is the paper's static max_threshold, and
+		// stays the threshold: the page answers contention only. Said,
+		// since the user asked for both.
+		notes = append(notes, fmt.Sprintf("%s: the remaining slice is %s's fixed cap; the page answers contention only", signal.EnvHints, EnvMaxSpin))
 	}
 	c.Contention = hs
 	switch {
 	case errors.Is(err, hintpage.ErrNotRegular):
 		c.Refused = err.Error()
 	case err != nil:
-		c.Notice = err.Error()
+		notes = append(notes, err.Error())
 	}
+	c.Notice = strings.Join(notes, "; ")
 }
 
 // ConfigFromEnv is ParseConfig of the environment alone, with its

@@ -149,3 +149,20 @@ func TestParseConfigOverrides(t *testing.T) {
 		t.Errorf("bad log level: %v, want %s", err, want)
 	}
 }
+
+// TestConfigFromEnvHintsWithSpinCap: with both a hint page and a spin cap,
+// the cap stays the threshold and the page answers contention, and the
+// log is told so.
+func TestConfigFromEnvHintsWithSpinCap(t *testing.T) {
+	env := map[string]string{signal.EnvHints: filepath.Join(t.TempDir(), "no-page-yet"), hybridsync.EnvMaxSpin: "50"}
+	c, err := hybridsync.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Contention.(*signal.HintSource); !ok || c.Threshold != signal.Static(50_000) {
+		t.Errorf("contention %T, threshold %v: want the page, and the 50 µs cap", c.Contention, c.Threshold)
+	}
+	if !strings.Contains(c.Notice, "the page answers contention only") {
+		t.Errorf("notice %q: want it to say the cap stays the threshold", c.Notice)
+	}
+}
