@@ -3,7 +3,9 @@ package hybridsync
 import (
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Arm is how a thread's waits go during one epoch (the C library's default
@@ -97,7 +99,7 @@ type EpochDone struct {
 // no co-runner gains from a block. The thread stays in ArmModel, which
 // spins like CUDA's default and so costs nothing alone, or in ArmDevice
 // where its waits are too short for blocking to pay (free). It leaves the
-// contended regime only after regimeExit of free verdicts, because a
+// contended regime only after RegimeExit of free verdicts, because a
 // blocked thread shows contention only when it wakes.
 //
 // Where the CPU is contended (shared or throttled), no model has been
@@ -118,15 +120,15 @@ type EpochDone struct {
 // wait wins. The contention verdict is taken at each report: after an
 // exploration, and after the chosen arm's run (epochPlan).
 //
-// A wrong choice of the policy arm can cost more than a program ever
-// loses to CUDA's default (where blocking is much slower), and one
-// exploration misjudges gaps of about 10%, so on a gap under confirmGap
+// A wrong choice of the policy arm costs more than a wrong choice of the
+// device arm (blocking can be much slower than CUDA's default), and one
+// exploration can misjudge a small gap, so on a gap under confirmGap
 // the policy arm is taken only when the exploration before also favoured
 // it; until then the device arm runs deferRun epochs. Not under a CPU
 // quota, where each arm's first period inherits what the other left of
 // the quota and the comparison already leans to the device arm. Where the
 // hint page says the agent gave the thread a short EEVDF slice
-// (MitigationSource), a blocked waiter's wake-up preempts the co-runner at
+// (signal.MitigationSource), a blocked waiter's wake-up preempts the co-runner at
 // once, so the policy arm needs no confirmation and wins ties.
 //
 // The policy arm blocks in event waits too, where CUDA's blocking-sync
@@ -141,12 +143,12 @@ type EpochDone struct {
 //
 // The zero value is not usable; Syncers make theirs.
 type armChooser struct {
-	cont    ContentionSource
+	cont    signal.ContentionSource
 	quiet   int64                            // epochPlan.Quiet in the free regime
 	quota   interface{ QuotaPeriod() int64 } // nil: epochs are not fitted to a quota
-	mitig   MitigationSource                 // nil: no thread is known to be mitigated
-	team    TeamSource                       // nil: no thread is known to have a team
-	threads threadSlots[armThread]
+	mitig   signal.MitigationSource          // nil: no thread is known to be mitigated
+	team    signal.TeamSource                // nil: no thread is known to have a team
+	threads perthread.Slots[armThread]
 
 	epochs       [arms]atomic.Uint64
 	epochNs      [arms]atomic.Int64
@@ -179,16 +181,15 @@ const (
 	minEpochWaits = 8
 	maxEpoch      = 500_000_000
 	// exitCheck: epochs of the chosen arm per report while the CPU looks
-	// free again (regimeExit is then checked that often).
+	// free again (RegimeExit is then checked that often).
 	exitCheck = 8
-	// regimeExit: free verdicts needed, in a row, to leave the contended
+	// RegimeExit: free verdicts needed, in a row, to leave the contended
 	// regime.
-	regimeExit = 2_000_000_000
+	RegimeExit = 2_000_000_000
 	// tieGap: rates closer than this are a tie, broken by CPU per wait.
 	// waysTieGap: the same between the policy's two ways, which differ
-	// by a few percent where they differ at all (the policy's blocking
-	// event waits halve the CPU per wait, so a 3% window would keep it
-	// while ArmBlocking runs the program up to 3% faster).
+	// by a few percent where they differ at all: narrower, so that the
+	// way with less CPU per wait does not keep a slower program.
 	tieGap     = 0.03
 	waysTieGap = 0.01
 	// exploreShare: below this share of the thread's time blockable
@@ -229,20 +230,6 @@ const (
 	// between two looks (ns).
 	teamMaxRun = 12_800_000_000
 )
-
-// MitigationSource tells whether the host agent gave a thread a short
-// EEVDF slice (HintSource reads it from the hint page).
-type MitigationSource interface {
-	Mitigation(tid int) (slice time.Duration, ok bool)
-}
-
-// TeamSource tells whether other threads of the process spin on other
-// contended CPUs while thread tid waits (an OpenMP team at its barrier:
-// SchedSignal reads it from the kernel's accounting, teamScan says why it
-// matters); known is false where it cannot tell (then no team is assumed).
-type TeamSource interface {
-	Team(tid int, now int64) (team, known bool)
-}
 
 // explore is the exploration's order of its pair of arms (armThread.pair);
 // order 1 swaps them.
@@ -293,16 +280,16 @@ type armThread struct {
 	blockableNs, wallNs float64
 }
 
-func newArmChooser(cont ContentionSource) *armChooser {
+func newArmChooser(cont signal.ContentionSource) *armChooser {
 	o := &armChooser{cont: cont}
 	// Only a verdict drawn from the thread's run delay can be checked
 	// without Go (the hint page's and a fixed one cannot).
-	if _, ok := cont.(*SchedSignal); ok {
+	if _, ok := cont.(*signal.SchedSignal); ok {
 		o.quiet = freeQuiet
 	}
 	o.quota, _ = cont.(interface{ QuotaPeriod() int64 })
-	o.mitig, _ = cont.(MitigationSource)
-	o.team, _ = cont.(TeamSource)
+	o.mitig, _ = cont.(signal.MitigationSource)
+	o.team, _ = cont.(signal.TeamSource)
 	return o
 }
 
@@ -310,12 +297,12 @@ func newArmChooser(cont ContentionSource) *armChooser {
 // run (done, in order; its first report has none), at now, and returns
 // its next epochs.
 func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
-	t := o.threads.get(tid)
+	t := o.threads.Get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started {
 		t.started, t.policy = true, ArmPolicy
-		return o.run(t, epochPlan{Len: samplePeriod}, ArmModel)
+		return o.run(t, epochPlan{Len: signal.SamplePeriod}, ArmModel)
 	}
 	t.track(o.cont.Contention(tid, now), now)
 	o.record(t, done)
@@ -340,7 +327,7 @@ func (o *armChooser) Report(tid int, done []EpochDone, now int64) epochPlan {
 // contended: thread tid is in the contended regime (track), as of its
 // last report.
 func (o *armChooser) contended(tid int) bool {
-	t := o.threads.get(tid)
+	t := o.threads.Get(tid)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.regime
@@ -387,14 +374,14 @@ func (t *armThread) shortWaits() bool {
 }
 
 // track moves the thread into or out of the contended regime.
-func (t *armThread) track(c Contention, now int64) {
+func (t *armThread) track(c signal.Contention, now int64) {
 	switch {
-	case c == ContentionShared || c == ContentionThrottled:
+	case c == signal.ContentionShared || c == signal.ContentionThrottled:
 		t.regime, t.freeSince = true, 0
 	case !t.regime:
 	case t.freeSince == 0:
 		t.freeSince = now
-	case now-t.freeSince >= regimeExit:
+	case now-t.freeSince >= RegimeExit:
 		t.regime = false
 	}
 }
@@ -444,12 +431,12 @@ func (o *armChooser) run(t *armThread, e epochPlan, arms ...Arm) epochPlan {
 // The share is measured in either arm, so a thread whose waits grow long
 // returns to the model at its next report.
 func (o *armChooser) free(t *armThread) epochPlan {
-	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: sharedDelayFrac}
+	e := epochPlan{Len: freeReport, Quiet: o.quiet, QuietFrac: signal.SharedDelayFrac}
 	// A throttle is contention whatever the delay per run (a thread that
 	// sleeps often spreads one refill's wait over many wake-ups), so
 	// under a quota only the fraction counts.
 	if o.quiet > 0 && o.period() == 0 {
-		e.QuietPerRun = sharedDelayPerRun
+		e.QuietPerRun = signal.SharedDelayPerRun
 	}
 	arm := ArmModel
 	if t.shortWaits() {

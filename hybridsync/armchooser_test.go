@@ -3,16 +3,19 @@ package hybridsync
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // switchable is a ContentionSource a test can change.
 type switchable struct{ c atomic.Int64 }
 
-func (s *switchable) Contention(int, int64) Contention { return Contention(s.c.Load()) }
+func (s *switchable) Contention(int, int64) signal.Contention { return signal.Contention(s.c.Load()) }
 
 // world simulates a thread whose waits complete at rate[arm] per second
 // (and cost cpu[arm] ns of CPU each), with multiplicative noise per epoch:
@@ -31,7 +34,7 @@ type world struct {
 	reports   int
 }
 
-func newWorld(cont ContentionSource, seed uint64) *world {
+func newWorld(cont signal.ContentionSource, seed uint64) *world {
 	w := &world{o: newArmChooser(cont), rng: rand.New(rand.NewPCG(seed, 1)), now: 1e9, waitShare: 0.5}
 	w.e = w.o.Report(7, nil, w.now)
 	return w
@@ -78,8 +81,8 @@ func (w *world) step() {
 }
 
 func TestArmChooserFreeNeverExplores(t *testing.T) {
-	for _, c := range []Contention{ContentionFree, ContentionUnknown} {
-		w := newWorld(FixedContention(c), 1)
+	for _, c := range []signal.Contention{signal.ContentionFree, signal.ContentionUnknown} {
+		w := newWorld(signal.FixedContention(c), 1)
 		w.rate = [arms]float64{1000, 2000, 2000}
 		w.run(10e9)
 		st := w.o.Stats()
@@ -98,7 +101,7 @@ func TestArmChooserFreeNeverExplores(t *testing.T) {
 // model's for such waits, without observing launches), and is back in the
 // model at the next report once its waits grow; nothing is explored.
 func TestArmChooserFreeShortWaitsOnDevice(t *testing.T) {
-	w := newWorld(FixedContention(ContentionFree), 1)
+	w := newWorld(signal.FixedContention(signal.ContentionFree), 1)
 	w.waitShare = 0.01
 	w.run(1e9)
 	if st := w.o.Stats(); w.e.Arms[0] != ArmDevice || st.Settled != 1 || st.Explorations != 0 || w.byArm[ArmPolicy] != 0 {
@@ -119,38 +122,38 @@ func TestArmChooserQuietOnlyFromRunDelay(t *testing.T) {
 	sw := &switchable{}
 	for _, tc := range []struct {
 		name string
-		cont ContentionSource
+		cont signal.ContentionSource
 		want int64
 	}{
-		{"schedstat", &SchedSignal{}, freeQuiet},
-		{"fixed", FixedContention(ContentionFree), 0},
+		{"schedstat", &signal.SchedSignal{}, freeQuiet},
+		{"fixed", signal.FixedContention(signal.ContentionFree), 0},
 		{"switchable", sw, 0},
 	} {
 		o := newArmChooser(tc.cont)
 		o.Report(7, nil, 1e9)
-		e := o.Report(7, done(10), 1e9+samplePeriod)
+		e := o.Report(7, done(10), 1e9+signal.SamplePeriod)
 		if e.Quiet != tc.want || e.Arms[0] != ArmModel {
 			t.Errorf("%s, free: %+v, want the model arm and quiet %d", tc.name, e, tc.want)
 		}
-		if want := min(tc.want, sharedDelayPerRun); e.QuietPerRun != want {
+		if want := min(tc.want, signal.SharedDelayPerRun); e.QuietPerRun != want {
 			t.Errorf("%s, free, no quota: quiet below %d ns of run delay per run, want %d", tc.name, e.QuietPerRun, want)
 		}
-		if want := sharedDelayFrac; tc.want > 0 && e.QuietFrac != want {
-			t.Errorf("%s, free: quiet below %g of the time in run delay, want SchedSignal's %g", tc.name, e.QuietFrac, want)
+		if want := signal.SharedDelayFrac; tc.want > 0 && e.QuietFrac != want {
+			t.Errorf("%s, free: quiet below %g of the time in run delay, want signal.SchedSignal's %g", tc.name, e.QuietFrac, want)
 		}
 	}
 	// Under a quota, a throttle spread over many wake-ups must reach Go.
 	o := newArmChooser(quotaFree{})
 	o.quiet = freeQuiet
 	o.Report(7, nil, 1e9)
-	if e := o.Report(7, done(10), 1e9+samplePeriod); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
+	if e := o.Report(7, done(10), 1e9+signal.SamplePeriod); e.Quiet != freeQuiet || e.QuietPerRun != 0 {
 		t.Errorf("free under a quota: %+v, want quiet reports judged by the delay's fraction alone", e)
 	}
 	o = newArmChooser(sw)
 	o.quiet = freeQuiet // as if from the run delay
 	o.Report(7, nil, 1e9)
-	sw.c.Store(int64(ContentionShared))
-	if e := o.Report(7, done(10), 1e9+samplePeriod); e.Quiet != 0 {
+	sw.c.Store(int64(signal.ContentionShared))
+	if e := o.Report(7, done(10), 1e9+signal.SamplePeriod); e.Quiet != 0 {
 		t.Errorf("contended: %+v, want no quiet reports", e)
 	}
 }
@@ -158,18 +161,18 @@ func TestArmChooserQuietOnlyFromRunDelay(t *testing.T) {
 // quotaFree is a free CPU whose process has a CPU quota (20 ms period).
 type quotaFree struct{}
 
-func (quotaFree) Contention(int, int64) Contention { return ContentionFree }
-func (quotaFree) QuotaPeriod() int64               { return 20_000_000 }
+func (quotaFree) Contention(int, int64) signal.Contention { return signal.ContentionFree }
+func (quotaFree) QuotaPeriod() int64                      { return 20_000_000 }
 
 // quotaShared is a contended CPU whose process has a CPU quota period.
 type quotaShared struct{ period int64 }
 
-func (quotaShared) Contention(int, int64) Contention { return ContentionShared }
-func (q quotaShared) QuotaPeriod() int64             { return q.period }
+func (quotaShared) Contention(int, int64) signal.Contention { return signal.ContentionShared }
+func (q quotaShared) QuotaPeriod() int64                    { return q.period }
 
 // done is one epoch's report of n waits.
 func done(n uint64) []EpochDone {
-	return []EpochDone{{Waits: n, Wall: samplePeriod, Blockable: samplePeriod / 2}}
+	return []EpochDone{{Waits: n, Wall: signal.SamplePeriod, Blockable: signal.SamplePeriod / 2}}
 }
 
 // plans runs o's plans from a thread's first report, each epoch lasting
@@ -215,14 +218,14 @@ func TestArmChooserEpochsFitQuota(t *testing.T) {
 // (epochPlan says why), and only exploring epochs wait for enough waits to
 // give a rate.
 func TestArmChooserOneReportPerPlan(t *testing.T) {
-	w := newWorld(FixedContention(ContentionShared), 9)
+	w := newWorld(signal.FixedContention(signal.ContentionShared), 9)
 	w.rate = [arms]float64{1000, 1000, 1500}
 	w.run(10e9)
 	st := w.o.Stats()
 	if w.reports > 2*int(st.Explorations)+2 {
 		t.Errorf("%d reports for %d explorations, want at most two per exploration", w.reports, st.Explorations)
 	}
-	for _, e := range plans(newArmChooser(FixedContention(ContentionShared)), [arms]uint64{ArmDevice: 1, ArmPolicy: 1}, 4)[1:] {
+	for _, e := range plans(newArmChooser(signal.FixedContention(signal.ContentionShared)), [arms]uint64{ArmDevice: 1, ArmPolicy: 1}, 4)[1:] {
 		exploring := e.N == 4
 		if exploring != (e.MinWaits == minEpochWaits && e.MaxLen == maxEpoch) {
 			t.Errorf("plan %+v: want a minimum of waits per epoch exactly when exploring", e)
@@ -236,7 +239,7 @@ func TestArmChooserOneReportPerPlan(t *testing.T) {
 // noise of ±5% per epoch.
 func TestArmChooserRegret(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
-		w := newWorld(FixedContention(ContentionShared), seed)
+		w := newWorld(signal.FixedContention(signal.ContentionShared), seed)
 		gap := 0.6 * w.rng.Float64()
 		w.rate[ArmDevice], w.rate[ArmPolicy] = 2000, 2000*(1-gap)
 		if seed%2 == 0 {
@@ -261,7 +264,7 @@ func TestArmChooserRegret(t *testing.T) {
 // keeps whichever arm is faster.
 func TestArmChooserShortWaitsExploredWhenContended(t *testing.T) {
 	for _, faster := range []Arm{ArmDevice, ArmPolicy} {
-		w := newWorld(FixedContention(ContentionShared), 4)
+		w := newWorld(signal.FixedContention(signal.ContentionShared), 4)
 		w.rate = [arms]float64{1000, 1000, 1000}
 		w.rate[faster] = 1400
 		w.waitShare = 0.02
@@ -327,7 +330,7 @@ func TestArmChooserRegretBound(t *testing.T) {
 // regret runs the chooser on tc for T ns and returns the time it lost
 // against the best fixed arm in hindsight, and that arm.
 func regret(tc regretCase, T int64, seed uint64) (float64, Arm) {
-	w := newWorld(FixedContention(ContentionShared), seed)
+	w := newWorld(signal.FixedContention(signal.ContentionShared), seed)
 	w.noise = tc.noise
 	w.cpu = [arms]float64{1e5, 3e5, 1e5}
 	var fixed [arms]float64 // waits each arm alone would have made
@@ -384,7 +387,7 @@ func TestArmChooserMitigatedPricesBlocking(t *testing.T) {
 // thread has the agent's short slice.
 type mitigatedShared struct{ on bool }
 
-func (mitigatedShared) Contention(int, int64) Contention { return ContentionShared }
+func (mitigatedShared) Contention(int, int64) signal.Contention { return signal.ContentionShared }
 func (m mitigatedShared) Mitigation(int) (time.Duration, bool) {
 	if m.on {
 		return 100 * time.Microsecond, true
@@ -396,7 +399,7 @@ func (m mitigatedShared) Mitigation(int) (time.Duration, bool) {
 // chosen doubles the run of it, up to maxExploit; one that disagrees
 // starts over.
 func TestArmChooserStreakDoubles(t *testing.T) {
-	o := newArmChooser(FixedContention(ContentionShared))
+	o := newArmChooser(signal.FixedContention(signal.ContentionShared))
 	var runs []int64
 	for _, e := range plans(o, [arms]uint64{ArmDevice: 100, ArmPolicy: 96}, 12)[1:] {
 		if e.N == 1 {
@@ -414,12 +417,12 @@ func TestArmChooserStreakDoubles(t *testing.T) {
 // under a CPU quota (whose bias is to the device arm) at once.
 func TestArmChooserPolicyConfirmed(t *testing.T) {
 	for _, tc := range []struct {
-		cont     ContentionSource
+		cont     signal.ContentionSource
 		policy   uint64 // waits per epoch; the device arm's: 100
 		deferred uint64
 	}{
-		{FixedContention(ContentionShared), 110, 1},
-		{FixedContention(ContentionShared), 150, 0},
+		{signal.FixedContention(signal.ContentionShared), 110, 1},
+		{signal.FixedContention(signal.ContentionShared), 150, 0},
 		{quotaShared{20_000_000}, 110, 0},
 	} {
 		o := newArmChooser(tc.cont)
@@ -437,7 +440,7 @@ func TestArmChooserPolicyConfirmed(t *testing.T) {
 // CPU per wait is kept.
 func TestArmChooserTieGoesToLessCPU(t *testing.T) {
 	for _, cheap := range []Arm{ArmDevice, ArmPolicy} {
-		w := newWorld(FixedContention(ContentionThrottled), 3)
+		w := newWorld(signal.FixedContention(signal.ContentionThrottled), 3)
 		w.rate = [arms]float64{1000, 1000, 1000}
 		w.cpu = [arms]float64{4e5, 4e5, 4e5}
 		w.cpu[cheap] = 1e5
@@ -454,7 +457,7 @@ func TestArmChooserTieGoesToLessCPU(t *testing.T) {
 func TestArmChooserExplorationOrder(t *testing.T) {
 	var got []Arm
 	var lens []int64
-	for _, e := range plans(newArmChooser(FixedContention(ContentionShared)), [arms]uint64{100, 100, 100}, 5)[1:] {
+	for _, e := range plans(newArmChooser(signal.FixedContention(signal.ContentionShared)), [arms]uint64{100, 100, 100}, 5)[1:] {
 		got = append(got, e.Arms[:e.N]...)
 		lens = append(lens, e.Len)
 	}
@@ -470,28 +473,28 @@ func TestArmChooserExplorationOrder(t *testing.T) {
 }
 
 // TestArmChooserRegimeExit: after contention goes, the thread keeps to the
-// contended arms for regimeExit and leaves soon after (at most a run of
+// contended arms for RegimeExit and leaves soon after (at most a run of
 // the chosen arm, an exploration and exitCheck epochs later); when
 // contention returns, the last decision resumes without a new exploration.
 func TestArmChooserRegimeExit(t *testing.T) {
 	src := &switchable{}
-	src.c.Store(int64(ContentionShared))
+	src.c.Store(int64(signal.ContentionShared))
 	w := newWorld(src, 5)
 	w.rate = [arms]float64{1000, 1000, 3000}
 	for w.e.N != 1 || w.e.Arms[0] != ArmPolicy {
 		w.step() // to the first run of the policy arm, the faster
 	}
-	src.c.Store(int64(ContentionFree))
+	src.c.Store(int64(signal.ContentionFree))
 	gone := w.now
 	for w.e.Arms[0] != ArmModel {
 		w.step()
 	}
 	late := int64(maxExploit*epochLen + 4*exploreLen + exitCheck*epochLen)
-	if d := w.now - gone; d < regimeExit || d > regimeExit+late {
-		t.Errorf("back to the model %d ms after contention went, want %d-%d ms", d/1_000_000, regimeExit/1_000_000, (regimeExit+late)/1_000_000)
+	if d := w.now - gone; d < RegimeExit || d > RegimeExit+late {
+		t.Errorf("back to the model %d ms after contention went, want %d-%d ms", d/1_000_000, RegimeExit/1_000_000, (RegimeExit+late)/1_000_000)
 	}
 	before := w.o.Stats().Explorations
-	src.c.Store(int64(ContentionShared))
+	src.c.Store(int64(signal.ContentionShared))
 	w.step()
 	if w.e.Arms[0] != ArmPolicy || w.o.Stats().Explorations != before {
 		t.Errorf("contended again: %+v, explorations %d -> %d; want the last decision resumed", w.e, before, w.o.Stats().Explorations)
@@ -501,7 +504,7 @@ func TestArmChooserRegimeExit(t *testing.T) {
 // TestArmChooserThreadsIndependent: each thread has its own epochs; reports
 // from many threads at once are safe (-race).
 func TestArmChooserThreadsIndependent(t *testing.T) {
-	o := newArmChooser(FixedContention(ContentionShared))
+	o := newArmChooser(signal.FixedContention(signal.ContentionShared))
 	finished := make(chan struct{})
 	for tid := 1; tid <= 8; tid++ {
 		go func() {
@@ -546,7 +549,7 @@ func TestArmChooserPolicyWays(t *testing.T) {
 		var share float64
 		var st ArmStats
 		for seed := range tc.seeds {
-			w := newWorld(FixedContention(ContentionShared), 3+seed)
+			w := newWorld(signal.FixedContention(signal.ContentionShared), 3+seed)
 			w.events, w.noise = tc.events, 0.05
 			w.rate = [arms]float64{ArmModel: 1000, ArmDevice: 1000, ArmPolicy: tc.policy, ArmBlocking: 1500}
 			w.cpu = [arms]float64{ArmModel: 200e3, ArmDevice: 200e3, ArmPolicy: 100e3, ArmBlocking: 200e3}
@@ -568,7 +571,7 @@ func TestArmChooserPolicyWays(t *testing.T) {
 // right after the exploration that first chose the policy, not after the
 // run of it that follows (up to maxExploit epochs, 3.2 s).
 func TestArmChooserPolicyWaysEarly(t *testing.T) {
-	w := newWorld(FixedContention(ContentionShared), 3)
+	w := newWorld(signal.FixedContention(signal.ContentionShared), 3)
 	w.events, w.noise = true, 0.05
 	w.rate = [arms]float64{ArmModel: 1000, ArmDevice: 1000, ArmPolicy: 1400, ArmBlocking: 1500}
 	for w.byArm[ArmBlocking] == 0 && w.now < 10e9 {
@@ -586,11 +589,11 @@ type teamShared struct {
 	free        atomic.Bool // the CPU is free again
 }
 
-func (s *teamShared) Contention(int, int64) Contention {
+func (s *teamShared) Contention(int, int64) signal.Contention {
 	if s.free.Load() {
-		return ContentionFree
+		return signal.ContentionFree
 	}
-	return ContentionShared
+	return signal.ContentionShared
 }
 func (s *teamShared) Team(int, int64) (bool, bool) { return s.team.Load(), s.known.Load() }
 
@@ -633,9 +636,9 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	}
 	// Its CPU free again, the thread leaves the contended regime after
 	// the run under way (the device arm, which spins as the model does
-	// alone) and regimeExit, its runs meanwhile short, as exploit's are.
+	// alone) and RegimeExit, its runs meanwhile short, as exploit's are.
 	src.free.Store(true)
-	d := int64(teamMaxRun + regimeExit + 2*exitCheck*epochLen)
+	d := int64(teamMaxRun + RegimeExit + 2*exitCheck*epochLen)
 	w.run(d)
 	if w.e.Arms[0] != ArmModel {
 		t.Errorf("beside the team, its CPU free again for %.1f s: next %+v, want the model's (the regime left)", float64(d)/1e9, w.e)
@@ -653,5 +656,12 @@ func TestArmChooserTeamStaysOnDevice(t *testing.T) {
 	w.run(5e9)
 	if st := w.o.Stats(); st.Explorations == 0 || st.Team != 0 {
 		t.Errorf("the team cannot be told: %d explorations, %d team reports; want explorations, as without a team", st.Explorations, st.Team)
+	}
+}
+
+// A hint source's mitigation reaches the arm chooser.
+func TestArmChooserSeesMitigation(t *testing.T) {
+	if newArmChooser(signal.NewHintSource(filepath.Join(t.TempDir(), "none"), &signal.GuestEstimator{}, &signal.SchedSignal{})).mitig == nil {
+		t.Error("armChooser does not see the hint source's mitigation")
 	}
 }

@@ -204,9 +204,8 @@ func (e *entry) atLeast(l int64) bool {
 // 2*Dev plus the timer's lateness before the prediction, so such a wait
 // only bounds the completion just under the mean, and bound walks a mean
 // that is far too high down by about that much over window a wait, each
-// wait sleeping to the wrong prediction: from 50 ms, dozens of waits; from
-// a timing of seconds learned from records the interposer never saw,
-// hundreds of sleeps of seconds (docs/tried.md: "Stale event records"). A right prediction is done at the wake-up only
+// wait sleeping to the wrong prediction (docs/tried.md: "Stale event
+// records"). A right prediction is done at the wake-up only
 // when the work ran more than 2*Dev short or the timer fired late, so
 // three in a row almost only happen to a wrong one. Forgotten, the kernel
 // is learned afresh: the next waits do not sleep, and their spins or

@@ -10,4 +10,10 @@
 //
 // Policies (Mode): hybrid (default, the cost model), paper (Algorithm 1 of
 // the reference paper, for reproduction), spin, yield, block, cuda-auto.
+//
+// Beside the primitive: its Engine (the plans and delegations the C
+// library executes) and its configuration (env.go, the table of every
+// HYBRIDSYNC_* variable). Below it, hybridsync/signal (what it knows of a
+// thread's CPU) and hybridsync/clock; above it, hybridsync/openmp
+// (OpenMP's waits) and hybridsync/simdev (a simulated GPU).
 package hybridsync

@@ -1,11 +1,13 @@
 package hybridsync
 
+import "github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+
 // The engine's verdicts for a caller that executes them itself: the C
 // library (libhybridsync), whose program threads cannot afford a call
-// into Go per wait. A call from a C thread into Go costs 0.2-30 µs and up
-// to five context switches of the Go runtime's threads, the more the
-// longer the thread ran in C since its last call; a call from Go into C
-// costs about 50 ns and none (libhybridsync/crossing's benchmarks). So
+// into Go per wait: a call from a C thread into Go wakes the Go runtime's
+// threads, the more the longer the thread ran in C since its last call,
+// while a call from Go into C costs tens of ns (docs/architecture.md, "One
+// wait", has the figures). So
 // every choice of how a wait goes is made here, in Go, and handed over as
 // data that the caller keeps and applies to each wait with no call: a
 // thread's Plan (the route of each kind of wait, epoch by epoch, and when
@@ -114,32 +116,48 @@ func (e epochPlan) plan() Plan {
 // down meanwhile): every wait the device's own, for a second.
 func DevicePlan() Plan { return Plan{N: 1, Len: 1_000_000_000, BlockCost: blockCost} }
 
-// RunDelay is the calling thread's scheduler statistics as its caller read
-// them for a report (/proc/thread-self/schedstat): the run delay and the
-// times it was scheduled in. OK false: none read.
-type RunDelay struct {
-	Delay, Runs int64
-	OK          bool
+// Engine makes the verdicts for a caller that executes them itself (the C
+// library builds one beside its Syncer, libhybridsync/lib/main.go): the
+// threads' plans, from the arm chooser over the Syncer's contention
+// source, and the rules of the kernels' delegations.
+type Engine struct {
+	s       *Syncer
+	chooser *armChooser
 }
 
-// runDelayObserver is a contention source that can take a reading its
-// caller made instead of making its own (SchedSignal).
-type runDelayObserver interface {
-	observeRunDelay(tid int, now int64, rd RunDelay)
-}
+// NewEngine returns the engine over s, whose mode and contention source
+// it follows.
+func NewEngine(s *Syncer) *Engine { return &Engine{s: s, chooser: newArmChooser(s.cont)} }
 
 // Report takes what thread tid measured of the epochs it last ran (done,
 // in order; its first report has none), at now, with its run delay as
 // read then (the contention signal reads no other for this decision), and
 // returns its next plan.
-func (s *Syncer) Report(tid int, done []EpochDone, now int64, rd RunDelay) Plan {
-	if o, ok := s.cont.(runDelayObserver); ok && rd.OK {
-		o.observeRunDelay(tid, now, rd)
+func (e *Engine) Report(tid int, done []EpochDone, now int64, rd signal.RunDelay) Plan {
+	if o, ok := e.s.cont.(signal.RunDelayObserver); ok && rd.OK {
+		o.ObserveRunDelay(tid, now, rd)
 	}
-	if s.mode != ModeHybrid {
+	if e.s.mode != ModeHybrid {
 		return DevicePlan()
 	}
-	return s.chooser.Report(tid, done, now).plan()
+	return e.chooser.Report(tid, done, now).plan()
+}
+
+// Contended says whether thread tid is in the arm chooser's contended
+// regime, as of its last report (in the default mode, whose threads
+// report): what OpenMP's live settings follow (hybridsync/openmp).
+func (e *Engine) Contended(tid int) bool { return e.chooser.contended(tid) }
+
+// Syncer is the primitive the engine decides for.
+func (e *Engine) Syncer() *Syncer { return e.s }
+
+// Outcomes is what the arm chooser did, for the stats' outcomes object;
+// nil where it did nothing.
+func (e *Engine) Outcomes() *ArmStats {
+	if o := e.chooser.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
+		return &o
+	}
+	return nil
 }
 
 // Delegation is what a caller that keeps kernels' delegations (the C
@@ -159,9 +177,9 @@ type Delegation struct {
 	DoneAtStart int64
 }
 
-// Delegation returns the rules of s's delegations.
-func (s *Syncer) Delegation() Delegation {
-	return Delegation{On: s.mode == ModeHybrid, Short: ShortWait, DoneAtStart: doneAtStart}
+// Delegation returns the rules of the delegations of e's Syncer.
+func (e *Engine) Delegation() Delegation {
+	return Delegation{On: e.s.mode == ModeHybrid, Short: ShortWait, DoneAtStart: doneAtStart}
 }
 
 const doneAtStart = 2000

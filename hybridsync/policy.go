@@ -1,6 +1,11 @@
 package hybridsync
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
+)
 
 // policy is one way to wait for an event that was not complete when Sync
 // was called. Every implementation must return only once the event is
@@ -21,7 +26,7 @@ var policies = map[Mode]policy{
 type spin struct{}
 
 func (spin) wait(c *call) error {
-	c.spin(Infinite)
+	c.spin(clock.Infinite)
 	c.end = endSpin
 	return c.err
 }
@@ -35,7 +40,7 @@ type yield struct{}
 func (yield) wait(c *call) error {
 	for {
 		done, err := c.ev.Query()
-		now := Now()
+		now := clock.Now()
 		if done {
 			c.seen, c.err, c.end = now, err, endSpin
 			return err
@@ -56,9 +61,9 @@ type cudaAuto struct{}
 // contexts than CPUs.
 func (cudaAuto) wait(c *call) error {
 	if aw, ok := c.ev.(AutoWaiter); ok {
-		start := Now()
+		start := clock.Now()
 		c.err = aw.AutoWait()
-		c.seen = Now()
+		c.seen = clock.Now()
 		c.blocked += c.seen - start
 		c.end = endBlock
 		return c.err
@@ -74,7 +79,7 @@ type paper struct{}
 
 func (paper) wait(c *call) error {
 	t, _ := c.timing()
-	now := Now()
+	now := clock.Now()
 	maxThreshold := c.spinCap(now)
 	if t.Mean > maxThreshold {
 		return c.block()
@@ -89,11 +94,8 @@ func (paper) wait(c *call) error {
 //   - shared (a co-runner, another vCPU on the same CPU): block at once,
 //     as CUDA's blocking-sync mode does. Every spin is taken from the
 //     thread's own fair share, and a thread that sleeps is owed the CPU
-//     when it wakes. Sleeping until just before a predicted completion
-//     and spinning the rest lost to plain blocking here too, with the
-//     agent's short slice or without: the spin after the timer lands
-//     when the co-runner wants the CPU, and the timer's wake-up comes
-//     late (docs/tried.md: "Sleep-then-spin on a shared CPU");
+//     when it wakes; a spin after a timed sleep lands when the co-runner
+//     wants the CPU (docs/tried.md: "Sleep-then-spin on a shared CPU");
 //   - otherwise, for a predictable kernel with time left to sleep
 //     through: sleep on a timer until just before the predicted
 //     completion (early by the typical timer lateness), then spin through
@@ -105,11 +107,9 @@ func (paper) wait(c *call) error {
 //     long as blocking would cost (2-competitive), since spinning spends
 //     quota.
 //
-// On real PyTorch and CuPy programs, a policy that judged contention from
-// its own spins spun under a co-runner (short spins rarely see the thread
-// lose its CPU) and lost to CUDA's blocking mode (docs/tried.md:
-// "Contention judged from the policy's own spins"); hence the separate
-// signal (docs/BENCHMARKS.md, "The contention signal"). Under LD_PRELOAD,
+// Contention comes from a signal of its own, not from the policy's
+// spins, which are too short to see the thread lose its CPU (docs/tried.md:
+// "Contention judged from the policy's own spins"). Under LD_PRELOAD,
 // waits learned to be short do not reach the policy at all (ShortWaits).
 //
 // The agent's mitigation (MitigationSource: a short slice, so that a
@@ -135,9 +135,9 @@ const (
 )
 
 func (hybrid) wait(c *call) error {
-	now := Now()
+	now := clock.Now()
 	state := c.contention(now)
-	if state == ContentionShared {
+	if state == signal.ContentionShared {
 		return c.block()
 	}
 	if t, ok := c.timing(); ok && t.N >= warmup {
@@ -146,7 +146,7 @@ func (hybrid) wait(c *call) error {
 		}
 	}
 	budget := c.spinCap(now)
-	if state == ContentionThrottled {
+	if state == signal.ContentionThrottled {
 		budget = min(c.s.blockLate.typical(defaultLate), budget)
 	}
 	if budget <= 0 {
@@ -159,7 +159,7 @@ func (hybrid) wait(c *call) error {
 // is time enough to, then spins through the prediction's uncertainty (free:
 // as long as the slice allows) and blocks if the work is still running.
 // It reports whether it waited.
-func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
+func (c *call) sleepFirst(t Timing, now int64, state signal.Contention) (bool, error) {
 	pred := c.launch + t.Mean
 	tol := 2*t.Dev + tolFloor
 	wake := pred - tol - c.s.sleepLate.typical(defaultLate)
@@ -167,9 +167,9 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 		return false, nil
 	}
 	c.sleepUntil(wake)
-	now = Now()
+	now = clock.Now()
 	deadline := max(pred+tol, now+tol)
-	if state == ContentionFree || state == ContentionUnknown {
+	if state == signal.ContentionFree || state == signal.ContentionUnknown {
 		deadline = max(deadline, now+c.spinCap(now))
 	}
 	if deadline-now > c.spinCap(now) {
@@ -182,10 +182,10 @@ func (c *call) sleepFirst(t Timing, now int64, state Contention) (bool, error) {
 }
 
 // ShortWait: a kernel whose completion usually comes within this long of
-// its launch (ns) is not worth a decision per wait. Spinning that long costs
-// less CPU than a blocking wake-up costs time on a VM, blocking for it
-// loses to CUDA's default under a co-runner on real programs, and the
-// policy's own overhead per wait (a few µs) is a measurable share of it.
+// its launch (ns) is not worth a decision per wait: spinning that long
+// costs less CPU than a blocking wake-up costs time on a VM, and the
+// policy's own overhead per wait is a share of it (docs/tried.md: "Every
+// wait through the Go policy").
 const ShortWait = 150_000
 
 // ShortWaits reports whether waits for kernel k are short enough to leave

@@ -3,6 +3,8 @@ package hybridsync
 import (
 	"sort"
 	"sync/atomic"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // kernelCounters are the per-kernel stats; every field is updated with
@@ -97,12 +99,13 @@ type Stats struct {
 	Contention map[string]uint64 `json:"contention"`
 	// Sched is what the default contention signal saw (absent with
 	// another source).
-	Sched *SchedTotals `json:"sched,omitempty"`
+	Sched *signal.SchedTotals `json:"sched,omitempty"`
 	// Hints counts the calls the host's hint page answered, and those
 	// that fell back, by reason (HYBRIDSYNC_HINTS only).
-	Hints *HintStats `json:"hints,omitempty"`
+	Hints *signal.HintStats `json:"hints,omitempty"`
 	// Outcomes: the epochs of each arm where the C library's default
-	// mode checks its choices against their outcomes (absent elsewhere).
+	// mode checks its choices against their outcomes (Engine.Outcomes;
+	// absent elsewhere).
 	Outcomes       *ArmStats     `json:"outcomes,omitempty"`
 	UnknownKernels Counts        `json:"unknown_kernels"`
 	Kernels        []KernelStats `json:"kernels"`
@@ -133,20 +136,17 @@ func (s *Syncer) Stats(names func(KernelID) string) Stats {
 	st.WakeLateUS, st.WakeLateDevUS, st.WakeLateP75US = us(m), us(d), us(q)
 	st.Contention = map[string]uint64{}
 	for i := range s.byState {
-		st.Contention[Contention(i).String()] = s.byState[i].Load()
+		st.Contention[signal.Contention(i).String()] = s.byState[i].Load()
 	}
 	switch c := s.cont.(type) {
-	case *SchedSignal:
+	case *signal.SchedSignal:
 		t := c.Totals()
 		st.Sched = &t
-	case *HintSource:
+	case *signal.HintSource:
 		h := c.Stats()
 		st.Hints = &h
 	}
-	if o := s.chooser.Stats(); o.Epochs[ArmModel.String()]+o.Explorations > 0 {
-		st.Outcomes = &o
-	}
-	if g, ok := s.thr.(*GuestEstimator); ok {
+	if g, ok := s.thr.(*signal.GuestEstimator); ok {
 		st.SliceUS, st.Deschedulings = us(g.Slice()), g.Gaps()
 	}
 	return st

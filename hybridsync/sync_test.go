@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
@@ -91,7 +93,7 @@ func checkSchedule(t *testing.T, mode hybridsync.Mode, seed uint64) {
 					sev = untimed{ev}
 				}
 				err := s.Sync(sev, k)
-				now := hybridsync.Now()
+				now := clock.Now()
 				done, _ := ev.CompletedAt()
 				if now < done {
 					t.Errorf("%v seed %d: Sync returned %v before completion", mode, seed, time.Duration(done-now))
@@ -105,11 +107,11 @@ func checkSchedule(t *testing.T, mode hybridsync.Mode, seed uint64) {
 	wg.Wait()
 }
 
-var thresholds = []func() hybridsync.ThresholdSource{
-	func() hybridsync.ThresholdSource { return hybridsync.Unbounded },
-	func() hybridsync.ThresholdSource { return hybridsync.Static(0) },
-	func() hybridsync.ThresholdSource { return hybridsync.Static(200_000) },
-	func() hybridsync.ThresholdSource { return &hybridsync.GuestEstimator{} },
+var thresholds = []func() signal.ThresholdSource{
+	func() signal.ThresholdSource { return signal.Unbounded },
+	func() signal.ThresholdSource { return signal.Static(0) },
+	func() signal.ThresholdSource { return signal.Static(200_000) },
+	func() signal.ThresholdSource { return &signal.GuestEstimator{} },
 }
 
 // TestHybridStopsBlockingOnceLearned: once a steady kernel is learned,
@@ -118,7 +120,7 @@ var thresholds = []func() hybridsync.ThresholdSource{
 // machine), spins.
 func TestHybridStopsBlockingOnceLearned(t *testing.T) {
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded, Contention: free})
 	const k = 7
 	for range 200 {
 		if err := s.Sync(dev.Launch(0, 500*time.Microsecond), k); err != nil {
@@ -165,7 +167,7 @@ func TestHybridForgetsWrongTiming(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	w := disturbance.Start(unix.Gettid())
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded, Contention: free})
 	const k = 9
 	for range 20 {
 		s.Dict().Update(k, 50_000_000)
@@ -193,7 +195,7 @@ func TestHybridForgetsWrongTiming(t *testing.T) {
 func TestHybridSpinsShortKernels(t *testing.T) {
 	dev := simdev.New(1)
 	dev.InterruptDelay = 200 * time.Microsecond
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded, Contention: free})
 	for range 100 {
 		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
 			t.Fatal(err)
@@ -207,14 +209,14 @@ func TestHybridSpinsShortKernels(t *testing.T) {
 
 // free: the hybrid tests that check what it does on a CPU of its own say
 // so, rather than depend on how busy the test machine is.
-var free = hybridsync.FixedContention(hybridsync.ContentionFree)
+var free = signal.FixedContention(signal.ContentionFree)
 
 // TestHybridBlocksWhenShared: on a shared CPU hybrid blocks, for short and
 // for learned long kernels alike.
 func TestHybridBlocksWhenShared(t *testing.T) {
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded,
-		Contention: hybridsync.FixedContention(hybridsync.ContentionShared)})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded,
+		Contention: signal.FixedContention(signal.ContentionShared)})
 	for i := range 60 {
 		d, k := 30*time.Microsecond, hybridsync.KernelID(1)
 		if i%2 == 1 {
@@ -235,7 +237,7 @@ func TestHybridBlocksWhenShared(t *testing.T) {
 // blocks rather than spin into a preemption.
 func TestHybridBlocksWhenSliceTooShort(t *testing.T) {
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Static(0)})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Static(0)})
 	for range 50 {
 		if err := s.Sync(dev.Launch(0, 30*time.Microsecond), 1); err != nil {
 			t.Fatal(err)
@@ -251,7 +253,7 @@ func TestHybridBlocksWhenSliceTooShort(t *testing.T) {
 func TestPaperFollowsAlgorithm1(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		threshold hybridsync.Static
+		threshold signal.Static
 		wantSpin  bool
 	}{{"under threshold", 10_000_000, true}, {"over threshold", 100_000, false}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,10 +300,10 @@ func TestUnknownKernelIsCounted(t *testing.T) {
 }
 
 func TestGuestEstimator(t *testing.T) {
-	var g hybridsync.GuestEstimator
+	var g signal.GuestEstimator
 	const tid = 42
-	if r := g.Remaining(tid, 1); r != hybridsync.Infinite {
-		t.Fatalf("no gaps yet: remaining %d, want Infinite", r)
+	if r := g.Remaining(tid, 1); r != clock.Infinite {
+		t.Fatalf("no gaps yet: remaining %d, want clock.Infinite", r)
 	}
 	// Runs of 4 ms between 4 ms gaps, as two threads sharing a CPU get.
 	const ms = 1_000_000
@@ -321,15 +323,15 @@ func TestGuestEstimator(t *testing.T) {
 	if r := g.Remaining(tid, runStart+6*ms); r != 0 {
 		t.Errorf("overdue: remaining %d, want 0", r)
 	}
-	if r := g.Remaining(tid, runStart+10_000*ms); r != hybridsync.Infinite {
-		t.Errorf("no gap for 10 s: remaining %d, want Infinite", r)
+	if r := g.Remaining(tid, runStart+10_000*ms); r != clock.Infinite {
+		t.Errorf("no gap for 10 s: remaining %d, want clock.Infinite", r)
 	}
 }
 
 // TestGuestEstimatorKeepsThreadsApart: another thread waking up often must
 // neither shorten this thread's learned runs nor its remaining slice.
 func TestGuestEstimatorKeepsThreadsApart(t *testing.T) {
-	var g hybridsync.GuestEstimator
+	var g signal.GuestEstimator
 	const ms = 1_000_000
 	base := int64(1000 * ms)
 	g.Resumed(1, base)
@@ -344,20 +346,20 @@ func TestGuestEstimatorKeepsThreadsApart(t *testing.T) {
 	if s := g.Slice(); s < 3*ms || s > 5*ms {
 		t.Fatalf("slice %d ns, want about 4 ms despite thread 2's wake-ups", s)
 	}
-	if r := g.Remaining(2, base+80*ms); r != hybridsync.Infinite {
-		t.Errorf("thread 2 never saw a gap: remaining %d, want Infinite", r)
+	if r := g.Remaining(2, base+80*ms); r != clock.Infinite {
+		t.Errorf("thread 2 never saw a gap: remaining %d, want clock.Infinite", r)
 	}
 }
 
 // TestGuestEstimatorIgnoresOneGap: a single clock gap (an interrupt, a page
 // fault) is not contention and must not stop the thread from spinning.
 func TestGuestEstimatorIgnoresOneGap(t *testing.T) {
-	var g hybridsync.GuestEstimator
+	var g signal.GuestEstimator
 	const us = 1_000
 	g.Resumed(7, 1000*us)
 	g.Gap(7, 1020*us, 1900*us) // a 20 µs "run", then 880 µs away
-	if r := g.Remaining(7, 1901*us); r != hybridsync.Infinite {
-		t.Errorf("after one gap: remaining %d, want Infinite", r)
+	if r := g.Remaining(7, 1901*us); r != clock.Infinite {
+		t.Errorf("after one gap: remaining %d, want clock.Infinite", r)
 	}
 }
 
@@ -365,20 +367,20 @@ func TestGuestEstimatorIgnoresOneGap(t *testing.T) {
 // interrupt, a driver's helper thread waking on the same CPU), are not
 // another task's slice: they neither end the run nor bound the spin.
 func TestGuestEstimatorIgnoresInterruptions(t *testing.T) {
-	var g hybridsync.GuestEstimator
+	var g signal.GuestEstimator
 	const us = 1_000
 	g.Resumed(7, 1000*us)
 	for i := int64(0); i < 20; i++ {
 		start := 1020*us + i*200*us
 		g.Gap(7, start, start+100*us)
 	}
-	if r := g.Remaining(7, 5000*us); r != hybridsync.Infinite || g.Gaps() != 0 || g.Slice() != 0 {
-		t.Errorf("after 20 gaps of 100 µs: remaining %d, gaps %d, slice %d; want Infinite, 0, 0", r, g.Gaps(), g.Slice())
+	if r := g.Remaining(7, 5000*us); r != clock.Infinite || g.Gaps() != 0 || g.Slice() != 0 {
+		t.Errorf("after 20 gaps of 100 µs: remaining %d, gaps %d, slice %d; want clock.Infinite, 0, 0", r, g.Gaps(), g.Slice())
 	}
 }
 
 func TestGuestEstimatorManyThreads(t *testing.T) {
-	var g hybridsync.GuestEstimator
+	var g signal.GuestEstimator
 	for tid := 1; tid <= 1000; tid++ { // more than the table holds
 		g.Resumed(tid, 1)
 		g.Gap(tid, 2, 2+1_000_000)
@@ -406,7 +408,7 @@ func TestNamesAreStable(t *testing.T) {
 // nor one not yet learned.
 func TestShortWaits(t *testing.T) {
 	dev := simdev.New(1)
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded})
 	if s.ShortWaits(1) {
 		t.Error("an unknown kernel counted as short")
 	}
@@ -436,7 +438,7 @@ type stalling struct {
 }
 
 func (u *stalling) Query() (bool, error) {
-	if u.stallAt > 0 && hybridsync.Now()-u.LaunchedAt() >= u.stallAt {
+	if u.stallAt > 0 && clock.Now()-u.LaunchedAt() >= u.stallAt {
 		u.stallAt = 0
 		time.Sleep(u.stall)
 	}
@@ -454,7 +456,7 @@ func TestLongSpinWithGapEndsShortWaits(t *testing.T) {
 	// A long spin cap: the wait spins through to its stall. Kernel and
 	// stall are long so that a machine busy with other work, which may
 	// also take the CPU away, leaves a query at 1 ms or later before it.
-	s := hybridsync.New(hybridsync.Config{Threshold: hybridsync.Unbounded, Contention: free, MaxSpin: 100_000_000})
+	s := hybridsync.New(hybridsync.Config{Threshold: signal.Unbounded, Contention: free, MaxSpin: 100_000_000})
 	for range 20 {
 		s.Dict().Update(1, 30_000)
 	}

@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Config configures a Syncer. The zero value is the default: hybrid policy,
@@ -15,13 +18,13 @@ type Config struct {
 	// the threshold source has nothing better. 0 means DefaultMaxSpin.
 	MaxSpin int64
 	// Threshold gives the remaining time slice; nil means a GuestEstimator.
-	Threshold ThresholdSource
+	Threshold signal.ThresholdSource
 	// Dict is the timing dictionary; nil means a new one of
 	// DefaultDictSize. Share one between Syncers to share what they learn.
 	Dict *Dict
 	// Contention tells whether a waiting thread competes for its CPU;
 	// nil means a SchedSignal (the kernel's own accounting).
-	Contention ContentionSource
+	Contention signal.ContentionSource
 }
 
 // DefaultMaxSpin is the paper's max_threshold: 10 ms, a typical hypervisor
@@ -40,17 +43,15 @@ type Syncer struct {
 	mode    Mode
 	policy  policy
 	dict    *Dict
-	thr     ThresholdSource
-	gaps    gapObserver // thr, when it learns from spin loops
-	cont    ContentionSource
+	thr     signal.ThresholdSource
+	gaps    signal.GapObserver // thr, when it learns from spin loops
+	cont    signal.ContentionSource
 	maxSpin int64
 
 	sleepLate lateness // how late timed sleeps wake after their deadline
 	blockLate lateness // how late a blocking wait returns after completion
 	unknown   kernelCounters
-	byState   [4]atomic.Uint64 // waits that had to wait, by Contention
-	chooser   *armChooser
-	bt        blocktimeLive // libomp's blocktime, adapted live (blocktime.go)
+	byState   [4]atomic.Uint64 // waits that had to wait, by signal.Contention
 }
 
 // New returns a Syncer for cfg.
@@ -60,16 +61,15 @@ func New(cfg Config) *Syncer {
 		s.dict = NewDict(DefaultDictSize)
 	}
 	if s.thr == nil {
-		s.thr = &GuestEstimator{}
+		s.thr = &signal.GuestEstimator{}
 	}
-	s.gaps, _ = s.thr.(gapObserver)
+	s.gaps, _ = s.thr.(signal.GapObserver)
 	if s.cont = cfg.Contention; s.cont == nil {
-		s.cont = &SchedSignal{}
+		s.cont = &signal.SchedSignal{}
 	}
 	if s.maxSpin <= 0 {
 		s.maxSpin = DefaultMaxSpin
 	}
-	s.chooser = newArmChooser(s.cont)
 	s.policy = policies[cfg.Mode]
 	if s.policy == nil {
 		s.policy = policies[ModeHybrid]
@@ -77,6 +77,9 @@ func New(cfg Config) *Syncer {
 	}
 	return s
 }
+
+// Contention is the source of the contention verdicts.
+func (s *Syncer) Contention() signal.ContentionSource { return s.cont }
 
 // Mode returns the policy in use.
 func (s *Syncer) Mode() Mode { return s.mode }
@@ -100,7 +103,7 @@ func (s *Syncer) Sync(ev Event, k KernelID) error {
 // libhybridsync's C side queries before it crosses into Go, where a wait
 // on finished work would cost more than the query.
 func (s *Syncer) SyncPending(ev Event, k KernelID) error {
-	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: Now(), tid: unix.Gettid()}
+	c := call{s: s, ev: ev, k: k, e: s.dict.find(k, true), launch: ev.LaunchedAt(), notBefore: clock.Now(), tid: unix.Gettid()}
 	err := s.policy.wait(&c)
 	c.learn()
 	c.count()
@@ -128,7 +131,7 @@ func (s *Syncer) ready(ev Event, k KernelID) {
 			return
 		}
 	}
-	e.bound(Now() - launch)
+	e.bound(clock.Now() - launch)
 }
 
 // How a call ended, for the stats.
@@ -175,11 +178,11 @@ func (c *call) spinCap(now int64) int64 {
 // spin polls until completion or until deadline; it reports completion.
 // It watches the clock for gaps, which feed the slice estimator.
 func (c *call) spin(deadline int64) bool {
-	start := Now()
+	start := clock.Now()
 	last := start
 	for {
 		done, err := c.ev.Query()
-		now := Now()
+		now := clock.Now()
 		if now-last > gapNs {
 			c.gap(last, now)
 		}
@@ -204,17 +207,17 @@ func (c *call) gap(start, end int64) {
 	if c.s.gaps != nil {
 		c.s.gaps.Gap(c.tid, start, end)
 	}
-	if d, ok := c.s.cont.(interface{ Descheduled(int) }); ok && end-start >= minDescheduleNs {
+	if d, ok := c.s.cont.(interface{ Descheduled(int) }); ok && end-start >= signal.MinDescheduleNs {
 		d.Descheduled(c.tid)
 	}
 }
 
 // contention asks the contention source about the calling thread and
 // counts the answer for the stats.
-func (c *call) contention(now int64) Contention {
+func (c *call) contention(now int64) signal.Contention {
 	st := c.s.cont.Contention(c.tid, now)
 	if st < 0 || int(st) >= len(c.s.byState) {
-		st = ContentionUnknown
+		st = signal.ContentionUnknown
 	}
 	c.s.byState[st].Add(1)
 	return st
@@ -222,9 +225,9 @@ func (c *call) contention(now int64) Contention {
 
 // block waits in the device's blocking wait.
 func (c *call) block() error {
-	start := Now()
+	start := clock.Now()
 	c.err = c.ev.Wait()
-	now := Now()
+	now := clock.Now()
 	c.blocked += now - start
 	c.seen, c.end = now, endBlock
 	if c.s.gaps != nil {
@@ -248,9 +251,9 @@ func (c *call) spinThenBlock(deadline int64, end int) error {
 // the Go scheduler, whose timers may be a millisecond late on an idle
 // process), and records how late it woke.
 func (c *call) sleepUntil(t int64) {
-	start := Now()
+	start := clock.Now()
 	sleepPrecise(t)
-	now := Now()
+	now := clock.Now()
 	c.slept += now - start
 	c.s.sleepLate.observe(now - t)
 	if c.s.gaps != nil {

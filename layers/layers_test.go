@@ -81,8 +81,8 @@ var testOnly = map[string][]string{
 	// The load test reads the agent's responses with the profiler's client.
 	"agent/exporter/loadtest": {"profiler/agentapi"},
 	// Real cgroups with a CPU quota, made with the experiments' helper.
-	"agent/hints": {"experiments/cpucap"},
-	"hybridsync":  {"experiments/cpucap"},
+	"agent/hints":       {"experiments/cpucap"},
+	"hybridsync/signal": {"experiments/cpucap"},
 	// The C library under the apps suite's arms and co-runners.
 	"libhybridsync/ctest": {"experiments/corunner", "experiments/apps/suite"},
 }
@@ -205,7 +205,7 @@ func TestCheck(t *testing.T) {
 		{"hybridsync", "hintpage", false, ""},
 		{"agent/monitor", "agent/bpfload", false, ""},
 		{"profiler/agentapi", "agent/exporter", true, ""},
-		{"hybridsync", "experiments/cpucap", true, ""},
+		{"hybridsync/signal", "experiments/cpucap", true, ""},
 		{"experiments/paper/runner", "cmd/vgpu-probe/usage", false, "experiments/paper/runner (experiments) imports cmd/vgpu-probe/usage (cmd)"},
 		{"profiler/report", "experiments/paper/workload", false, "profiler/report (profiler) imports experiments/paper/workload (experiments)"},
 		{"agent/exporter", "profiler/nvml", false, "agent/exporter (agent) imports profiler/nvml (profiler)"},
@@ -221,6 +221,39 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s -> %s (test %v): %v, want allowed", tc.from, tc.imp, tc.test, err)
 		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
 			t.Errorf("%s -> %s (test %v): %v, want an error naming %q", tc.from, tc.imp, tc.test, err, tc.bad)
+		}
+	}
+}
+
+// hybridsyncOrder is hybridsync's packages by role, lowest first: the
+// clock and the per-thread tables; the contention signals (and the one
+// schedstat reader); the primitive and its engine; OpenMP's waits; the
+// simulated GPU. Each imports only packages before it
+// (docs/architecture.md, "hybridsync's packages").
+var hybridsyncOrder = []string{"hybridsync/clock", "hybridsync/perthread", "hybridsync/signal", "hybridsync", "hybridsync/openmp", "hybridsync/simdev"}
+
+// TestHybridsyncOrder fails naming each import inside hybridsync that
+// goes up the order, and each hybridsync package the order leaves out. A
+// package's tests may import anything (a signal's test may run a Syncer).
+func TestHybridsyncOrder(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH to list the packages")
+	}
+	for _, p := range listPackages(t) {
+		from := strings.TrimPrefix(p.ImportPath, module+"/")
+		if from != "hybridsync" && !strings.HasPrefix(from, "hybridsync/") {
+			continue
+		}
+		i := slices.Index(hybridsyncOrder, from)
+		if i < 0 {
+			t.Errorf("%s is not in hybridsyncOrder: place it", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			rel := strings.TrimPrefix(imp, module+"/")
+			if j := slices.Index(hybridsyncOrder, rel); j >= i {
+				t.Errorf("%s imports %s, which is not below it in hybridsyncOrder", from, rel)
+			}
 		}
 	}
 }

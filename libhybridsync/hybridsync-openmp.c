@@ -1,9 +1,12 @@
 /* hybridsync-openmp LIB: prints the OpenMP wait settings (NAME=VALUE
- * words; none where the runtime's own are best) that libhybridsync, at
- * LIB, chooses for a program started now on the CPUs this process may
- * use, and on stderr what it measured. hybridsync-run runs it before it
- * starts a program; run by hand, it says what the launcher would set
- * here. Exit status 0, or 1 with one line on stderr. */
+ * words on one line; none where the runtime's own are best) that
+ * libhybridsync, at LIB, chooses for a program started now on the CPUs
+ * this process may use, then a line saying why. hybridsync-run runs it
+ * before it starts a program and applies the first line as it is; run by
+ * hand, it says what the launcher would set here. Exit status 0, or 1
+ * with one line saying why. Everything is on stdout: stderr is the
+ * library's own, which the launcher leaves out (its load-time check of
+ * the HYBRIDSYNC_* variables, said again as the program loads it). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,21 +21,19 @@ int main(int argc, char **argv)
 	}
 	void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		fprintf(stderr, "hybridsync-openmp: %s\n", dlerror());
+		printf("%s\n", dlerror());
 		return 1;
 	}
 	openmp_env_fn f = (openmp_env_fn)dlsym(h, "hs_openmp_env");
 	if (!f) {
-		fprintf(stderr, "hybridsync-openmp: %s has no hs_openmp_env (an older library)\n", argv[1]);
+		printf("%s has no hs_openmp_env (an older library)\n", argv[1]);
 		return 1;
 	}
 	char env[256], why[512];
 	if (f(env, sizeof env, why, sizeof why) != 0) {
-		fprintf(stderr, "hybridsync-openmp: %s\n", why);
+		printf("%s\n", why);
 		return 1;
 	}
-	printf("%s\n", env);
-	fflush(stdout); /* the settings first, whatever stdout is */
-	fprintf(stderr, "hybridsync-openmp: %s\n", why);
+	printf("%s\n%s\n", env, why);
 	return 0;
 }

@@ -1,6 +1,6 @@
 package results
 
-import "github.com/vgpu-probe/vgpu-probe/hybridsync"
+import "github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 
 // Step is one step's timeline, in ns since the run started: a step of the
 // benchmark's loop (experiments/paper/workload), as results files keep it.
@@ -42,7 +42,7 @@ type Result struct {
 	// Hints counts the calls the host's hint page answered and, by
 	// reason, those that fell back, where the loop read one (the libvirt
 	// backend's guest under run --hints).
-	Hints *hybridsync.HintStats `json:"hints,omitempty"`
+	Hints *signal.HintStats `json:"hints,omitempty"`
 	// Rep is the repetition, from 1, where the writer numbers them, so
 	// that the modes of a setting pair by repetition though some failed;
 	// 0: the result's place among its cell's Reps is its repetition.

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/schedtest"
 )
 
@@ -16,7 +16,7 @@ import (
 // slice=100us --hints DIR` starts them give a real thread of a followed
 // target, contended by a busy loop of another process on its CPU, the
 // kernel's 100 µs slice and publish it in the thread's slot, where
-// hybridsync.HintSource reads it; a thread of the process that no
+// signal.HintSource reads it; a thread of the process that no
 // target names reads as not mitigated; once the mitigator has stopped
 // and the slot is republished, neither does the first.
 func TestMitigationRoundTrip(t *testing.T) {
@@ -35,7 +35,7 @@ func TestMitigationRoundTrip(t *testing.T) {
 	if at, err := unix.SchedGetAttr(other, 0); err != nil || at.Runtime == uint64(slice) {
 		t.Errorf("a thread no target names has the slice: %+v %v", at, err)
 	}
-	h := hybridsync.NewHintSource(a.Publisher().Path("mitigated"), nil, nil)
+	h := signal.NewHintSource(a.Publisher().Path("mitigated"), nil, nil)
 	got, ok := waitMitigation(h, mitigated, true)
 	if !ok || got != slice {
 		t.Fatalf("HintSource.Mitigation(%d) = %v %v, want %v", mitigated, got, ok, slice)
@@ -53,7 +53,7 @@ func TestMitigationRoundTrip(t *testing.T) {
 
 // waitMitigation polls h for tid's mitigation until it is (or is not, as
 // want says) there, for up to 2 s (the publisher refreshes every 20 ms).
-func waitMitigation(h *hybridsync.HintSource, tid int, want bool) (time.Duration, bool) {
+func waitMitigation(h *signal.HintSource, tid int, want bool) (time.Duration, bool) {
 	for end := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		d, ok := h.Mitigation(tid)
 		if ok == want || time.Now().After(end) {

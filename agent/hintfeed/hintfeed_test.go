@@ -20,7 +20,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/tmpfstest"
 )
 
@@ -136,7 +137,7 @@ func runtimeOf(t *testing.T, tid int) time.Duration {
 
 // waitMitigation polls the page for tid's mitigation until it reads as
 // want says, for up to 2 s (the publisher refreshes every 20 ms).
-func waitMitigation(h *hybridsync.HintSource, tid int, want bool) (time.Duration, bool) {
+func waitMitigation(h *signal.HintSource, tid int, want bool) (time.Duration, bool) {
 	for end := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		d, ok := h.Mitigation(tid)
 		if ok == want || time.Now().After(end) {
@@ -148,7 +149,7 @@ func waitMitigation(h *hybridsync.HintSource, tid int, want bool) (time.Duration
 // TestHintsAndMitigation: with both on, a real process started through
 // Inherit and watched with WatchProcess has the kernel's 100 µs slice and
 // its page carries it in the slot of its main thread, and of a thread it
-// starts later (found by the re-scan), where hybridsync.HintSource reads
+// starts later (found by the re-scan), where signal.HintSource reads
 // it; Unwatch removes the page and puts the default slice back.
 func TestHintsAndMitigation(t *testing.T) {
 	const slice = 100 * time.Microsecond
@@ -165,7 +166,7 @@ func TestHintsAndMitigation(t *testing.T) {
 	if err := f.WatchProcess("program", pid, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	h := hybridsync.NewHintSource(f.Path("program"), nil, nil)
+	h := signal.NewHintSource(f.Path("program"), nil, nil)
 	if got, ok := waitMitigation(h, pid, true); !ok || got != slice {
 		t.Fatalf("HintSource.Mitigation(%d) = %v %v, want %v", pid, got, ok, slice)
 	}
@@ -203,10 +204,10 @@ func TestHintsOnly(t *testing.T) {
 	if err := f.Watch("program", []int{pid}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	h := hybridsync.NewHintSource(f.Path("program"), nil, nil)
+	h := signal.NewHintSource(f.Path("program"), nil, nil)
 	var s hintpage.Slot
 	for end := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, ok := h.ReadSlot(pid, hybridsync.Now(), &s); ok {
+		if _, ok := h.ReadSlot(pid, clock.Now(), &s); ok {
 			break
 		}
 		if time.Now().After(end) {
@@ -299,11 +300,11 @@ func TestPageDirectoryFillsUp(t *testing.T) {
 	if got != slice {
 		t.Errorf("the contended target without a page: slice %v, want the mitigation's %v all the same", got, slice)
 	}
-	h := hybridsync.NewHintSource(f.Path("a"), nil, nil)
+	h := signal.NewHintSource(f.Path("a"), nil, nil)
 	var sl hintpage.Slot
 	ok := false
 	for end := time.Now().Add(2 * time.Second); !ok && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		_, ok = h.ReadSlot(a, hybridsync.Now(), &sl)
+		_, ok = h.ReadSlot(a, clock.Now(), &sl)
 	}
 	if !ok {
 		t.Fatalf("the page made before the directory filled: no slot for %d", a)

@@ -27,7 +27,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/bpf"
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 type sample struct{ at, remaining, slice int64 }
@@ -66,7 +67,7 @@ func TestMain(m *testing.M) {
 // TestEndToEndHints: a thread shares its CPU with a while(1) co-runner (or
 // runs under a 10 ms / 20 ms quota) while a real agent pipeline (BPF
 // programs, monitor, publisher) publishes its page and the thread reads it
-// through hybridsync.HintSource. It reports how far the hinted remaining
+// through signal.HintSource. It reports how far the hinted remaining
 // slice was from when the thread was actually descheduled (as the BPF
 // programs saw it), and the switch-in-to-page delay. No timing assertions:
 // it checks only that real hints were read.
@@ -323,16 +324,16 @@ func reader() int {
 		return 1
 	}
 	path := os.Getenv("VGPU_PROBE_HINTS_READ")
-	h := hybridsync.NewHintSource(path, &hybridsync.GuestEstimator{}, nil)
+	h := signal.NewHintSource(path, &signal.GuestEstimator{}, nil)
 	type rec struct {
 		sample
 		seen int64
 		live bool
 	}
 	out := make([]rec, 0, int(e2eSeconds()/(20*time.Microsecond)))
-	end := hybridsync.Now() + int64(e2eSeconds())
+	end := clock.Now() + int64(e2eSeconds())
 	var lastIn uint64
-	for now := hybridsync.Now(); now < end; now = hybridsync.Now() {
+	for now := clock.Now(); now < end; now = clock.Now() {
 		r := h.Remaining(tid, now)
 		var s hintpage.Slot
 		live, ok := h.ReadSlot(tid, now, &s)
@@ -343,11 +344,11 @@ func reader() int {
 			}
 			lastIn = s.SwitchInNs
 		}
-		if ok && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != hybridsync.Infinite {
+		if ok && s.ExpectedSliceNs != 0 && s.ExpectedSliceNs != hintpage.Infinite && r != clock.Infinite {
 			rc.sample = sample{at: now, remaining: r, slice: int64(s.ExpectedSliceNs)}
 		}
 		out = append(out, rc)
-		for until := now + 20_000; hybridsync.Now() < until; {
+		for until := now + 20_000; clock.Now() < until; {
 		}
 	}
 	b := make([]byte, 0, 40*len(out))

@@ -20,7 +20,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/bpfload"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // livePeer is a helper process: it reads commands from stdin and answers
@@ -29,12 +29,12 @@ import (
 func livePeer() int {
 	fmt.Printf("pid %d\n", os.Getpid())
 	sc := bufio.NewScanner(os.Stdin)
-	var keep []*hybridsync.HintSource // held: their connections stay open
+	var keep []*signal.HintSource // held: their connections stay open
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
 		switch cmd {
 		case "hints":
-			h := hybridsync.NewHintSource(arg, nil, nil)
+			h := signal.NewHintSource(arg, nil, nil)
 			keep = append(keep, h)
 			fmt.Printf("live %v\n", h.LiveArray())
 		case "dial":

@@ -23,7 +23,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/procstat"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // The agent's cost. Run with
@@ -86,9 +87,9 @@ func pingPong(cpu int, spinUS int) {
 	// DIR), so that it holds its live array.
 	if dir := os.Getenv(pingPongEnv + "_HINTS"); dir != "" {
 		go func() {
-			h := hybridsync.NewHintSource(filepath.Join(dir, hintpage.FileName(strconv.Itoa(os.Getpid()))), nil, nil)
+			h := signal.NewHintSource(filepath.Join(dir, hintpage.FileName(strconv.Itoa(os.Getpid()))), nil, nil)
 			for {
-				h.Remaining(unix.Gettid(), hybridsync.Now())
+				h.Remaining(unix.Gettid(), clock.Now())
 				time.Sleep(100 * time.Millisecond)
 			}
 		}()

@@ -13,6 +13,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Counters are cumulative since the thread started.
@@ -28,25 +30,18 @@ type Counters struct {
 // this process's). It needs a kernel with CONFIG_SCHED_INFO, which every
 // distribution kernel has.
 //
-// The files are parsed by prometheus/procfs, which allocates as it goes:
-// the agent reads them every few seconds per thread, where that costs
-// nothing worth counting. (hybridsync, which reads its own threads'
-// schedstat every few ms on the wait path, keeps a parser that does not
-// allocate.)
+// schedstat is read by the tree's one reader of it (signal.ReadSchedstat),
+// status by prometheus/procfs.
 func Read(tid int) (Counters, error) {
-	p, err := procfs.NewProc(tid)
-	if err != nil {
-		return Counters{}, err
-	}
-	ss, err := p.Schedstat()
+	ss, err := signal.ReadSchedstat(fmt.Sprintf("/proc/%d/schedstat", tid))
 	if err != nil {
 		return Counters{}, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
 	}
-	st, err := p.NewStatus()
+	st, err := Status(tid)
 	if err != nil {
 		return Counters{}, fmt.Errorf("/proc/%d/status: %w", tid, err)
 	}
-	return Counters{RunNs: ss.RunningNanoseconds, RunDelayNs: ss.WaitingNanoseconds, Timeslices: ss.RunTimeslices,
+	return Counters{RunNs: uint64(ss.Run), RunDelayNs: uint64(ss.Delay), Timeslices: uint64(ss.Runs),
 		Voluntary: st.VoluntaryCtxtSwitches, Involuntary: st.NonVoluntaryCtxtSwitches}, nil
 }
 

@@ -2,13 +2,13 @@ package corunner
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Contentions are the CPU contention settings that bench and apps measure
@@ -122,13 +122,8 @@ func (s *Setting) CPU() (time.Duration, bool) {
 	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.co.Pid()))
 	var sum int64
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // a thread that went
-		}
-		var run int64
-		if _, err := fmt.Sscan(string(b), &run); err == nil {
-			sum += run
+		if st, err := signal.ReadSchedstat(p); err == nil { // else a thread that went
+			sum += st.Run
 		}
 	}
 	return time.Duration(sum), len(paths) > 0

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // Device is a simulated GPU with a number of streams. It is safe for
@@ -41,7 +42,7 @@ func (d *Device) Launch(stream int, dur time.Duration) *Event {
 // LaunchFailing is Launch for a kernel that fails with err: its event
 // reports err once complete, as a CUDA event does after a device fault.
 func (d *Device) LaunchFailing(stream int, dur time.Duration, err error) *Event {
-	now := hybridsync.Now()
+	now := clock.Now()
 	d.mu.Lock()
 	s := stream % len(d.tails)
 	if s < 0 {
@@ -67,7 +68,7 @@ var (
 
 // Query reports whether the kernel has completed.
 func (e *Event) Query() (bool, error) {
-	if hybridsync.Now() >= e.done {
+	if clock.Now() >= e.done {
 		return true, e.err
 	}
 	return false, nil
@@ -76,7 +77,7 @@ func (e *Event) Query() (bool, error) {
 // Wait sleeps on a timer until completion plus the interrupt delay.
 func (e *Event) Wait() error {
 	ts := unix.NsecToTimespec(e.done + e.delay)
-	for hybridsync.Now() < e.done+e.delay {
+	for clock.Now() < e.done+e.delay {
 		// EINTR (a signal) just sleeps again; the loop re-checks the clock.
 		unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
 	}
@@ -86,7 +87,7 @@ func (e *Event) Wait() error {
 // AutoWait spins, as CUDA's default schedule does with fewer contexts than
 // CPUs.
 func (e *Event) AutoWait() error {
-	for hybridsync.Now() < e.done {
+	for clock.Now() < e.done {
 	}
 	return e.err
 }

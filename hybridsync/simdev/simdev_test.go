@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // TestCompletesOnTimeWhateverTheHost: the kernel completes at launch +
@@ -31,7 +31,7 @@ func TestCompletesOnTimeWhateverTheHost(t *testing.T) {
 	if err := ev2.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if done, _ := ev2.CompletedAt(); hybridsync.Now() < done {
+	if done, _ := ev2.CompletedAt(); clock.Now() < done {
 		t.Fatal("Wait returned before completion")
 	}
 }
@@ -57,11 +57,11 @@ func TestErrorsAndInterruptDelay(t *testing.T) {
 	d.InterruptDelay = 3 * time.Millisecond
 	boom := errors.New("boom")
 	ev := d.LaunchFailing(0, 0, boom)
-	start := hybridsync.Now()
+	start := clock.Now()
 	if err := ev.Wait(); err != boom {
 		t.Fatalf("Wait = %v, want the kernel's error", err)
 	}
-	if hybridsync.Now()-start < int64(3*time.Millisecond) {
+	if clock.Now()-start < int64(3*time.Millisecond) {
 		t.Error("blocking wait did not pay the interrupt delay")
 	}
 	if ok, err := ev.Query(); !ok || err != boom {

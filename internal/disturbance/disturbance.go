@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/cgroups"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Window is a span of a test whose disturbances are being counted.
@@ -28,7 +29,7 @@ type Window struct {
 	start     time.Time
 	tids      []int // nil: every thread of the process
 	delay     map[int]int64
-	cpus      []cpuTicks
+	cpus      []signal.CPUTicks
 	ours      int64 // CPU ticks of this process and its descendants
 	throttled int64
 	waiting   int64 // PSI cpu "some" total, µs; -1: no PSI
@@ -42,7 +43,7 @@ func Start(tids ...int) *Window {
 	// thread to wait meanwhile, which would count outside the window.
 	w := &Window{tids: tids, start: time.Now()}
 	w.delay = runDelays(tids)
-	w.cpus = readCPUTicks()
+	w.cpus, _ = signal.ReadCPUTicks()
 	w.ours = treeTicks()
 	w.throttled = throttledNs()
 	w.waiting = waitingUs()
@@ -91,7 +92,7 @@ func (w *Window) Stop() Figures {
 	}
 	f.RunDelay /= float64(dt.Nanoseconds())
 	f.Throttled = float64(throttledNs()-w.throttled) / float64(dt.Nanoseconds())
-	cpus := readCPUTicks()
+	cpus, _ := signal.ReadCPUTicks()
 	f.Steal = stealFractions(w.cpus, cpus)
 	f.Others = othersShare(w.cpus, cpus, treeTicks()-w.ours)
 	if w.waiting >= 0 {
@@ -189,83 +190,23 @@ func runDelays(tids []int) map[int]int64 {
 }
 
 func runDelay(tid int) (int64, bool) {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, false
-	}
-	d, err := strconv.ParseInt(f[1], 10, 64)
-	return d, err == nil
-}
-
-// cpuTicks is one CPU's line of /proc/stat: its steal ticks, its idle
-// ones (idle and iowait) and all its ticks.
-type cpuTicks struct {
-	cpu                int
-	steal, idle, total int64
-}
-
-func readCPUTicks() []cpuTicks {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return nil
-	}
-	return parseCPUTicks(string(b))
-}
-
-// parseCPUTicks reads the per-CPU lines of /proc/stat ("cpuN user nice
-// system idle iowait irq softirq steal ..."); a kernel without the steal
-// column has no lines to give.
-func parseCPUTicks(s string) []cpuTicks {
-	var out []cpuTicks
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		cpu, err := strconv.Atoi(f[0][3:])
-		if err != nil || cpu < 0 {
-			continue
-		}
-		c := cpuTicks{cpu: cpu}
-		for i, v := range f[1:] {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				break
-			}
-			switch i {
-			case 3, 4:
-				c.idle += n
-			case 7:
-				c.steal = n
-			}
-			// guest and guest_nice (9th and 10th) are already in user
-			// and nice.
-			if i < 8 {
-				c.total += n
-			}
-		}
-		out = append(out, c)
-	}
-	return out
+	st, err := signal.ReadSchedstat("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	return st.Delay, err == nil
 }
 
 // stealFractions returns, per CPU number, the share of the ticks between
 // two readings that were steal.
-func stealFractions(before, after []cpuTicks) []float64 {
+func stealFractions(before, after []signal.CPUTicks) []float64 {
 	var out []float64
 	for _, a := range after {
 		for _, b := range before {
-			if b.cpu != a.cpu || a.total <= b.total {
+			if b.CPU != a.CPU || a.Total <= b.Total {
 				continue
 			}
-			for len(out) <= a.cpu {
+			for len(out) <= a.CPU {
 				out = append(out, 0)
 			}
-			out[a.cpu] = float64(a.steal-b.steal) / float64(a.total-b.total)
+			out[a.CPU] = float64(a.Steal-b.Steal) / float64(a.Total-b.Total)
 		}
 	}
 	return out
@@ -274,14 +215,14 @@ func stealFractions(before, after []cpuTicks) []float64 {
 // othersShare returns the share of the CPU time between two readings,
 // less steal, that was busy but not with ours (ticks); -1 without
 // readings.
-func othersShare(before, after []cpuTicks, ours int64) float64 {
+func othersShare(before, after []signal.CPUTicks, ours int64) float64 {
 	var busy, avail int64
 	for _, a := range after {
 		for _, b := range before {
-			if b.cpu == a.cpu {
-				steal := a.steal - b.steal
-				avail += a.total - b.total - steal
-				busy += a.total - b.total - steal - (a.idle - b.idle)
+			if b.CPU == a.CPU {
+				steal := a.Steal - b.Steal
+				avail += a.Total - b.Total - steal
+				busy += a.Total - b.Total - steal - (a.Idle - b.Idle)
 			}
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Two spinning threads pinned to one CPU wait for it about half the
@@ -56,14 +58,14 @@ func TestRunDelay(t *testing.T) {
 }
 
 func TestParseCPUTicks(t *testing.T) {
-	before := parseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 5 0 5 50 0 0 0 0 3 0\ncpu1 5 0 5 50 0 0 0 5 0 0\nintr 1 2\n")
-	after := parseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 15 0 5 140 0 0 0 0 9 0\ncpu1 5 0 5 140 0 0 0 15 0 0\n")
+	before := signal.ParseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 5 0 5 50 0 0 0 0 3 0\ncpu1 5 0 5 50 0 0 0 5 0 0\nintr 1 2\n")
+	after := signal.ParseCPUTicks("cpu  10 0 10 100 0 0 0 5 0 0\ncpu0 15 0 5 140 0 0 0 0 9 0\ncpu1 5 0 5 140 0 0 0 15 0 0\n")
 	got := stealFractions(before, after)
 	if len(got) != 2 || got[0] != 0 || got[1] != 0.1 {
 		t.Errorf("steal fractions %v, want [0 0.1]", got)
 	}
 	// A kernel without the steal column gives nothing, not zeros.
-	if c := parseCPUTicks("cpu0 5 0 5 50 0 0 0\n"); len(c) != 0 {
+	if c := signal.ParseCPUTicks("cpu0 5 0 5 50 0 0 0\n"); len(c) != 0 {
 		t.Errorf("no steal column: %v", c)
 	}
 	f := Figures{Seconds: 1, Steal: got, Others: -1, Waiting: -1}
@@ -195,8 +197,8 @@ func TestParseStat(t *testing.T) {
 func TestOthersShare(t *testing.T) {
 	// Two CPUs over 100 ticks each, 10 of them steal on CPU 1; busy
 	// 50 + 60 ticks of 190, of which ours 30.
-	before := []cpuTicks{{cpu: 0, total: 1000, idle: 500}, {cpu: 1, total: 1000, idle: 500, steal: 5}}
-	after := []cpuTicks{{cpu: 0, total: 1100, idle: 550}, {cpu: 1, total: 1100, idle: 530, steal: 15}}
+	before := []signal.CPUTicks{{CPU: 0, Total: 1000, Idle: 500}, {CPU: 1, Total: 1000, Idle: 500, Steal: 5}}
+	after := []signal.CPUTicks{{CPU: 0, Total: 1100, Idle: 550}, {CPU: 1, Total: 1100, Idle: 530, Steal: 15}}
 	if got, want := othersShare(before, after, 30), 80.0/190; got != want {
 		t.Errorf("others %v, want %v", got, want)
 	}

@@ -3,6 +3,7 @@ package ctest
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -66,6 +67,54 @@ func TestBadEnv(t *testing.T) {
 			// off, and the bad value is still said.
 			r = run(t, []string{bad, "HYBRIDSYNC_LOG= off\t"}, "hsapp_so", "badenv", tc.name, "cuda")
 			saysOnce(t, "HYBRIDSYNC_LOG=' off'", r.stderr)
+		})
+	}
+}
+
+// TestBadEnvAtLoad: every bad HYBRIDSYNC_* value, and a name that is no
+// variable of the library's, is said once as the library loads, one line
+// each, whether or not the program ever calls CUDA or the library: a
+// program linked with it that calls nothing, `true` under LD_PRELOAD and
+// under hybridsync-run, and a CUDA program under LD_PRELOAD.
+func TestBadEnvAtLoad(t *testing.T) {
+	need(t)
+	so := filepath.Join(built.prefix, "lib", "libhybridsync.so")
+	launcher := filepath.Join(built.prefix, "bin", "hybridsync-run")
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1) on PATH")
+	}
+	mode := `HYBRIDSYNC_MODE: bad value "bogus" (want hybrid, paper, spin, yield, block or cuda-auto)`
+	spin := `HYBRIDSYNC_MAX_SPIN_US: bad value "abc" (want a number of µs >= 0, or inf)`
+	for _, tc := range []struct {
+		env   []string
+		lines []string
+	}{
+		{[]string{"HYBRIDSYNC_MODE=bogus"}, []string{mode}},
+		{[]string{"HYBRIDSYNC_LOG=bogus"}, []string{`HYBRIDSYNC_LOG: bad value "bogus" (want off, error, warn, info or debug)`}},
+		{[]string{"HYBRIDSYNC_MAX_SPIN_US=abc", "HYBRIDSYNC_MODE=bogus"}, []string{mode, spin}},
+		{[]string{"HYBRIDSYNC_MAXSPIN_US=5"}, []string{"HYBRIDSYNC_MAXSPIN_US: no such variable"}},
+	} {
+		t.Run(strings.Join(tc.env, ","), func(t *testing.T) {
+			// says: each line once; nothing else where the program
+			// itself says nothing.
+			says := func(how string, r result, only bool) {
+				t.Helper()
+				for _, line := range tc.lines {
+					if strings.Count(r.stderr, line) != 1 {
+						t.Errorf("%s: stderr %q, want one line saying %s", how, r.stderr, line)
+					}
+				}
+				if n := strings.Count(r.stderr, "\n"); only && n != len(tc.lines) {
+					t.Errorf("%s: stderr %q: %d lines, want %d", how, r.stderr, n, len(tc.lines))
+				}
+			}
+			for _, prog := range links {
+				says(prog+" (no call)", run(t, tc.env, prog, "idle"), true)
+			}
+			says("LD_PRELOAD true", run(t, append(tc.env, "LD_PRELOAD="+so), truePath), true)
+			says("hybridsync-run true", run(t, tc.env, launcher, truePath), true)
+			says("LD_PRELOAD, CUDA calls", run(t, append(tc.env, "LD_PRELOAD="+so), "rtapp_dyn", "5", "1"), false)
 		})
 	}
 }

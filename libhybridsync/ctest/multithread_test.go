@@ -23,7 +23,7 @@ import (
 // every 100 steps a serial part longer than libgomp's spin. Such a team
 // runs in step only while its threads hold their CPUs at the same time, and
 // a master that blocks comes back out of step with the spinning worker
-// (hybridsync/team.go). The library used to block the master's event waits
+// (hybridsync/signal/team.go). The library used to block the master's event waits
 // there (its policy arm), which neither of CUDA's modes does to a plain
 // event, and to explore that arm every few seconds; GROMACS -ntomp 4 ran
 // 2.7x slower with it than under CUDA's default on the H200 machine.

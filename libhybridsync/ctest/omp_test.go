@@ -24,13 +24,13 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 	resultstats "github.com/vgpu-probe/vgpu-probe/results/stats"
 )
 
 // The launcher's bounded settings, on contended CPUs or with
-// HYBRIDSYNC_OPENMP=bounded: hybridsync.OpenMPSpin's, the one place the
+// HYBRIDSYNC_OPENMP=bounded: openmp.BoundedEnv's, the one place the
 // bound is chosen.
 var (
 	defaultSpinCount = boundedSetting("GOMP_SPINCOUNT")
@@ -38,12 +38,12 @@ var (
 )
 
 func boundedSetting(name string) string {
-	for _, kv := range hybridsync.OpenMPSpin {
+	for _, kv := range openmp.BoundedEnv {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
 			return v
 		}
 	}
-	panic("hybridsync.OpenMPSpin sets no " + name)
+	panic("openmp.BoundedEnv sets no " + name)
 }
 
 // ompBuilt is what ompPrograms built, once.
@@ -709,7 +709,7 @@ func TestLauncherModes(t *testing.T) {
 			marker = got["GOMP_SPINCOUNT"]
 		}
 		n, err := strconv.Atoi(got["GOMP_SPINCOUNT"])
-		if err != nil || n <= hybridsync.GompSpinBounded || got["GOMP_SPINCOUNT"] != marker || set || got["HYBRIDSYNC_RUN_SET"] != "GOMP_SPINCOUNT="+marker {
+		if err != nil || n <= openmp.GompSpinBounded || got["GOMP_SPINCOUNT"] != marker || set || got["HYBRIDSYNC_RUN_SET"] != "GOMP_SPINCOUNT="+marker {
 			t.Errorf("HYBRIDSYNC_OPENMP=%q beside a busy loop on each CPU: GOMP_SPINCOUNT=%q KMP_BLOCKTIME=%q (set %v) HYBRIDSYNC_RUN_SET=%q, want the same marker spin count above the bound, only",
 				mode, got["GOMP_SPINCOUNT"], got["KMP_BLOCKTIME"], set, got["HYBRIDSYNC_RUN_SET"])
 		}
@@ -926,8 +926,8 @@ func TestLauncherFollowsLateNeighbour(t *testing.T) {
 		t.Fatalf("runtime %s, env %v: no spin_live in the stats", o.Runtime, o.Env)
 	}
 	t.Logf("runtime %s, GOMP_SPINCOUNT=%s: %+v", o.Runtime, o.Env["GOMP_SPINCOUNT"], *l)
-	if !l.Active || !strings.Contains(filepath.Base(l.Library), "libgomp") || l.SpinCount != hybridsync.GompSpinBounded || l.Changes < 1 || l.Contended < 1 {
-		t.Errorf("spin_live %+v: want active on libgomp, bounded to %d once the loops came", *l, hybridsync.GompSpinBounded)
+	if !l.Active || !strings.Contains(filepath.Base(l.Library), "libgomp") || l.SpinCount != openmp.GompSpinBounded || l.Changes < 1 || l.Contended < 1 {
+		t.Errorf("spin_live %+v: want active on libgomp, bounded to %d once the loops came", *l, openmp.GompSpinBounded)
 	}
 }
 

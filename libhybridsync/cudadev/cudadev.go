@@ -52,6 +52,7 @@ import (
 	"unsafe"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/libhybridsync/hscore"
 )
@@ -187,7 +188,7 @@ func (d *Device) Launch(_ simdev.Kernel, dur time.Duration) (hybridsync.Event, e
 	if r := C.c_launch(d.launch, d.fn, d.stream, C.uint64_t(max(dur, 0))); r != 0 {
 		return nil, cudaErr{"cuLaunchKernel", r}
 	}
-	launched := hybridsync.Now()
+	launched := clock.Now()
 	if r := C.c_record(d.record, d.event, d.stream); r != 0 {
 		return nil, cudaErr{"cuEventRecord", r}
 	}

@@ -98,7 +98,7 @@ void hs_log_user(const char *msg) { log_always("%s", msg); }
  * call into Go, so every entry point checks this and passes through. */
 static void on_fork_child(void) { atomic_store(&hs_forked, 1); }
 
-/* HYBRIDSYNC_LOG as hybridsync.CheckEnv reads it, blanks around it
+/* HYBRIDSYNC_LOG as hybridsync.ParseConfig reads it, blanks around it
  * ignored; one that is too long for any level is left as it is (bad). */
 static const char *log_env(char *buf, size_t n)
 {
@@ -303,9 +303,8 @@ int hs_core_autowait(struct hs_wait *w) { return hs_core_finish(w); }
  * docs/BENCHMARKS.md, "Event waits and CUDA's schedule flags"). The
  * program's events stay as created (making them blocking bought nothing);
  * the policy arm's event waits block on shadow events (hs_core_block, from
- * wait.c), its stream waits on this schedule, which under a co-runner cost
- * far less than a shadow per wait (docs/tried.md: "Blocking on a shadow
- * event for every wait"). The thread remembers the context it switched
+ * wait.c), its stream waits on this schedule, not on a shadow per wait
+ * (docs/tried.md: "Blocking on a shadow event for every wait"). The thread remembers the context it switched
  * and its flags, and switches back only that one. */
 #define HS_CU_CTX_SCHED_MASK 0x07
 #define HS_CU_CTX_SCHED_BLOCKING_SYNC 0x04

@@ -41,6 +41,11 @@
  *                          each OpenMP variable it set, which the stats'
  *                          "openmp" object reports; not for users to set
  *
+ * Every HYBRIDSYNC_* variable is checked as the library loads, whether or
+ * not the program calls CUDA or the library: a bad value, or a name that
+ * is none of the above, is said once on stderr, one line each, at every
+ * log level.
+ *
  * Thread safety: every function may be called from any number of threads at
  * once, except where noted. Fork: a child process that does not use CUDA is
  * unaffected; in a child, the waits are plain CUDA calls and the other
@@ -133,13 +138,17 @@ int hs_shutdown(void);
 
 /* hs_openmp_env writes into env (n bytes, NUL-terminated) the OpenMP wait
  * settings for a program about to start on the CPUs the calling process
- * may use, as blank-separated NAME=VALUE words: a bounded spin
- * (GOMP_SPINCOUNT, KMP_BLOCKTIME) where another thread competes for those
- * CPUs, measured by spinning a thread on each for 0.1 s (run delay, or
- * steal in a VM); nothing where the runtime's own long spin is the
- * fastest. HYBRIDSYNC_OPENMP=bounded or =default skips the measurement;
- * =live adds LD_PRELOAD=PATH, LLVM's libomp for the launcher to preload
- * after the library (it provides GNU libgomp's entry points too).
+ * may use, as blank-separated NAME=VALUE words, which the launcher sets
+ * as they are. By default (HYBRIDSYNC_OPENMP=auto) GOMP_SPINCOUNT=299917,
+ * a marker next to libgomp's default spin that the library finds and
+ * follows while the program runs, unless OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT is set. =bounded gives the bounded spin (GOMP_SPINCOUNT,
+ * KMP_BLOCKTIME), =default nothing; =live measures the CPUs by spinning a
+ * thread on each for 0.1 s (run delay, or steal in a VM), gives the
+ * bounded spin where another thread competes for them, and adds
+ * LD_PRELOAD=PATH, LLVM's libomp for the launcher to preload after the
+ * library (it provides GNU libgomp's entry points too). A variable the
+ * user set is never in env.
  * why gets what was measured, or why it failed. Returns 0, or -1.
  * hybridsync-run asks it (through hybridsync-openmp) before it starts a
  * program, since GNU libgomp reads its setting before any preloaded

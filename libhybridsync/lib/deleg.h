@@ -2,7 +2,7 @@
  * to the device (CUDA's own synchronize), and the counts of waits that
  * never reached the Go policy. A leaf: it calls nothing. The wait runner
  * (wait.c) reads it on every wait, so the lookups are inline here, and
- * records the policy's verdicts that hsgo_sync returns; Go (hsgo_init, the
+ * records the policy's verdicts that hsgo_sync returns; Go (hsgo_start, the
  * stats) sets and reads it through deleg.c. */
 #ifndef HS_DELEG_H
 #define HS_DELEG_H
@@ -26,17 +26,15 @@
  * from the kernel's launch, or its event's record, or for a stream wait
  * the wait's start: see core.c): one that ends later than the policy's
  * short-wait bound ends the delegation, and that kernel's next waits go
- * through the policy again, which learns its new timing. On real PyTorch
- * and launch-bound programs a policy that spun for such waits itself cost
- * a launch-bound loop a large share of its CPU, and under a co-runner
- * blocking for them lost to CUDA's default (docs/tried.md: "Every wait
- * through the Go policy").
+ * through the policy again, which learns its new timing. Such waits are
+ * CUDA's because a decision per wait costs more than it can save on them
+ * (docs/tried.md: "Every wait through the Go policy").
  *
  * Calls into Go are kept off these waits for a second reason: a call from
  * a C thread into Go wakes the Go runtime's threads, the more the longer
- * the thread ran in C since its last call (up to 5 context switches and
- * 20-30 µs a call after 1 ms in C: libhybridsync/crossing's benchmarks),
- * on the program's own CPU when it is pinned. So Go's verdict on a
+ * the thread ran in C since its last call (docs/architecture.md, "One
+ * wait", has what a call costs), on the program's own CPU when it is
+ * pinned. So Go's verdict on a
  * kernel's waits is kept here, and read with no call. A wait with no known
  * kernel goes to CUDA too (hybridsync.RouteModel). */
 struct fast {

@@ -1,5 +1,5 @@
 /* GNU libgomp's spin count, found and set while the program runs
- * (gompspin.c; the decision: hybridsync/ompfollow.go). A leaf: the
+ * (gompspin.c; the decision: hybridsync/openmp/ompfollow.go). A leaf: the
  * loader's list of objects only. */
 #ifndef HS_GOMPSPIN_H
 #define HS_GOMPSPIN_H

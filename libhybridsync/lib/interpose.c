@@ -47,7 +47,7 @@ static atomic_int interposing = -1;
 
 /* Interposing is on under LD_PRELOAD of this library, off when a program
  * merely links it (its own CUDA calls stay its own), and HYBRIDSYNC_INTERPOSE
- * decides either way. Its value is read as hybridsync.CheckEnv reads it,
+ * decides either way. Its value is read as hybridsync.ParseConfig reads it,
  * blanks around it ignored; one other than 0 or 1 is a configuration error
  * there, which keeps the library from starting. */
 __attribute__((constructor)) static void decide(void)
@@ -228,10 +228,8 @@ static void note_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
  * A hook bypassed (cudart's own driver launch under our cudaLaunchKernel,
  * or the hooks off) returns the real call at once, a jump with the
  * arguments in place; only an observed launch saves them across the call.
- * Counted with callgrind (launchbench on the stand-in; docs/BENCHMARKS.md,
- * "What the library's parts cost": "The launch path, counted in
- * instructions"; the variants that lost: docs/tried.md, "Launch-path
- * variants"). */
+ * What the path costs: docs/BENCHMARKS.md, "What the library's parts
+ * cost"; other shapes of it: docs/tried.md, "Launch-path variants". */
 #define OBSERVE_LAUNCH(pt) note_launch(f, gx, gy, gz, bx, by, bz, s, pt)
 #define OBSERVE_LAUNCH_EX(pt)                                                                                        \
 	if (c)                                                                                                       \

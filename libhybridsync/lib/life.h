@@ -2,7 +2,7 @@
  * use, shutdown, and the last error. Called by the public API (api.c), the
  * wait runner (wait.c, on every wait: hs_lib_ready is inline) and the stats
  * at exit (stats.c); calls down into the C core (loading CUDA) and Go
- * (hsgo_init, hsgo_shutdown). */
+ * (hsgo_configure, hsgo_start, hsgo_shutdown). */
 #ifndef HS_LIFE_H
 #define HS_LIFE_H
 #include <stdatomic.h>

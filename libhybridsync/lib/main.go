@@ -23,9 +23,11 @@ package main
 #include <string.h>
 #include "core.h"
 #include "deleg.h"
+#include "hybridsync.h"
 #include "omplive.h"
 #include "stats.h"
 #include "wait.h"
+extern char **environ;
 */
 import "C"
 
@@ -34,7 +36,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -42,6 +44,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/libhybridsync/hscore"
 )
 
@@ -50,6 +54,8 @@ func main() {}
 // lib is one configuration of the primitive; hs_init replaces it.
 type lib struct {
 	s         *hybridsync.Syncer
+	e         *hybridsync.Engine // the plans and delegations C executes
+	bt        *openmp.Blocktime  // libomp's blocktime, adapted live
 	statsPath string
 }
 
@@ -79,59 +85,78 @@ func setErr(buf *C.char, n C.size_t, msg string) {
 	b[k] = 0
 }
 
-// configEnv is the environment overridden by hs_init's non-empty
-// arguments (those of hsgo_check_config and hsgo_init).
-func configEnv(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char) func(string) string {
-	override := map[string]string{}
-	if mode != nil {
-		override[hybridsync.EnvMode] = C.GoString(mode)
+// pending is the configuration hsgo_configure parsed, which hsgo_start
+// starts: parsed once, before the C side looks for CUDA.
+var pending *hybridsync.EnvConfig
+
+// hsgo_check_env checks every HYBRIDSYNC_* variable of the environment
+// (hybridsync.CheckEnv) and writes what is wrong into buf, one line per
+// bad value, cut to fit: life.c's constructor says each as the library
+// loads. Returns how many there are.
+//
+//export hsgo_check_env
+func hsgo_check_env(buf *C.char, n C.size_t) C.int {
+	intoGo.other.Add(1)
+	errs := hybridsync.CheckEnv(cenviron())
+	lines := make([]string, len(errs))
+	for i, err := range errs {
+		lines[i] = err.Error()
 	}
-	switch {
-	case maxSpinUS < 0:
-		override[hybridsync.EnvMaxSpin] = "inf"
-	case maxSpinUS > 0:
-		override[hybridsync.EnvMaxSpin] = strconv.FormatFloat(float64(maxSpinUS), 'f', -1, 64)
-	}
-	if stats != nil {
-		override[hybridsync.EnvStats] = C.GoString(stats)
-	}
-	if logLevel != nil {
-		override[hybridsync.EnvLog] = C.GoString(logLevel)
-	}
-	return func(k string) string {
-		if v, ok := override[k]; ok {
-			return v
-		}
-		return cgetenv(k)
-	}
+	setErr(buf, n, strings.Join(lines, "\n"))
+	return C.int(len(errs))
 }
 
-// hsgo_check_config checks the configuration (the environment overridden
-// by the arguments, as hsgo_init reads it) and nothing else: life.c calls
-// it first, before looking for CUDA. Returns 0 or HS_ERR_CONFIG (-3) with a
-// message.
+// cenviron is the C environment as NAME=VALUE words (cgetenv says why
+// not Go's copy).
+func cenviron() []string {
+	var out []string
+	for p := C.environ; p != nil && *p != nil; p = (**C.char)(unsafe.Add(unsafe.Pointer(p), unsafe.Sizeof(*p))) {
+		out = append(out, C.GoString(*p))
+	}
+	return out
+}
+
+// hsgo_configure parses the configuration, the environment overridden by
+// cfg's fields that are set (NULL: none), into pending: life.c calls it
+// first, before looking for CUDA, so that a bad value is said as what it
+// is. Returns 0 or HS_ERR_CONFIG (-3) with a message.
 //
-//export hsgo_check_config
-func hsgo_check_config(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+//export hsgo_configure
+func hsgo_configure(cfg *C.struct_hs_config, errbuf *C.char, errlen C.size_t) C.int {
 	intoGo.other.Add(1)
-	if err := hybridsync.CheckEnv(configEnv(mode, maxSpinUS, stats, logLevel)); err != nil {
+	var o hybridsync.Overrides
+	if cfg != nil {
+		o = hybridsync.Overrides{Mode: cstr(cfg.mode), StatsPath: cstr(cfg.stats_path), LogLevel: cstr(cfg.log_level),
+			MaxSpinUS: float64(cfg.max_spin_us)}
+	}
+	c, err := hybridsync.ParseConfig(cgetenv, o)
+	if err != nil {
+		pending = nil
 		setErr(errbuf, errlen, err.Error())
 		return -3
 	}
+	pending = &c
 	return 0
 }
 
-// hsgo_init configures the primitive as hsgo_check_config reads the
-// configuration. Returns 0 or HS_ERR_CONFIG (-3) with a message.
+func cstr(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+// hsgo_start configures the primitive as hsgo_configure parsed it, under
+// life.c's lock. Returns 0, or -3 where nothing was parsed.
 //
-//export hsgo_init
-func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char, errbuf *C.char, errlen C.size_t) C.int {
+//export hsgo_start
+func hsgo_start() C.int {
 	intoGo.other.Add(1)
-	cfg, err := hybridsync.ConfigFromEnv(configEnv(mode, maxSpinUS, stats, logLevel))
-	if err != nil {
-		setErr(errbuf, errlen, err.Error())
+	cfg := pending
+	if cfg == nil {
 		return -3
 	}
+	cfg.AddSources()
 	lvl := C.CString(cfg.LogLevel)
 	C.hs_set_log_level(C.hs_parse_log_level(lvl))
 	C.free(unsafe.Pointer(lvl))
@@ -144,14 +169,15 @@ func hsgo_init(mode *C.char, maxSpinUS C.double, stats *C.char, logLevel *C.char
 	defer initMu.Unlock()
 	C.hs_fast_reset()
 	s := hybridsync.New(cfg.Config)
+	e := hybridsync.NewEngine(s)
 	// libomp's blocktime, adapted live where the program runs it and the
-	// user left it alone (hybridsync/blocktime.go): decided here, set by
-	// each reporting thread (omplive.c).
-	s.EnableBlocktime(hybridsync.BlocktimeLive(clookupEnv, C.hs_omp_live_resolve() != 0, ompRuntime()))
-	C.hs_omp_live_set(boolInt(s.BlocktimeStats().Active))
-	d := s.Delegation()
+	// user left it alone (hybridsync/openmp/blocktime.go): decided here,
+	// set by each reporting thread (omplive.c).
+	bt := openmp.NewBlocktime(e, openmp.BlocktimeLive(clookupEnv, cfg.OpenMP, C.hs_omp_live_resolve() != 0, ompRuntime()))
+	C.hs_omp_live_set(boolInt(bt.Stats().Active))
+	d := e.Delegation()
 	C.hs_delegate_mode(boolInt(d.On), C.int64_t(d.Short), C.int64_t(d.DoneAtStart))
-	current.Store(&lib{s: s, statsPath: cfg.StatsPath})
+	current.Store(&lib{s: s, e: e, bt: bt, statsPath: cfg.StatsPath})
 	logf(C.HS_LOG_INFO, "mode %s", cfg.Mode)
 	if cfg.Notice != "" {
 		logf(C.HS_LOG_INFO, "%s", cfg.Notice)
@@ -196,17 +222,6 @@ func hsgo_sync(w *C.struct_hs_wait, pending C.int, shortWaits *C.int) C.int {
 	return C.int(hscore.CodeOf(err))
 }
 
-// The plan's size and the routes' numbers in C (wait.h) and in Go must
-// agree: each term is a constant that does not convert to uint when
-// negative, so a difference either way fails the build.
-const (
-	_ = uint(len(C.struct_hs_plan{}.steps)-len(hybridsync.Plan{}.Steps)) + uint(len(hybridsync.Plan{}.Steps)-len(C.struct_hs_plan{}.steps))
-	_ = uint(C.HS_ROUTE_DEVICE-int(hybridsync.RouteDevice)) + uint(int(hybridsync.RouteDevice)-C.HS_ROUTE_DEVICE)
-	_ = uint(C.HS_ROUTE_MODEL-int(hybridsync.RouteModel)) + uint(int(hybridsync.RouteModel)-C.HS_ROUTE_MODEL)
-	_ = uint(C.HS_ROUTE_POLICY-int(hybridsync.RoutePolicy)) + uint(int(hybridsync.RoutePolicy)-C.HS_ROUTE_POLICY)
-	_ = uint(C.HS_ROUTE_SHADOW-int(hybridsync.RouteShadow)) + uint(int(hybridsync.RouteShadow)-C.HS_ROUTE_SHADOW)
-)
-
 // hsgo_epoch reports the n epochs the calling thread ran (wait.c), at now,
 // with its run delay and schedulings-in as read then (ok 0: none read),
 // and its libomp blocktime (ms; -1: none it can set now, omplive.h), and
@@ -223,22 +238,14 @@ func hsgo_epoch(n C.int, doneArg unsafe.Pointer, now, delay, runs C.int64_t, ok 
 	if l := current.Load(); l != nil {
 		var d [len(hybridsync.Plan{}.Steps)]hybridsync.EpochDone
 		for i, x := range unsafe.Slice(done, min(int(n), len(d))) {
-			d[i] = hybridsync.EpochDone{Waits: uint64(x.waits), Wall: int64(x.wall), CPU: int64(x.cpu), Blockable: int64(x.blockable),
-				EventWaits: uint64(x.event_waits)}
+			d[i] = goDone(x)
 		}
 		tid := unix.Gettid()
-		p = l.s.Report(tid, d[:min(int(n), len(d))], int64(now),
-			hybridsync.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
-		bt = l.s.Blocktime(tid, int64(now), int(blocktime))
+		p = l.e.Report(tid, d[:min(int(n), len(d))], int64(now),
+			signal.RunDelay{Delay: int64(delay), Runs: int64(runs), OK: ok != 0})
+		bt = l.bt.Next(tid, int64(now), int(blocktime))
 	}
-	*plan = C.struct_hs_plan{n: C.int(p.N), len: C.int64_t(p.Len), extend: C.int64_t(p.Extend), max_len: C.int64_t(p.MaxLen),
-		min_waits: C.ulong(p.MinWaits), quiet: C.int64_t(p.Quiet), quiet_frac: C.double(p.QuietFrac),
-		quiet_per_run: C.int64_t(p.QuietPerRun), block_cost: C.int64_t(p.BlockCost), blocktime: C.int(bt)}
-	for i := range min(p.N, len(p.Steps)) {
-		st := p.Steps[i]
-		plan.steps[i] = C.struct_hs_step{blocking: boolInt(st.Blocking), event: C.int(st.Event), other: C.int(st.Other),
-			event_unswitched: C.int(st.EventUnswitched), other_unswitched: C.int(st.OtherUnswitched)}
-	}
+	*plan = cPlan(p, bt)
 }
 
 func boolInt(b bool) C.int {
@@ -281,6 +288,7 @@ type statsDoc struct {
 
 func statsJSON(l *lib) ([]byte, error) {
 	st := l.s.Stats(kernelName)
+	st.Outcomes = l.e.Outcomes()
 	addFast(&st)
 	if st.Outcomes != nil {
 		st.Outcomes.QuietChecks = uint64(C.hs_quiet_checks())
@@ -292,7 +300,7 @@ func statsJSON(l *lib) ([]byte, error) {
 		st.Outcomes.EventBlocks = uint64(C.hs_event_blocks(&blockNs))
 		st.Outcomes.EventBlockSeconds = float64(blockNs) / 1e9
 	}
-	bt := l.s.BlocktimeStats()
+	bt := l.bt.Stats()
 	return json.Marshal(statsDoc{PID: os.Getpid(), Engaged: true, Stats: st, OpenMP: openMPStats(&bt), Crossings: crossingStats()})
 }
 
@@ -385,7 +393,7 @@ func hsgo_write_unengaged(reason *C.char) {
 	if path == "" {
 		return
 	}
-	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason), OpenMP: openMPStats(&hybridsync.BlocktimeStats{Why: "the library did not start"})})
+	b, err := json.Marshal(unengagedDoc{Version: hybridsync.StatsVersion, PID: os.Getpid(), Reason: C.GoString(reason), OpenMP: openMPStats(&openmp.BlocktimeStats{Why: "the library did not start"})})
 	if err == nil {
 		err = hscore.WriteStats(path, b)
 	}

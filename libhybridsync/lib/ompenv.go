@@ -10,15 +10,21 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
 )
 
 // hs_openmp_env: see hybridsync.h. The launcher asks it, through
-// hybridsync-openmp, before it starts a program: libgomp reads its wait
-// setting once, before a preloaded library could change it.
+// hybridsync-openmp, before it starts a program, and applies what it
+// says: libgomp reads its wait setting once, before a preloaded library
+// could change it.
 //
 //export hs_openmp_env
 func hs_openmp_env(env *C.char, n C.size_t, why *C.char, whyN C.size_t) C.int {
-	v, err := hybridsync.OpenMPEnv(cgetenv("HYBRIDSYNC_OPENMP"))
+	c, err := hybridsync.ParseOnly(cgetenv, hybridsync.EnvOpenMP, hybridsync.EnvLibomp)
+	var v openmp.Verdict
+	if err == nil {
+		v, err = openmp.Launch(c, clookupEnv)
+	}
 	if err != nil {
 		setErr(why, whyN, err.Error())
 		return -1

@@ -16,29 +16,32 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // follower follows libgomp's spin while the program runs
-// (hybridsync/ompfollow.go): started as the library loads, where
+// (hybridsync/openmp/ompfollow.go): started as the library loads, where
 // hybridsync-run gave the program its GOMP_SPINCOUNT (the marker; its
 // record HYBRIDSYNC_RUN_SET says so), whether or not the program ever
 // calls CUDA. nil otherwise.
-var follower *hybridsync.OMPFollower
+var follower *openmp.OMPFollower
 
 func init() {
 	v, ok := os.LookupEnv("GOMP_SPINCOUNT")
-	if !ok || !hybridsync.SetByRun(os.LookupEnv, "GOMP_SPINCOUNT", v) {
+	if !ok || !openmp.SetByRun(os.LookupEnv, "GOMP_SPINCOUNT", v) {
 		return
 	}
 	marker, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || marker <= hybridsync.GompSpinBounded {
+	if err != nil || marker <= openmp.GompSpinBounded {
 		return // the bounded setting, HYBRIDSYNC_OPENMP=bounded: nothing to follow
 	}
 	// The page is read only where it says how the host shares this
 	// guest's vCPUs (HintSource.CPUContention); a bad HYBRIDSYNC_HINTS is
 	// said by the library's configuration check, not here.
-	hints, _ := hybridsync.HintsFromEnv(guestHints, nil, nil)
-	follower = hybridsync.NewOMPFollower(gompWord{}, marker, hints,
+	cfg, _ := hybridsync.ParseOnly(guestHints, signal.EnvHints)
+	hints, _ := signal.HintsAt(cfg.HintsPath, nil, nil)
+	follower = openmp.NewOMPFollower(gompWord{}, marker, hints,
 		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
 		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
 	C.hs_gomp_set_following()
@@ -70,7 +73,7 @@ func (gompWord) Locate(marker uint64) (int, string, error) {
 func (gompWord) Store(v uint64) { C.hs_gomp_store(C.ulonglong(v)) }
 
 // followStats is the follower's stats, nil where it was not started.
-func followStats() *hybridsync.OMPFollowStats {
+func followStats() *openmp.OMPFollowStats {
 	if follower == nil {
 		return nil
 	}
@@ -84,7 +87,7 @@ func followStats() *hybridsync.OMPFollowStats {
 // local user may write, a file another user made there is not the host's
 // page).
 func guestHints(k string) string {
-	if v, set := os.LookupEnv(k); set || k != hybridsync.EnvHints {
+	if v, set := os.LookupEnv(k); set || k != signal.EnvHints {
 		return v
 	}
 	fi, err := os.Lstat(hintpage.GuestPath)

@@ -1,7 +1,7 @@
 /* libomp's blocktime, set live: see omplive.h. Nothing here chooses a
- * value; Go's hybridsync.Syncer.Blocktime does, in the report the thread
- * makes anyway (wait.c), and the thread calls libomp itself: the call
- * sets the blocktime of the calling thread's teams only. */
+ * value; Go's openmp.Blocktime.Next does, in the report the thread makes
+ * anyway (wait.c), and the thread calls libomp itself: the call sets the
+ * blocktime of the calling thread's teams only. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -21,9 +21,11 @@ static __thread int current __attribute__((tls_model("initial-exec")));
 
 int hs_omp_live_resolve(void)
 {
-	set_bt = (void (*)(int))dlsym(RTLD_DEFAULT, "kmp_set_blocktime");
-	get_bt = (int (*)(void))dlsym(RTLD_DEFAULT, "kmp_get_blocktime");
-	get_level = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_level");
+	/* libc's dlsym (the core's), not the interposer's, which this file
+	 * is below. */
+	set_bt = (void (*)(int))hs_real_dlsym(RTLD_DEFAULT, "kmp_set_blocktime");
+	get_bt = (int (*)(void))hs_real_dlsym(RTLD_DEFAULT, "kmp_get_blocktime");
+	get_level = (int (*)(void))hs_real_dlsym(RTLD_DEFAULT, "omp_get_level");
 	return set_bt && get_bt && get_level;
 }
 

@@ -1,8 +1,9 @@
 /* libomp's blocktime, set on the calling thread as Go decided
- * (omplive.c; the decision: hybridsync/blocktime.go). Called by the wait
- * runner (wait.c) around a thread's report, and by Go at initialisation
- * (main.go). A leaf: the OpenMP runtime's own functions only, found with
- * dlsym. */
+ * (omplive.c; the decision: hybridsync/openmp/blocktime.go). Called by the
+ * wait runner (wait.c) around a thread's report, and by Go at
+ * initialisation (main.go). A leaf above the C core: the OpenMP runtime's
+ * own functions only, found with the core's hs_real_dlsym (libc's dlsym,
+ * not the interposer's). */
 #ifndef HS_OMPLIVE_H
 #define HS_OMPLIVE_H
 
@@ -14,7 +15,7 @@
  * kmp_set_blocktime), else 0. */
 int hs_omp_live_resolve(void);
 /* hs_omp_live_set turns the adaptation on (1) or off (0), as Go decided
- * (hybridsync.BlocktimeLive). */
+ * (openmp.BlocktimeLive). */
 void hs_omp_live_set(int on);
 /* hs_omp_blocktime returns the calling thread's blocktime (ms) as the
  * runner knows it, -1 where it cannot set it now: adaptation off, or

@@ -100,6 +100,7 @@ import (
 	"unsafe"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
 )
 
 // openMP is the stats' "openmp" object: which OpenMP runtime the program
@@ -120,12 +121,12 @@ type openMP struct {
 	// still have the value it gave them).
 	SetByHybridsyncRun []string `json:"set_by_hybridsync_run"`
 	// BlocktimeLive: libomp's blocktime as the library adapts it while
-	// the program runs (hybridsync/blocktime.go).
-	BlocktimeLive *hybridsync.BlocktimeStats `json:"blocktime_live,omitempty"`
+	// the program runs (hybridsync/openmp/blocktime.go).
+	BlocktimeLive *openmp.BlocktimeStats `json:"blocktime_live,omitempty"`
 	// SpinLive: libgomp's spin as the library follows it while the
-	// program runs (hybridsync/ompfollow.go); absent where hybridsync-run
+	// program runs (hybridsync/openmp/ompfollow.go); absent where hybridsync-run
 	// did not ask for it.
-	SpinLive *hybridsync.OMPFollowStats `json:"spin_live,omitempty"`
+	SpinLive *openmp.OMPFollowStats `json:"spin_live,omitempty"`
 }
 
 // ompWaitEnv are the variables that set an OpenMP runtime's waits.
@@ -162,7 +163,7 @@ func ompRuntime() string {
 
 // openMPStats makes the stats' openmp object, with the live adaptation's
 // stats bt.
-func openMPStats(bt *hybridsync.BlocktimeStats) *openMP {
+func openMPStats(bt *openmp.BlocktimeStats) *openMP {
 	o := &openMP{Runtime: "none", Env: map[string]string{}, SetByHybridsyncRun: []string{}, BlocktimeLive: bt, SpinLive: followStats()}
 	names, paths := ompRuntimes()
 	o.Libraries = paths
@@ -176,7 +177,7 @@ func openMPStats(bt *hybridsync.BlocktimeStats) *openMP {
 	}
 	_, o.HybridsyncRun = clookupEnv(hybridsync.EnvRunSet)
 	for _, k := range ompWaitEnv {
-		if v, set := o.Env[k]; set && hybridsync.SetByRun(clookupEnv, k, v) {
+		if v, set := o.Env[k]; set && openmp.SetByRun(clookupEnv, k, v) {
 			o.SetByHybridsyncRun = append(o.SetByHybridsyncRun, k)
 		}
 	}

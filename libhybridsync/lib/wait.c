@@ -56,10 +56,9 @@ static __thread struct epoch epoch __attribute__((tls_model("initial-exec")));
 
 /* Only the model and policy routes use what a launch or record tells (the
  * kernel, its time); in the others every wait is CUDA's own or a shadow's.
- * A thread whose step has neither skips observing its launches, which cost
- * a launch-bound program enough to make it slower than CUDA's default under
- * contention, whose routes it was running (docs/BENCHMARKS.md, "What the
- * library's parts cost": "Launch observers, in one process"). A thread
+ * A thread whose step has neither skips observing its launches: on CUDA's
+ * routes the library adds no work to a launch (what observing costs:
+ * docs/BENCHMARKS.md, "What the library's parts cost"). A thread
  * that launches and never waits has no plan and observes all along. */
 __thread int hs_unobserved __attribute__((tls_model("initial-exec")));
 

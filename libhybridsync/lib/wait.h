@@ -58,7 +58,7 @@ struct hs_plan {
 	double quiet_frac;
 	int64_t quiet_per_run, block_cost;
 	/* libomp's blocktime (ms) for the thread to set now, -1: leave it
-	 * (hybridsync.Syncer.Blocktime, omplive.h). */
+	 * (openmp.Blocktime.Next, omplive.h). */
 	int blocktime;
 };
 struct hs_epoch_done {

@@ -18,7 +18,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/cmd/vgpu-probe/usage"
 	"github.com/vgpu-probe/vgpu-probe/experiments/apps/suite"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // agentInfo is what the stand-in saw of the agent: its page
@@ -38,10 +38,10 @@ func writeAgentInfo(dir string) {
 	if dir == "" {
 		return
 	}
-	a := agentInfo{Hints: os.Getenv(hybridsync.EnvHints)}
+	a := agentInfo{Hints: os.Getenv(signal.EnvHints)}
 	tid := unix.Gettid()
 	if a.Hints != "" {
-		h := hybridsync.NewHintSource(a.Hints, nil, nil)
+		h := signal.NewHintSource(a.Hints, nil, nil)
 		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			if d, ok := h.Mitigation(tid); ok {
 				a.PageMitigNs = int64(d)

@@ -11,7 +11,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/agent/mitigate"
 	"github.com/vgpu-probe/vgpu-probe/agent/targets"
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Agent is apps --with-agent: the agent run in-process beside the suite,
@@ -99,7 +99,7 @@ func pageName(p Program) string { return "apps-" + p.Name }
 func (c *Config) agentEnv(p Program) []string {
 	var env []string
 	if c.feed.Hints() {
-		env = append(env, hybridsync.EnvHints+"="+c.feed.Path(pageName(p)))
+		env = append(env, signal.EnvHints+"="+c.feed.Path(pageName(p)))
 	}
 	if c.Agent != nil && c.Agent.MitigatedArms != nil {
 		without := slices.DeleteFunc(slices.Clone(Arms), func(a string) bool { return slices.Contains(c.Agent.MitigatedArms, a) })

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 )
 
@@ -144,8 +145,8 @@ func threadsOf(pid int) map[string]busyThread {
 				th.CPUs, _ = corunner.ParseCPUs(strings.TrimSpace(v))
 			}
 		}
-		if b, err := os.ReadFile(filepath.Join(d, "schedstat")); err == nil {
-			fmt.Sscan(string(b), &th.RanNs)
+		if st, err := signal.ReadSchedstat(filepath.Join(d, "schedstat")); err == nil {
+			th.RanNs = st.Run
 		}
 		out[filepath.Base(d)] = th
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 )
 
@@ -95,7 +96,7 @@ func TestHintsMitigated(t *testing.T) {
 	}
 	var cells []seen
 	r.watched = func(pid int) {
-		h := hybridsync.NewHintSource(r.feed.Path(cellName), nil, nil)
+		h := signal.NewHintSource(r.feed.Path(cellName), nil, nil)
 		var s seen
 		for end := time.Now().Add(2 * time.Second); !s.ok && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			s.page, s.ok = h.Mitigation(pid)

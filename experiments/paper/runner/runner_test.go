@@ -20,6 +20,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/scenario"
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
@@ -410,10 +411,10 @@ func TestAgentPerCell(t *testing.T) {
 		if len(corunners) != 2 {
 			return AgentRun{}, fmt.Errorf("%d co-runners", len(corunners))
 		}
-		from := hybridsync.Now()
+		from := clock.Now()
 		ready()
 		<-done
-		to := hybridsync.Now()
+		to := clock.Now()
 		if err := alive(runner); err != nil {
 			return AgentRun{}, fmt.Errorf("runner gone when the agent collects: %v", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
@@ -153,7 +154,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 						return
 					}
 				}
-				start = hybridsync.Now()
+				start = clock.Now()
 			}
 			if !bar.wait() {
 				return
@@ -162,9 +163,9 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 			work := cfg.Work / int64(n)
 			launcher, _ := dev.(StreamLauncher)
 			for i := range cfg.Steps {
-				hostStart := hybridsync.Now()
+				hostStart := clock.Now()
 				o.sink = spin(work, o.sink)
-				hostEnd := hybridsync.Now()
+				hostEnd := clock.Now()
 				k, d := cfg.Profile.At(i, rng)
 				var ev hybridsync.Event
 				var err error
@@ -182,12 +183,12 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 				if cfg.Timeline {
 					cpu0 = threadCPU()
 				}
-				waitStart := hybridsync.Now()
+				waitStart := clock.Now()
 				if err := wait(ev, ids[i%len(ids)]); err != nil {
 					fail(fmt.Errorf("thread %d step %d: wait for %s: %w", t, i, k.Name, err))
 					return
 				}
-				noticed := hybridsync.Now()
+				noticed := clock.Now()
 				o.launch = append(o.launch, launched-hostEnd)
 				complete := int64(-1)
 				if ct, ok := ev.(hybridsync.CompletionTimer); ok {
@@ -208,7 +209,7 @@ func RunThreads(cfg Config, cpus []int, open ThreadOpener, ready func() error) (
 		}()
 	}
 	wg.Wait()
-	wall := hybridsync.Now() - start
+	wall := clock.Now() - start
 	var receive, launch []int64
 	var tl []results.Step
 	var tids []int

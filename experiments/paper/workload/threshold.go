@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // Threshold sources a cell's Syncer can take its remaining slice from.
@@ -31,14 +32,14 @@ func thresholdEnv(c Cell) ([]string, error) {
 	case "":
 		return nil, nil // as the environment says
 	case ThresholdGuest:
-		return []string{hybridsync.EnvHints + "=", hybridsync.EnvMaxSpin + "="}, nil
+		return []string{signal.EnvHints + "=", hybridsync.EnvMaxSpin + "="}, nil
 	case ThresholdStatic:
-		return []string{hybridsync.EnvHints + "=", static}, nil
+		return []string{signal.EnvHints + "=", static}, nil
 	case ThresholdHints:
 		if c.HintPage == "" {
 			return nil, fmt.Errorf("threshold hints needs a hint page")
 		}
-		return []string{hybridsync.EnvHints + "=" + c.HintPage, hybridsync.EnvMaxSpin + "="}, nil
+		return []string{signal.EnvHints + "=" + c.HintPage, hybridsync.EnvMaxSpin + "="}, nil
 	}
 	return nil, fmt.Errorf("unknown threshold %q (want one of %v)", c.Threshold, Thresholds)
 }

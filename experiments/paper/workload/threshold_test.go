@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // SimConfigFor builds what a cell child would from its environment, with
@@ -16,7 +17,7 @@ func TestSimConfigFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.Threshold.(*hybridsync.HintSource); !ok || c.MaxSpin != 0 {
+	if _, ok := c.Threshold.(*signal.HintSource); !ok || c.MaxSpin != 0 {
 		t.Errorf("hints: threshold %T, max spin %d; want the page, no cap from the environment", c.Threshold, c.MaxSpin)
 	}
 	if c, err = SimConfigFor(hybridsync.ModeHybrid, ThresholdGuest, ""); err != nil || c.Threshold != nil || c.MaxSpin != 0 {

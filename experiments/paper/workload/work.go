@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
-
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // sink keeps the compiler from removing Spin's work.
@@ -30,9 +29,9 @@ func Calibrate(d time.Duration) int64 {
 	const probe = 200_000
 	best := int64(1<<63 - 1)
 	for range 15 {
-		start := hybridsync.Now()
+		start := clock.Now()
 		Spin(probe)
-		best = min(best, hybridsync.Now()-start)
+		best = min(best, clock.Now()-start)
 	}
 	return int64(float64(probe) * float64(d) / float64(max(best, 1)))
 }

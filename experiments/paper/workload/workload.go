@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
@@ -49,11 +50,11 @@ func Run(cfg Config, dev Device, wait Waiter) (results.Result, error) {
 	receive := make([]int64, 0, cfg.Steps)
 	launch := make([]int64, 0, cfg.Steps)
 	var tl []results.Step
-	start := hybridsync.Now()
+	start := clock.Now()
 	for i := range cfg.Steps {
-		hostStart := hybridsync.Now()
+		hostStart := clock.Now()
 		Spin(cfg.Work)
-		hostEnd := hybridsync.Now()
+		hostEnd := clock.Now()
 		k, d := cfg.Profile.At(i, rng)
 		ev, err := dev.Launch(k, d)
 		if err != nil {
@@ -63,7 +64,7 @@ func Run(cfg Config, dev Device, wait Waiter) (results.Result, error) {
 		if err := wait(ev, ids[i%len(ids)]); err != nil {
 			return results.Result{}, fmt.Errorf("step %d: wait for %s: %w", i, k.Name, err)
 		}
-		noticed := hybridsync.Now()
+		noticed := clock.Now()
 		launch = append(launch, launched-hostEnd)
 		complete := int64(-1)
 		if ct, ok := ev.(hybridsync.CompletionTimer); ok {
@@ -77,7 +78,7 @@ func Run(cfg Config, dev Device, wait Waiter) (results.Result, error) {
 				Complete: complete, Noticed: noticed - start, Kernel: k.Name})
 		}
 	}
-	r := results.Result{WallS: float64(hybridsync.Now()-start) / 1e9, Steps: cfg.Steps, Timeline: tl}
+	r := results.Result{WallS: float64(clock.Now()-start) / 1e9, Steps: cfg.Steps, Timeline: tl}
 	r.ReceiveP50US, r.ReceiveP99US = percentileUS(receive, 0.50), percentileUS(receive, 0.99)
 	r.LaunchP50US, r.LaunchP99US = percentileUS(launch, 0.50), percentileUS(launch, 0.99)
 	return r, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/simdev"
 	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/results"
@@ -186,7 +187,7 @@ func run(o options) error {
 					}
 					var ru0, ru1 unix.Rusage
 					unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
-					t0 := hybridsync.Now()
+					t0 := clock.Now()
 					r.res, runErr = workload.Run(cfg, dev, s.Sync)
 					unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
 					if tr != nil {

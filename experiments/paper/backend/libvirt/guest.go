@@ -16,7 +16,7 @@ import (
 	lv "github.com/digitalocean/go-libvirt"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/backend/libvirt/job"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // guestVM is one running domain and its job port.
@@ -114,12 +114,12 @@ func (g *guestVM) do(ctx context.Context, j job.Job, timeout time.Duration) (job
 func (g *guestVM) clockOffset(ctx context.Context, timeout time.Duration) (int64, error) {
 	best, off := int64(1<<62), int64(0)
 	for range 5 {
-		t0 := hybridsync.Now()
+		t0 := clock.Now()
 		r, err := g.do(ctx, job.Job{Kind: job.Ping}, timeout)
 		if err != nil {
 			return 0, err
 		}
-		t1 := hybridsync.Now()
+		t1 := clock.Now()
 		if rtt := t1 - t0; rtt < best {
 			best, off = rtt, (t0+t1)/2-r.GuestNs
 		}

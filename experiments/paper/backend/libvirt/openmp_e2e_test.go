@@ -16,7 +16,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/backend"
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/backend/libvirt/job"
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/openmp"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/reexec"
 	"github.com/vgpu-probe/vgpu-probe/vmimages"
 )
@@ -137,7 +138,7 @@ type openmpRun struct {
 	withPage bool
 	wallS    float64 // the command's, launcher and start-up included
 	stepUS   float64 // the program's own, over its steps after the first tenth
-	spin     hybridsync.OMPFollowStats
+	spin     openmp.OMPFollowStats
 	steal    int64 // the guest's steal over the run, clock ticks
 }
 
@@ -165,7 +166,7 @@ func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	if withPage {
 		page = job.HintPage
 	}
-	env = append(env, hybridsync.EnvHints+"="+page)
+	env = append(env, signal.EnvHints+"="+page)
 	argv := append([]string{guestLauncher, guestProgram}, ompArgs...)
 	steal0 := guestSteal(t, e)
 	c, err := e.Command(t.Context(), argv, env, guestStats)
@@ -185,8 +186,8 @@ func runOpenMP(t *testing.T, e *env, withPage bool) openmpRun {
 	}
 	var doc struct {
 		OpenMP *struct {
-			Runtime  string                     `json:"runtime"`
-			SpinLive *hybridsync.OMPFollowStats `json:"spin_live"`
+			Runtime  string                 `json:"runtime"`
+			SpinLive *openmp.OMPFollowStats `json:"spin_live"`
 		} `json:"openmp"`
 	}
 	if err := json.Unmarshal([]byte(c.File), &doc); err != nil || doc.OpenMP == nil || doc.OpenMP.SpinLive == nil {
@@ -224,8 +225,8 @@ func guestSteal(t *testing.T, e *env) int64 {
 func checkOpenMPRuns(t *testing.T, without, with openmpRun, tcg bool) {
 	t.Helper()
 	w := with.spin
-	if !w.Active || w.Changes < 1 || w.SpinCount != hybridsync.GompSpinBounded {
-		t.Errorf("with the page: spin_live %+v, want active and the spin bounded to %d at the end", w, hybridsync.GompSpinBounded)
+	if !w.Active || w.Changes < 1 || w.SpinCount != openmp.GompSpinBounded {
+		t.Errorf("with the page: spin_live %+v, want active and the spin bounded to %d at the end", w, openmp.GompSpinBounded)
 	}
 	// The loops run all along and the agent refreshes the page every
 	// 20 ms: a window without its answer is a stale read, rare.

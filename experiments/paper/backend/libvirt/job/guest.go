@@ -17,7 +17,7 @@ import (
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/corunner"
 	"github.com/vgpu-probe/vgpu-probe/experiments/paper/workload"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 	"github.com/vgpu-probe/vgpu-probe/results"
 )
 
@@ -129,7 +129,7 @@ func (g *guest) announce(id int) {
 }
 
 func (g *guest) send(r Reply) {
-	r.GuestNs = hybridsync.Now()
+	r.GuestNs = clock.Now()
 	b, err := json.Marshal(r)
 	if err != nil {
 		b, _ = json.Marshal(Reply{Type: TypeError, ID: r.ID, GuestNs: r.GuestNs, Error: err.Error()})
@@ -218,11 +218,11 @@ func (g *guest) gaps(d time.Duration) ([]VCPUGaps, error) {
 
 func spinGaps(vcpu int, d time.Duration) VCPUGaps {
 	var gaps []int64
-	start := hybridsync.Now()
+	start := clock.Now()
 	end := start + int64(d)
 	last := start
 	for last < end {
-		now := hybridsync.Now()
+		now := clock.Now()
 		if now-last >= int64(GapThreshold) {
 			gaps = append(gaps, now-last)
 		}

@@ -1,4 +1,4 @@
-package hybridsync
+package openmp
 
 import (
 	"fmt"
@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // OpenMP's waits are the library's waits one level up: a thread at a
@@ -21,13 +24,13 @@ import (
 // team's other threads, the master first, need. So the setting follows
 // the same signal as the CUDA waits: whether the program's CPUs are
 // contended, while the program runs (ompfollow.go for libgomp,
-// blocktime.go for libomp). libgomp reads its setting once, in its
-// constructor, before any preloaded library runs: the launcher
-// (hybridsync-run) asks OpenMPEnv what to give the program before it
-// starts it.
+// blocktime.go for libomp), by one rule (Decide). libgomp reads its
+// setting once, in its constructor, before any preloaded library runs:
+// the launcher (hybridsync-run) asks Launch what to give the program
+// before it starts it, and applies that as it is.
 
-// OpenMPProbe is how long OpenMPEnv watches each CPU.
-const OpenMPProbe = 100 * time.Millisecond
+// Probe is how long Launch watches each CPU under HYBRIDSYNC_OPENMP=live.
+const Probe = 100 * time.Millisecond
 
 // openMPContended is the share of a probe's time it waited for its CPU
 // (run delay, or steal in a VM) from which the CPU counts as contended:
@@ -35,27 +38,31 @@ const OpenMPProbe = 100 * time.Millisecond
 // the half that one busy neighbour takes.
 const openMPContended = 0.10
 
-// OpenMPSpin are the bounded settings for contended CPUs: a spin of
-// GOMP_SPINCOUNT iterations (a pause and a load each, 10-40 ns: 10-40
-// µs, about a wake-up from another CPU on a GPU machine) before
-// sleeping, and libomp's shortest blocktime. A longer spin suits a VM
-// whose idle vCPUs take hundreds of µs to wake, not the GPU VMs
-// measured (docs/libhybridsync.md, "The bound").
-var OpenMPSpin = []string{"GOMP_SPINCOUNT=1000", "KMP_BLOCKTIME=0"}
+// BoundedEnv are the Bounded waits as the launcher gives them.
+var BoundedEnv = Bounded.env()
 
-// OpenMPVerdict is what OpenMPEnv measured and chose.
-type OpenMPVerdict struct {
+// Marker is the GOMP_SPINCOUNT the launcher starts GNU libgomp with by
+// default: next to libgomp's default of 300,000, so that a program the
+// library does not follow spins as by default, and unlike any other word
+// of libgomp's data, so that the library can find where libgomp keeps it
+// (ompfollow.go).
+const Marker = 299917
+
+// Verdict is what Launch measured and chose.
+type Verdict struct {
 	CPUs []int
 	// Waited is the largest share of the probe any CPU's thread waited
 	// for its CPU (run delay, or steal where larger).
 	Waited float64
-	// Env are the settings to give the program; none on CPUs that are
-	// not contended, where the runtime's own long spin is the fastest.
+	// Env are the settings to give the program (NAME=VALUE), which the
+	// launcher applies as they are; none on CPUs that are not contended,
+	// where the runtime's own long spin is the fastest.
 	Env []string
 	// Set is HYBRIDSYNC_OPENMP where it chose without measuring.
 	Set string
 	// Follow: the library follows libgomp's spin while the program runs
-	// from the marker hybridsync-run starts it with; nothing was measured.
+	// from Marker, which hybridsync-run starts it with; nothing was
+	// measured.
 	Follow bool
 	// Preload is a library to preload after libhybridsync: LLVM's libomp
 	// under HYBRIDSYNC_OPENMP=live, which takes over the GOMP_* entry
@@ -66,7 +73,7 @@ type OpenMPVerdict struct {
 	Preload string
 }
 
-func (v OpenMPVerdict) String() string {
+func (v Verdict) String() string {
 	env := "the runtime's defaults"
 	if len(v.Env) > 0 {
 		env = strings.Join(v.Env, " ")
@@ -80,26 +87,8 @@ func (v OpenMPVerdict) String() string {
 	if v.Follow {
 		return "hybridsync-run starts GNU libgomp at a marker spin count that the library follows while the program runs; libomp's blocktime follows the CPUs at its CUDA waits"
 	}
-	return fmt.Sprintf("CPUs %v waited %.0f%% of a %v probe at most: %s", v.CPUs, 100*v.Waited, OpenMPProbe, env)
+	return fmt.Sprintf("CPUs %v waited %.0f%% of a %v probe at most: %s", v.CPUs, 100*v.Waited, Probe, env)
 }
-
-// The values of HYBRIDSYNC_OPENMP, which OpenMPEnv follows: auto (or
-// unset) sets nothing here (hybridsync-run gives libgomp its marker spin
-// count itself, without asking, so that a start costs no more than the
-// library's load; the library then follows it while the program runs); bounded and default give the bounded
-// spin, or the runtime's defaults, for the whole run; live measures the
-// CPUs at start and runs the program's OpenMP on LLVM's libomp
-// (OpenMPVerdict.Preload).
-const (
-	OpenMPAuto    = "auto"
-	OpenMPBounded = "bounded"
-	OpenMPDefault = "default"
-	OpenMPLive    = "live"
-)
-
-// EnvLibomp names the libomp that HYBRIDSYNC_OPENMP=live preloads, where
-// the system's (libompCandidates) is not the one wanted.
-const EnvLibomp = "HYBRIDSYNC_LIBOMP"
 
 // libompCandidates are where distributions install LLVM's libomp, in the
 // order looked at: Debian and Ubuntu (multiarch, then LLVM's own tree),
@@ -115,9 +104,9 @@ var libompCandidates = []string{
 // main thread in its constructor, and libomp, which starts at the first
 // parallel region, then takes that one CPU for all it may use.
 // KMP_AFFINITY, libomp's own, binds without libgomp reading it.
-func bindingBeforeLibomp() error {
+func bindingBeforeLibomp(lookup func(string) (string, bool)) error {
 	for _, k := range []string{"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"} {
-		v, ok := os.LookupEnv(k)
+		v, ok := lookup(k)
 		if !ok || (k == "OMP_PROC_BIND" && strings.EqualFold(strings.TrimSpace(v), "false")) {
 			continue
 		}
@@ -127,18 +116,18 @@ func bindingBeforeLibomp() error {
 }
 
 // libomp returns the path of LLVM's libomp for HYBRIDSYNC_OPENMP=live:
-// HYBRIDSYNC_LIBOMP where set, else the first of libompCandidates there
-// is.
-func libomp() (string, error) {
-	if p, ok := os.LookupEnv(EnvLibomp); ok {
+// p (HYBRIDSYNC_LIBOMP) where set, else the first of libompCandidates
+// there is.
+func libomp(p string) (string, error) {
+	if p != "" {
 		fi, err := os.Stat(p)
 		switch {
 		case !filepath.IsAbs(p) || strings.ContainsAny(p, " \t\n:"):
-			return "", fmt.Errorf("%s=%q: want an absolute path without blanks or colons (LD_PRELOAD's separators)", EnvLibomp, p)
+			return "", fmt.Errorf("%s=%q: want an absolute path without blanks or colons (LD_PRELOAD's separators)", hybridsync.EnvLibomp, p)
 		case err != nil:
-			return "", fmt.Errorf("%s: %w", EnvLibomp, err)
+			return "", fmt.Errorf("%s: %w", hybridsync.EnvLibomp, err)
 		case !fi.Mode().IsRegular():
-			return "", fmt.Errorf("%s=%s: not a file", EnvLibomp, p)
+			return "", fmt.Errorf("%s=%s: not a file", hybridsync.EnvLibomp, p)
 		}
 		return p, nil
 	}
@@ -148,36 +137,66 @@ func libomp() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("HYBRIDSYNC_OPENMP=live needs LLVM's libomp, found in none of %s (install libomp5, or set %s)",
-		strings.Join(libompCandidates, ", "), EnvLibomp)
+		strings.Join(libompCandidates, ", "), hybridsync.EnvLibomp)
 }
 
-// OpenMPEnv returns the OpenMP wait settings for a program started now,
-// as HYBRIDSYNC_OPENMP (mode) says. Only live measures (spinning a
-// thread on each CPU this process may run on for OpenMPProbe): the
-// default decides nothing at start, so a program started often pays no
-// probe.
-func OpenMPEnv(mode string) (OpenMPVerdict, error) {
-	var v OpenMPVerdict
-	switch mode {
-	case "", OpenMPAuto:
-		return OpenMPVerdict{Follow: true}, nil
-	case OpenMPBounded:
-		return OpenMPVerdict{Env: OpenMPSpin, Set: mode}, nil
-	case OpenMPDefault:
-		return OpenMPVerdict{Set: mode}, nil
-	case OpenMPLive:
-		if err := bindingBeforeLibomp(); err != nil {
-			return v, err
+// Launch returns the OpenMP wait settings for a program started now, as
+// c (HYBRIDSYNC_OPENMP, HYBRIDSYNC_LIBOMP, parsed by hybridsync's
+// configuration) says; lookup reads the rest of the environment (ok
+// false: unset). The launcher applies them as they are. A setting the
+// user made wins: with OMP_WAIT_POLICY set nothing is set, and a
+// GOMP_SPINCOUNT or KMP_BLOCKTIME that is set (even empty) is left alone.
+// By default (auto) nothing is measured: libgomp starts at Marker, which
+// the library follows while the program runs, so a start costs no more
+// than the library's load; bounded and default give the bounded waits,
+// or the runtime's own, for the whole run; only live measures (spinning
+// a thread on each CPU this process may run on for Probe), and runs the
+// program's OpenMP on LLVM's libomp (Verdict.Preload).
+func Launch(c hybridsync.EnvConfig, lookup func(string) (string, bool)) (Verdict, error) {
+	_, policy := lookup("OMP_WAIT_POLICY")
+	_, spin := lookup("GOMP_SPINCOUNT")
+	_, blocktime := lookup("KMP_BLOCKTIME")
+	switch {
+	case c.OpenMP == "" || c.OpenMP == hybridsync.OpenMPAuto:
+		v := Verdict{Follow: true}
+		if !policy && !spin {
+			v.Env = Waits{Spin: Marker, BlocktimeMS: -1}.env()
 		}
-		p, err := libomp()
-		if err != nil {
-			return v, err
-		}
-		v.Preload = p
-	default:
-		return v, fmt.Errorf("HYBRIDSYNC_OPENMP=%q: want auto, bounded, default or live", mode)
+		return v, nil
+	case policy || (spin && blocktime):
+		return Verdict{Set: c.OpenMP}, nil
 	}
-	var err error
+	v, err := measure(c, lookup)
+	if err != nil {
+		return v, err
+	}
+	var env []string
+	for _, kv := range v.Env {
+		if k, _, _ := strings.Cut(kv, "="); !(k == "GOMP_SPINCOUNT" && spin) && !(k == "KMP_BLOCKTIME" && blocktime) {
+			env = append(env, kv)
+		}
+	}
+	v.Env = env
+	return v, nil
+}
+
+// measure is Launch's choice for bounded, default and live.
+func measure(c hybridsync.EnvConfig, lookup func(string) (string, bool)) (Verdict, error) {
+	var v Verdict
+	switch c.OpenMP {
+	case hybridsync.OpenMPBounded:
+		return Verdict{Env: BoundedEnv, Set: c.OpenMP}, nil
+	case hybridsync.OpenMPDefault:
+		return Verdict{Set: c.OpenMP}, nil
+	}
+	if err := bindingBeforeLibomp(lookup); err != nil {
+		return v, err
+	}
+	p, err := libomp(c.Libomp)
+	if err != nil {
+		return v, err
+	}
+	v.Preload = p
 	if v.CPUs, err = affinityCPUs(); err != nil {
 		return v, err
 	}
@@ -192,7 +211,7 @@ func OpenMPEnv(mode string) (OpenMPVerdict, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			waited[i], errs[i] = probeCPU(c, OpenMPProbe)
+			waited[i], errs[i] = probeCPU(c, Probe)
 		}()
 	}
 	wg.Wait()
@@ -204,14 +223,12 @@ func OpenMPEnv(mode string) (OpenMPVerdict, error) {
 		w := waited[i]
 		if a, ok := steal0[c]; ok {
 			if b, ok := steal1[c]; ok {
-				w = max(w, float64(b-a)*clockTick.Seconds()/OpenMPProbe.Seconds())
+				w = max(w, float64(b-a)*signal.TickNs/1e9/Probe.Seconds())
 			}
 		}
 		v.Waited = max(v.Waited, w)
 	}
-	if v.Waited >= openMPContended {
-		v.Env = OpenMPSpin
-	}
+	v.Env = Decide(v.Waited >= openMPContended, Own).env()
 	return v, nil
 }
 
@@ -227,55 +244,27 @@ func probeCPU(cpu int, d time.Duration) (float64, error) {
 		return 0, fmt.Errorf("pinning a probe to CPU %d: %w", cpu, err)
 	}
 	path := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/schedstat"
-	d0, err := runDelay(path)
+	s0, err := signal.ReadSchedstat(path)
 	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
 	for time.Since(start) < d {
 	}
-	d1, err := runDelay(path)
+	s1, err := signal.ReadSchedstat(path)
 	if err != nil {
 		return 0, err
 	}
-	return float64(d1-d0) / float64(time.Since(start).Nanoseconds()), nil
+	return float64(s1.Delay-s0.Delay) / float64(time.Since(start).Nanoseconds()), nil
 }
-
-// runDelay is the second field of a schedstat file: ns spent runnable
-// but waiting for a CPU.
-func runDelay(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, fmt.Errorf("%s: %q", path, b)
-	}
-	return strconv.ParseInt(f[1], 10, 64)
-}
-
-// clockTick is USER_HZ, the unit of /proc/stat.
-const clockTick = 10 * time.Millisecond
 
 // readSteal is each CPU's steal time in /proc/stat (clock ticks); none
 // where it cannot be read.
 func readSteal() map[int]int64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return nil
-	}
-	out := map[int]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		c, err1 := strconv.Atoi(f[0][3:])
-		s, err2 := strconv.ParseInt(f[8], 10, 64)
-		if err1 == nil && err2 == nil {
-			out[c] = s
-		}
+	all, _ := signal.ReadCPUTicks()
+	out := make(map[int]int64, len(all))
+	for _, c := range all {
+		out[c.CPU] = c.Steal
 	}
 	return out
 }

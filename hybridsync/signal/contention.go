@@ -1,4 +1,6 @@
-package hybridsync
+package signal
+
+import "time"
 
 // Contention is what a thread's CPU looks like right now, as far as the
 // choice between spinning and blocking is concerned.
@@ -48,3 +50,31 @@ type FixedContention Contention
 
 // Contention returns the fixed value.
 func (f FixedContention) Contention(int, int64) Contention { return Contention(f) }
+
+// RunDelay is the calling thread's scheduler statistics as its caller read
+// them for a report (/proc/thread-self/schedstat): the run delay and the
+// times it was scheduled in. OK false: none read.
+type RunDelay struct {
+	Delay, Runs int64
+	OK          bool
+}
+
+// RunDelayObserver is a contention source that can take a reading its
+// caller made instead of making its own (SchedSignal).
+type RunDelayObserver interface {
+	ObserveRunDelay(tid int, now int64, rd RunDelay)
+}
+
+// MitigationSource tells whether the host agent gave a thread a short
+// EEVDF slice (HintSource reads it from the hint page).
+type MitigationSource interface {
+	Mitigation(tid int) (slice time.Duration, ok bool)
+}
+
+// TeamSource tells whether other threads of the process spin on other
+// contended CPUs while thread tid waits (an OpenMP team at its barrier:
+// SchedSignal reads it from the kernel's accounting, teamScan says why it
+// matters); known is false where it cannot tell (then no team is assumed).
+type TeamSource interface {
+	Team(tid int, now int64) (team, known bool)
+}

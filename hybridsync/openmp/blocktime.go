@@ -1,8 +1,13 @@
-package hybridsync
+package openmp
 
 import (
 	"strings"
 	"sync/atomic"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // libomp's blocktime, adapted while the program runs. LLVM's OpenMP
@@ -10,20 +15,20 @@ import (
 // how long the calling thread's team, and the teams it forks later, spin
 // at a barrier before they sleep (KMP_BLOCKTIME, 200 ms by default). On
 // CPUs shared with a busy neighbour a long spin burns the slice the
-// team's other threads need (openmp.go); alone it is what makes the next
+// team's other threads need (launch.go); alone it is what makes the next
 // parallel region start at once. GNU libgomp has no such call: it reads
 // GOMP_SPINCOUNT once, in its constructor, which only the launcher
-// (hybridsync-run, OpenMPEnv) reaches.
+// (hybridsync-run, Launch) reaches.
 //
 // So where the program runs libomp, the C library asks at each report of
-// a thread (a call into Go it makes anyway, at a plan's end: engine.go)
+// a thread (a call into Go it makes anyway, at a plan's end: hybridsync's engine.go)
 // what that thread's blocktime should be, and sets it there, on the
 // thread itself, between parallel regions (only there does the call set
 // the teams the thread forks). The thread that waits on the device is the
 // one that forks the regions in an OpenMP program (its master), so the
 // signal the blocktime follows is that thread's: while it is in the
 // contended regime (armChooser: entered at the first shared or throttled
-// verdict, left after regimeExit of free ones), blocktime 0, the
+// verdict, left after RegimeExit of free ones), blocktime 0, the
 // runtime's sleep at once; otherwise the blocktime the thread had at its
 // first look. The regime's hysteresis errs towards 0, whose cost alone
 // is a fraction of what a long spin costs on shared CPUs
@@ -34,20 +39,18 @@ import (
 // The regime is entered on one verdict, which a single late
 // scheduling-in gives (a few ms of a window): for the arm chooser that
 // costs an exploration, for the blocktime a program whose team sleeps
-// at every region's end. Alone, a program with more threads than its
-// team (PyTorch) meets such moments now and then, and ran slower at 0.
-// So where the contention signal keeps an account of the thread's waits
-// for its CPU (SchedSignal.Waited), the blocktime goes to 0 only once
-// the thread also waited blocktimeWaitShare of the time since its last
-// look: beside a busy neighbour a master waits a large share of it,
-// alone a few percent at most (the stats' sched.run_delay_seconds;
-// docs/BENCHMARKS.md, "Several OpenMP threads"). A hint page's verdict
+// at every region's end. So where the contention signal keeps an account
+// of the thread's waits for its CPU (SchedSignal.Waited), the blocktime
+// goes to 0 only once the thread also waited blocktimeWaitShare of the
+// time since its last look: the share that tells a busy neighbour from a
+// program's own threads (docs/BENCHMARKS.md, "Several OpenMP threads",
+// has the figures). A hint page's verdict
 // needs no such check: the agent counts no thread of the program's own
 // as a competitor.
 
 // blocktimeMinGap: a thread's blocktime changes at most once in this
 // long (sharedHold: a shared verdict of the signal lasts as long).
-const blocktimeMinGap = sharedHold
+const blocktimeMinGap = signal.SharedHold
 
 // blocktimeWaitShare, blocktimeWaitSpan: a thread in the contended
 // regime gets blocktime 0 once it waited for its CPU this share of the
@@ -77,12 +80,15 @@ type BlocktimeSetting struct {
 	FreeMS int
 }
 
-// blocktimeLive is a Syncer's live adaptation of libomp's blocktime.
-type blocktimeLive struct {
+// Blocktime is the live adaptation of libomp's blocktime over one
+// engine, to which the threads report (the C library builds it beside
+// its Engine, libhybridsync/lib/main.go).
+type Blocktime struct {
+	e       *hybridsync.Engine
 	on      atomic.Bool
 	freeMS  atomic.Int64
 	why     atomic.Pointer[string]
-	threads threadSlots[blocktimeThread]
+	threads perthread.Slots[blocktimeThread]
 	looked  atomic.Uint64 // threads that made their first look
 	changes atomic.Uint64
 	first   atomic.Int64 // the first thread that looked (0: none)
@@ -99,57 +105,58 @@ type blocktimeThread struct {
 	waitedMuch        atomic.Bool  // that share was blocktimeWaitShare or more
 }
 
-// EnableBlocktime turns the live adaptation of libomp's blocktime on or
-// off, as BlocktimeLive decided. It runs only in the default mode, whose
-// threads report (the regime it follows is the arm chooser's).
-func (s *Syncer) EnableBlocktime(b BlocktimeSetting) {
+// NewBlocktime returns the live adaptation of libomp's blocktime over e,
+// on or off as BlocktimeLive decided. It runs only in the default mode,
+// whose threads report (the regime it follows is the arm chooser's).
+func NewBlocktime(e *hybridsync.Engine, b BlocktimeSetting) *Blocktime {
+	bt := &Blocktime{e: e}
+	s := e.Syncer()
 	on, why := b.On, b.Why
-	s.bt.freeMS.Store(int64(b.FreeMS))
-	if on && s.mode != ModeHybrid {
-		on, why = false, "HYBRIDSYNC_MODE="+s.mode.String()+": only the default mode's threads report to the engine"
+	bt.freeMS.Store(int64(b.FreeMS))
+	if on && s.Mode() != hybridsync.ModeHybrid {
+		on, why = false, hybridsync.EnvMode+"="+s.Mode().String()+": only the default mode's threads report to the engine"
 	}
-	s.bt.on.Store(on)
-	s.bt.why.Store(&why)
+	bt.on.Store(on)
+	bt.why.Store(&why)
+	return bt
 }
 
-// Blocktime returns the blocktime (ms) that thread tid should set in
+// Next returns the blocktime (ms) that thread tid should set in
 // libomp now, at its report at now, or -1 to leave it as it is; cur is
 // the thread's blocktime as its caller knows it (its first look, or what
 // it last set), -1 where the caller cannot set it now (inside a parallel
 // region). Call it after Report, in the same call from the thread.
-func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
-	if cur < 0 || !s.bt.on.Load() {
+func (b *Blocktime) Next(tid int, now int64, cur int) int {
+	if cur < 0 || !b.on.Load() {
 		return -1
 	}
-	t := s.bt.threads.get(tid)
+	t := b.threads.Get(tid)
 	if !t.seen.Load() {
 		t.original.Store(int64(cur))
 		t.firstAt.Store(now)
 		t.changed.Store(now - blocktimeMinGap)
 		t.seen.Store(true)
-		s.bt.looked.Add(1)
-		s.bt.first.CompareAndSwap(0, int64(tid))
+		b.looked.Add(1)
+		b.first.CompareAndSwap(0, int64(tid))
 	}
 	t.current.Store(int64(cur))
 	want := t.original.Load()
-	if f := s.bt.freeMS.Load(); f >= 0 {
+	if f := b.freeMS.Load(); f >= 0 {
 		// The launcher set the first look's value for CPUs it found
 		// contended: it stands until the regime could have ended.
 		want = f
-		if now-t.firstAt.Load() < regimeExit {
+		if now-t.firstAt.Load() < hybridsync.RegimeExit {
 			want = int64(cur)
 		}
 	}
-	much := s.waitedMuch(t, tid) // at every look, so that a share covers only the time since the last
-	if s.chooser.contended(tid) && (cur == 0 || much) {
-		want = 0
-	}
+	much := b.waitedMuch(t, tid) // at every look, so that a share covers only the time since the last
+	want = Decide(b.e.Contended(tid) && (cur == 0 || much), Waits{Spin: -1, BlocktimeMS: want}).BlocktimeMS
 	if want == int64(cur) || now-t.changed.Load() < blocktimeMinGap {
 		return -1
 	}
 	t.current.Store(want)
 	t.changed.Store(now)
-	s.bt.changes.Add(1)
+	b.changes.Add(1)
 	return int(want)
 }
 
@@ -157,8 +164,8 @@ func (s *Syncer) Blocktime(tid int, now int64, cur int) int {
 // blocktimeWaitShare or more of the time since the last share was taken,
 // once blocktimeWaitSpan of it was judged (until then, the last share's
 // answer); true where the contention source keeps no account of waits.
-func (s *Syncer) waitedMuch(t *blocktimeThread, tid int) bool {
-	acc, ok := s.cont.(waitAccount)
+func (b *Blocktime) waitedMuch(t *blocktimeThread, tid int) bool {
+	acc, ok := b.e.Syncer().Contention().(waitAccount)
 	if !ok {
 		return true
 	}
@@ -192,16 +199,16 @@ type BlocktimeStats struct {
 }
 
 // BlocktimeStats returns what the live adaptation did.
-func (s *Syncer) BlocktimeStats() BlocktimeStats {
-	st := BlocktimeStats{Active: s.bt.on.Load(), Threads: s.bt.looked.Load(), Changes: s.bt.changes.Load()}
-	if w := s.bt.why.Load(); w != nil && !st.Active {
+func (b *Blocktime) Stats() BlocktimeStats {
+	st := BlocktimeStats{Active: b.on.Load(), Threads: b.looked.Load(), Changes: b.changes.Load()}
+	if w := b.why.Load(); w != nil && !st.Active {
 		st.Why = *w
 	}
 	if st.Why == "" && !st.Active {
 		st.Why = "not configured"
 	}
-	if tid := s.bt.first.Load(); tid != 0 {
-		t := s.bt.threads.get(int(tid))
+	if tid := b.first.Load(); tid != 0 {
+		t := b.threads.Get(int(tid))
 		o, c := t.original.Load(), t.current.Load()
 		st.OriginalMS, st.CurrentMS = &o, &c
 	}
@@ -218,7 +225,7 @@ func (s *Syncer) BlocktimeStats() BlocktimeStats {
 // what it set); so is every setting under HYBRIDSYNC_OPENMP=default. One
 // that hybridsync-run set is adapted, and gives way to libomp's default
 // once the CPUs are free.
-func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime string) BlocktimeSetting {
+func BlocktimeLive(lookup func(string) (string, bool), openmp string, callable bool, runtime string) BlocktimeSetting {
 	off := func(why string) BlocktimeSetting { return BlocktimeSetting{Why: why, FreeMS: -1} }
 	if !callable {
 		if strings.Contains(runtime, "libgomp") {
@@ -236,20 +243,16 @@ func BlocktimeLive(lookup func(string) (string, bool), callable bool, runtime st
 		}
 		free = libompDefaultBlocktime
 	}
-	if v, _ := lookup("HYBRIDSYNC_OPENMP"); strings.TrimSpace(v) == OpenMPDefault {
-		return off("HYBRIDSYNC_OPENMP=default")
+	if openmp == hybridsync.OpenMPDefault {
+		return off(hybridsync.EnvOpenMP + "=" + hybridsync.OpenMPDefault)
 	}
 	return BlocktimeSetting{On: true, FreeMS: free}
 }
 
-// EnvRunSet is what hybridsync-run sets: NAME=VALUE of each variable it
-// set, separated by blanks (empty: it set none, the user's stood).
-const EnvRunSet = "HYBRIDSYNC_RUN_SET"
-
 // SetByRun says whether hybridsync-run set the variable k to v, its
 // value now (lookup reads the environment).
 func SetByRun(lookup func(string) (string, bool), k, v string) bool {
-	run, ok := lookup(EnvRunSet)
+	run, ok := lookup(hybridsync.EnvRunSet)
 	if !ok {
 		return false
 	}

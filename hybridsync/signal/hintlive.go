@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import (
 	"bytes"
@@ -23,8 +23,7 @@ import (
 // blocks gives its CPU to the co-runner and comes back out of step with the
 // spinners at every wait: each step then waits for scheduler ticks, as
 // libhybridsync/testdata/programs/ompsteps.c on the CUDA stand-in shows
-// (docs/tried.md, "Blocking beside a spinning OpenMP team", has the
-// numbers). CUDA's blocking-sync mode leaves a plain event's waits
+// (docs/tried.md, "Blocking beside a spinning OpenMP team"). CUDA's blocking-sync mode leaves a plain event's waits
 // spinning, so neither of CUDA's modes does that to such a program.
 // armChooser cannot see it by comparing epochs either: the team's phase
 // outlives the epoch that changed it, so the device arm is scored in the
@@ -88,8 +87,8 @@ const (
 	// it runs).
 	teamLifeCPU    = 5_000_000
 	teamLifeWaited = 0.25
-	// teamMaxThreads bounds a scan.
-	teamMaxThreads = 1024
+	// TeamMaxThreads bounds a scan.
+	TeamMaxThreads = 1024
 )
 
 // Team reports whether threads of the process other than tid spin on other
@@ -130,7 +129,7 @@ func (g *teamScan) scan(now int64) {
 	if err != nil {
 		return
 	}
-	names, _ := d.Readdirnames(teamMaxThreads)
+	names, _ := d.Readdirnames(TeamMaxThreads)
 	d.Close()
 	if g.threads == nil {
 		g.threads = map[int]*teamThread{}
@@ -140,11 +139,12 @@ func (g *teamScan) scan(now int64) {
 		if err != nil {
 			continue
 		}
-		cpu, delay, runs, ok1 := readSchedstatAll("/proc/self/task/" + name + "/schedstat")
+		st, err1 := ReadSchedstat("/proc/self/task/" + name + "/schedstat")
 		proc, ok2 := readLastCPU("/proc/self/task/" + name + "/stat")
-		if !ok1 || !ok2 {
+		if err1 != nil || !ok2 {
 			continue
 		}
+		cpu, delay, runs := st.Run, st.Delay, st.Runs
 		x := g.threads[id]
 		if x == nil {
 			x = &teamThread{cpu: cpu, delay: delay, runs: runs}
@@ -165,26 +165,6 @@ func (g *teamScan) scan(now int64) {
 		g.win = now - g.at
 	}
 	g.at = now
-}
-
-// readSchedstatAll reads a thread's schedstat: run time and run delay
-// (ns), and how often it was scheduled in.
-func readSchedstatAll(path string) (run, delay, runs int64, ok bool) {
-	var buf [96]byte
-	n, err := newProcFile(path).read(buf[:])
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	var v [3]int64
-	rest := buf[:n]
-	for i := range v {
-		var f []byte
-		f, rest = nextField(rest)
-		if v[i], err = strconv.ParseInt(string(f), 10, 64); err != nil || v[i] < 0 {
-			return 0, 0, 0, false
-		}
-	}
-	return v[0], v[1], v[2], true
 }
 
 // readLastCPU reads the CPU a thread last ran on: field 39 of its stat,

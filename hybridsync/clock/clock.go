@@ -1,4 +1,6 @@
-package hybridsync
+// Package clock is the monotonic time, in ns, that every timestamp of
+// hybridsync and its signals is expressed in.
+package clock
 
 import _ "unsafe" // for go:linkname
 

@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import "testing"
 
@@ -71,7 +71,7 @@ func TestJudgeLateThrottle(t *testing.T) {
 // is woken promptly, so its windows after the first show little run
 // delay; while it mostly sleeps and its CPU is never idle, they hold the
 // shared verdict. A window in which it was runnable most of the time, or
-// in which its CPU was idle, releases it once sharedHold has passed. A
+// in which its CPU was idle, releases it once SharedHold has passed. A
 // thread alone never reads shared, whether it sleeps or spins.
 func TestJudgeHoldsWhileAsleep(t *testing.T) {
 	const win = 4_000_000

@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import (
 	"net"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // TestLiveArrayFallback: without a usable live array (no socket, one that
@@ -42,7 +43,7 @@ func TestLiveArrayFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			now := uint64(Now())
+			now := uint64(clock.Now())
 			w.Publish(0, &hintpage.Slot{TID: uint32(tid), PublishNs: now, State: hintpage.StateRunning, SwitchInNs: now - 1000,
 				Contention: hintpage.ContShared, SliceNs: slice})
 			if tc.serve != nil {
@@ -67,11 +68,11 @@ func TestLiveArrayFallback(t *testing.T) {
 				t.Fatal("a live array from a server that gave none")
 			}
 			var s hintpage.Slot
-			live, ok := h.ReadSlot(tid, Now(), &s)
+			live, ok := h.ReadSlot(tid, clock.Now(), &s)
 			if !ok || live || s.SwitchInNs != now-1000 {
 				t.Fatalf("read ok %v live %v: %+v", ok, live, s)
 			}
-			if r := h.Remaining(tid, Now()); r <= 0 || r > slice {
+			if r := h.Remaining(tid, clock.Now()); r <= 0 || r > slice {
 				t.Fatalf("remaining %d from the page's live block", r)
 			}
 		})

@@ -1,6 +1,8 @@
-package hybridsync
+package signal
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,16 +22,16 @@ func TestProcFileReaders(t *testing.T) {
 		}
 		return newProcFile(p)
 	}
-	if d, r, ok := readSchedstat(file("s1", "123456 789 42\n")); !ok || d != 789 || r != 42 {
-		t.Errorf("schedstat: %d %d %v, want 789 42", d, r, ok)
+	if st, err := file("s1", "123456 789 42\n").schedstat(); err != nil || st != (Schedstat{Run: 123456, Delay: 789, Runs: 42}) {
+		t.Errorf("schedstat: %+v %v, want 123456 789 42", st, err)
 	}
 	for i, bad := range []string{"", "1 2", "1 x 3", "1 -2 3", "99999999999999999999 1 1"} {
-		if d, r, ok := readSchedstat(file("bad"+strconv.Itoa(i), bad)); ok {
-			t.Errorf("schedstat %q: %d %d, want not ok", bad, d, r)
+		if st, err := file("bad"+strconv.Itoa(i), bad).schedstat(); err == nil {
+			t.Errorf("schedstat %q: %+v, want an error", bad, st)
 		}
 	}
-	if _, _, ok := readSchedstat(newProcFile(filepath.Join(dir, "missing"))); ok {
-		t.Error("missing schedstat read ok")
+	if _, err := ReadSchedstat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing schedstat: %v, want fs.ErrNotExist", err)
 	}
 	v2 := "usage_usec 10\nuser_usec 5\nsystem_usec 5\nnr_periods 4\nnr_throttled 2\nthrottled_usec 3000\n"
 	if ns := readThrottled(file("v2", v2)); ns != 3_000_000 {
@@ -49,11 +51,11 @@ func TestProcFileReadersDoNotAllocate(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	stat := newProcFile("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/schedstat")
-	if _, _, ok := readSchedstat(stat); !ok {
+	if _, err := stat.schedstat(); err != nil {
 		t.Skip("no schedstat for this thread: a kernel without CONFIG_SCHED_INFO")
 	}
-	if n := testing.AllocsPerRun(100, func() { readSchedstat(stat) }); n != 0 {
-		t.Errorf("readSchedstat: %v allocations per call, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { stat.schedstat() }); n != 0 {
+		t.Errorf("schedstat: %v allocations per call, want 0", n)
 	}
 	p := filepath.Join(t.TempDir(), "cpu.stat")
 	if err := os.WriteFile(p, []byte("nr_periods 4\nnr_throttled 2\nthrottled_usec 3000\n"), 0o644); err != nil {

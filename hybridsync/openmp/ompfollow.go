@@ -1,4 +1,4 @@
-package hybridsync
+package openmp
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // GNU libgomp's spin, followed while the program runs. A thread of
@@ -16,7 +19,7 @@ import (
 // before it sleeps (~300,000 by default, milliseconds). On CPUs of its
 // own that spin is what makes the next parallel region start at once; on
 // CPUs shared with a busy neighbour it burns the slice the team's other
-// threads need (openmp.go). Neighbours come and go while a program runs,
+// threads need (launch.go). Neighbours come and go while a program runs,
 // so a choice made at start is right only while they stay as they were.
 //
 // libgomp reads its spin count from a variable at every wait but offers
@@ -41,9 +44,7 @@ import (
 // some clouds report no steal, and the host's neighbour shows to the guest
 // only there.
 
-// GompSpinBounded is the spin while the CPUs are contended: 1000
-// iterations (a pause and a load each, 10-40 ns: about a wake-up from
-// another CPU), as OpenMPSpin.
+// GompSpinBounded is the spin while the CPUs are contended (Bounded).
 const GompSpinBounded = 1000
 
 // Follower timing: a window is read every ompTick; one contended window
@@ -81,7 +82,7 @@ type ompWindow struct {
 	span    int64       // ns
 	threads []threadUse // each thread's run time and run delay in it
 	steal   []float64   // each CPU's stolen share of it
-	page    []Contention
+	page    []signal.Contention
 }
 
 type threadUse struct{ run, delay int64 }
@@ -113,7 +114,7 @@ func ompContended(w ompWindow) bool {
 // throttled.
 func (w ompWindow) pageContended() bool {
 	for _, c := range w.page {
-		if c == ContentionShared || c == ContentionThrottled {
+		if c == signal.ContentionShared || c == signal.ContentionThrottled {
 			return true
 		}
 	}
@@ -137,8 +138,8 @@ type SpinWord interface {
 // while the program runs.
 type OMPFollower struct {
 	word   SpinWord
-	marker uint64      // the GOMP_SPINCOUNT libgomp started with: its free spin
-	hints  *HintSource // nil: none
+	marker uint64             // the GOMP_SPINCOUNT libgomp started with: its free spin
+	hints  *signal.HintSource // nil: none
 	// info gets a line at each change of the spin, warn the one line
 	// that says the spin cannot be followed (either may be nil).
 	info, warn func(format string, args ...any)
@@ -165,7 +166,7 @@ type OMPFollower struct {
 // marker (GOMP_SPINCOUNT), reading the page hints too where it is not
 // nil; info gets a line at each change of the spin, warn the line that
 // says why it cannot follow it.
-func NewOMPFollower(word SpinWord, marker uint64, hints *HintSource, info, warn func(string, ...any)) *OMPFollower {
+func NewOMPFollower(word SpinWord, marker uint64, hints *signal.HintSource, info, warn func(string, ...any)) *OMPFollower {
 	f := &OMPFollower{word: word, marker: marker, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
 	f.setWhy("libgomp not loaded (yet)")
 	f.current.Store(marker)
@@ -188,7 +189,7 @@ func (f *OMPFollower) Run(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		if f.active.Load() {
-			f.step(Now())
+			f.step(clock.Now())
 			continue
 		}
 		if !f.word.Loaded() {
@@ -275,9 +276,9 @@ func (f *OMPFollower) apply(contended bool) {
 
 func (f *OMPFollower) set(bounded bool) {
 	f.bounded = bounded
-	v, why := f.marker, "free"
+	v, why := uint64(Decide(bounded, Waits{Spin: int64(f.marker), BlocktimeMS: -1}).Spin), "free"
 	if bounded {
-		v, why = GompSpinBounded, "contended"
+		why = "contended"
 	}
 	f.word.Store(v)
 	f.current.Store(v)
@@ -330,7 +331,7 @@ func (f *OMPFollower) readStolen(now int64) []float64 {
 		a, ok1 := f.steal0[c]
 		b, ok2 := steal[c]
 		if ok1 && ok2 && f.stealAt > 0 {
-			f.stolen = append(f.stolen, float64(b-a)*clockTick.Seconds()/(float64(now-f.stealAt)/1e9))
+			f.stolen = append(f.stolen, float64(b-a)*signal.TickNs/1e9/(float64(now-f.stealAt)/1e9))
 		}
 	}
 	f.steal0, f.stealAt = steal, now
@@ -343,7 +344,7 @@ func readThreads() map[int]threadUse {
 	if err != nil {
 		return nil
 	}
-	names, _ := d.Readdirnames(teamMaxThreads)
+	names, _ := d.Readdirnames(signal.TeamMaxThreads)
 	d.Close()
 	out := make(map[int]threadUse, len(names))
 	for _, name := range names {
@@ -351,8 +352,8 @@ func readThreads() map[int]threadUse {
 		if err != nil {
 			continue
 		}
-		if run, delay, _, ok := readSchedstatAll("/proc/self/task/" + name + "/schedstat"); ok {
-			out[tid] = threadUse{run, delay}
+		if st, err := signal.ReadSchedstat("/proc/self/task/" + name + "/schedstat"); err == nil {
+			out[tid] = threadUse{st.Run, st.Delay}
 		}
 	}
 	return out

@@ -1,9 +1,8 @@
-package hybridsync
+package signal
 
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 // EnvHints names the hint page the library reads (HYBRIDSYNC_HINTS):
@@ -79,7 +79,7 @@ const (
 // not exist yet: it is opened on first use and re-opened when replaced.
 func NewHintSource(path string, fallback *GuestEstimator, cont ContentionSource) *HintSource {
 	h := newHintSource(path, fallback, cont)
-	h.reopen(Now())
+	h.reopen(clock.Now())
 	return h
 }
 
@@ -91,16 +91,16 @@ func newHintSource(path string, fallback *GuestEstimator, cont ContentionSource)
 	return &HintSource{path: path, fallback: fallback, cont: cont}
 }
 
-// HintsFromEnv returns a HintSource for HYBRIDSYNC_HINTS, or nil when it
-// is unset. A page that cannot be read now is not an error (the agent may
-// start later); an error says why it is not used yet, for the log.
-func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont ContentionSource) (*HintSource, error) {
-	path := strings.TrimSpace(getenv(EnvHints))
+// HintsAt returns a HintSource for the page at path (HYBRIDSYNC_HINTS,
+// as hybridsync's configuration parsed it), or nil for "". A page that
+// cannot be read now is not an error (the agent may start later); an
+// error says why it is not used yet, for the log.
+func HintsAt(path string, fallback *GuestEstimator, cont ContentionSource) (*HintSource, error) {
 	if path == "" {
 		return nil, nil
 	}
 	h := newHintSource(path, fallback, cont)
-	switch err := h.reopen(Now()); {
+	switch err := h.reopen(clock.Now()); {
 	case errors.Is(err, hintpage.ErrNotRegular):
 		// Never a page, and the user should know: a FIFO or a device
 		// named by mistake. It is looked at again as a replaced page
@@ -115,7 +115,7 @@ func HintsFromEnv(getenv func(string) string, fallback *GuestEstimator, cont Con
 var (
 	_ ThresholdSource  = (*HintSource)(nil)
 	_ ContentionSource = (*HintSource)(nil)
-	_ gapObserver      = (*HintSource)(nil)
+	_ GapObserver      = (*HintSource)(nil)
 )
 
 // reopen maps the page again if it is missing or was replaced; at most
@@ -270,7 +270,7 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 	switch {
 	case s.Contention == hintpage.ContFree || s.ExpectedSliceNs == hintpage.Infinite:
 		h.used.Add(1)
-		return Infinite
+		return clock.Infinite
 	case s.ExpectedSliceNs == 0:
 		h.fallbacks[fbUnknown].Add(1)
 		return h.fallback.Remaining(tid, now)
@@ -300,9 +300,9 @@ func (h *HintSource) Remaining(tid int, now int64) int64 {
 // (block at once) is for a CPU that a competitor keeps wanting
 // (SchedSignal: run delay, and a CPU that never idles while the thread
 // sleeps). Where the fallback says free or throttled, that is the
-// answer: under a CPU quota on a busy machine, blocking at once for every
-// such turn ran behind sleeping until the predicted completion
-// (docs/BENCHMARKS.md, "Hints as the threshold in the NAMD-like bench"). A vCPU's
+// answer: under a CPU quota a turn of the page's is no competitor to
+// block at once for (docs/BENCHMARKS.md, "Hints as the threshold in the
+// NAMD-like bench"). A vCPU's
 // page stays as it is: inside a guest, the host's contention shows only
 // on the page (and as steal).
 func (h *HintSource) Contention(tid int, now int64) Contention {
@@ -325,11 +325,11 @@ func (h *HintSource) Contention(tid int, now int64) Contention {
 	return ContentionUnknown
 }
 
-// observeRunDelay hands a caller's reading of the thread's run delay to
+// ObserveRunDelay hands a caller's reading of the thread's run delay to
 // the fallback contention source, where that takes one.
-func (h *HintSource) observeRunDelay(tid int, now int64, rd RunDelay) {
-	if o, ok := h.cont.(runDelayObserver); ok {
-		o.observeRunDelay(tid, now, rd)
+func (h *HintSource) ObserveRunDelay(tid int, now int64, rd RunDelay) {
+	if o, ok := h.cont.(RunDelayObserver); ok {
+		o.ObserveRunDelay(tid, now, rd)
 	}
 }
 
@@ -348,7 +348,7 @@ func (h *HintSource) Team(tid int, now int64) (team, known bool) {
 // With one, a blocked waiter's wake-up preempts its co-runner at once.
 func (h *HintSource) Mitigation(tid int) (time.Duration, bool) {
 	var s hintpage.Slot
-	if _, ok := h.slot(tid, Now(), &s); !ok {
+	if _, ok := h.slot(tid, clock.Now(), &s); !ok {
 		return 0, false
 	}
 	h.used.Add(1)

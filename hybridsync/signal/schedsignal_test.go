@@ -1,4 +1,4 @@
-package hybridsync_test
+package signal_test
 
 import (
 	"bytes"
@@ -15,7 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/experiments/cpucap"
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
 
@@ -83,8 +84,8 @@ func pin(t testing.TB, cpu int) {
 }
 
 func burn(d time.Duration) {
-	end := hybridsync.Now() + d.Nanoseconds()
-	for hybridsync.Now() < end {
+	end := clock.Now() + d.Nanoseconds()
+	for clock.Now() < end {
 	}
 }
 
@@ -94,15 +95,15 @@ func burn(d time.Duration) {
 // throttling of its cgroup, the steal time of its CPU): measured at the
 // same time as the verdicts, so that a test of "alone" or "throttled" can
 // tell a wrong verdict from a right one on a machine that got busy.
-func verdicts(sig *hybridsync.SchedSignal, dur time.Duration, step func()) (map[hybridsync.Contention]int, disturbance.Figures) {
+func verdicts(sig *signal.SchedSignal, dur time.Duration, step func()) (map[signal.Contention]int, disturbance.Figures) {
 	tid := unix.Gettid()
-	got := map[hybridsync.Contention]int{}
+	got := map[signal.Contention]int{}
 	w := disturbance.Start(tid)
-	start := hybridsync.Now()
-	for hybridsync.Now()-start < dur.Nanoseconds() {
+	start := clock.Now()
+	for clock.Now()-start < dur.Nanoseconds() {
 		step()
-		v := sig.Contention(tid, hybridsync.Now())
-		if hybridsync.Now()-start > dur.Nanoseconds()/4 {
+		v := sig.Contention(tid, clock.Now())
+		if clock.Now()-start > dur.Nanoseconds()/4 {
 			got[v]++
 		}
 	}
@@ -134,7 +135,7 @@ const (
 	othersAlone = 0.25
 )
 
-func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
+func share(got map[signal.Contention]int, c signal.Contention) float64 {
 	n := 0
 	for _, k := range got {
 		n += k
@@ -148,7 +149,7 @@ func share(got map[hybridsync.Contention]int, c hybridsync.Contention) float64 {
 func TestSchedSignalAlone(t *testing.T) {
 	cpu := quietCPU(t)
 	var (
-		got map[hybridsync.Contention]int
+		got map[signal.Contention]int
 		fig disturbance.Figures
 	)
 	done := make(chan struct{})
@@ -157,14 +158,14 @@ func TestSchedSignalAlone(t *testing.T) {
 		pin(t, cpu)
 		defer runtime.UnlockOSThread()
 		// A wait loop: some host work, then a sleep as a blocked wait.
-		got, fig = verdicts(&hybridsync.SchedSignal{}, 600*time.Millisecond, func() {
+		got, fig = verdicts(&signal.SchedSignal{}, 600*time.Millisecond, func() {
 			burn(200 * time.Microsecond)
 			time.Sleep(300 * time.Microsecond)
 		})
 	}()
 	<-done
 	t.Logf("alone on CPU %d: %v (%v)", cpu, got, fig)
-	shared, free := share(got, hybridsync.ContentionShared), share(got, hybridsync.ContentionFree)
+	shared, free := share(got, signal.ContentionShared), share(got, signal.ContentionFree)
 	if shared <= 0.3 && free >= 0.5 {
 		return
 	}
@@ -205,34 +206,34 @@ func TestSchedSignalSharedCPU(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		min  float64 // the least share of shared verdicts
-		step func(sig *hybridsync.SchedSignal)
+		step func(sig *signal.SchedSignal)
 	}{
-		{"spinning waiter", 0.6, func(*hybridsync.SchedSignal) { burn(200 * time.Microsecond) }},
+		{"spinning waiter", 0.6, func(*signal.SchedSignal) { burn(200 * time.Microsecond) }},
 		// As hybrid waits: blocks while the verdict is shared, else
 		// spins. A blocked waiter is owed the CPU when it wakes and
 		// barely waits for it (docs/BENCHMARKS.md, "The contention
 		// signal"), but its CPU never idles: the verdict must stay
 		// shared, or its next waits spin and lose whole slices.
-		{"blocking waiter", 0.9, func(sig *hybridsync.SchedSignal) {
+		{"blocking waiter", 0.9, func(sig *signal.SchedSignal) {
 			burn(200 * time.Microsecond)
-			if sig.Contention(unix.Gettid(), hybridsync.Now()) == hybridsync.ContentionShared {
+			if sig.Contention(unix.Gettid(), clock.Now()) == signal.ContentionShared {
 				time.Sleep(300 * time.Microsecond)
 			} else {
 				burn(300 * time.Microsecond)
 			}
 		}},
 	} {
-		done := make(chan map[hybridsync.Contention]int)
+		done := make(chan map[signal.Contention]int)
 		go func() {
 			pin(t, cpu)
 			defer runtime.UnlockOSThread()
-			sig := &hybridsync.SchedSignal{}
+			sig := &signal.SchedSignal{}
 			got, _ := verdicts(sig, 600*time.Millisecond, func() { c.step(sig) })
 			done <- got
 		}()
 		got := <-done
 		t.Logf("%s sharing CPU %d with a busy loop: %v", c.name, cpu, got)
-		if share(got, hybridsync.ContentionShared) < c.min {
+		if share(got, signal.ContentionShared) < c.min {
 			t.Errorf("%s sharing its CPU with a busy loop: too few shared verdicts: %v", c.name, got)
 		}
 	}
@@ -332,14 +333,14 @@ func TestSchedSignalChild(t *testing.T) {
 	// that misjudges throttling fails both (one that ignores the
 	// throttled time: 100% shared, twice).
 	for attempt := 1; ; attempt++ {
-		sig := &hybridsync.SchedSignal{}
+		sig := &signal.SchedSignal{}
 		got, fig := verdicts(sig, 800*time.Millisecond, func() { burn(200 * time.Microsecond) })
 		busy := competed(fig)
 		t.Logf("spinning under a 10/20 ms quota on CPU %d: %v (waited beyond throttling %.1f%% of the time; %v)", cpu, got, 100*busy, fig)
 		if p := sig.QuotaPeriod(); p != 20_000_000 {
 			t.Errorf("quota period %d ns, want 20 ms (the cgroup's)", p)
 		}
-		throttled, shared := share(got, hybridsync.ContentionThrottled), share(got, hybridsync.ContentionShared)
+		throttled, shared := share(got, signal.ContentionThrottled), share(got, signal.ContentionShared)
 		if throttled >= 0.5 && shared <= 0.35 {
 			return
 		}

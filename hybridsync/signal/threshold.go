@@ -1,6 +1,11 @@
-package hybridsync
+package signal
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
+)
 
 // ThresholdSource tells how much of a thread's CPU time slice is left: how
 // long it may spin before the scheduler (the host's, for a vCPU) is
@@ -8,7 +13,7 @@ import "sync/atomic"
 // and makes the thread notice completion a whole off-CPU period late.
 type ThresholdSource interface {
 	// Remaining returns the expected remaining slice (ns) at now of the
-	// thread tid, or Infinite when nothing is expected to preempt it.
+	// thread tid, or clock.Infinite when nothing is expected to preempt it.
 	Remaining(tid int, now int64) int64
 }
 
@@ -19,11 +24,11 @@ type Static int64
 func (s Static) Remaining(int, int64) int64 { return int64(s) }
 
 // Unbounded never expects preemption.
-var Unbounded ThresholdSource = Static(Infinite)
+var Unbounded ThresholdSource = Static(clock.Infinite)
 
-// gapObserver is implemented by sources that learn from the spin loops of
+// GapObserver is implemented by sources that learn from the spin loops of
 // Sync: a clock jump between two iterations means the thread was descheduled.
-type gapObserver interface {
+type GapObserver interface {
 	// Gap reports that thread tid did not run from start to end.
 	Gap(tid int, start, end int64)
 	// Resumed reports that thread tid woke from a voluntary sleep at now,
@@ -50,7 +55,7 @@ type GuestEstimator struct {
 	slice atomic.Int64 // EWMA of run lengths (ns), 0 until the first gap
 	gaps  atomic.Uint64
 
-	threads threadSlots[threadRun]
+	threads perthread.Slots[threadRun]
 }
 
 // threadRun is one thread's current run, written only by that thread (or,
@@ -63,34 +68,33 @@ type threadRun struct {
 
 // minGaps is how many deschedulings a thread must see, each within
 // staleAfter of the last, before its estimate is used. One gap may be an
-// interrupt storm or a page fault: a single short "run" before one such
-// gap made hybrid block until the estimate went stale (docs/tried.md:
-// "Every clock gap as a descheduling").
+// interrupt storm or a page fault, and a single short "run" before it is
+// no slice (docs/tried.md: "Every clock gap as a descheduling").
 const minGaps = 3
 
-// minDescheduleNs: a gap shorter than this is an interruption, not the
+// MinDescheduleNs: a gap shorter than this is an interruption, not the
 // end of a slice: an interrupt, a kworker, or the GPU driver's own helper
 // thread (pinned with the process, it wakes on the waiter's CPU whenever
 // a blocking-sync event completes). The thread gets its CPU back within
 // about a wake-up's cost, so spinning through one costs no more than
 // blocking; what the estimate guards against is losing the CPU for
 // another task's slice (0.75 ms and up under Linux, milliseconds under a
-// hypervisor or a bandwidth quota). Counted, such gaps made the estimate a
-// "slice" of tens of µs even with no co-runner, and hybrid blocked many of
-// its waits (docs/tried.md: "Every clock gap as a descheduling").
-const minDescheduleNs = 250_000
+// hypervisor or a bandwidth quota). Counted, such gaps would make the
+// estimate a "slice" of tens of µs with no co-runner at all
+// (docs/tried.md: "Every clock gap as a descheduling").
+const MinDescheduleNs = 250_000
 
 // staleAfter: with no descheduling seen for this long, contention is
 // assumed gone and the slice unbounded again. Long enough to span several
 // throttling periods of cgroup bandwidth control (100 ms by default).
 const staleAfter = 500_000_000
 
-func (g *GuestEstimator) thread(tid int) *threadRun { return g.threads.get(tid) }
+func (g *GuestEstimator) thread(tid int) *threadRun { return g.threads.Get(tid) }
 
 // Gap records that thread tid was off the CPU from start to end. Gaps
-// shorter than minDescheduleNs are part of the run.
+// shorter than MinDescheduleNs are part of the run.
 func (g *GuestEstimator) Gap(tid int, start, end int64) {
-	if end-start < minDescheduleNs {
+	if end-start < MinDescheduleNs {
 		return
 	}
 	t := g.thread(tid)
@@ -116,13 +120,13 @@ func (g *GuestEstimator) Gap(tid int, start, end int64) {
 func (g *GuestEstimator) Resumed(tid int, now int64) { g.thread(tid).runStart.Store(now) }
 
 // Remaining returns the typical slice minus the time thread tid has run so
-// far, 0 when the slice is overdue, and Infinite until the thread has seen
+// far, 0 when the slice is overdue, and clock.Infinite until the thread has seen
 // minGaps deschedulings in a row or once it has not seen one for a while.
 func (g *GuestEstimator) Remaining(tid int, now int64) int64 {
 	slice := g.slice.Load()
 	t := g.thread(tid)
 	if slice == 0 || t.recent.Load() < minGaps || now-t.lastGap.Load() > staleAfter {
-		return Infinite
+		return clock.Infinite
 	}
 	return max(slice-(now-t.runStart.Load()), 0)
 }

@@ -1,4 +1,4 @@
-package hybridsync_test
+package signal_test
 
 import (
 	"os/exec"
@@ -8,7 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-probe/vgpu-probe/hybridsync"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 	"github.com/vgpu-probe/vgpu-probe/internal/disturbance"
 )
 
@@ -72,13 +73,13 @@ func TestSchedSignalTeam(t *testing.T) {
 				got := make(chan [2]verdict)
 				go func() {
 					pin(t, waiter)
-					var sig hybridsync.SchedSignal
+					var sig signal.SchedSignal
 					var v [2]verdict
 					tid := unix.Gettid()
 					time.Sleep(50 * time.Millisecond) // a life long enough to judge
-					v[0].team, v[0].known = sig.Team(tid, hybridsync.Now())
+					v[0].team, v[0].known = sig.Team(tid, clock.Now())
 					time.Sleep(250 * time.Millisecond)
-					v[1].team, v[1].known = sig.Team(tid, hybridsync.Now())
+					v[1].team, v[1].known = sig.Team(tid, clock.Now())
 					got <- v
 				}()
 				return <-got

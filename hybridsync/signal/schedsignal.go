@@ -1,10 +1,12 @@
-package hybridsync
+package signal
 
 import (
 	"strconv"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/perthread"
 )
 
 // SchedSignal tells whether a thread competes for its CPU from the kernel's
@@ -19,7 +21,7 @@ import (
 //   - steal time of the thread's CPU (/proc/stat), which is how a guest
 //     sees the host scheduler run another vCPU or VM on its physical CPU.
 //
-// Each thread is sampled at most every samplePeriod, on its own waits; the
+// Each thread is sampled at most every SamplePeriod, on its own waits; the
 // decision holds for a while after the last evidence (hysteresis), because
 // blocking under contention hides most of the evidence that led to it: a
 // thread that sleeps beside a busy co-runner is owed the CPU when it
@@ -34,19 +36,19 @@ import (
 //
 // The zero value is ready to use.
 type SchedSignal struct {
-	threads threadSlots[threadSched]
+	threads perthread.Slots[threadSched]
 	cg      throttleReader
 	steal   stealReader
 	team    teamScan
 }
 
 const (
-	// samplePeriod bounds the cost: a sample is three syscalls (a few µs).
-	samplePeriod = 4_000_000
-	// sharedDelayFrac: run delay above this fraction of wall time, beyond
+	// SamplePeriod bounds the cost: a sample is three syscalls (a few µs).
+	SamplePeriod = 4_000_000
+	// SharedDelayFrac: run delay above this fraction of wall time, beyond
 	// what throttling explains, is another task taking the CPU.
-	sharedDelayFrac = 0.02
-	// sharedDelayPerRun: and each scheduling-in waited this long on
+	SharedDelayFrac = 0.02
+	// SharedDelayPerRun: and each scheduling-in waited this long on
 	// average. Alone, a wake-up is scheduled in within a few µs on bare
 	// metal, but tens of µs in a VM whose idle vCPU the host must wake
 	// first, so a threshold near that calls a thread alone on its CPU
@@ -54,11 +56,11 @@ const (
 	// signal"); behind a CPU-bound co-runner a spinning thread waits
 	// whole slices (ms) and a blocking one a tick (4 ms) on some of its
 	// wake-ups. 150 µs sits well between the two.
-	sharedDelayPerRun = 150_000
-	// sharedHold, throttledHold: how long a verdict lasts without fresh
+	SharedDelayPerRun = 150_000
+	// SharedHold, throttledHold: how long a verdict lasts without fresh
 	// evidence. Throttling recurs once per quota period (100 ms by
 	// default), so it is held longer.
-	sharedHold = 50_000_000
+	SharedHold = 50_000_000
 	// stealShared: a smoothed steal fraction above this is a contended
 	// physical CPU (a VM on a quiet host shows well under 1%).
 	stealShared   = 0.05
@@ -94,13 +96,13 @@ type threadSched struct {
 	pending schedWindow
 }
 
-func (g *SchedSignal) thread(tid int) *threadSched { return g.threads.get(tid) }
+func (g *SchedSignal) thread(tid int) *threadSched { return g.threads.Get(tid) }
 
 // Contention returns the verdict for thread tid at now, sampling the
-// kernel's counters if the last sample is older than samplePeriod.
+// kernel's counters if the last sample is older than SamplePeriod.
 func (g *SchedSignal) Contention(tid int, now int64) Contention {
 	t := g.thread(tid)
-	if now-t.last.Load() >= samplePeriod && t.busy.CompareAndSwap(false, true) {
+	if now-t.last.Load() >= SamplePeriod && t.busy.CompareAndSwap(false, true) {
 		g.sample(t, tid, now)
 		t.busy.Store(false)
 	}
@@ -145,21 +147,21 @@ func (g *SchedSignal) sample(t *threadSched, tid int, now int64) {
 		f = &pf
 		t.stat.Store(f)
 	}
-	run, delay, runs, ok := readSchedstatRun(*f)
-	if !ok {
+	st, err := f.schedstat()
+	if err != nil {
 		return
 	}
-	g.sampleWith(t, now, run, delay, runs)
+	g.sampleWith(t, now, st.Run, st.Delay, st.Runs)
 }
 
-// observeRunDelay takes the run delay thread tid's caller read at now, in
+// ObserveRunDelay takes the run delay thread tid's caller read at now, in
 // place of a reading of its own, when a sample is due (Contention's rule):
 // one reading of the thread's schedstat per decision. Its time on the CPU
 // comes from the thread's CPU clock where tid is the calling thread (the
 // C library reports from the thread itself), else it is not known.
-func (g *SchedSignal) observeRunDelay(tid int, now int64, rd RunDelay) {
+func (g *SchedSignal) ObserveRunDelay(tid int, now int64, rd RunDelay) {
 	t := g.thread(tid)
-	if now-t.last.Load() >= samplePeriod && t.busy.CompareAndSwap(false, true) {
+	if now-t.last.Load() >= SamplePeriod && t.busy.CompareAndSwap(false, true) {
 		run := int64(-1)
 		var ts unix.Timespec
 		if tid == unix.Gettid() && unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) == nil {
@@ -196,8 +198,8 @@ func (g *SchedSignal) sampleWith(t *threadSched, now, run, delay, runs int64) {
 // delay beyond the throttled time counts as a competitor. But cpu.stat
 // counts a throttle's time when it ends, while the run delay grows all
 // through it: a window inside a throttle would show delay nothing
-// explains yet (alone under a 10 ms per 20 ms quota, 38% of verdicts said
-// shared). So under a quota (period > 0) the windows are judged together
+// explains yet, and call a thread alone under a quota shared. So under a
+// quota (period > 0) the windows are judged together
 // when the throttled time moves, or once they span two periods without it
 // (a throttle ends within its period and is counted at the next sample;
 // one period would end mid-throttle when the thread runs its quota at once
@@ -226,10 +228,10 @@ func judge(t *threadSched, now int64, w schedWindow, period int64) {
 	}
 	switch {
 	case w.shared():
-		t.sharedTo.Store(now + sharedHold)
+		t.sharedTo.Store(now + SharedHold)
 	case t.sharedTo.Load() > now-w.dt && w.inconclusive():
 		// Shared when the window began, and nothing in it says otherwise.
-		t.sharedTo.Store(now + sharedHold)
+		t.sharedTo.Store(now + SharedHold)
 	}
 }
 
@@ -269,7 +271,7 @@ func (w schedWindow) shared() bool {
 	if w.runs > 0 {
 		perRun = excess / w.runs
 	}
-	return float64(excess) > sharedDelayFrac*float64(w.dt) && perRun > sharedDelayPerRun ||
+	return float64(excess) > SharedDelayFrac*float64(w.dt) && perRun > SharedDelayPerRun ||
 		w.steal > stealShared
 }
 
@@ -291,10 +293,10 @@ func (g *SchedSignal) Totals() SchedTotals {
 		runs += t.sumRuns.Load()
 		thr += t.sumThrottled.Load()
 	}
-	g.threads.each(add)
-	st := SchedTotals{Seconds: sec(dt), RunDelaySeconds: sec(delay), Runs: runs, ThrottledSeconds: sec(thr)}
+	g.threads.Each(add)
+	st := SchedTotals{Seconds: float64(dt) / 1e9, RunDelaySeconds: float64(delay) / 1e9, Runs: runs, ThrottledSeconds: float64(thr) / 1e9}
 	if runs > 0 {
-		st.DelayPerRunUS = us(delay / runs)
+		st.DelayPerRunUS = float64(delay/runs) / 1e3
 	}
 	return st
 }

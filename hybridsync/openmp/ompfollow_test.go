@@ -1,4 +1,4 @@
-package hybridsync
+package openmp
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
 // A window is contended where a thread that was runnable a good part of
@@ -30,9 +30,9 @@ func TestOMPContended(t *testing.T) {
 		{"one CPU of four shared", ompWindow{span: span, threads: []threadUse{{90 * ms, 0}, {90 * ms, 0}, {90 * ms, 0}, {50 * ms, 45 * ms}}}, true},
 		{"steal", ompWindow{span: span, steal: []float64{0, 0.3}}, true},
 		{"a little steal", ompWindow{span: span, steal: []float64{0.02, 0.05}}, false},
-		{"the page says shared", ompWindow{span: span, page: []Contention{ContentionFree, ContentionShared}}, true},
-		{"the page says throttled", ompWindow{span: span, page: []Contention{ContentionThrottled}}, true},
-		{"the page says free", ompWindow{span: span, page: []Contention{ContentionFree, ContentionFree}}, false},
+		{"the page says shared", ompWindow{span: span, page: []signal.Contention{signal.ContentionFree, signal.ContentionShared}}, true},
+		{"the page says throttled", ompWindow{span: span, page: []signal.Contention{signal.ContentionThrottled}}, true},
+		{"the page says free", ompWindow{span: span, page: []signal.Contention{signal.ContentionFree, signal.ContentionFree}}, false},
 		{"no window", ompWindow{threads: []threadUse{{50 * ms, 50 * ms}}}, false},
 	}
 	for _, c := range cases {
@@ -121,41 +121,6 @@ func TestOMPFollowerGivesUp(t *testing.T) {
 	}
 }
 
-// CPUContention reads a vCPU page's slot of the CPU asked for, whatever
-// CPU the caller runs on; a thread page (the host's own targets), a slot
-// that is stale and a slot the publisher has no verdict for yet tell
-// nothing.
-func TestCPUContention(t *testing.T) {
-	now := Now()
-	vw, vpath := newHintPage(t, 4, hintpage.FlagVCPU)
-	free, shared := runningSlot(0, now), runningSlot(0, now)
-	free.Contention = hintpage.ContFree
-	stale := shared
-	stale.PublishNs = uint64(now - 10*hintMaxAge)
-	unknown := free
-	unknown.Contention = hintpage.ContUnknown
-	for cpu, s := range []hintpage.Slot{free, shared, stale, unknown} {
-		vw.Publish(cpu, &s)
-	}
-	h := NewHintSource(vpath, nil, nil)
-	for cpu, want := range []struct {
-		c  Contention
-		ok bool
-	}{{ContentionFree, true}, {ContentionShared, true}, {ContentionUnknown, false}, {ContentionUnknown, false}} {
-		if c, ok := h.CPUContention(cpu, now); c != want.c || ok != want.ok {
-			t.Errorf("CPU %d: %v %v, want %v %v", cpu, c, ok, want.c, want.ok)
-		}
-	}
-	if _, ok := h.CPUContention(9, now); ok {
-		t.Error("a CPU past the page's slots told something")
-	}
-	tw, tpath := newHintPage(t, 4, 0)
-	tw.Publish(0, &shared)
-	if _, ok := NewHintSource(tpath, nil, nil).CPUContention(0, now); ok {
-		t.Error("a thread page told a CPU's contention")
-	}
-}
-
 // The stats count the windows the page answered in and those it said
 // contended, apart from the verdict: a window without the page counts in
 // neither, whatever its run delay says.
@@ -163,8 +128,8 @@ func TestOMPFollowerCountsPage(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	f := NewOMPFollower(&fakeWord{}, testMarker, nil, nil, nil)
 	for _, w := range []ompWindow{
-		{span: 100 * ms, page: []Contention{ContentionFree, ContentionShared}},
-		{span: 100 * ms, page: []Contention{ContentionFree, ContentionFree}},
+		{span: 100 * ms, page: []signal.Contention{signal.ContentionFree, signal.ContentionShared}},
+		{span: 100 * ms, page: []signal.Contention{signal.ContentionFree, signal.ContentionFree}},
 		{span: 100 * ms, threads: []threadUse{{50 * ms, 50 * ms}}},
 	} {
 		f.countPage(w)

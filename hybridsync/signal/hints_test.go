@@ -1,4 +1,4 @@
-package hybridsync
+package signal
 
 import (
 	"encoding/binary"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-probe/vgpu-probe/hintpage"
+	"github.com/vgpu-probe/vgpu-probe/hybridsync/clock"
 )
 
 func newHintPage(t testing.TB, n int, flags uint32) (*hintpage.Writer, string) {
@@ -33,7 +34,7 @@ func runningSlot(tid int, now int64) hintpage.Slot {
 
 func TestHintSourceThreadPage(t *testing.T) {
 	w, path := newHintPage(t, 4, 0)
-	now := Now()
+	now := clock.Now()
 	s := runningSlot(77, now)
 	w.Publish(2, &s)
 	h := NewHintSource(path, nil, nil)
@@ -52,7 +53,7 @@ func TestHintSourceThreadPage(t *testing.T) {
 	}
 	s.Contention, s.SliceNs = hintpage.ContFree, hintpage.Infinite
 	w.Publish(2, &s)
-	if got, c := h.Remaining(77, now), h.Contention(77, now); got != Infinite || c != ContentionFree {
+	if got, c := h.Remaining(77, now), h.Contention(77, now); got != clock.Infinite || c != ContentionFree {
 		t.Fatalf("free CPU: Remaining %d Contention %v", got, c)
 	}
 	s = runningSlot(77, now)
@@ -71,7 +72,7 @@ func TestHintSourceThreadPage(t *testing.T) {
 // no slot; and armChooser finds it through the source it is given.
 func TestHintSourceMitigation(t *testing.T) {
 	w, path := newHintPage(t, 2, 0)
-	now := Now()
+	now := clock.Now()
 	s := runningSlot(77, now)
 	s.MitigationNs = 100_000
 	w.Publish(0, &s)
@@ -92,9 +93,6 @@ func TestHintSourceMitigation(t *testing.T) {
 	if _, ok := h.Mitigation(77); ok {
 		t.Error("stale slot: mitigated")
 	}
-	if newArmChooser(h).mitig == nil {
-		t.Error("armChooser does not see the hint source's mitigation")
-	}
 }
 
 // A policy that blocks at once on a shared CPU asks the page only about
@@ -102,7 +100,7 @@ func TestHintSourceMitigation(t *testing.T) {
 // as a fallback.
 func TestHintSourceCountsContention(t *testing.T) {
 	w, path := newHintPage(t, 1, 0)
-	now := Now()
+	now := clock.Now()
 	s := runningSlot(77, now)
 	w.Publish(0, &s)
 	h := NewHintSource(path, nil, fixedContention(ContentionUnknown))
@@ -130,7 +128,7 @@ func TestHintSourceCountsContention(t *testing.T) {
 // it says free or throttled; on a vCPU's page it stands.
 func TestHintSourceSharedChecked(t *testing.T) {
 	w, path := newHintPage(t, 1, 0)
-	now := Now()
+	now := clock.Now()
 	s := runningSlot(77, now)
 	w.Publish(0, &s)
 	for _, own := range []Contention{ContentionShared, ContentionUnknown, ContentionFree, ContentionThrottled} {
@@ -157,7 +155,7 @@ func TestHintSourceSharedChecked(t *testing.T) {
 // TestHintSourceFallsBack: each way the page can be unusable leads to the
 // guest-only estimate and the fallback contention, never a crash.
 func TestHintSourceFallsBack(t *testing.T) {
-	now := Now()
+	now := clock.Now()
 	est := &GuestEstimator{}
 	// Three deschedulings teach the estimator a 2 ms slice.
 	for i := int64(0); i < 4; i++ {
@@ -217,7 +215,7 @@ func (f fixedContention) Contention(int, int64) Contention { return Contention(f
 
 func TestHintSourceReopensReplacedPage(t *testing.T) {
 	w, path := newHintPage(t, 1, 0)
-	now := Now()
+	now := clock.Now()
 	s := runningSlot(9, now)
 	w.Publish(0, &s)
 	h := NewHintSource(path, nil, nil)
@@ -250,7 +248,7 @@ func TestHintSourceVCPUPage(t *testing.T) {
 	n := runtime.NumCPU()
 	w, path := newHintPage(t, n, hintpage.FlagVCPU)
 	const hostAhead = 5_000_000_000 // host clock 5 s ahead of ours
-	now := Now()
+	now := clock.Now()
 	for i := range n {
 		s := runningSlot(0, now+hostAhead)
 		s.PublishNs = s.SwitchInNs + 100_000 // published 100 µs after the switch-in
@@ -267,24 +265,24 @@ func TestHintSourceVCPUPage(t *testing.T) {
 	}
 }
 
-func TestHintsFromEnv(t *testing.T) {
-	if h, err := HintsFromEnv(func(string) string { return "" }, nil, nil); h != nil || err != nil {
+func TestHintsAt(t *testing.T) {
+	if h, err := HintsAt("", nil, nil); h != nil || err != nil {
 		t.Fatalf("unset: %v %v", h, err)
 	}
-	h, err := HintsFromEnv(func(string) string { return "/nonexistent/page" }, nil, nil)
+	h, err := HintsAt("/nonexistent/page", nil, nil)
 	if h == nil || err == nil {
 		t.Fatalf("missing page: want a source that falls back and an error to log, got %v %v", h, err)
 	}
 	_, path := newHintPage(t, 1, 0)
-	if h, err := HintsFromEnv(func(string) string { return path }, nil, nil); h == nil || err != nil {
+	if h, err := HintsAt(path, nil, nil); h == nil || err != nil {
 		t.Fatalf("good page: %v %v", h, err)
 	}
 }
 
-// TestHintsFromEnvNotAPage: a FIFO (whose blocking open would wait for a
+// TestHintsAtNotAPage: a FIFO (whose blocking open would wait for a
 // writer forever), a device or a directory is refused at once, with
 // hintpage.ErrNotRegular, and the source falls back as for a bad page.
-func TestHintsFromEnvNotAPage(t *testing.T) {
+func TestHintsAtNotAPage(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -296,19 +294,19 @@ func TestHintsFromEnvNotAPage(t *testing.T) {
 		}
 		done := make(chan res, 1)
 		go func() {
-			h, err := HintsFromEnv(func(string) string { return path }, nil, nil)
+			h, err := HintsAt(path, nil, nil)
 			done <- res{h, err}
 		}()
 		var r res
 		select {
 		case r = <-done:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: HintsFromEnv still blocked after 30 s", path)
+			t.Fatalf("%s: HintsAt still blocked after 30 s", path)
 		}
 		if r.h == nil || !errors.Is(r.err, hintpage.ErrNotRegular) || !strings.Contains(r.err.Error(), EnvHints) {
 			t.Fatalf("%s: %v %v, want a source that falls back and ErrNotRegular naming %s", path, r.h, r.err, EnvHints)
 		}
-		if got := r.h.Contention(1, Now()); got != ContentionUnknown || r.h.Stats().Fallbacks["missing"] != 1 {
+		if got := r.h.Contention(1, clock.Now()); got != ContentionUnknown || r.h.Stats().Fallbacks["missing"] != 1 {
 			t.Errorf("%s: contention %v, stats %+v: want a fallback for a missing page", path, got, r.h.Stats())
 		}
 	}
@@ -316,7 +314,7 @@ func TestHintsFromEnvNotAPage(t *testing.T) {
 
 func BenchmarkHintRemaining(b *testing.B) {
 	w, path := newHintPage(b, 8, 0)
-	now := Now()
+	now := clock.Now()
 	for i := range 8 {
 		s := runningSlot(100+i, now)
 		w.Publish(i, &s)
@@ -331,7 +329,7 @@ func BenchmarkHintRemaining(b *testing.B) {
 func BenchmarkHintRemainingVCPU(b *testing.B) {
 	n := runtime.NumCPU()
 	w, path := newHintPage(b, n, hintpage.FlagVCPU)
-	now := Now()
+	now := clock.Now()
 	for i := range n {
 		s := runningSlot(0, now)
 		w.Publish(i, &s)
@@ -340,5 +338,40 @@ func BenchmarkHintRemainingVCPU(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		h.Remaining(0, now)
+	}
+}
+
+// CPUContention reads a vCPU page's slot of the CPU asked for, whatever
+// CPU the caller runs on; a thread page (the host's own targets), a slot
+// that is stale and a slot the publisher has no verdict for yet tell
+// nothing.
+func TestCPUContention(t *testing.T) {
+	now := clock.Now()
+	vw, vpath := newHintPage(t, 4, hintpage.FlagVCPU)
+	free, shared := runningSlot(0, now), runningSlot(0, now)
+	free.Contention = hintpage.ContFree
+	stale := shared
+	stale.PublishNs = uint64(now - 10*hintMaxAge)
+	unknown := free
+	unknown.Contention = hintpage.ContUnknown
+	for cpu, s := range []hintpage.Slot{free, shared, stale, unknown} {
+		vw.Publish(cpu, &s)
+	}
+	h := NewHintSource(vpath, nil, nil)
+	for cpu, want := range []struct {
+		c  Contention
+		ok bool
+	}{{ContentionFree, true}, {ContentionShared, true}, {ContentionUnknown, false}, {ContentionUnknown, false}} {
+		if c, ok := h.CPUContention(cpu, now); c != want.c || ok != want.ok {
+			t.Errorf("CPU %d: %v %v, want %v %v", cpu, c, ok, want.c, want.ok)
+		}
+	}
+	if _, ok := h.CPUContention(9, now); ok {
+		t.Error("a CPU past the page's slots told something")
+	}
+	tw, tpath := newHintPage(t, 4, 0)
+	tw.Publish(0, &shared)
+	if _, ok := NewHintSource(tpath, nil, nil).CPUContention(0, now); ok {
+		t.Error("a thread page told a CPU's contention")
 	}
 }

@@ -1,8 +1,7 @@
-package hybridsync
+package signal
 
 import (
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,20 +108,14 @@ func parentDir(d string) string {
 type stealReader struct {
 	mu     sync.Mutex
 	readAt int64
-	ticks  []cpuTicks // last counters per CPU
+	ticks  []CPUTicks // last counters per CPU
 	frac   []cpuFrac  // smoothed fractions per CPU
 	none   bool       // no steal column: not worth reading again
 }
 
-type cpuTicks struct{ steal, idle int64 }
-
 type cpuFrac struct{ steal, idle float64 }
 
-const (
-	stealPeriod = 25_000_000
-	// userHZ is the unit of /proc/stat (USER_HZ is 100 on every Linux ABI).
-	userHZ = 100
-)
+const stealPeriod = 25_000_000
 
 // fractions returns the recent steal and idle fractions of the CPU the
 // caller runs on; idle is -1 where /proc/stat cannot be read or has not
@@ -145,49 +138,36 @@ func (r *stealReader) fractions(now int64) (steal, idle float64) {
 }
 
 func (r *stealReader) refresh(now int64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		r.none = true
+	all, err := ReadCPUTicks()
+	if err != nil || len(all) == 0 {
+		r.none = true // unreadable, or a kernel without the steal column
 		return
 	}
 	dt := now - r.readAt
 	first := r.readAt == 0
 	r.readAt = now
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "cpu") || strings.HasPrefix(line, "cpu ") {
+	for _, c := range all {
+		cpu := c.CPU
+		if cpu > 1<<16 {
 			continue
 		}
-		f := strings.Fields(line)
-		cpu, err := strconv.Atoi(f[0][3:])
-		if err != nil || cpu < 0 || cpu > 1<<16 {
-			continue
-		}
-		if len(f) < 9 {
-			r.none = true // a kernel without the steal column
-			return
-		}
-		var t cpuTicks
-		t.steal, _ = strconv.ParseInt(f[8], 10, 64)
-		idle, _ := strconv.ParseInt(f[4], 10, 64)
-		iowait, _ := strconv.ParseInt(f[5], 10, 64)
-		t.idle = idle + iowait
 		for len(r.ticks) <= cpu {
-			r.ticks = append(r.ticks, cpuTicks{})
+			r.ticks = append(r.ticks, CPUTicks{})
 			r.frac = append(r.frac, cpuFrac{idle: -1}) // idle: not measured yet
 		}
 		if !first && dt > 0 {
-			rate := func(d int64) float64 { return float64(d) * (1e9 / userHZ) / float64(dt) }
+			rate := func(d int64) float64 { return float64(d) * TickNs / float64(dt) }
 			fr := &r.frac[cpu]
-			fr.steal += (rate(t.steal-r.ticks[cpu].steal) - fr.steal) / 4
+			fr.steal += (rate(c.Steal-r.ticks[cpu].Steal) - fr.steal) / 4
 			// The first rate is taken as it is: smoothed from a guess,
 			// the idle fraction would take 100s of ms to become true.
-			idle := min(rate(t.idle-r.ticks[cpu].idle), 1)
+			idle := min(rate(c.Idle-r.ticks[cpu].Idle), 1)
 			if fr.idle < 0 {
 				fr.idle = idle
 			} else {
 				fr.idle += (idle - fr.idle) / 4
 			}
 		}
-		r.ticks[cpu] = t
+		r.ticks[cpu] = c
 	}
 }
