@@ -47,13 +47,16 @@ import (
 // GompSpinBounded is the spin while the CPUs are contended (Bounded).
 const GompSpinBounded = 1000
 
-// Follower timing: a window is read every ompTick; one contended window
-// bounds the spin, ompLeaveAfter free ones in a row give it back (a
-// neighbour that left is gone for good more often than one that came is,
-// and the default spin costs more beside a neighbour than the bound costs
-// alone).
+// Follower timing: a window is read every ompTick; ompEnterAfter
+// contended windows in a row bound the spin, ompLeaveAfter free ones in a
+// row give it back. One contended window alone is most often the
+// program's own start (its threads and a runtime's helpers starting
+// together on its CPUs), not a neighbour; a neighbour that left is gone
+// for good more often than one that came is, and the default spin costs
+// more beside a neighbour than the bound costs alone.
 const (
 	ompTick       = 100 * time.Millisecond
+	ompEnterAfter = 2
 	ompLeaveAfter = 5
 	// ompRunnable: a thread counts in a window where it was runnable
 	// (running or waiting for its CPU) this share of it or more.
@@ -152,6 +155,7 @@ type OMPFollower struct {
 	stolen  []float64 // each CPU's stolen share over the last ompStealSpan
 	cpus    []int
 	free    int // free windows in a row while bounded
+	busy    int // contended windows in a row
 	bounded bool
 
 	active                      atomic.Bool
@@ -256,21 +260,24 @@ func (f *OMPFollower) countPage(w ompWindow) {
 	}
 }
 
-// apply takes one window's verdict: a contended window bounds the spin at
-// once, ompLeaveAfter free ones in a row give it back.
+// apply takes one window's verdict: ompEnterAfter contended windows in a
+// row bound the spin, ompLeaveAfter free ones in a row give it back.
 func (f *OMPFollower) apply(contended bool) {
 	f.windows.Add(1)
 	switch {
 	case contended:
 		f.contended.Add(1)
 		f.free = 0
-		if !f.bounded {
+		if f.busy++; !f.bounded && f.busy >= ompEnterAfter {
 			f.set(true)
 		}
 	case f.bounded:
+		f.busy = 0
 		if f.free++; f.free >= ompLeaveAfter {
 			f.set(false)
 		}
+	default:
+		f.busy = 0
 	}
 }
 

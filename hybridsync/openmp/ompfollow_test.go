@@ -58,17 +58,27 @@ func (w *fakeWord) Loaded() bool                       { return w.loaded }
 func (w *fakeWord) Locate(uint64) (int, string, error) { return w.n, "libgomp.so.1", w.err }
 func (w *fakeWord) Store(v uint64)                     { w.stored = append(w.stored, v) }
 
-// The spin is bounded at the first contended window and given back only
+// The spin is bounded after ompEnterAfter contended windows in a row (a
+// lone one, a program's own start, changes nothing) and given back only
 // after ompLeaveAfter free ones in a row; a contended window in between
-// starts the count again. Each change is stored once.
+// starts that count again. Each change is stored once.
 func TestOMPFollowerLeaves(t *testing.T) {
 	w := &fakeWord{}
 	f := NewOMPFollower(w, testMarker, nil, nil, nil)
 	f.apply(false)
-	if len(w.stored) != 0 {
-		t.Fatalf("a free window stored %v", w.stored)
+	for range ompEnterAfter - 1 {
+		f.apply(true)
 	}
-	f.apply(true)
+	f.apply(false)
+	if len(w.stored) != 0 {
+		t.Fatalf("free windows and %d contended in a row stored %v", ompEnterAfter-1, w.stored)
+	}
+	for range ompEnterAfter {
+		f.apply(true)
+	}
+	if len(w.stored) != 1 || w.stored[0] != GompSpinBounded {
+		t.Fatalf("stored %v after %d contended windows in a row, want [%d]", w.stored, ompEnterAfter, GompSpinBounded)
+	}
 	for range ompLeaveAfter - 1 {
 		f.apply(false)
 	}
@@ -76,15 +86,15 @@ func TestOMPFollowerLeaves(t *testing.T) {
 	for range ompLeaveAfter - 1 {
 		f.apply(false)
 	}
-	if want := []uint64{GompSpinBounded}; len(w.stored) != 1 || w.stored[0] != want[0] {
-		t.Fatalf("stored %v before %d free windows in a row, want %v", w.stored, ompLeaveAfter, want)
+	if len(w.stored) != 1 {
+		t.Fatalf("stored %v before %d free windows in a row, want [%d]", w.stored, ompLeaveAfter, GompSpinBounded)
 	}
 	f.apply(false)
 	if len(w.stored) != 2 || w.stored[1] != testMarker {
 		t.Fatalf("stored %v, want the marker back after %d free windows", w.stored, ompLeaveAfter)
 	}
 	st := f.Stats()
-	if st.SpinCount != testMarker || st.Changes != 2 || st.Contended != 2 || st.Windows != 2*ompLeaveAfter+2 {
+	if want := uint64(2 * ompEnterAfter); st.SpinCount != testMarker || st.Changes != 2 || st.Contended != want || st.Windows != 2*ompLeaveAfter+2*ompEnterAfter+1 {
 		t.Errorf("stats %+v", st)
 	}
 }
