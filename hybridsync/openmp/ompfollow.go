@@ -124,17 +124,20 @@ func (w ompWindow) pageContended() bool {
 	return false
 }
 
-// SpinWord is libgomp's spin count as the library reaches it
-// (libhybridsync/lib/gompspin.c).
+// SpinWord is the waits of the program's OpenMP runtimes as the library
+// reaches them: GNU libgomp's spin count (libhybridsync/lib/gompspin.c)
+// and LLVM/Intel libomp's blocktime (libhybridsync/lib/ompt.c).
 type SpinWord interface {
-	// Loaded says whether a libgomp is loaded.
+	// Loaded says whether a runtime it can reach is loaded.
 	Loaded() bool
-	// Locate finds the word holding marker: how many libgomp copies it
-	// now knows (0: none yet), an error where it cannot tell which word
-	// it is, and the first copy's file.
+	// Locate finds the settings: how many runtime copies it now reaches
+	// (0: none yet; for libgomp, the word holding marker), an error where
+	// it cannot tell which word is libgomp's spin, and the first copy's
+	// file or name.
 	Locate(marker uint64) (n int, file string, err error)
-	// Store sets the located words.
-	Store(v uint64)
+	// Store sets the located settings to w (-1: the one the runtime
+	// started with).
+	Store(w Waits)
 }
 
 // OMPFollower sets libgomp's spin as its program's CPUs' contention says,
@@ -164,6 +167,7 @@ type OMPFollower struct {
 	windows, contended, changes atomic.Uint64
 	pageWindows, pageContended  atomic.Uint64
 	current                     atomic.Uint64
+	blocktime                   atomic.Int64
 }
 
 // NewOMPFollower returns a follower of word, which libgomp started at
@@ -174,6 +178,7 @@ func NewOMPFollower(word SpinWord, marker uint64, hints *signal.HintSource, info
 	f := &OMPFollower{word: word, marker: marker, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
 	f.setWhy("libgomp not loaded (yet)")
 	f.current.Store(marker)
+	f.blocktime.Store(-1)
 	return f
 }
 
@@ -283,15 +288,16 @@ func (f *OMPFollower) apply(contended bool) {
 
 func (f *OMPFollower) set(bounded bool) {
 	f.bounded = bounded
-	v, why := uint64(Decide(bounded, Waits{Spin: int64(f.marker), BlocktimeMS: -1}).Spin), "free"
+	w, why := Decide(bounded, Waits{Spin: int64(f.marker), BlocktimeMS: -1}), "free"
 	if bounded {
 		why = "contended"
 	}
-	f.word.Store(v)
-	f.current.Store(v)
+	f.word.Store(w)
+	f.current.Store(uint64(w.Spin))
+	f.blocktime.Store(w.BlocktimeMS)
 	f.changes.Add(1)
 	if f.info != nil {
-		f.info("libgomp spin count %d (CPUs %s)", v, why)
+		f.info("OpenMP waits: libgomp spin count %d, libomp blocktime %s (CPUs %s)", w.Spin, blocktimeWord(w.BlocktimeMS), why)
 	}
 }
 
@@ -389,10 +395,13 @@ type OMPFollowStats struct {
 	Why    string `json:"why,omitempty"`
 	// Library: the libgomp whose spin count it sets.
 	Library string `json:"library,omitempty"`
-	// SpinCount: the spin as last set (the marker: libgomp's default
-	// spin; GompSpinBounded); Changes: how often it was set.
-	SpinCount uint64 `json:"spin_count"`
-	Changes   uint64 `json:"changes"`
+	// SpinCount: libgomp's spin as last set (the marker: libgomp's
+	// default spin; GompSpinBounded); BlocktimeMS: libomp's blocktime as
+	// last set (-1: the one it started with; 0 bounded); Changes: how
+	// often they were set.
+	SpinCount   uint64 `json:"spin_count"`
+	BlocktimeMS int64  `json:"blocktime_ms"`
+	Changes     uint64 `json:"changes"`
 	// Windows: windows read; Contended: of those, contended.
 	Windows   uint64 `json:"windows"`
 	Contended uint64 `json:"contended"`
@@ -406,7 +415,7 @@ type OMPFollowStats struct {
 
 // Stats returns what the follower did.
 func (f *OMPFollower) Stats() OMPFollowStats {
-	st := OMPFollowStats{Active: f.active.Load(), SpinCount: f.current.Load(), Changes: f.changes.Load(),
+	st := OMPFollowStats{Active: f.active.Load(), SpinCount: f.current.Load(), BlocktimeMS: f.blocktime.Load(), Changes: f.changes.Load(),
 		Windows: f.windows.Load(), Contended: f.contended.Load(), PageWindows: f.pageWindows.Load(), PageContended: f.pageContended.Load()}
 	if w := f.why.Load(); w != nil {
 		st.Why = *w
@@ -415,4 +424,12 @@ func (f *OMPFollower) Stats() OMPFollowStats {
 		st.Library = *p
 	}
 	return st
+}
+
+// blocktimeWord is a blocktime for the log: ms, or the runtime's own.
+func blocktimeWord(ms int64) string {
+	if ms < 0 {
+		return "as started"
+	}
+	return strconv.FormatInt(ms, 10) + " ms"
 }

@@ -2,6 +2,7 @@ package openmp
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,12 +52,16 @@ type fakeWord struct {
 	loaded bool
 	n      int
 	err    error
-	stored []uint64
+	stored []uint64 // the spins stored
+	bt     []int64  // the blocktimes stored
 }
 
 func (w *fakeWord) Loaded() bool                       { return w.loaded }
 func (w *fakeWord) Locate(uint64) (int, string, error) { return w.n, "libgomp.so.1", w.err }
-func (w *fakeWord) Store(v uint64)                     { w.stored = append(w.stored, v) }
+func (w *fakeWord) Store(v Waits) {
+	w.stored = append(w.stored, uint64(v.Spin))
+	w.bt = append(w.bt, v.BlocktimeMS)
+}
 
 // The spin is bounded after ompEnterAfter contended windows in a row (a
 // lone one, a program's own start, changes nothing) and given back only
@@ -92,6 +97,9 @@ func TestOMPFollowerLeaves(t *testing.T) {
 	f.apply(false)
 	if len(w.stored) != 2 || w.stored[1] != testMarker {
 		t.Fatalf("stored %v, want the marker back after %d free windows", w.stored, ompLeaveAfter)
+	}
+	if want := []int64{0, -1}; !slices.Equal(w.bt, want) {
+		t.Errorf("blocktimes stored %v, want %v (bounded, then libomp's own)", w.bt, want)
 	}
 	st := f.Stats()
 	if want := uint64(2 * ompEnterAfter); st.SpinCount != testMarker || st.Changes != 2 || st.Contended != want || st.Windows != 2*ompLeaveAfter+2*ompEnterAfter+1 {

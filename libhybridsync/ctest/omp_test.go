@@ -415,13 +415,14 @@ type ompStats struct {
 // ompSpin is the openmp object's spin_live: libgomp's spin as the library
 // followed it while the program ran.
 type ompSpin struct {
-	Active    bool   `json:"active"`
-	Why       string `json:"why"`
-	Library   string `json:"library"`
-	SpinCount uint64 `json:"spin_count"`
-	Changes   uint64 `json:"changes"`
-	Windows   uint64 `json:"windows"`
-	Contended uint64 `json:"contended"`
+	Active      bool   `json:"active"`
+	Why         string `json:"why"`
+	Library     string `json:"library"`
+	SpinCount   uint64 `json:"spin_count"`
+	BlocktimeMS int64  `json:"blocktime_ms"`
+	Changes     uint64 `json:"changes"`
+	Windows     uint64 `json:"windows"`
+	Contended   uint64 `json:"contended"`
 }
 
 // ompLive is the openmp object's blocktime_live: libomp's blocktime as
@@ -906,29 +907,50 @@ func TestBlocktimeLive(t *testing.T) {
 }
 
 // TestLauncherFollowsLateNeighbour: the launcher's default on a program
-// of GNU libgomp whose CPUs are free at its start and each get a busy loop
-// a second later. The launcher measures nothing at start; the library
-// finds libgomp's spin count and bounds it once the loops come, which the
-// stats' spin_live says (the spin it last set, and that it changed).
+// of GNU libgomp, and on LLVM's libomp, whose CPUs are free at its start
+// and each get a busy loop a second later. The launcher measures nothing
+// at start; the library finds libgomp's spin count (libomp's blocktime)
+// and bounds it once the loops come, which the stats' spin_live says
+// (the setting it last made, and that it changed).
 // Whether the spin goes back once the loops are gone is
 // TestOMPFollowerLeaves' (hybridsync): on a busy machine the CPUs may
 // never be free here.
 func TestLauncherFollowsLateNeighbour(t *testing.T) {
-	gnu := needGNUOpenMP(t)
+	t.Run("libgomp", func(t *testing.T) {
+		l, _ := followLate(t, needGNUOpenMP(t))
+		if !l.Active || !strings.Contains(filepath.Base(l.Library), "libgomp") || l.SpinCount != openmp.GompSpinBounded || l.Changes < 1 || l.Contended < 1 {
+			t.Errorf("spin_live %+v: want active on libgomp, bounded to %d once the loops came", l, openmp.GompSpinBounded)
+		}
+	})
+	// libomp's blocktime is followed through the tools interface, and by
+	// nothing else: the blocktime at the program's CUDA waits stands down.
+	t.Run("libomp", func(t *testing.T) {
+		l, o := followLate(t, needLLVMOpenMP(t))
+		if !l.Active || l.Library == "" || l.BlocktimeMS != 0 || l.Changes < 1 || l.Contended < 1 {
+			t.Errorf("spin_live %+v: want active on libomp, blocktime 0 once the loops came", l)
+		}
+		if b := o.BlocktimeLive; b != nil && b.Changes != 0 {
+			t.Errorf("blocktime_live %v: changed libomp's blocktime beside the follower", b)
+		}
+	})
+}
+
+// followLate runs prog through the launcher on two CPUs where busy loops
+// start a second after it: the run lasts well past their start (1000
+// steps of a 3 ms kernel). It returns the stats' spin_live and openmp.
+func followLate(t *testing.T, prog string) (ompSpin, *ompStats) {
+	t.Helper()
 	cpus := twoCPUs(t)
 	late := lateLoops(cpus, time.Second)
 	defer late.stop()
-	// 1000 steps of a 3 ms kernel: the run lasts well past the loops' start.
-	d := liveRunVia(t, []string{launcher()}, gnu, cpus, 1000, "HYBRIDSYNC_OPENMP=auto")
+	d := liveRunVia(t, []string{launcher()}, prog, cpus, 1000, "HYBRIDSYNC_OPENMP=auto")
 	late.check(t)
 	o, l := d.OpenMP, d.OpenMP.SpinLive
 	if l == nil {
 		t.Fatalf("runtime %s, env %v: no spin_live in the stats", o.Runtime, o.Env)
 	}
 	t.Logf("runtime %s, GOMP_SPINCOUNT=%s: %+v", o.Runtime, o.Env["GOMP_SPINCOUNT"], *l)
-	if !l.Active || !strings.Contains(filepath.Base(l.Library), "libgomp") || l.SpinCount != openmp.GompSpinBounded || l.Changes < 1 || l.Contended < 1 {
-		t.Errorf("spin_live %+v: want active on libgomp, bounded to %d once the loops came", *l, openmp.GompSpinBounded)
-	}
+	return *l, o
 }
 
 // late is a busy loop on each of two CPUs that starts after the program

@@ -3,6 +3,7 @@ package main
 /*
 #include "core.h"
 #include "gompspin.h"
+#include "ompt.h"
 */
 import "C"
 
@@ -20,7 +21,8 @@ import (
 	"github.com/vgpu-probe/vgpu-probe/hybridsync/signal"
 )
 
-// follower follows libgomp's spin while the program runs
+// follower follows libgomp's spin and libomp's blocktime while the
+// program runs
 // (hybridsync/openmp/ompfollow.go): started as the library loads, where
 // hybridsync-run gave the program its GOMP_SPINCOUNT (the marker; its
 // record HYBRIDSYNC_RUN_SET says so), whether or not the program ever
@@ -41,19 +43,23 @@ func init() {
 	// said by the library's configuration check, not here.
 	cfg, _ := hybridsync.ParseOnly(guestHints, signal.EnvHints)
 	hints, _ := signal.HintsAt(cfg.HintsPath, nil, nil)
-	follower = openmp.NewOMPFollower(gompWord{}, marker, hints,
+	follower = openmp.NewOMPFollower(runtimes{}, marker, hints,
 		func(format string, args ...any) { logf(C.HS_LOG_INFO, format, args...) },
 		func(format string, args ...any) { logf(C.HS_LOG_WARN, format, args...) })
 	C.hs_gomp_set_following()
 	go follower.Run(nil)
 }
 
-// gompWord is libgomp's spin count in this process (gompspin.c).
-type gompWord struct{}
+// runtimes are the OpenMP runtimes' waits in this process: GNU libgomp's
+// spin count (gompspin.c) and LLVM/Intel libomp's blocktime, where libomp
+// started the library as its tool (ompt.c).
+type runtimes struct{}
 
-// Loaded asks the cheap question first (an object named libgomp*), then
-// whether one is GNU's: LLVM installs libomp as libgomp.so.1 too.
-func (gompWord) Loaded() bool {
+func (runtimes) Loaded() bool { return libompReady() || gompLoaded() }
+
+// gompLoaded asks the cheap question first (an object named libgomp*),
+// then whether one is GNU's: LLVM installs libomp as libgomp.so.1 too.
+func gompLoaded() bool {
 	if C.hs_gomp_libgomp() == 0 {
 		return false
 	}
@@ -61,16 +67,37 @@ func (gompWord) Loaded() bool {
 	return slices.Contains(names, "libgomp")
 }
 
-func (gompWord) Locate(marker uint64) (int, string, error) {
-	var name [512]C.char
-	n := int(C.hs_gomp_locate(C.ulonglong(marker), &name[0], C.ulong(len(name))))
-	if n < 0 {
-		return 0, "", fmt.Errorf("a libgomp holds GOMP_SPINCOUNT=%d in more than one place", marker)
+func libompReady() bool { return C.hs_ompt_ready() != 0 }
+
+// Locate finds libgomp's spin word and counts libomp where it is ready; a
+// libgomp whose word cannot be told stops the following only where no
+// libomp is followed instead.
+func (runtimes) Locate(marker uint64) (int, string, error) {
+	var n int
+	var file string
+	var err error
+	if gompLoaded() {
+		var name [512]C.char
+		if n = int(C.hs_gomp_locate(C.ulonglong(marker), &name[0], C.ulong(len(name)))); n < 0 {
+			n, err = 0, fmt.Errorf("a libgomp holds GOMP_SPINCOUNT=%d in more than one place", marker)
+		}
+		file = C.GoString((*C.char)(unsafe.Pointer(&name[0])))
 	}
-	return n, C.GoString((*C.char)(unsafe.Pointer(&name[0]))), nil
+	if libompReady() {
+		var v [128]C.char
+		C.hs_ompt_runtime(&v[0], C.ulong(len(v)))
+		if n++; file == "" {
+			file = C.GoString((*C.char)(unsafe.Pointer(&v[0])))
+		}
+		err = nil
+	}
+	return n, file, err
 }
 
-func (gompWord) Store(v uint64) { C.hs_gomp_store(C.ulonglong(v)) }
+func (runtimes) Store(w openmp.Waits) {
+	C.hs_gomp_store(C.ulonglong(w.Spin))
+	C.hs_ompt_want(C.int(w.BlocktimeMS))
+}
 
 // followStats is the follower's stats, nil where it was not started.
 func followStats() *openmp.OMPFollowStats {

@@ -9,6 +9,7 @@
 
 #include "core.h"
 #include "omplive.h"
+#include "ompt.h"
 
 static void (*set_bt)(int);
 static int (*get_bt)(void);
@@ -33,7 +34,9 @@ void hs_omp_live_set(int on) { atomic_store_explicit(&live, on && set_bt && get_
 
 int hs_omp_blocktime(void)
 {
-	if (!atomic_load_explicit(&live, memory_order_acquire) || get_level() != 0)
+	/* Where libomp runs the library as its tool, the follower sets the
+	 * blocktime (ompt.c), and only it. */
+	if (!atomic_load_explicit(&live, memory_order_acquire) || hs_ompt_ready() || get_level() != 0)
 		return -1;
 	if (!known) {
 		int bt = get_bt();
