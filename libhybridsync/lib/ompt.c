@@ -79,8 +79,7 @@ static int initialize(ompt_function_lookup_t lookup, int initial_device_num, omp
  * holds the locks kmp_get_blocktime takes. */
 static void finalize(ompt_data_t *tool_data) { (void)tool_data; }
 
-/* has_word says whether the blank-separated list holds NAME=VALUE, or
- * NAME=anything where value is NULL. */
+/* has_word says whether the blank-separated list holds NAME=VALUE. */
 static int has_word(const char *list, const char *name, const char *value)
 {
 	size_t n = strlen(name);
@@ -89,21 +88,22 @@ static int has_word(const char *list, const char *name, const char *value)
 			continue;
 		const char *v = p + n + 1, *end = strchr(v, ' ');
 		size_t vn = end ? (size_t)(end - v) : strlen(v);
-		if (!value || (vn == strlen(value) && !strncmp(v, value, vn)))
+		if (vn == strlen(value) && !strncmp(v, value, vn))
 			return 1;
 	}
 	return 0;
 }
 
 /* following says whether hybridsync-run started the program in its
- * following mode: its record names the GOMP_SPINCOUNT marker it set and
- * no KMP_BLOCKTIME (HYBRIDSYNC_OPENMP=bounded sets both: nothing to
- * follow). ompfollow.go starts the follower on the same record; this is
- * read before the Go runtime may have started, so in C. */
+ * following mode (its record names the GOMP_SPINCOUNT marker it set) and
+ * the blocktime is nobody's: a KMP_BLOCKTIME set, by the user or by
+ * HYBRIDSYNC_OPENMP=bounded, wins. ompfollow.go starts the follower on
+ * the same record; this is read before the Go runtime may have started,
+ * so in C. */
 static int following(void)
 {
 	const char *set = getenv("HYBRIDSYNC_RUN_SET"), *spin = getenv("GOMP_SPINCOUNT");
-	return set && spin && has_word(set, "GOMP_SPINCOUNT", spin) && !has_word(set, "KMP_BLOCKTIME", NULL);
+	return set && spin && has_word(set, "GOMP_SPINCOUNT", spin) && !getenv("KMP_BLOCKTIME");
 }
 
 __attribute__((visibility("default"))) ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version,
