@@ -52,5 +52,8 @@ if [ "$TORCH" != - ]; then
 fi
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=$?; done
+# The per-run stats in one archive: the device machine hands back a
+# handful of files, not one per run.
+(cd "$OUT" && tar czf stats.tgz apps-*/stats && rm -rf apps-*/stats) || status=1
 tail -n 12 "$OUT"/*.log
 exit "$status"
