@@ -176,7 +176,7 @@ type OMPFollower struct {
 // says why it cannot follow it.
 func NewOMPFollower(word SpinWord, marker uint64, hints *signal.HintSource, info, warn func(string, ...any)) *OMPFollower {
 	f := &OMPFollower{word: word, marker: marker, hints: hints, info: info, warn: warn, prev: map[int]threadUse{}}
-	f.setWhy("libgomp not loaded (yet)")
+	f.setWhy("no runtime it can follow (yet): neither a GNU libgomp nor a libomp that started the library as its OpenMP tool (OMP_TOOL=disabled keeps it from that); the waits stay as the runtime started")
 	f.current.Store(marker)
 	f.blocktime.Store(-1)
 	return f
