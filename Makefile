@@ -97,7 +97,7 @@ test:
 # dictionary (Go benchmarks)", says how its numbers were taken).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hybridsync/...
-	$(GO) test -run '^$$' -bench PreloadLaunch -benchtime 5x ./libhybridsync/ctest
+	$(GO) test -run '^$$' -bench 'PreloadLaunch|LauncherStart' -benchtime 5x ./libhybridsync/ctest
 
 # The agent's HTTP server under load, as root (minutes): a busy target, a
 # 256 MB memory cgroup, many clients and 20,500 idle connections; 200

@@ -1,10 +1,12 @@
 package ctest
 
 import (
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 )
 
 var (
@@ -107,4 +109,38 @@ func medianOf(xs []float64) float64 {
 		}
 	}
 	return s[len(s)/2]
+}
+
+// BenchmarkLauncherStart is what hybridsync-run adds to a program's start
+// and exit (/bin/true): its default, which applies the settings make
+// recorded, and a start that asks the library (HYBRIDSYNC_OPENMP set),
+// which loads it once more; each against the plain start, rotated in
+// every iteration, medians.
+func BenchmarkLauncherStart(b *testing.B) {
+	if built.err != nil {
+		b.Fatal(built.err)
+	}
+	arms := []struct {
+		name string
+		argv []string
+	}{
+		{"plain", []string{"/bin/true"}},
+		{"default", []string{launcher(), "/bin/true"}},
+		{"asks", []string{"env", "HYBRIDSYNC_OPENMP=auto", launcher(), "/bin/true"}},
+	}
+	ns := make([][]float64, len(arms))
+	for range b.N {
+		for i, a := range arms {
+			start := time.Now()
+			if out, err := exec.Command(a.argv[0], a.argv[1:]...).CombinedOutput(); err != nil {
+				b.Fatalf("%v: %v\n%s", a.argv, err, out)
+			}
+			ns[i] = append(ns[i], float64(time.Since(start).Nanoseconds()))
+		}
+	}
+	plain := medianOf(ns[0])
+	b.ReportMetric(plain, "plain-ns/start")
+	for i, a := range arms[1:] {
+		b.ReportMetric(medianOf(ns[i+1])-plain, a.name+"-added-ns/start")
+	}
 }
